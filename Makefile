@@ -1,0 +1,25 @@
+# Each target sets itself up from nothing: the virtual environment is created
+# (or reused from the cache, see scripts/setup_venv.sh) before it runs.
+SHELL := /bin/bash
+PY := .venv/bin/python
+export TOKENIZERS_PARALLELISM ?= false
+
+.PHONY: run test bench setup browser clean
+
+setup:
+	@bash scripts/setup_venv.sh
+
+browser:
+	@bash scripts/ensure_chromium.sh
+
+run: setup
+	$(PY) app.py
+
+test: setup browser
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(PY) -m pytest -q
+
+bench: setup
+	@for f in bench/*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
+
+clean:
+	rm -rf .venv .pytest_cache data/test_*.db
