@@ -1,0 +1,119 @@
+"""Battles, votes and leaderboard snapshots."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from sqlite_utils import Database
+
+from storage.db import write_transaction
+from storage.jsonutil import dumps, loads
+from storage.records import Battle, Vote, utc_now
+
+
+class DuplicateVote(Exception):
+    """The battle already has its vote: the database allows exactly one."""
+
+
+def save_battle(db: Database, battle: Battle) -> Battle:
+    with write_transaction(db):
+        db["battles"].insert(
+            {
+                "id": battle.id,
+                "system_a": battle.system_a,
+                "system_b": battle.system_b,
+                "conversation_a": battle.conversation_a,
+                "conversation_b": battle.conversation_b,
+                "domain": battle.domain,
+                "session": battle.session,
+                "created_at": battle.created_at,
+            }
+        )
+    return battle
+
+
+def get_battle(db: Database, battle_id: str) -> Battle | None:
+    rows = list(db["battles"].rows_where("id = ?", [battle_id]))
+    if not rows:
+        return None
+    r = rows[0]
+    return Battle(
+        id=r["id"],
+        system_a=r["system_a"],
+        system_b=r["system_b"],
+        conversation_a=r["conversation_a"],
+        conversation_b=r["conversation_b"],
+        domain=r["domain"] or "movies",
+        session=r["session"] or "",
+        created_at=r["created_at"],
+    )
+
+
+def save_vote(db: Database, vote: Vote) -> Vote:
+    """Record the vote; raises :class:`DuplicateVote` if the battle already has one."""
+    try:
+        with write_transaction(db):
+            db.execute(
+                "insert into votes (battle_id, choice, feedback, voter, created_at) "
+                "values (?, ?, ?, ?, ?)",
+                [vote.battle_id, vote.choice, vote.feedback, vote.voter, vote.created_at],
+            )
+    except sqlite3.IntegrityError as e:
+        if "UNIQUE" in str(e):
+            raise DuplicateVote(f"battle {vote.battle_id} already has a vote") from e
+        raise
+    return vote
+
+
+def get_vote(db: Database, battle_id: str) -> Vote | None:
+    rows = list(db["votes"].rows_where("battle_id = ?", [battle_id]))
+    if not rows:
+        return None
+    r = rows[0]
+    return Vote(
+        battle_id=r["battle_id"],
+        choice=r["choice"],
+        feedback=r["feedback"] or "",
+        voter=r["voter"] or "",
+        created_at=r["created_at"],
+    )
+
+
+def voted_battles(db: Database, *, domain: str | None = None) -> list[dict]:
+    """Every voted battle as ``{system_a, system_b, choice, domain, created_at}``."""
+    sql = (
+        "select b.system_a, b.system_b, v.choice, b.domain, v.created_at "
+        "from votes v join battles b on b.id = v.battle_id"
+    )
+    args: list = []
+    if domain:
+        sql += " where b.domain = ?"
+        args.append(domain)
+    return list(db.query(sql + " order by v.created_at, v.id", args))
+
+
+def battle_counts(db: Database) -> dict[tuple[str, str], int]:
+    """Number of battles per unordered system pair (keys sorted)."""
+    counts: dict[tuple[str, str], int] = {}
+    for r in db.query("select system_a, system_b, count(*) as n from battles group by 1, 2"):
+        key = tuple(sorted((r["system_a"], r["system_b"])))
+        counts[key] = counts.get(key, 0) + r["n"]
+    return counts
+
+
+def save_leaderboard_snapshot(
+    db: Database, rows: list[dict], *, scorer: str = "", filters: dict | None = None
+) -> int:
+    with write_transaction(db):
+        table = db["leaderboard_snapshots"].insert(
+            {"created_at": utc_now(), "filters": dumps(filters or {}), "scorer": scorer, "rows": dumps(rows)}
+        )
+        return table.last_pk
+
+
+def latest_leaderboard_snapshot(db: Database) -> dict | None:
+    rows = list(db["leaderboard_snapshots"].rows_where(order_by="id desc", limit=1))
+    if not rows:
+        return None
+    r = rows[0]
+    return {**r, "filters": loads(r["filters"], {}), "rows": loads(r["rows"], [])}

@@ -1,0 +1,150 @@
+"""Conversations and their turns."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Iterable
+
+from sqlite_utils import Database
+
+from storage.db import write_transaction
+from storage.jsonutil import dumps, loads
+from storage.records import Conversation, ItemRef, Turn, utc_now
+
+
+def save_conversation(db: Database, conversation: Conversation) -> Conversation:
+    """Insert or replace a whole conversation (header, history and turns) atomically."""
+    with write_transaction(db):
+        db["conversations"].upsert(_conversation_row(conversation), pk="id")
+        db["turns"].delete_where("conversation_id = ?", [conversation.id])
+        rows = [
+            _turn_row(conversation.id, part, idx, turn)
+            for part, turns in (("history", conversation.history), ("interaction", conversation.turns))
+            for idx, turn in enumerate(turns)
+        ]
+        if rows:
+            db["turns"].insert_all(rows)
+    return conversation
+
+
+def append_turns(db: Database, conversation: Conversation, turns: Iterable[Turn]) -> None:
+    """Write ``turns`` after the stored interaction, creating the conversation if needed.
+
+    Only the database changes: the caller keeps ``conversation.turns`` itself.
+    When the conversation is new, its ``history`` and ``turns`` are written first.
+    """
+    turns = list(turns)
+    with write_transaction(db):
+        if db["conversations"].count_where("id = ?", [conversation.id]) == 0:
+            db["conversations"].insert(_conversation_row(conversation))
+            for idx, turn in enumerate(conversation.history):
+                db["turns"].insert(_turn_row(conversation.id, "history", idx, turn))
+            for idx, turn in enumerate(conversation.turns):
+                db["turns"].insert(_turn_row(conversation.id, "interaction", idx, turn))
+        start = next(
+            db.query(
+                "select coalesce(max(idx) + 1, 0) as n from turns "
+                "where conversation_id = ? and part = 'interaction'",
+                [conversation.id],
+            )
+        )["n"]
+        for offset, turn in enumerate(turns):
+            db["turns"].insert(_turn_row(conversation.id, "interaction", start + offset, turn))
+        db["conversations"].update(
+            conversation.id, {"updated_at": utc_now(), "status": conversation.status}
+        )
+
+
+def set_status(db: Database, conversation_id: str, status: str, **metadata) -> None:
+    """Change a conversation's status, merging ``metadata`` into its metadata."""
+    with write_transaction(db):
+        row = db["conversations"].get(conversation_id)
+        merged = {**loads(row["metadata"], {}), **metadata}
+        db["conversations"].update(
+            conversation_id, {"status": status, "metadata": dumps(merged), "updated_at": utc_now()}
+        )
+
+
+def get_conversation(db: Database, conversation_id: str) -> Conversation | None:
+    rows = list(db["conversations"].rows_where("id = ?", [conversation_id]))
+    if not rows:
+        return None
+    return _conversation_from_row(db, rows[0])
+
+
+def list_conversations(
+    db: Database,
+    *,
+    system_id: str | None = None,
+    source: str | None = None,
+    limit: int | None = None,
+) -> list[Conversation]:
+    """Conversations, newest first, optionally filtered by system and source."""
+    where, args = [], []
+    if system_id:
+        where.append("system_id = ?")
+        args.append(system_id)
+    if source:
+        where.append("source = ?")
+        args.append(source)
+    rows = db["conversations"].rows_where(
+        " and ".join(where) or None, args, order_by="created_at desc, rowid desc", limit=limit
+    )
+    return [_conversation_from_row(db, row) for row in rows]
+
+
+def count_turns(db: Database, conversation_id: str) -> int:
+    return db["turns"].count_where("conversation_id = ?", [conversation_id])
+
+
+def _conversation_row(c: Conversation) -> dict:
+    return {
+        "id": c.id,
+        "system_id": c.system_id,
+        "domain": c.domain,
+        "source": c.source,
+        "status": c.status,
+        "targets": dumps([asdict(t) for t in c.targets]),
+        "metadata": dumps(c.metadata),
+        "created_at": c.created_at,
+        "updated_at": utc_now(),
+    }
+
+
+def _turn_row(conversation_id: str, part: str, idx: int, turn: Turn) -> dict:
+    return {
+        "conversation_id": conversation_id,
+        "part": part,
+        "idx": idx,
+        "role": turn.role,
+        "text": turn.text,
+        "items": dumps([asdict(i) for i in turn.items]),
+        "metadata": dumps(turn.metadata),
+        "created_at": utc_now(),
+    }
+
+
+def _conversation_from_row(db: Database, row: dict) -> Conversation:
+    history, turns = [], []
+    for t in db["turns"].rows_where(
+        "conversation_id = ?", [row["id"]], order_by="part = 'interaction', idx"
+    ):
+        turn = Turn(
+            role=t["role"],
+            text=t["text"],
+            items=[ItemRef.from_dict(i) for i in loads(t["items"], [])],
+            metadata=loads(t["metadata"], {}),
+        )
+        (history if t["part"] == "history" else turns).append(turn)
+    return Conversation(
+        id=row["id"],
+        system_id=row["system_id"],
+        domain=row["domain"] or "movies",
+        source=row["source"],
+        history=history,
+        turns=turns,
+        targets=[ItemRef.from_dict(t) for t in loads(row["targets"], [])],
+        metadata=loads(row["metadata"], {}),
+        status=row["status"] or "active",
+        created_at=row["created_at"],
+    )

@@ -1,0 +1,117 @@
+"""Opening the SQLite database: path resolution, pragmas, one connection per thread.
+
+Every other module gets its database through :func:`get_db` (or :func:`open_db`
+for a connection it owns). Migrations run once per file per process.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import sqlite_utils
+
+from storage.migrations import migrations
+
+BUSY_TIMEOUT_S = 30.0
+DEFAULT_DB_PATH = Path("data") / "crs_arena.db"
+SPACE_DB_PATH = Path("/data") / "crs_arena.db"
+
+_local = threading.local()
+_migrated: set[str] = set()
+_migrate_lock = threading.Lock()
+
+
+def default_db_path() -> Path:
+    """Where the database lives.
+
+    ``CRS_ARENA_DB`` wins; on a Hugging Face Space with persistent storage
+    (``/data`` exists and is writable) the database goes there; otherwise
+    ``./data/crs_arena.db``.
+    """
+    configured = os.environ.get("CRS_ARENA_DB")
+    if configured:
+        return Path(configured)
+    if os.environ.get("SYSTEM") == "spaces" and os.access("/data", os.W_OK):
+        return SPACE_DB_PATH
+    return DEFAULT_DB_PATH
+
+
+def open_db(path: str | os.PathLike | None = None) -> sqlite_utils.Database:
+    """Open a new connection, set the pragmas and apply pending migrations.
+
+    The connection belongs to the calling thread; use :func:`get_db` to reuse one.
+    """
+    path = Path(path) if path is not None else default_db_path()
+    if str(path) != ":memory:":
+        path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S)
+    conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+    conn.execute("PRAGMA foreign_keys = ON")
+    db = sqlite_utils.Database(conn)
+    if str(path) != ":memory:":
+        key = str(path.resolve())
+        if db.journal_mode != "wal":
+            db.enable_wal()
+        db.execute("PRAGMA synchronous = NORMAL")
+        with _migrate_lock:
+            if key not in _migrated:
+                migrate(db)
+                _migrated.add(key)
+    else:
+        migrate(db)
+    return db
+
+
+def get_db(path: str | os.PathLike | None = None) -> sqlite_utils.Database:
+    """The calling thread's connection to ``path`` (opened on first use)."""
+    path = Path(path) if path is not None else default_db_path()
+    key = str(path.resolve()) if str(path) != ":memory:" else ":memory:"
+    cache: dict[str, sqlite_utils.Database] = getattr(_local, "dbs", None) or {}
+    _local.dbs = cache
+    db = cache.get(key)
+    if db is None or key == ":memory:":
+        db = open_db(path)
+        cache[key] = db
+    return db
+
+
+def close_thread_connections() -> None:
+    """Close every connection the calling thread holds (tests, shutdown)."""
+    for db in (getattr(_local, "dbs", None) or {}).values():
+        db.close()
+    _local.dbs = {}
+
+
+def migrate(db: sqlite_utils.Database) -> None:
+    """Apply pending migrations, holding the write lock so two processes don't race."""
+    with write_transaction(db):
+        migrations.apply(db)
+
+
+def schema_version(db: sqlite_utils.Database) -> int:
+    """Number of applied migrations: the schema version recorded in the file."""
+    return len(migrations.applied(db))
+
+
+@contextmanager
+def write_transaction(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Database]:
+    """``BEGIN IMMEDIATE`` … ``COMMIT``: take the write lock before reading.
+
+    Use this for every read-then-write sequence; a deferred transaction that
+    read first fails with "database is locked" instead of waiting when another
+    connection wrote in between. sqlite-utils calls inside nest as savepoints.
+    """
+    db.conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield db
+    except BaseException:
+        if db.conn.in_transaction:
+            db.conn.execute("ROLLBACK")
+        raise
+    else:
+        db.conn.execute("COMMIT")

@@ -1,0 +1,145 @@
+"""Evaluations: factor scores and debate messages for one conversation."""
+
+from __future__ import annotations
+
+from sqlite_utils import Database
+
+from storage.db import write_transaction
+from storage.jsonutil import dumps, loads
+from storage.records import DebateMessage, Evaluation, FactorScore, utc_now
+
+
+def start_evaluation(db: Database, evaluation: Evaluation) -> Evaluation:
+    with write_transaction(db):
+        db["evaluations"].insert(
+            {
+                "id": evaluation.id,
+                "conversation_id": evaluation.conversation_id,
+                "scorer": evaluation.scorer,
+                "rubric_version": evaluation.rubric_version,
+                "config": dumps(evaluation.config),
+                "status": evaluation.status,
+                "created_at": evaluation.created_at,
+            }
+        )
+    return evaluation
+
+
+def save_factor_score(db: Database, evaluation_id: str, score: FactorScore) -> None:
+    """Store one factor's result as soon as it is known (replaces an earlier try)."""
+    with write_transaction(db):
+        db["factor_scores"].upsert(
+            {
+                "evaluation_id": evaluation_id,
+                "factor": score.factor,
+                "judge": score.judge,
+                "score": score.score,
+                "distribution": dumps(score.distribution) if score.distribution is not None else None,
+                "rationale": score.rationale,
+                "rubric_version": score.rubric_version,
+                "error": score.error,
+                "metadata": dumps(score.metadata),
+                "created_at": utc_now(),
+            },
+            pk=("evaluation_id", "factor", "judge"),
+        )
+
+
+def save_debate_message(db: Database, evaluation_id: str, message: DebateMessage) -> None:
+    with write_transaction(db):
+        db["debate_messages"].upsert(
+            {
+                "evaluation_id": evaluation_id,
+                "round": message.round,
+                "role": message.role,
+                "model": message.model,
+                "statement": message.statement,
+                "score": message.score,
+                "error": message.error,
+                "raw": message.raw,
+                "created_at": utc_now(),
+            },
+            pk=("evaluation_id", "round", "role"),
+        )
+
+
+def finish_evaluation(
+    db: Database,
+    evaluation_id: str,
+    *,
+    status: str = "done",
+    overall: float | None = None,
+    rounds_used: int | None = None,
+    consensus: bool | None = None,
+    error: str | None = None,
+) -> None:
+    with write_transaction(db):
+        db["evaluations"].update(
+            evaluation_id,
+            {
+                "status": status,
+                "overall": overall,
+                "rounds_used": rounds_used,
+                "consensus": None if consensus is None else int(consensus),
+                "error": error,
+                "finished_at": utc_now(),
+            },
+        )
+
+
+def get_evaluation(db: Database, evaluation_id: str) -> Evaluation | None:
+    rows = list(db["evaluations"].rows_where("id = ?", [evaluation_id]))
+    if not rows:
+        return None
+    row = rows[0]
+    evaluation = Evaluation(
+        id=row["id"],
+        conversation_id=row["conversation_id"],
+        scorer=row["scorer"],
+        rubric_version=row["rubric_version"] or "",
+        config=loads(row["config"], {}),
+        status=row["status"],
+        overall=row["overall"],
+        rounds_used=row["rounds_used"],
+        consensus=None if row["consensus"] is None else bool(row["consensus"]),
+        error=row["error"],
+        created_at=row["created_at"],
+    )
+    for r in db["factor_scores"].rows_where("evaluation_id = ?", [evaluation_id], order_by="id"):
+        evaluation.factor_scores.append(
+            FactorScore(
+                factor=r["factor"],
+                score=r["score"],
+                judge=r["judge"],
+                rubric_version=r["rubric_version"] or "",
+                distribution=loads(r["distribution"]),
+                rationale=r["rationale"] or "",
+                error=r["error"],
+                metadata=loads(r["metadata"], {}),
+            )
+        )
+    for r in db["debate_messages"].rows_where(
+        "evaluation_id = ?", [evaluation_id], order_by="round, id"
+    ):
+        evaluation.debate.append(
+            DebateMessage(
+                round=r["round"],
+                role=r["role"],
+                model=r["model"] or "",
+                statement=r["statement"] or "",
+                score=r["score"],
+                error=r["error"],
+                raw=r["raw"] or "",
+            )
+        )
+    return evaluation
+
+
+def evaluations_for(db: Database, conversation_id: str) -> list[str]:
+    """Ids of a conversation's evaluations, oldest first."""
+    return [
+        r["id"]
+        for r in db["evaluations"].rows_where(
+            "conversation_id = ?", [conversation_id], order_by="created_at, rowid", select="id"
+        )
+    ]

@@ -1,0 +1,185 @@
+"""The schema, as an append-only list of migrations.
+
+Never edit a migration that has shipped: add a new ``mNNN_`` function instead.
+The number of applied migrations is the schema version.
+"""
+
+from __future__ import annotations
+
+from sqlite_utils import Database, Migrations
+
+migrations = Migrations("crs_arena")
+
+
+@migrations()
+def m001_initial(db: Database) -> None:
+    db["conversations"].create(
+        {
+            "id": str,
+            "system_id": str,
+            "domain": str,
+            "source": str,
+            "status": str,
+            "targets": str,  # JSON list of {id, title}
+            "metadata": str,  # JSON object
+            "created_at": str,
+            "updated_at": str,
+        },
+        pk="id",
+        not_null={"system_id", "source", "created_at"},
+    )
+    db["conversations"].create_index(["system_id"])
+    db["conversations"].create_index(["source", "created_at"])
+
+    db["turns"].create(
+        {
+            "id": int,
+            "conversation_id": str,
+            "part": str,  # "history" (context) or "interaction" (judged)
+            "idx": int,
+            "role": str,
+            "text": str,
+            "items": str,  # JSON list of {id, title}, ranked
+            "metadata": str,
+            "created_at": str,
+        },
+        pk="id",
+        foreign_keys=[("conversation_id", "conversations", "id")],
+        not_null={"conversation_id", "part", "idx", "role", "text"},
+    )
+    db["turns"].create_index(["conversation_id", "part", "idx"], unique=True)
+
+    db["evaluations"].create(
+        {
+            "id": str,
+            "conversation_id": str,
+            "scorer": str,  # "proxy", "llm:<model>", "ensemble", ...
+            "rubric_version": str,
+            "config": str,
+            "status": str,  # running | done | error
+            "overall": float,  # debate / calibrated score 0-100
+            "rounds_used": int,
+            "consensus": int,
+            "error": str,
+            "created_at": str,
+            "finished_at": str,
+        },
+        pk="id",
+        foreign_keys=[("conversation_id", "conversations", "id")],
+        not_null={"conversation_id", "scorer", "status", "created_at"},
+    )
+    db["evaluations"].create_index(["conversation_id"])
+    db["evaluations"].create_index(["scorer"])
+
+    db["factor_scores"].create(
+        {
+            "id": int,
+            "evaluation_id": str,
+            "factor": str,
+            "judge": str,
+            "score": float,  # NULL when the judge failed: never a silent 0
+            "distribution": str,
+            "rationale": str,
+            "rubric_version": str,
+            "error": str,
+            "metadata": str,
+            "created_at": str,
+        },
+        pk="id",
+        foreign_keys=[("evaluation_id", "evaluations", "id")],
+        not_null={"evaluation_id", "factor", "judge"},
+    )
+    db["factor_scores"].create_index(["evaluation_id", "factor", "judge"], unique=True)
+
+    db["debate_messages"].create(
+        {
+            "id": int,
+            "evaluation_id": str,
+            "round": int,
+            "role": str,
+            "model": str,
+            "statement": str,
+            "score": float,
+            "error": str,
+            "raw": str,
+            "created_at": str,
+        },
+        pk="id",
+        foreign_keys=[("evaluation_id", "evaluations", "id")],
+        not_null={"evaluation_id", "round", "role"},
+    )
+    db["debate_messages"].create_index(["evaluation_id", "round", "role"], unique=True)
+
+    db["battles"].create(
+        {
+            "id": str,
+            "system_a": str,
+            "system_b": str,
+            "conversation_a": str,
+            "conversation_b": str,
+            "domain": str,
+            "session": str,
+            "created_at": str,
+        },
+        pk="id",
+        foreign_keys=[
+            ("conversation_a", "conversations", "id"),
+            ("conversation_b", "conversations", "id"),
+        ],
+        not_null={"system_a", "system_b", "created_at"},
+    )
+    db["battles"].create_index(["system_a", "system_b"])
+
+    db.execute(
+        """
+        CREATE TABLE votes (
+            id INTEGER PRIMARY KEY,
+            battle_id TEXT NOT NULL UNIQUE REFERENCES battles(id),
+            choice TEXT NOT NULL CHECK (choice IN ('a', 'b', 'tie', 'both_bad')),
+            feedback TEXT,
+            voter TEXT,
+            created_at TEXT NOT NULL
+        )
+        """
+    )
+
+    db["leaderboard_snapshots"].create(
+        {
+            "id": int,
+            "created_at": str,
+            "filters": str,
+            "scorer": str,
+            "rows": str,  # JSON list of leaderboard rows
+        },
+        pk="id",
+    )
+
+    db["llm_cache"].create(
+        {
+            "key": str,  # sha256 of (model, messages, parameters)
+            "model": str,
+            "request": str,
+            "response": str,
+            "created_at": str,
+        },
+        pk="key",
+    )
+
+    db["llm_calls"].create(
+        {
+            "id": int,
+            "role": str,
+            "model": str,
+            "backend": str,
+            "kind": str,  # chat | score
+            "duration_ms": int,
+            "prompt_tokens": int,
+            "completion_tokens": int,
+            "cost_usd": float,
+            "cache_hit": int,
+            "error": str,
+            "created_at": str,
+        },
+        pk="id",
+    )
+    db["llm_calls"].create_index(["created_at"])
