@@ -131,10 +131,19 @@ class LLMClient:
         seed: int | None = 0,
         stop: Sequence[str] | None = None,
         sample: int | None = None,
+        grammar: str | None = None,
+        json_mode: bool = False,
     ) -> Completion:
-        """Complete a chat. ``sample`` separates repeated samples in the cache."""
+        """Complete a chat.
+
+        :param sample: separates repeated samples in the cache
+        :param grammar: a GBNF grammar the answer must follow; the embedded model
+            enforces it, remote endpoints ignore it (describe the format in the prompt too)
+        :param json_mode: ask remote endpoints for a JSON object (``response_format``)
+        """
         messages = clean_messages(messages)
-        params = _params(temperature=temperature, max_tokens=max_tokens, seed=seed, stop=stop, sample=sample)
+        params = _params(temperature=temperature, max_tokens=max_tokens, seed=seed, stop=stop, sample=sample,
+                         grammar=grammar, json_mode=json_mode or None)
         key = cache_key(self.model, "chat", messages, params)
         cached = self._cache_get(key)
         if cached is not None:
@@ -161,10 +170,12 @@ class LLMClient:
         max_tokens: int = 512,
         seed: int | None = 0,
         stop: Sequence[str] | None = None,
+        grammar: str | None = None,
     ) -> Iterator[str | Completion]:
         """Yield text pieces as they are generated, then the final :class:`Completion`."""
         messages = clean_messages(messages)
-        params = _params(temperature=temperature, max_tokens=max_tokens, seed=seed, stop=stop, sample=None)
+        params = _params(temperature=temperature, max_tokens=max_tokens, seed=seed, stop=stop, sample=None,
+                         grammar=grammar)
         key = cache_key(self.model, "chat", messages, params)
         cached = self._cache_get(key)
         if cached is not None:

@@ -127,6 +127,7 @@ class EmbeddedModel(Model):
             "repeat_penalty": 1.1,
             "seed": params.get("seed"),
             "stop": self._stop + list(params.get("stop") or []),
+            "grammar": _grammar(params["grammar"]) if params.get("grammar") else None,
         }
 
     def _chat(self, messages: list[Message], params: dict[str, Any]) -> Completion:
@@ -198,6 +199,21 @@ class EmbeddedModel(Model):
         llm.eval(tokens[common:])
         ptr = llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1)
         return np.ctypeslib.as_array(ptr, shape=(llm.n_vocab(),)).copy()
+
+
+_grammars: dict[str, Any] = {}
+
+
+def _grammar(text: str):
+    """Compiled llama.cpp grammar, cached by its text."""
+    from llama_cpp import LlamaGrammar
+
+    if text not in _grammars:
+        try:
+            _grammars[text] = LlamaGrammar.from_string(text, verbose=False)
+        except Exception as e:
+            raise LLMError(f"invalid GBNF grammar: {e}", kind="config") from e
+    return _grammars[text]
 
 
 def _log_softmax(logits: np.ndarray) -> np.ndarray:

@@ -78,6 +78,8 @@ class OpenAICompatibleModel(Model):
             request["seed"] = params["seed"]
         if params.get("stop"):
             request["stop"] = list(params["stop"])
+        if params.get("json_mode"):
+            request["response_format"] = {"type": "json_object"}
         return request
 
     def _chat(self, messages: list[Message], params: dict[str, Any]) -> Completion:

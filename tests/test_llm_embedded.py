@@ -92,3 +92,10 @@ def test_long_conversation_is_fitted_into_the_context(embedded_model):
     # one message alone longer than the context is cut, not refused
     huge = embedded_model._fit([{"role": "user", "content": "x " * 20000}], 100)
     assert len(embedded_model._tokens(embedded_model.prompt(huge))) <= embedded_model.llm.n_ctx() - 100
+
+
+def test_grammar_constrains_the_answer(embedded_model):
+    client = LLMClient(embedded_model)
+    for seed in range(3):
+        c = client.chat(JUDGE, temperature=0.8, seed=seed, max_tokens=12, grammar='root ::= "<rating>" [0-4] "</rating>"')
+        assert c.text[:8] == "<rating>" and c.text[8] in "01234" and c.text.endswith("</rating>")

@@ -143,3 +143,10 @@ def test_role_configuration_from_environment(fake_openai, db_path):
     assert role_config("judge", {"CRS_LLM_MODEL": "embedded"}).is_embedded
     with pytest.raises(ValueError):
         role_config("nobody", {})
+
+
+def test_json_mode_asks_for_a_json_object_and_grammar_is_not_sent(fake_openai, db_path):
+    fake_openai.enqueue(Reply('{"a": 1}'))
+    _client(fake_openai, db_path).chat(MSGS, json_mode=True, grammar='root ::= "x"')
+    sent = fake_openai.requests[0]["json"]
+    assert sent["response_format"] == {"type": "json_object"} and "grammar" not in sent
