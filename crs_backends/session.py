@@ -1,0 +1,83 @@
+"""A chat between a person and one system, saved turn by turn."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Iterator
+
+from crs_backends.base import CRSSystem
+from llm.types import LLMError
+from storage.conversations import append_turns, set_status
+from storage.db import get_db
+from storage.records import Conversation, Turn
+
+log = logging.getLogger(__name__)
+
+MAX_MESSAGE_CHARS = 4000
+
+
+class EmptyMessage(ValueError):
+    """The message has no visible text; nothing is sent."""
+
+
+@dataclass(frozen=True)
+class UserMessage:
+    text: str
+    notice: str | None = None  # e.g. that the message was truncated
+
+
+def prepare_user_message(text: str | None, *, limit: int = MAX_MESSAGE_CHARS) -> UserMessage:
+    """Validate a message: empty ones are refused, long ones truncated with a notice."""
+    text = (text or "").replace("\x00", "").strip()
+    if not text:
+        raise EmptyMessage("Please type a message first: an empty message is not sent.")
+    if len(text) > limit:
+        return UserMessage(
+            text[:limit],
+            notice=f"Your message had {len(text):,} characters; only the first {limit:,} were sent.",
+        )
+    return UserMessage(text)
+
+
+class ChatSession:
+    """Sends user messages to a system and stores both sides of every exchange.
+
+    The user's turn is written before the system is asked, so a failing
+    system loses nothing; the failure is recorded on the conversation.
+    """
+
+    def __init__(self, system: CRSSystem, *, db_path=None, conversation: Conversation | None = None,
+                 source: str = "chat"):
+        self.system = system
+        self.db_path = db_path
+        self.conversation = conversation or Conversation(
+            system_id=system.info.id,
+            source=source,
+            metadata={"variant": system.info.variant, "demo": system.info.demo},
+        )
+
+    def send(self, message: UserMessage) -> Iterator[str | Turn]:
+        """Yield the reply's text pieces and then the saved system :class:`Turn`.
+
+        Raises :class:`LLMError` (after saving the user's turn) if the system's model fails.
+        """
+        db = get_db(self.db_path)
+        user_turn = Turn(role="user", text=message.text, metadata={"truncated": bool(message.notice)})
+        append_turns(db, self.conversation, [user_turn])
+        self.conversation.turns.append(user_turn)
+        system_turn = None
+        try:
+            for piece in self.system.stream(self.conversation):
+                if isinstance(piece, Turn):
+                    system_turn = piece
+                else:
+                    yield piece
+        except LLMError as e:
+            log.warning("system %s failed: %s", self.system.info.id, e)
+            set_status(get_db(self.db_path), self.conversation.id, "active", last_error=str(e))
+            raise
+        assert system_turn is not None
+        append_turns(get_db(self.db_path), self.conversation, [system_turn])
+        self.conversation.turns.append(system_turn)
+        yield system_turn

@@ -1,0 +1,88 @@
+"""ChatCRS and chat sessions, on the remote path (scripted replies) and the embedded model."""
+
+import pytest
+from fake_openai import Error, Reply
+
+from catalog.catalog import load_bundled
+from crs_backends.chatcrs import ChatCRS
+from crs_backends.session import MAX_MESSAGE_CHARS, ChatSession, EmptyMessage, prepare_user_message
+from llm.base import LLMClient
+from llm.remote import OpenAICompatibleModel
+from llm.types import LLMError
+from storage.conversations import get_conversation
+from storage.db import get_db
+from storage.records import Conversation, Turn
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return load_bundled()
+
+
+def _remote_chatcrs(fake, catalog, db_path, **kw):
+    model = OpenAICompatibleModel("gpt-4o-mini", base_url=fake.base_url, api_key="k", timeout=3, max_retries=1)
+    return ChatCRS(LLMClient(model, role="crs", db_path=db_path), catalog, **kw)
+
+
+def _conv(*texts):
+    turns = [Turn("user" if i % 2 == 0 else "system", t) for i, t in enumerate(texts)]
+    return Conversation(system_id="chatcrs", turns=turns)
+
+
+def test_mentioned_titles_lead_the_list_and_inventions_are_recorded(fake_openai, catalog, db_path):
+    fake_openai.enqueue(Reply("Since you liked The Matrix (1999), try Inception (2010) and Gravity Falls Forever (2017)."))
+    crs = _remote_chatcrs(fake_openai, catalog, db_path)
+    turn = crs.respond(_conv("I loved The Matrix. Something similar?"))
+    names = [ref.title for ref in turn.items]
+    assert names[0] == "Inception (2010)"
+    assert "The Matrix (1999)" not in names  # the user's own title is not recommended back
+    assert len(turn.items) == 10 and len(set(names)) == 10
+    assert all(ref.id in catalog for ref in turn.items)  # nothing outside the catalog
+    assert turn.metadata["unmatched_titles"] == ["Gravity Falls Forever (2017)"]
+    # the model saw catalog candidates and the conversation
+    sent = fake_openai.requests[0]["json"]["messages"]
+    assert sent[0]["role"] == "system" and "Candidate movies" in sent[0]["content"]
+    assert sent[-1] == {"role": "user", "content": "I loved The Matrix. Something similar?"}
+
+
+def test_reply_without_titles_still_gets_a_grounded_list(fake_openai, catalog, db_path):
+    fake_openai.enqueue(Reply("What kind of mood are you in?"))
+    turn = _remote_chatcrs(fake_openai, catalog, db_path, list_size=5).respond(_conv("Hi, I want a scary film"))
+    assert len(turn.items) == 5
+    assert any("Horror" in catalog.get(r.id).genres for r in turn.items)
+
+
+def test_session_saves_every_turn_and_keeps_the_user_turn_on_failure(fake_openai, catalog, db_path):
+    crs = _remote_chatcrs(fake_openai, catalog, db_path)
+    session = ChatSession(crs, db_path=db_path)
+    fake_openai.enqueue(Reply("Try Heat (1995)."))
+    list(session.send(prepare_user_message("A crime thriller please")))
+    fake_openai.enqueue(Error(500), Error(500))
+    with pytest.raises(LLMError):
+        list(session.send(prepare_user_message("Another one?")))
+    stored = get_conversation(get_db(db_path), session.conversation.id)
+    assert [t.role for t in stored.turns] == ["user", "system", "user"]
+    assert stored.turns[1].items[0].title == "Heat (1995)"
+    assert "HTTP 500" in stored.metadata["last_error"]
+
+
+def test_message_validation():
+    with pytest.raises(EmptyMessage):
+        prepare_user_message("   \n ")
+    with pytest.raises(EmptyMessage):
+        prepare_user_message(None)
+    long = prepare_user_message("é" * (MAX_MESSAGE_CHARS + 10))
+    assert len(long.text) == MAX_MESSAGE_CHARS and "4,010" in long.notice
+    assert prepare_user_message("  日本の映画 🎬 ").text == "日本の映画 🎬"
+
+
+def test_embedded_chatcrs_turn(embedded_model, catalog, db_path):
+    crs = ChatCRS(LLMClient(embedded_model, role="crs", db_path=db_path), catalog)
+    session = ChatSession(crs, db_path=db_path)
+    pieces = list(session.send(prepare_user_message("I want a funny animated movie for kids.")))
+    turn = pieces[-1]
+    assert turn.text.strip() and turn.role == "system"
+    assert 1 <= len(turn.items) <= 10
+    assert all(ref.id in catalog for ref in turn.items)
+    assert crs.info.demo
+    assert len(get_conversation(get_db(db_path), session.conversation.id).turns) == 2
