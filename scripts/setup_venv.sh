@@ -55,4 +55,6 @@ fi
 pip install -q --find-links "$wheels" -r requirements.txt
 touch "$venv/.complete"
 ln -sfn "$venv" .venv
+# keep the two newest environments (another clone may still use the previous one)
+ls -dt "$CACHE"/venv-* 2>/dev/null | tail -n +3 | xargs -r rm -rf
 echo "setup: done"

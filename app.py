@@ -1,0 +1,35 @@
+"""Entry point: `python app.py` serves the app (http://127.0.0.1:7860 by default).
+
+GRADIO_SERVER_NAME / GRADIO_SERVER_PORT change the address; see README.md
+for the other settings.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+
+from ui.app import build_app
+from ui.services import Services
+
+
+def warm_up(services: Services) -> None:
+    """Load the models and the catalog index in the background, so the first chat is quick."""
+    try:
+        for system_id in services.system_ids():
+            system = services.system(system_id)
+            prepare = getattr(system, "warm_up", None)
+            if prepare:
+                prepare()
+    except Exception:  # a failure here shows up, with a message, on first use instead
+        logging.getLogger(__name__).exception("warm-up failed")
+
+
+services = Services.from_env()
+demo = build_app(services)
+
+if __name__ == "__main__":
+    logging.basicConfig(level=os.environ.get("LOG_LEVEL", "WARNING"))
+    threading.Thread(target=warm_up, args=(services,), daemon=True).start()
+    demo.queue(default_concurrency_limit=4).launch(show_error=True)

@@ -1,0 +1,71 @@
+"""The real app, launched as `python app.py` and driven with gradio_client."""
+
+import pytest
+from app_server import AppServer
+from fake_openai import Error, Reply
+from gradio_client import Client
+
+from storage.db import open_db
+
+
+def _text(content) -> str:
+    """Chatbot content arrives as Gradio 6 content blocks."""
+    if isinstance(content, list):
+        return "".join(b.get("text", "") for b in content if isinstance(b, dict))
+    return str(content)
+
+
+@pytest.fixture(scope="module")
+def embedded_app(tmp_path_factory):
+    db_path = tmp_path_factory.mktemp("app") / "app.db"
+    with AppServer(db_path) as server:
+        yield server
+
+
+def test_chat_turn_on_the_embedded_model(embedded_app):
+    client = Client(embedded_app.url, verbose=False)
+    api = client.view_api(return_format="dict", print_info=False)["named_endpoints"]
+    assert "/chat" in api and "/new_conversation" in api
+    chat, items, status, conversation_id, box = client.predict(
+        "I'd like a funny movie about friends on a road trip", "chatcrs", api_name="/chat"
+    )
+    assert chat[0]["role"] == "user" and chat[-1]["role"] == "assistant"
+    assert _text(chat[-1]["content"]).strip()
+    assert len(items["data"]) >= 1 and items["headers"][:3] == ["turn", "rank", "title"]
+    assert box == ""  # the textbox is cleared
+    db = open_db(embedded_app.db_path)
+    turns = list(db["turns"].rows_where("conversation_id = ?", [conversation_id], order_by="idx"))
+    assert [t["role"] for t in turns] == ["user", "system"]
+    assert turns[0]["text"].startswith("I'd like a funny movie")
+
+
+def test_empty_message_is_not_sent(embedded_app):
+    client = Client(embedded_app.url, verbose=False)
+    chat, items, status, conversation_id, box = client.predict("   ", "chatcrs", api_name="/chat")
+    assert chat == [] and "empty" in status.lower()
+
+
+def test_html_is_shown_as_text(embedded_app):
+    client = Client(embedded_app.url, verbose=False)
+    chat, *_ = client.predict("<script>alert(1)</script> <b>bold</b> movie?", "chatcrs", api_name="/chat")
+    shown = _text(chat[0]["content"])
+    assert "<script>" not in shown and "&lt;script&gt;" in shown
+
+
+def test_failing_endpoint_gives_a_clear_message_and_keeps_the_turn(tmp_path, fake_openai):
+    env = {"CRS_LLM_CRS_MODEL": "gpt-4o-mini", "CRS_LLM_CRS_BASE_URL": fake_openai.base_url,
+           "CRS_LLM_CRS_API_KEY": "sk-test-secret", "CRS_LLM_MAX_RETRIES": "1", "CRS_LLM_TIMEOUT": "5"}
+    with AppServer(tmp_path / "remote.db", env=env) as server:
+        client = Client(server.url, verbose=False)
+        fake_openai.enqueue(Reply("You will like Heat (1995)."))
+        chat, items, status, conversation_id, _ = client.predict("a heist movie", "chatcrs", api_name="/chat")
+        assert items["data"][0][2] == "Heat"
+        fake_openai.enqueue(Error(500), Error(500))
+        chat, items, status, conversation_id2, box = client.predict("another?", "chatcrs", api_name="/chat")
+        assert "HTTP 500" in status and "saved" in status
+        assert box == "another?"  # the text stays in the box for a retry
+        db = open_db(server.db_path)
+        roles = [t["role"] for t in db["turns"].rows_where("conversation_id = ?", [conversation_id], order_by="idx")]
+        assert conversation_id2 == conversation_id and roles == ["user", "system", "user"]
+        page = Client(server.url, verbose=False)  # nothing secret on the page config either
+        assert "sk-test-secret" not in str(page.config)

@@ -1,0 +1,78 @@
+"""Turning stored records into what Gradio components display, safely.
+
+Model and user text is escaped before it reaches a component that renders
+Markdown/HTML, so "<script>" shows as text and never runs.
+"""
+
+from __future__ import annotations
+
+import html
+
+import pandas as pd
+
+from catalog.catalog import Catalog
+from llm.config import RoleConfig
+from storage.records import Conversation
+
+ITEM_COLUMNS = ["turn", "rank", "title", "year", "genres"]
+
+
+def safe_text(text: str) -> str:
+    """Escape HTML so Markdown renderers show the text literally."""
+    return html.escape(text or "", quote=False)
+
+
+def chat_messages(conversation: Conversation | None, pending: str | None = None) -> list[dict]:
+    """A conversation as Gradio 6 chat messages; ``pending`` is a reply being streamed."""
+    messages = []
+    if conversation is not None:
+        for turn in conversation.turns:
+            role = "user" if turn.role == "user" else "assistant"
+            messages.append({"role": role, "content": safe_text(turn.text)})
+    if pending is not None:
+        messages.append({"role": "assistant", "content": safe_text(pending) or "…"})
+    return messages
+
+
+def items_table(conversation: Conversation | None, catalog: Catalog) -> pd.DataFrame:
+    """Every system turn's ranked items, newest turn first."""
+    rows = []
+    if conversation is not None:
+        system_turns = [t for t in conversation.turns if t.role == "system"]
+        for n, turn in reversed(list(enumerate(system_turns, 1))):
+            for rank, ref in enumerate(turn.items, 1):
+                item = catalog.get(ref.id)
+                rows.append(
+                    {
+                        "turn": n,
+                        "rank": rank,
+                        "title": item.title if item else ref.title,
+                        "year": str(item.year) if item and item.year else "",
+                        "genres": ", ".join(item.genres) if item else "",
+                    }
+                )
+    return pd.DataFrame(rows, columns=ITEM_COLUMNS)
+
+
+def roles_notice(configs: list[RoleConfig]) -> str:
+    """Which model serves each role (roles on the same model share a line), and a plain
+    warning when the 135M demo model is in use."""
+    groups: dict[str, list[str]] = {}
+    for c in configs:
+        if c.is_embedded:
+            name = "SmolLM2-135M-Instruct" if not c.gguf_path else c.gguf_path.rsplit("/", 1)[-1]
+            where = f"{safe_text(name)} (embedded, in-process)"
+        else:
+            where = f"{safe_text(c.model)} at {safe_text(c.public()['endpoint'])}"
+        groups.setdefault(where, []).append(c.role)
+    if len(groups) == 1:
+        text = f"Model for every role: {next(iter(groups))}"
+    else:
+        text = "Models by role: " + " · ".join(f"**{', '.join(roles)}**: {where}" for where, roles in groups.items())
+    if any(c.is_embedded and not c.gguf_path for c in configs):
+        text += (
+            "\n\n⚠️ Roles on the embedded model run **SmolLM2-135M**, a 135-million-parameter demo model: "
+            "its answers are weak and its scores are not meaningful (in our check its ratings ran *against* "
+            "human judgement). Set `CRS_LLM_MODEL` with `CRS_LLM_BASE_URL` or `OPENAI_API_KEY` to use a capable model."
+        )
+    return text
