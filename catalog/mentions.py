@@ -20,9 +20,9 @@ from catalog.items import Item
 from catalog.matcher import TitleMatcher, normalize_title
 
 _QUOTED = re.compile(r"[\"“”]([^\"“”\n]{2,80})[\"“”]|\*{1,2}([^*\n]{2,80})\*{1,2}")
+_WORD = r"(?:[A-Z0-9][\w'’:&.!?,-]*|[–—-]|of|the|a|an|and|in|on|to|for|with|at|from|vs\.?)"
 _WITH_YEAR = re.compile(
-    r"((?:[A-Z0-9][\w'’:&.!?-]*|of|the|a|an|and|in|on|to|for|with|at|from|vs\.?)"
-    r"(?:\s+(?:[A-Z0-9][\w'’:&.!?-]*|of|the|a|an|and|in|on|to|for|with|at|from|vs\.?)){0,9})"
+    rf"({_WORD}(?:\s+{_WORD}){{0,11}})"  # up to 12 words of a title before "(Year)"
     r"[\"”*_]*\s*\(((?:19|20)\d{2})\)"
 )
 _MIN_PLAIN_LEN = 5  # titles shorter than this are only found in marked spans

@@ -20,6 +20,9 @@ def start_evaluation(db: Database, evaluation: Evaluation) -> Evaluation:
                 "config": dumps(evaluation.config),
                 "status": evaluation.status,
                 "created_at": evaluation.created_at,
+                "fingerprint": evaluation.fingerprint,
+                "metrics": dumps(evaluation.metrics),
+                "usage": dumps(evaluation.usage),
             }
         )
     return evaluation
@@ -72,19 +75,23 @@ def finish_evaluation(
     rounds_used: int | None = None,
     consensus: bool | None = None,
     error: str | None = None,
+    metrics: dict | None = None,
+    usage: dict | None = None,
 ) -> None:
+    updates = {
+        "status": status,
+        "overall": overall,
+        "rounds_used": rounds_used,
+        "consensus": None if consensus is None else int(consensus),
+        "error": error,
+        "finished_at": utc_now(),
+    }
+    if metrics is not None:
+        updates["metrics"] = dumps(metrics)
+    if usage is not None:
+        updates["usage"] = dumps(usage)
     with write_transaction(db):
-        db["evaluations"].update(
-            evaluation_id,
-            {
-                "status": status,
-                "overall": overall,
-                "rounds_used": rounds_used,
-                "consensus": None if consensus is None else int(consensus),
-                "error": error,
-                "finished_at": utc_now(),
-            },
-        )
+        db["evaluations"].update(evaluation_id, updates)
 
 
 def get_evaluation(db: Database, evaluation_id: str) -> Evaluation | None:
@@ -104,6 +111,9 @@ def get_evaluation(db: Database, evaluation_id: str) -> Evaluation | None:
         consensus=None if row["consensus"] is None else bool(row["consensus"]),
         error=row["error"],
         created_at=row["created_at"],
+        fingerprint=row["fingerprint"] or "",
+        metrics=loads(row["metrics"], {}),
+        usage=loads(row["usage"], {}),
     )
     for r in db["factor_scores"].rows_where("evaluation_id = ?", [evaluation_id], order_by="id"):
         evaluation.factor_scores.append(
@@ -135,11 +145,10 @@ def get_evaluation(db: Database, evaluation_id: str) -> Evaluation | None:
     return evaluation
 
 
-def evaluations_for(db: Database, conversation_id: str) -> list[str]:
-    """Ids of a conversation's evaluations, oldest first."""
-    return [
-        r["id"]
-        for r in db["evaluations"].rows_where(
-            "conversation_id = ?", [conversation_id], order_by="created_at, rowid", select="id"
-        )
-    ]
+def evaluations_for(db: Database, conversation_id: str, *, fingerprint: str | None = None) -> list[str]:
+    """Ids of a conversation's evaluations (optionally with one judge configuration), oldest first."""
+    where, args = "conversation_id = ?", [conversation_id]
+    if fingerprint is not None:
+        where += " and fingerprint = ?"
+        args.append(fingerprint)
+    return [r["id"] for r in db["evaluations"].rows_where(where, args, order_by="created_at, rowid", select="id")]

@@ -183,3 +183,12 @@ def m001_initial(db: Database) -> None:
         pk="id",
     )
     db["llm_calls"].create_index(["created_at"])
+
+
+@migrations()
+def m002_evaluation_metrics_and_usage(db: Database) -> None:
+    """Deterministic metrics and token usage/cost travel with each evaluation."""
+    db["evaluations"].add_column("metrics", str)  # JSON object
+    db["evaluations"].add_column("usage", str)  # JSON: calls, tokens, cost, cache hits
+    db["evaluations"].add_column("fingerprint", str)  # hash of the judge configuration
+    db["evaluations"].create_index(["conversation_id", "fingerprint"])

@@ -154,6 +154,9 @@ class Evaluation:
     consensus: bool | None = None
     error: str | None = None
     created_at: str = field(default_factory=utc_now)
+    fingerprint: str = ""  # identifies the judge configuration; a re-run with the same one fills gaps
+    metrics: dict[str, Any] = field(default_factory=dict)
+    usage: dict[str, Any] = field(default_factory=dict)
     factor_scores: list[FactorScore] = field(default_factory=list)
     debate: list[DebateMessage] = field(default_factory=list)
 

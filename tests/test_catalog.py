@@ -72,6 +72,8 @@ def test_mentions_in_free_text(bundled):
     quoted = bundled.mentions('How about "Lethon: The Road" (2017) or **Heat** (1995)?')
     assert [(m.item.name if m.item else None) for m in quoted] == [None, "Heat (1995)"]
     assert quoted[0].text.startswith("Lethon: The Road")
+    dashed = bundled.mentions("Try Star Wars: Episode VIII – The Last Jedi (2017), it is fun.")
+    assert [m.item.name for m in dashed] == ["Star Wars: Episode VIII – The Last Jedi (2017)"]
 
 
 def test_retrieval_prefers_matching_descriptions(bundled):

@@ -89,8 +89,10 @@ def test_evaluation_round_trip_keeps_errors_apart_from_zero(db_path):
     save_factor_score(db, ev.id, FactorScore("novelty", None, "m1", "core-1", error="rating_parse_failure"))
     save_factor_score(db, ev.id, FactorScore("coherence", 3.5, "m1", "core-1"))  # a retry replaces
     save_debate_message(db, ev.id, DebateMessage(1, "linguist", "m1", "Fluent.", 80.0))
-    finish_evaluation(db, ev.id, overall=80.0, rounds_used=1, consensus=True)
+    finish_evaluation(db, ev.id, overall=80.0, rounds_used=1, consensus=True, metrics={"recall@1": 1.0},
+                      usage={"calls": 13})
     got = get_evaluation(db, ev.id)
+    assert got.metrics == {"recall@1": 1.0} and got.usage == {"calls": 13}
     scores = {f.factor: f for f in got.factor_scores}
     assert scores["coherence"].score == 3.5
     assert scores["novelty"].score is None and scores["novelty"].error == "rating_parse_failure"
