@@ -5,7 +5,7 @@
 >>> judge.chat([{"role": "user", "content": "Hi"}]).text
 """
 
-from llm.base import LLMClient, Model
+from llm.base import LLMClient, Model, UsageTotals
 from llm.config import ROLES, RoleConfig, all_role_configs, role_config
 from llm.registry import client_for, model_for
 from llm.types import Completion, Distribution, LLMError, Usage
@@ -19,6 +19,7 @@ __all__ = [
     "ROLES",
     "RoleConfig",
     "Usage",
+    "UsageTotals",
     "all_role_configs",
     "client_for",
     "model_for",

@@ -11,8 +11,10 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import threading
 import time
 from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass
 from typing import Any, Iterator, Sequence
 
 from llm.types import Completion, Distribution, LLMError, Message, Usage
@@ -94,6 +96,24 @@ def clean_messages(messages: Sequence[dict]) -> list[Message]:
     return cleaned
 
 
+@dataclass
+class UsageTotals:
+    """What one client spent: calls, cache hits, errors, tokens and cost."""
+
+    calls: int = 0
+    cache_hits: int = 0
+    errors: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+
+    def add(self, other: "UsageTotals") -> "UsageTotals":
+        return UsageTotals(**{k: getattr(self, k) + getattr(other, k) for k in asdict(self)})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "cost_usd": round(self.cost_usd, 6)}
+
+
 class LLMClient:
     """A model used for one role, with caching and call logging.
 
@@ -108,6 +128,12 @@ class LLMClient:
         self.role = role
         self.db_path = db_path
         self.use_cache = use_cache and db_path is not None
+        self.totals = UsageTotals()
+        self._totals_lock = threading.Lock()
+
+    def clone(self) -> "LLMClient":
+        """The same model, role and cache, with its own usage totals (e.g. one per evaluation)."""
+        return LLMClient(self.model, role=self.role, db_path=self.db_path, use_cache=self.use_cache)
 
     @property
     def name(self) -> str:
@@ -260,6 +286,15 @@ class LLMClient:
         )
 
     def _log(self, kind: str, usage: Usage, duration_ms: int, *, cache_hit=False, error=None) -> None:
+        with self._totals_lock:
+            t = self.totals
+            t.calls += 1
+            t.cache_hits += int(cache_hit)
+            t.errors += int(error is not None)
+            if not cache_hit:
+                t.prompt_tokens += usage.prompt_tokens
+                t.completion_tokens += usage.completion_tokens
+                t.cost_usd += usage.cost_usd
         if self.db_path is None:
             return
         try:

@@ -110,5 +110,5 @@ def _price(text: str | None) -> tuple[float, float] | None:
     try:
         inp, out = (float(x) for x in text.split(","))
     except ValueError:
-        raise ValueError(f"a price must look like '0.15,0.60' (USD per million input,output tokens), got {text!r}")
+        raise ValueError(f"a price must look like '0.15,0.60' (USD per million input,output tokens), got {text!r}") from None
     return inp, out

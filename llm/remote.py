@@ -160,37 +160,35 @@ class OpenAICompatibleModel(Model):
 
 
 def _from_logprobs(response, options: Sequence[str], prefix: str) -> Distribution | None:
-    """Read the option probabilities at the first generated token that can hold one."""
+    """Option probabilities at the first answer position that can hold an option.
+
+    The answer may start with ``prefix`` (e.g. ``<rating>``, spread over several
+    tokens) or with the option itself; the first of the first few positions
+    whose top alternatives include an option is read.
+    """
     choice = response.choices[0] if response.choices else None
     content = getattr(getattr(choice, "logprobs", None), "content", None)
     if not content:
         return None
-    produced = ""
-    for position in content:
-        remaining = prefix[len(produced):] if len(produced) < len(prefix) else ""
-        if remaining.strip() == "":
-            mass = {o: 0.0 for o in options}
-            for top in position.top_logprobs or []:
-                token = top.token.strip()
-                if token in mass:
-                    mass[token] += math.exp(top.logprob)
-            total = sum(mass.values())
-            if total > 0:
-                return Distribution(probs={o: m / total for o, m in mass.items()}, method="logprobs", mass=total)
-            return None
-        produced += position.token
+    for position in content[: len(prefix) + 4]:
+        mass = {o: 0.0 for o in options}
+        for top in position.top_logprobs or []:
+            token = top.token.strip()
+            if token in mass:
+                mass[token] += math.exp(top.logprob)
+        total = sum(mass.values())
+        if total > 0:
+            return Distribution(probs={o: m / total for o, m in mass.items()}, method="logprobs", mass=total)
     return None
 
 
 def _option_in(text: str, options: Sequence[str], prefix: str) -> str | None:
-    text = text.strip()
+    """The first option written as a stand-alone token (after ``prefix`` if it appears)."""
     if prefix and prefix in text:
         text = text.split(prefix, 1)[1]
-    for token in re.findall(r"\S+", text)[:3]:
-        token = token.strip(".,;:!?\"'()[]<>/")
-        if token in options:
-            return token
-    return None
+    alternatives = "|".join(re.escape(o) for o in sorted(options, key=len, reverse=True))
+    match = re.search(rf"(?<![\w.])({alternatives})(?![\w]|\.\d)", text)
+    return match.group(1) if match else None
 
 
 def _first_choice(model: Model, response):

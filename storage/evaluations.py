@@ -152,3 +152,9 @@ def evaluations_for(db: Database, conversation_id: str, *, fingerprint: str | No
         where += " and fingerprint = ?"
         args.append(fingerprint)
     return [r["id"] for r in db["evaluations"].rows_where(where, args, order_by="created_at, rowid", select="id")]
+
+
+def clear_debate(db: Database, evaluation_id: str) -> None:
+    """Remove an evaluation's debate messages before the debate is run again."""
+    with write_transaction(db):
+        db["debate_messages"].delete_where("evaluation_id = ?", [evaluation_id])

@@ -177,7 +177,9 @@ class _Handler(BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0]
         headers = {k.lower(): v for k, v in self.headers.items()}
         with self.fake._lock:
-            self.fake.requests.append({"path": path, "headers": headers, "json": body})
+            self.fake.requests.append(
+                {"path": path, "headers": headers, "json": body, "received": time.monotonic()}
+            )
 
     def _send(
         self,

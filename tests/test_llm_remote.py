@@ -150,3 +150,31 @@ def test_json_mode_asks_for_a_json_object_and_grammar_is_not_sent(fake_openai, d
     _client(fake_openai, db_path).chat(MSGS, json_mode=True, grammar='root ::= "x"')
     sent = fake_openai.requests[0]["json"]
     assert sent["response_format"] == {"type": "json_object"} and "grammar" not in sent
+
+
+def test_usage_totals_per_client_and_clone(fake_openai, db_path):
+    fake_openai.enqueue(Reply("a", prompt_tokens=100, completion_tokens=10), Error(500), Error(500), Error(500))
+    client = _client(fake_openai, db_path)
+    client.chat(MSGS)
+    client.chat(MSGS)  # cache hit: counted as a call, not as tokens
+    with pytest.raises(LLMError):
+        client.chat(MSGS, temperature=0.1)
+    t = client.totals
+    assert (t.calls, t.cache_hits, t.errors, t.prompt_tokens, t.completion_tokens) == (3, 1, 1, 100, 10)
+    assert t.cost_usd == pytest.approx((100 * 0.15 + 10 * 0.6) / 1e6)
+    twin = client.clone()
+    assert twin.totals.calls == 0 and twin.model is client.model
+
+
+def test_sampled_answers_in_tags_are_read(fake_openai, db_path):
+    fake_openai.enqueue(Reply("<rating>3</rating>"), Reply("<rating>3</rating>"), Reply("<rating>4</rating>"),
+                        Reply("Score: 3.5"), Reply("<rating>x</rating>"))
+    dist = _client(fake_openai, db_path).score(MSGS, ["0", "1", "2", "3", "4"], prefix="<rating>", samples=4)
+    assert dist.method == "sampling" and dist.invalid == 2
+    assert dist.probs["3"] == pytest.approx(0.5) and dist.probs["4"] == pytest.approx(0.5)
+
+
+def test_logprobs_at_the_first_position_holding_an_option(fake_openai, db_path):
+    fake_openai.enqueue(Reply("3", logprobs={"3": math.log(0.7), "2": math.log(0.3)}))
+    dist = _client(fake_openai, db_path).score(MSGS, ["0", "1", "2", "3", "4"], prefix="<rating>")
+    assert dist.method == "logprobs" and dist.probs["3"] == pytest.approx(0.7)

@@ -1,0 +1,3 @@
+from evaluators.cli import cli
+
+cli(prog_name="python -m evaluators")

@@ -1,0 +1,232 @@
+"""Command line: ``python -m evaluators evaluate|meta``.
+
+Every command's help has an example; run ``python -m evaluators --help``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import replace
+from pathlib import Path
+
+import click
+from tqdm import tqdm
+
+from catalog.catalog import get_catalog
+from evaluators.adapters import FORMATS, LogFormatError, read_logs
+from evaluators.debate import DebateConfig
+from evaluators.factor_judge import MODES, JudgeConfig
+from evaluators.factors import FACTORS, PERSONA_FACTORS
+from evaluators.pipeline import EvaluationSetup, evaluate_conversation, factor_mean
+from llm.base import LLMClient
+from llm.config import EMBEDDED, role_config
+from llm.registry import model_for
+from storage.db import default_db_path
+
+
+@click.group()
+def cli() -> None:
+    """CoRE evaluation of conversational recommender systems."""
+
+
+def _client(role: str, model: str | None, db_path) -> LLMClient:
+    """The client for ``role``; ``model`` overrides the configured model name on the same endpoint."""
+    config = role_config(role)
+    if model:
+        config = replace(config, model=model) if model != EMBEDDED else replace(
+            config, model=EMBEDDED, base_url=None, api_key=None)
+    return LLMClient(model_for(config), role=role, db_path=db_path)
+
+
+def build_setup(
+    *,
+    db_path,
+    judge_models: tuple[str, ...] = (),
+    mode: str = "probability",
+    debate: bool = True,
+    debate_model: str | None = None,
+    rounds: int = 4,
+    tolerance: float = 0.0,
+    sequential: bool = False,
+    persuasiveness: bool = False,
+    catalog_name: str = "bundled",
+    concurrency: int = 6,
+    domain: str = "movies",
+) -> EvaluationSetup:
+    """An evaluation setup from command-line style options (roles from the environment)."""
+    judges = [_client("judge", m, db_path) for m in judge_models] or [_client("judge", None, db_path)]
+    debate_config = None
+    if debate:
+        debate_config = DebateConfig(
+            clients={role: _client(role, debate_model, db_path) for role in PERSONA_FACTORS},
+            max_rounds=rounds, tolerance=tolerance, sequential=sequential, domain=domain,
+        )
+    return EvaluationSetup(
+        judge=JudgeConfig(clients=judges, mode=mode, max_concurrency=concurrency),
+        debate=debate_config,
+        persuasiveness=_client("simulator", None, db_path) if persuasiveness else None,
+        catalog=get_catalog(catalog_name),
+    )
+
+
+@cli.command()
+@click.argument("logs", type=click.Path(exists=True, path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(["auto", *FORMATS]), default="auto", show_default=True,
+              help="Log format; auto detects it.")
+@click.option("--judge-model", "judge_models", multiple=True,
+              help="Judge model name on the judge role's endpoint ('embedded' for the local model). "
+                   "Repeat to average several judges. Default: the judge role's configured model.")
+@click.option("--mode", type=click.Choice(MODES), default="probability", show_default=True)
+@click.option("--debate/--no-debate", default=True, show_default=True, help="Run the four-persona debate.")
+@click.option("--debate-model", default=None, help="One model for all four personas (default: each debate role's own).")
+@click.option("--rounds", default=4, show_default=True, help="Most debate rounds.")
+@click.option("--tolerance", default=0.0, show_default=True, help="Consensus when the scores differ by at most this.")
+@click.option("--sequential", is_flag=True, help="Personas speak one by one within a round.")
+@click.option("--persuasiveness", is_flag=True, help="Also ask the simulator role for iEvaLM persuasiveness.")
+@click.option("--catalog", "catalog_name", default="bundled", show_default=True,
+              help="Catalog for metrics and item details: bundled, or a dataset folder name (redial, opendialkg).")
+@click.option("--limit", type=int, default=None, help="Evaluate only the first N conversations.")
+@click.option("--workers", default=1, show_default=True, help="Conversations evaluated at the same time.")
+@click.option("--concurrency", default=6, show_default=True, help="Factor calls in flight per conversation.")
+@click.option("--out", type=click.Path(path_type=Path), default=None, help="Write one JSON line per conversation.")
+@click.option("--db", "db_path", type=click.Path(path_type=Path), default=None,
+              help="SQLite file (default: CRS_ARENA_DB or ./data/crs_arena.db).")
+@click.option("--force", is_flag=True, help="Start new evaluations instead of reusing stored ones.")
+def evaluate(logs, fmt, judge_models, mode, debate, debate_model, rounds, tolerance, sequential, persuasiveness,
+             catalog_name, limit, workers, concurrency, out, db_path, force):
+    """Score conversations from LOGS on the 12 CoRE factors, debate them, compute metrics.
+
+    Example:
+
+        python -m evaluators evaluate ../shared/data/crsarena/crs_arena_eval_dev.json --catalog redial --out dev.jsonl
+
+    Results are stored in SQLite as they arrive; running the same command again
+    reuses finished evaluations and fills the gaps of unfinished ones.
+    """
+    db_path = db_path or default_db_path()
+    try:
+        read = read_logs(logs, fmt, get_catalog(catalog_name))
+    except (LogFormatError, FileNotFoundError, ValueError) as e:
+        raise click.ClickException(str(e)) from None
+    conversations = read.conversations[:limit] if limit else read.conversations
+    for skipped in read.skipped:
+        click.echo(f"skipped {skipped.where}: {skipped.reason}", err=True)
+    setup = build_setup(db_path=db_path, judge_models=judge_models, mode=mode, debate=debate,
+                        debate_model=debate_model, rounds=rounds, tolerance=tolerance, sequential=sequential,
+                        persuasiveness=persuasiveness, catalog_name=catalog_name, concurrency=concurrency)
+    if any(c.is_demo for c in setup.judge.clients):
+        click.echo("note: the judge is the embedded 135M demo model; its scores are not meaningful.", err=True)
+    sink = open(out, "w", encoding="utf-8") if out else None
+    counts = {"done": 0, "partial": 0, "skipped": 0}
+
+    def one(conversation):
+        if not any(t.role == "system" for t in conversation.turns):
+            return conversation, None, "no system turn to judge"
+        return conversation, evaluate_conversation(conversation, setup, db_path=db_path, force=force), None
+
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool, \
+                tqdm(total=len(conversations), unit="conv", file=sys.stderr, disable=None) as bar:
+            futures = [pool.submit(one, c) for c in conversations]
+            for future in as_completed(futures):
+                conversation, evaluation, reason = future.result()
+                bar.update(1)
+                if evaluation is None:
+                    counts["skipped"] += 1
+                    click.echo(f"skipped {conversation.id}: {reason}", err=True)
+                    continue
+                counts[evaluation.status if evaluation.status in counts else "partial"] += 1
+                if sink:
+                    row = result_row(conversation, evaluation, read.labels.get(conversation.id))
+                    sink.write(json.dumps(row, ensure_ascii=False) + "\n")
+                    sink.flush()
+    finally:
+        if sink:
+            sink.close()
+    click.echo(f"evaluated {counts['done'] + counts['partial']} conversation(s): {counts['done']} complete, "
+               f"{counts['partial']} with gaps (run again to fill them), {counts['skipped']} skipped"
+               + (f"; results in {out}" if out else ""))
+
+
+def result_row(conversation, evaluation, labels=None) -> dict:
+    """One line of ``evaluate --out``: scores, metrics, usage and human labels if known."""
+    factors = {s.factor: s.score for s in evaluation.factor_scores}
+    return {
+        "conversation_id": conversation.id,
+        "system_id": conversation.system_id,
+        "evaluation_id": evaluation.id,
+        "scorer": evaluation.scorer,
+        "status": evaluation.status,
+        "overall": evaluation.overall,
+        "rounds_used": evaluation.rounds_used,
+        "consensus": evaluation.consensus,
+        "factor_mean": factor_mean(evaluation),
+        "factors": {f: factors.get(f) for f in FACTORS},
+        "errors": {s.factor: s.error for s in evaluation.factor_scores if s.error},
+        "metrics": evaluation.metrics,
+        "usage": evaluation.usage,
+        "human": labels.dialogue if labels else None,
+    }
+
+
+@cli.command()
+@click.option("--scores", "scores_path", type=click.Path(exists=True, path_type=Path), required=True,
+              help="JSONL written by `evaluate --out`.")
+@click.option("--human", "human_path", type=click.Path(exists=True, path_type=Path), required=True,
+              help="CRSArena-Eval JSON, or a CSV with columns id,value.")
+@click.option("--aspect", default="dialogue_overall", show_default=True, help="Human aspect (CRSArena-Eval).")
+@click.option("--score", "score_key", default="overall", show_default=True,
+              help="What to correlate: overall, factor_mean, a factor id, or metric:<key>.")
+@click.option("--boot", default=1000, show_default=True, help="Bootstrap resamples.")
+@click.option("--out-dir", type=click.Path(path_type=Path), default=None,
+              help="Write correlations.csv, factor_matrix.csv and factor_matrix.html here.")
+def meta(scores_path, human_path, aspect, score_key, boot, out_dir):
+    """Correlate automatic scores with human labels (dialogue and system level) and the factors with each other.
+
+    Example:
+
+        python -m evaluators meta --scores dev.jsonl --human ../shared/data/crsarena/crs_arena_eval_dev.json --aspect dialogue_overall
+    """
+    import pandas as pd
+
+    from evaluators.meta import correlate, crsarena_eval_labels, factor_matrix, read_csv_labels
+
+    rows = [json.loads(line) for line in scores_path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if not rows:
+        raise click.ClickException(f"{scores_path} has no results")
+    try:
+        human = read_csv_labels(human_path) if human_path.suffix == ".csv" else crsarena_eval_labels(human_path, aspect)
+    except ValueError as e:
+        raise click.ClickException(str(e)) from None
+    scores = {r["conversation_id"]: _pick(r, score_key) for r in rows}
+    systems = {r["conversation_id"]: r["system_id"] for r in rows}
+    result = correlate(scores, human, systems=systems, n_boot=boot)
+    table = pd.DataFrame([corr.as_row() for corr in result.values()])
+    scorers = sorted({r["scorer"] for r in rows})
+    click.echo(f"{score_key} ({', '.join(scorers)}) vs human {aspect}")
+    click.echo(table.to_string(index=False))
+    matrix, figure = factor_matrix([r["factors"] for r in rows])
+    click.echo("\nfactor correlation matrix (Spearman):")
+    click.echo(matrix.round(2).to_string())
+    if out_dir:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        table.to_csv(out_dir / "correlations.csv", index=False)
+        matrix.to_csv(out_dir / "factor_matrix.csv")
+        figure.write_html(out_dir / "factor_matrix.html", include_plotlyjs=True)
+        click.echo(f"\nwrote {out_dir}/correlations.csv, factor_matrix.csv, factor_matrix.html")
+
+
+def _pick(row: dict, key: str):
+    if key in ("overall", "factor_mean"):
+        return row.get(key)
+    if key.startswith("metric:"):
+        return (row.get("metrics") or {}).get(key.split(":", 1)[1])
+    if key in FACTORS:
+        return (row.get("factors") or {}).get(key)
+    raise click.ClickException(f"unknown --score {key!r}: use overall, factor_mean, a factor id or metric:<key>")
+
+
+if __name__ == "__main__":
+    cli()

@@ -1,0 +1,327 @@
+"""The multi-agent debate (CoRE §4.2): four personas turn the factor results into one 0-100 score.
+
+Each persona (common user, domain expert, linguist, HCI expert; see
+``PERSONA_FACTORS``) speaks for three factors. In round 1 every persona reads
+the conversation and the whole factor report and gives an overall score with a
+statement; from round 2 on it also reads the discussion so far and may revise
+its score or argue with the others. The debate stops as soon as all scores agree
+within ``tolerance`` or after ``max_rounds``; the final score is the mean of the
+last round's scores.
+
+Rules where the paper is silent:
+
+* **Invalid answers.** An answer that is not a JSON object with a non-empty
+  ``statement`` and a numeric ``score`` in 0-100 gets one repair request. If the
+  repair fails too, or the model call itself fails (the client has already
+  retried), the message is kept with ``score=None`` and ``error`` set. Such a
+  role is left out of that round's consensus check and mean, and its statement
+  is not shown to the others. Consensus needs at least two valid scores; a round
+  without any valid score ends the debate with ``final_score=None``.
+* **Order of opinions.** The statements of each finished round are shown in an
+  order shuffled by an RNG seeded with (seed, that round), so no persona is
+  always read first. Every reader of a round sees the same order, which keeps
+  the prompts of one round identical up to the persona (prefix caches, and
+  llama.cpp's KV reuse for the embedded model). In sequential mode the speaking
+  order rotates by one place each round, and later speakers read the earlier
+  statements of the current round in speaking order.
+* **Prompt layout.** System text (shared by all calls), then the conversation,
+  the factor report, the discussion, the persona with its three factors, and
+  the round's instruction. Each factor rationale is cut to ``RATIONALE_CHARS``
+  characters.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import re
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from statistics import fmean
+from string import Template
+from typing import Callable
+
+from evaluators.factors import FACTORS, LABELS, PERSONA_FACTORS
+from llm.base import LLMClient
+from llm.prompts import prompt
+from llm.types import LLMError, Message
+from storage.records import DebateMessage, FactorScore
+
+ROLES: tuple[str, ...] = tuple(PERSONA_FACTORS)
+MAX_TOKENS = 600
+STATEMENT_CHARS = 300  # statement length the embedded model's grammar allows
+RATIONALE_CHARS = 600
+RAW_SEPARATOR = "\n\n--- repair answer ---\n\n"
+
+# JSON answer shape forced on the embedded model: its own evaluator name, a
+# one-line statement, an integer score 0-100.
+_GRAMMAR = Template(
+    r'''root ::= "{\"evaluator\": \"$name\", \"statement\": \"" char{1,$chars} "\", \"score\": " score "}"
+char ::= [^"\\\x00-\x1f]
+score ::= "100" | [1-9] [0-9] | [0-9]
+'''
+)
+
+
+@dataclass
+class DebateConfig:
+    """How to run a debate.
+
+    :param clients: role id (a key of ``PERSONA_FACTORS``) -> client; each role
+        may use a different model (a heterogeneous debate)
+    :param max_rounds: the debate stops after this many rounds at the latest
+    :param tolerance: consensus when max(score) - min(score) <= tolerance
+        (0: all valid scores are equal)
+    :param sequential: False: the four roles of a round speak concurrently;
+        True: one by one, later speakers see the earlier statements of the round
+    :param domain: what is recommended (movies, books, music, ...)
+    """
+
+    clients: dict[str, LLMClient]
+    max_rounds: int = 4
+    tolerance: float = 0.0
+    sequential: bool = False
+    domain: str = "movies"
+    temperature: float = 0.0
+    seed: int = 0
+
+
+@dataclass
+class DebateResult:
+    """The outcome of a debate.
+
+    ``final_score`` is the mean of the last round's valid scores (None if there
+    are none). ``messages`` holds every message, failed ones included, round by
+    round; within a round in role order (concurrent) or speaking order (sequential).
+    """
+
+    final_score: float | None
+    rounds_used: int
+    consensus: bool
+    messages: list[DebateMessage]
+
+
+def run_debate(
+    log_text: str,
+    factor_scores: list[FactorScore],
+    config: DebateConfig,
+    *,
+    on_message: Callable[[DebateMessage], None] | None = None,
+) -> DebateResult:
+    """Run the debate over one rendered conversation and its factor results.
+
+    :param log_text: the conversation as rendered for judges (shown as data)
+    :param factor_scores: the factor judge's results; failed ones are shown as "not scored"
+    :param on_message: called with every message, failed ones included, as soon as
+        it is ready. It is always called from the thread that called
+        ``run_debate`` (concurrent answers are handed over as they complete), so
+        it needs no locking.
+    """
+    _check(config)
+    debate = _Debate(log_text, factor_scores, config)
+    emit = on_message or (lambda message: None)
+    messages: list[DebateMessage] = []
+    scores: list[float] = []
+    consensus = False
+    with ThreadPoolExecutor(max_workers=len(ROLES)) as pool:
+        for round_no in range(1, config.max_rounds + 1):
+            if config.sequential:
+                current: list[DebateMessage] = []
+                for role in speaking_order(round_no):
+                    current.append(debate.speak(role, round_no, messages, current))
+                    emit(current[-1])
+            else:
+                futures = [pool.submit(debate.speak, role, round_no, messages, []) for role in ROLES]
+                by_role = {}
+                for future in as_completed(futures):
+                    message = future.result()
+                    by_role[message.role] = message
+                    emit(message)
+                current = [by_role[role] for role in ROLES]
+            messages.extend(current)
+            scores = [m.score for m in current if m.score is not None]
+            consensus = len(scores) >= 2 and max(scores) - min(scores) <= config.tolerance
+            if consensus or not scores:
+                break
+    return DebateResult(
+        final_score=fmean(scores) if scores else None,
+        rounds_used=round_no,
+        consensus=consensus,
+        messages=messages,
+    )
+
+
+def speaking_order(round_no: int) -> list[str]:
+    """Sequential mode: the roles in ``ROLES`` order, rotated by one place per round."""
+    shift = (round_no - 1) % len(ROLES)
+    return [*ROLES[shift:], *ROLES[:shift]]
+
+
+def parse_answer(text: str) -> tuple[str, float]:
+    """(statement, score) from a debater's answer; ValueError says what is wrong.
+
+    Takes the first JSON object with a ``score`` key anywhere in the text (so
+    code fences and prose around it do no harm). The score may be a number or a
+    numeric string and must lie in 0-100: nothing is clamped.
+    """
+    decoder = json.JSONDecoder()
+    found_object = False
+    for match in re.finditer(r"\{", text):
+        try:
+            obj, _ = decoder.raw_decode(text, match.start())
+        except ValueError:
+            continue
+        if not isinstance(obj, dict):
+            continue
+        found_object = True
+        if "score" in obj:
+            break
+    else:
+        raise ValueError('the JSON object has no "score"' if found_object else "no JSON object was found")
+    statement = obj.get("statement")
+    if not isinstance(statement, str) or not statement.strip():
+        raise ValueError('"statement" is missing or empty')
+    return statement.strip(), _score(obj["score"])
+
+
+def _score(value) -> float:
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            raise ValueError(f"the score {value!r} is not a number") from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"the score {value!r} is not a number")
+    if not 0 <= value <= 100:
+        raise ValueError(f"the score {value:g} is outside 0-100")
+    return float(value)
+
+
+def _check(config: DebateConfig) -> None:
+    if set(config.clients) != set(ROLES):
+        raise ValueError(f"the debate needs a client for exactly these roles: {', '.join(ROLES)}")
+    if config.max_rounds < 1:
+        raise ValueError("max_rounds must be at least 1")
+    if config.tolerance < 0:
+        raise ValueError("tolerance must not be negative")
+
+
+class _Debate:
+    """The prompts of one debate and the single-message exchange with one role."""
+
+    def __init__(self, log_text: str, factor_scores: list[FactorScore], config: DebateConfig):
+        self.config = config
+        items, expert = _domain_words(config.domain)
+        self.system = prompt("debate", "system").format(items=items)
+        self.report = (
+            f"<conversation>\n{log_text}\n</conversation>\n\n"
+            f"<evaluation_result>\n{_report(factor_scores)}\n</evaluation_result>"
+        )
+        self.personas = {
+            role: prompt("debate", f"persona_{role}").format(items=items, expert=expert)
+            + "\n"
+            + prompt("debate", "responsibility").format(factors=_and(LABELS[f] for f in PERSONA_FACTORS[role]))
+            for role in ROLES
+        }
+
+    def speak(
+        self, role: str, round_no: int, earlier: list[DebateMessage], current: list[DebateMessage]
+    ) -> DebateMessage:
+        """Ask one role for its statement in this round, with one repair if needed."""
+        client = self.config.clients[role]
+        name = _name(role)
+        messages: list[Message] = [
+            {"role": "system", "content": self.system},
+            {"role": "user", "content": self.user_prompt(role, round_no, earlier, current)},
+        ]
+        params = dict(temperature=self.config.temperature, seed=self.config.seed, max_tokens=MAX_TOKENS)
+        if client.model.backend == "embedded":
+            params["grammar"] = _GRAMMAR.substitute(name=name, chars=STATEMENT_CHARS)
+        else:
+            params["json_mode"] = True
+        raws: list[str] = []
+
+        def failed(error: str) -> DebateMessage:
+            return DebateMessage(round_no, role, client.name, "", None, error=error, raw=RAW_SEPARATOR.join(raws))
+
+        try:
+            raws.append(client.chat(messages, **params).text)
+            try:
+                statement, score = parse_answer(raws[-1])
+            except ValueError as first:
+                repair = prompt("debate", "repair").format(problem=first, name=name)
+                messages += [{"role": "assistant", "content": raws[-1]}, {"role": "user", "content": repair}]
+                raws.append(client.chat(messages, **params).text)
+                statement, score = parse_answer(raws[-1])
+        except LLMError as e:
+            return failed(f"the model call failed: {e}")
+        except ValueError as e:
+            return failed(f"no valid answer after one repair: {e}")
+        return DebateMessage(round_no, role, client.name, statement, score, raw=RAW_SEPARATOR.join(raws))
+
+    def user_prompt(self, role: str, round_no: int, earlier: list[DebateMessage], current: list[DebateMessage]) -> str:
+        """Conversation and report, discussion so far (if any), persona, instruction."""
+        discussion = self.discussion(round_no, earlier, current)
+        instruction = prompt("debate", "instruction_discussion" if discussion else "instruction_alone")
+        instruction = instruction.format(round=round_no, max_rounds=self.config.max_rounds)
+        parts = [self.report, discussion, self.personas[role], instruction]
+        return "\n\n".join(part for part in parts if part)
+
+    def discussion(self, round_no: int, earlier: list[DebateMessage], current: list[DebateMessage]) -> str:
+        """The valid statements so far: finished rounds in a seeded shuffle, this round in speaking order."""
+        blocks = []
+        for past in range(1, round_no):
+            said = [m for m in earlier if m.round == past and m.score is not None]
+            random.Random(f"{self.config.seed}:{past}").shuffle(said)
+            blocks.append(_block(prompt("debate", "discussion_round").format(round=past), said))
+        said = [m for m in current if m.score is not None]
+        if said:
+            blocks.append(_block(prompt("debate", "discussion_round_open").format(round=round_no), said))
+        return "<discussion>\n" + "\n\n".join(blocks) + "\n</discussion>" if blocks else ""
+
+
+def _block(title: str, said: list[DebateMessage]) -> str:
+    entry = prompt("debate", "discussion_entry")
+    lines = [entry.format(name=_name(m.role), score=_number(m.score), statement=m.statement) for m in said]
+    return "\n".join([title, *lines])
+
+
+def _report(factor_scores: list[FactorScore]) -> str:
+    """The factor results in factor order; a failed factor reads "not scored", never 0."""
+    unknown = {fs.factor for fs in factor_scores} - set(FACTORS)
+    if unknown:
+        raise ValueError(f"unknown factors: {', '.join(sorted(unknown))}")
+    lines = [prompt("debate", "factor_header")]
+    for fs in sorted(factor_scores, key=lambda fs: FACTORS.index(fs.factor)):
+        label = LABELS[fs.factor]
+        if fs.score is None:
+            lines.append(prompt("debate", "factor_failed").format(label=label, error=fs.error or "no score"))
+            continue
+        rationale = " ".join(fs.rationale.split()) or "none given"
+        if len(rationale) > RATIONALE_CHARS:
+            rationale = rationale[: RATIONALE_CHARS - 1] + "…"
+        scored = prompt("debate", "factor_scored")
+        lines.append(scored.format(label=label, score=_number(fs.score), rationale=rationale))
+    return "\n".join(lines)
+
+
+def _domain_words(domain: str) -> tuple[str, str]:
+    """(what is recommended, what the expert is) for a domain, e.g. ("books", "literature expert")."""
+    try:
+        return prompt("debate", f"items_{domain}"), prompt("debate", f"expert_{domain}")
+    except KeyError:
+        return domain, f"expert on {domain}"
+
+
+def _name(role: str) -> str:
+    return prompt("debate", f"name_{role}")
+
+
+def _number(value: float) -> str:
+    return f"{round(value, 2):g}"
+
+
+def _and(words) -> str:
+    words = list(words)
+    return ", ".join(words[:-1]) + " and " + words[-1]

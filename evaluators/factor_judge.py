@@ -1,0 +1,279 @@
+"""The CoRE factor judge: one LLM call (or a short exchange) per factor, twelve factors per conversation.
+
+API::
+
+    config = JudgeConfig(clients=[judge], mode="probability", max_concurrency=6)
+    scores = judge_conversation(conversation, config, catalog=catalog,
+                                factors=None, on_result=show)   # -> list[FactorScore]
+
+Modes (``JudgeConfig.mode``):
+
+``reasoned``
+    The judge explains, then ends with ``<rating>n</rating>``; the *last* tag
+    counts. Without a valid tag (none, not an integer, outside 0-4) one repair
+    message asks for the tag alone. If that fails too, the factor's score is
+    None with ``error="rating_parse_failure"``: never a silent 0.
+``probability``
+    The judge answers with the tag only; the score is the expected value over
+    "0".."4" from :meth:`LLMClient.score` after the prefix ``<rating>``
+    (token log-probabilities, the embedded model's logits, or sampling). The
+    distribution is kept in ``FactorScore.distribution``.
+``reasoned+probability``
+    The judge first writes its explanation without a score; then, with that
+    explanation in the conversation as its own (assistant) turn, a follow-up
+    user message asks for the rating and the distribution is read as in
+    ``probability``. This works on every OpenAI-compatible endpoint, since no
+    assistant message has to be prefilled.
+
+On the embedded model every answer that must be a bare rating is constrained by
+the grammar :data:`RATING_GRAMMAR`; remote endpoints ignore grammars.
+
+Judge models: ``JudgeConfig.clients`` judge every factor unless
+``per_factor`` names others for a factor. With several models the factor's
+score is the mean of their scores (and its distribution the mean of theirs);
+each model's own result is kept in ``metadata["models"]``. The judge is named
+``llm:<model>`` for one model and ``ensemble(<a>+<b>)`` for several. If any
+model of a factor fails, the factor has ``score=None`` and ``error`` says
+which model failed and why, so a re-run can fill it (the others' calls come
+from the cache).
+
+A failure never spreads: an :class:`LLMError` on one factor sets that factor's
+``error`` (``"<kind>: <message>"``) and the others go on. Calls run in a
+thread pool of ``max_concurrency`` workers. ``on_result(score)`` is called in
+the thread that called :func:`judge_conversation`, once per factor, as soon as
+that factor's last call finishes (so the UI can stream results without
+locking); an exception it raises stops the run. ``factors=`` limits the run to
+a subset, e.g. the factors a previous run left without a score.
+
+Every score records ``rubric_version`` and, in ``metadata``, the mode, the
+judge prompts' version and each model's raw answers.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from statistics import fmean
+from typing import Any
+
+from catalog.catalog import Catalog
+from evaluators.factors import FACTORS
+from evaluators.render import MAX_CHARS, MAX_ITEMS, MAX_TURNS, RenderedLog, factor_messages, render_log
+from evaluators.rubric import Rubric, load_rubric
+from llm.base import LLMClient
+from llm.prompts import prompt, prompts_version
+from llm.types import LLMError, Message
+from storage.records import Conversation, FactorScore
+
+MODES = ("reasoned", "probability", "reasoned+probability")
+OPTIONS = ("0", "1", "2", "3", "4")
+RATING_PREFIX = "<rating>"
+RATING_GRAMMAR = 'root ::= "<rating>" [0-4] "</rating>"'
+PARSE_FAILURE = "rating_parse_failure"
+_RATING_TAG = re.compile(r"<rating>(.*?)</rating>", re.DOTALL)
+_RATING_MAX_TOKENS = 12
+
+
+@dataclass
+class JudgeConfig:
+    """How to judge: mode, models, concurrency, decoding and log limits.
+
+    :param clients: the default judge model(s); several are averaged
+    :param per_factor: other model(s) for some factors, by factor id
+    :param max_tokens: length limit of an explanation
+    :param seed: sampling seed sent with every chat call
+    :param samples: sampled answers per distribution where an endpoint gives no log-probabilities
+    :param rubric_version: rubric to judge with (default: the current one)
+    :param max_turns, max_log_chars, max_items: log limits passed to :func:`render_log`
+    """
+
+    clients: list[LLMClient]
+    mode: str = "probability"
+    per_factor: dict[str, list[LLMClient]] = field(default_factory=dict)
+    max_concurrency: int = 6
+    temperature: float = 0.0
+    max_tokens: int = 600
+    seed: int = 0
+    samples: int = 10
+    rubric_version: str | None = None
+    max_turns: int = MAX_TURNS
+    max_log_chars: int = MAX_CHARS
+    max_items: int = MAX_ITEMS
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"judge mode must be one of {MODES}, got {self.mode!r}")
+        if not self.clients:
+            raise ValueError("a judge needs at least one model")
+        unknown = set(self.per_factor) - set(FACTORS)
+        if unknown:
+            raise ValueError(f"per_factor names unknown factors: {sorted(unknown)}")
+        if any(not clients for clients in self.per_factor.values()):
+            raise ValueError("per_factor entries need at least one model")
+        if self.max_concurrency < 1:
+            raise ValueError("max_concurrency must be at least 1")
+
+    def clients_for(self, factor_id: str) -> list[LLMClient]:
+        return self.per_factor.get(factor_id) or self.clients
+
+
+def judge_name(clients: list[LLMClient]) -> str:
+    """``llm:<model>`` for one model, ``ensemble(<a>+<b>...)`` for several."""
+    if len(clients) == 1:
+        return f"llm:{clients[0].name}"
+    return "ensemble(" + "+".join(c.name for c in clients) + ")"
+
+
+def parse_rating(text: str) -> int | None:
+    """The last ``<rating>n</rating>`` in ``text`` if n is an integer from 0 to 4, else None."""
+    tags = _RATING_TAG.findall(text)
+    if not tags:
+        return None
+    value = tags[-1].strip()
+    return int(value) if value in OPTIONS else None
+
+
+def judge_conversation(
+    conversation: Conversation,
+    config: JudgeConfig,
+    *,
+    catalog: Catalog | None = None,
+    factors: Iterable[str] | None = None,
+    on_result: Callable[[FactorScore], None] | None = None,
+) -> list[FactorScore]:
+    """Score ``conversation`` on each factor (all twelve, or ``factors``), in rubric order.
+
+    :raises ValueError: unknown factor ids, or an interaction without a system turn
+    """
+    wanted = FACTORS if factors is None else tuple(factors)
+    unknown = [f for f in wanted if f not in FACTORS]
+    if unknown:
+        raise ValueError(f"unknown factors: {unknown}")
+    factor_ids = [f for f in FACTORS if f in wanted]
+    if not any(t.role == "system" for t in conversation.turns):
+        raise ValueError("the interaction has no system turn to judge")
+    rubric = load_rubric(config.rubric_version)
+    log = render_log(conversation, catalog, rubric=rubric, max_turns=config.max_turns,
+                     max_chars=config.max_log_chars, max_items=config.max_items)
+
+    verdicts: dict[str, list[_Verdict | None]] = {f: [None] * len(config.clients_for(f)) for f in factor_ids}
+    results: dict[str, FactorScore] = {}
+    jobs = [(f, i, client) for f in factor_ids for i, client in enumerate(config.clients_for(f))]
+    if not jobs:
+        return []
+    pool = ThreadPoolExecutor(max_workers=min(config.max_concurrency, len(jobs)), thread_name_prefix="judge")
+    try:
+        futures = {pool.submit(_ask, client, log, rubric, f, config): (f, i) for f, i, client in jobs}
+        for future in as_completed(futures):
+            factor_id, index = futures[future]
+            verdicts[factor_id][index] = future.result()
+            done = verdicts[factor_id]
+            if all(v is not None for v in done):
+                results[factor_id] = _combine(factor_id, done, config, rubric)
+                if on_result is not None:
+                    on_result(results[factor_id])
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)  # after an exception, calls not yet started never start
+    return [results[f] for f in factor_ids]
+
+
+@dataclass
+class _Verdict:
+    """One model's judgement of one factor."""
+
+    model: str
+    score: float | None
+    distribution: dict[str, float] | None = None
+    rationale: str = ""
+    error: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def as_metadata(self) -> dict[str, Any]:
+        return {"model": self.model, "score": self.score, "distribution": self.distribution,
+                "error": self.error, **self.details}
+
+
+def _ask(client: LLMClient, log: RenderedLog, rubric: Rubric, factor_id: str, config: JudgeConfig) -> _Verdict:
+    label = rubric.factor(factor_id).label.lower()
+    try:
+        if config.mode == "reasoned":
+            return _reasoned(client, factor_messages(log, rubric, factor_id, answer="reasoned"), label, config)
+        if config.mode == "probability":
+            return _probability(client, factor_messages(log, rubric, factor_id, answer="rating_only"), config)
+        return _reasoned_probability(
+            client, factor_messages(log, rubric, factor_id, answer="rationale_only"), label, config
+        )
+    except LLMError as e:
+        return _Verdict(model=client.name, score=None, error=f"{e.kind}: {e}")
+
+
+def _reasoned(client: LLMClient, messages: list[Message], label: str, config: JudgeConfig) -> _Verdict:
+    answer = client.chat(messages, temperature=config.temperature, max_tokens=config.max_tokens, seed=config.seed)
+    rating = parse_rating(answer.text)
+    raw = [answer.text]
+    if rating is None:
+        repair = [
+            *messages,
+            {"role": "assistant", "content": answer.text},
+            {"role": "user", "content": prompt("judge", "repair").format(label=label)},
+        ]
+        retry = client.chat(repair, temperature=config.temperature, max_tokens=_RATING_MAX_TOKENS,
+                            seed=config.seed, grammar=RATING_GRAMMAR)
+        rating = parse_rating(retry.text)
+        raw.append(retry.text)
+    details = {"raw": raw, "repaired": len(raw) > 1}
+    if rating is None:
+        return _Verdict(model=client.name, score=None, rationale=answer.text, error=PARSE_FAILURE, details=details)
+    return _Verdict(model=client.name, score=float(rating), rationale=_before_rating(answer.text), details=details)
+
+
+def _probability(client: LLMClient, messages: list[Message], config: JudgeConfig) -> _Verdict:
+    dist = client.score(messages, OPTIONS, prefix=RATING_PREFIX, samples=config.samples)
+    details = {"method": dist.method, "mass": dist.mass}
+    if dist.method == "sampling":
+        details.update(samples=dist.samples, invalid=dist.invalid)
+    return _Verdict(model=client.name, score=dist.expected(), distribution=dict(dist.probs), details=details)
+
+
+def _reasoned_probability(client: LLMClient, messages: list[Message], label: str, config: JudgeConfig) -> _Verdict:
+    rationale = client.chat(messages, temperature=config.temperature, max_tokens=config.max_tokens,
+                            seed=config.seed, stop=[RATING_PREFIX])
+    follow_up = [
+        *messages,
+        {"role": "assistant", "content": rationale.text},
+        {"role": "user", "content": prompt("judge", "rating_after_rationale").format(label=label)},
+    ]
+    verdict = _probability(client, follow_up, config)
+    verdict.rationale = rationale.text.strip()
+    return verdict
+
+
+def _before_rating(text: str) -> str:
+    """The explanation: the answer up to its last rating tag."""
+    matches = list(_RATING_TAG.finditer(text))
+    return (text[: matches[-1].start()] if matches else text).strip()
+
+
+def _combine(factor_id: str, verdicts: list[_Verdict], config: JudgeConfig, rubric: Rubric) -> FactorScore:
+    """One FactorScore from each model's verdict: the mean when all succeeded, else an error."""
+    ensemble = len(verdicts) > 1
+    metadata = {
+        "mode": config.mode,
+        "prompt_version": prompts_version("judge"),
+        "models": [v.as_metadata() for v in verdicts],
+    }
+    rationale = "\n\n".join(f"[{v.model}] {v.rationale}" if ensemble else v.rationale
+                            for v in verdicts if v.rationale)
+    failed = [v for v in verdicts if v.error is not None]
+    common = {"factor": factor_id, "judge": judge_name(config.clients_for(factor_id)),
+              "rubric_version": rubric.version, "rationale": rationale, "metadata": metadata}
+    if failed:
+        error = "; ".join(f"{v.model}: {v.error}" if ensemble else v.error for v in failed)
+        return FactorScore(score=None, error=error, **common)
+    distributions = [v.distribution for v in verdicts]
+    distribution = None
+    if all(d is not None for d in distributions):
+        distribution = {o: fmean(d[o] for d in distributions) for o in OPTIONS}
+    return FactorScore(score=fmean(v.score for v in verdicts), distribution=distribution, **common)

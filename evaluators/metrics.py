@@ -1,0 +1,328 @@
+"""Deterministic metrics over one conversation: no LLM, only the turns, the targets and the catalog.
+
+Only ``conversation.turns`` (the judged interaction) is measured; ``history`` is context. Item ids
+that are not in the catalog never raise: they count where the metric needs no metadata (recall,
+repetition) and are left out, and counted as ``unknown``, where it does (diversity, novelty).
+
+Bands (0-4) come from the CoRE rubric's machine-readable thresholds (:mod:`evaluators.rubric`),
+so these metrics and the LLM judge use the same numbers.
+
+Empty input, metric by metric (``None`` means "not measurable", never 0):
+
+* session list: empty when no system turn has a list.
+* Recall@k, ground-truth hit: ``None`` without targets; with targets and an empty list, 0 / no hit.
+* hallucinated-item rate: ``None`` when the system text mentions no title.
+* semantic relevance share: ``None`` when the system text recommends no title; the band is then 0
+  (CoRE: "no items recommended in the text" scores 0), or ``None`` with no system turn at all.
+* diversity: counts of 0 with an empty list; the band is ``None`` when no listed item is in the catalog.
+* novelty: ``None`` when the catalog has no popularity ranks or no listed item has one.
+* repetition: 0 when the user never rejects anything.
+* distinct-n: ``None`` when the system text has no n-gram.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from statistics import median
+from typing import Any
+
+from catalog.catalog import Catalog
+from catalog.items import Item
+from catalog.matcher import normalize_title
+from evaluators.rubric import load_rubric
+from storage.records import Conversation, ItemRef, Turn
+
+KS: tuple[int, ...] = (1, 5, 10, 50)
+
+# Lexical cues that the user turns down what was just recommended, matched case-insensitively in
+# the user turn that follows a system turn: having seen it ("I've seen Star Wars", "seen it"), a
+# refusal ("not that one", "no", "nope"), dislike ("didn't like", "not a fan"), asking for something
+# else. "Seen it" does not count after a negation ("I haven't seen it" asks for it rather than
+# rejecting it). Deliberately simple: it misses indirect refusals and can fire on "I don't like
+# horror" said while describing a wish.
+REJECTION_CUES: tuple[str, ...] = (
+    r"(?:['’]ve|\bhave|\balready) (?:seen|watched)\b",
+    r"(?<!n't )(?<!n’t )(?<!not )(?<!never )\b(?:seen|watched) (?:it|that|this|them|those|both)\b",
+    r"\bnot (?:that|this|those|these|it|interested|for me|my (?:thing|taste|type))\b",
+    r"\b(?:didn['’]t|did not|don['’]t|do not|won['’]t|wouldn['’]t) (?:like|love|enjoy|want)\b",
+    r"\b(?:dislike|disliked|hated?|boring|not a fan|no thanks|no thank you)\b",
+    r"\bsomething (?:else|different)\b|\banother (?:one|movie|film|suggestion)\b",
+    r"^\W*(?:no|nope|nah)\b",
+)
+_REJECTION = re.compile("|".join(f"(?:{c})" for c in REJECTION_CUES), re.IGNORECASE | re.MULTILINE)
+_TOKEN = re.compile(r"\w+(?:'\w+)?")
+
+
+# -- session list, recall, hits --------------------------------------------------
+
+
+def session_list(conversation: Conversation) -> list[ItemRef]:
+    """All system turns' lists concatenated in order, de-duplicated by id keeping the first position."""
+    seen: set[str] = set()
+    out: list[ItemRef] = []
+    for turn in _system_turns(conversation):
+        for ref in turn.items:
+            if ref.id not in seen:
+                seen.add(ref.id)
+                out.append(ref)
+    return out
+
+
+def recall_at_k(conversation: Conversation, ks: tuple[int, ...] = KS) -> dict[int, float] | None:
+    """Share of the targets found in the first k items of the session list (iEvaLM's per-label recall).
+
+    ``None`` when the conversation has no targets.
+    """
+    targets = {t.id for t in conversation.targets}
+    if not targets:
+        return None
+    ranked = [ref.id for ref in session_list(conversation)]
+    return {k: len(targets & set(ranked[:k])) / len(targets) for k in ks}
+
+
+@dataclass(frozen=True)
+class Hit:
+    """Whether any target was in any system list, and the 1-based number of the first such system turn."""
+
+    hit: bool | None
+    turn: int | None = None
+
+
+def ground_truth_hit(conversation: Conversation) -> Hit:
+    """The first system turn whose list holds a target. ``Hit(None)`` without targets."""
+    targets = {t.id for t in conversation.targets}
+    if not targets:
+        return Hit(None)
+    for number, turn in enumerate(_system_turns(conversation), 1):
+        if targets & {ref.id for ref in turn.items}:
+            return Hit(True, number)
+    return Hit(False)
+
+
+# -- titles in the system text -----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Hallucination:
+    """Titles written in the system text that match no catalog item, over all titles written there.
+
+    A title counts once per turn. Only spans that look like titles are judged; an invented title is
+    recognised when written with its year ("Made Up Film (2019)"), as the catalog's mention finder
+    reports only those as unmatched.
+    """
+
+    rate: float | None
+    mentioned: int
+    unmatched: tuple[str, ...] = ()
+
+
+def hallucinated_item_rate(conversation: Conversation, catalog: Catalog) -> Hallucination:
+    mentioned = 0
+    unmatched: list[str] = []
+    for turn in _system_turns(conversation):
+        for mention in catalog.mentions(turn.text):
+            mentioned += 1
+            if mention.item is None:
+                unmatched.append(mention.text)
+    return Hallucination(len(unmatched) / mentioned if mentioned else None, mentioned, tuple(unmatched))
+
+
+@dataclass(frozen=True)
+class SemanticRelevance:
+    """CoRE's semantic relevance computed exactly: of the titles a system turn names in its text,
+    the share that are in that same turn's list (pooled over turns), and CoRE's 0-4 band.
+
+    Every title named in a system turn counts as recommended there (telling a recommendation from a
+    passing mention would need an LLM). A title is in the list when it resolves to a listed item's
+    id or its normalised title equals a listed title. Comparing turn by turn is stricter than CoRE's
+    judge, which sees only the merged session list: a title named in one turn and listed in another
+    counts as out of list here.
+    """
+
+    share: float | None
+    in_list: int
+    mentioned: int
+    score: int | None
+
+
+def semantic_relevance(conversation: Conversation, catalog: Catalog) -> SemanticRelevance:
+    in_list = mentioned = 0
+    system_turns = _system_turns(conversation)
+    for turn in system_turns:
+        ids = {ref.id for ref in turn.items}
+        titles = {normalize_title(ref.title) for ref in turn.items if ref.title}
+        for mention in catalog.mentions(turn.text):
+            mentioned += 1
+            if (mention.item is not None and mention.item.id in ids) or normalize_title(
+                mention.item.name if mention.item else mention.text
+            ) in titles:
+                in_list += 1
+    if not system_turns:
+        return SemanticRelevance(None, 0, 0, None)
+    if not mentioned:
+        return SemanticRelevance(None, 0, 0, 0)
+    share = in_list / mentioned
+    return SemanticRelevance(share, in_list, mentioned, load_rubric().factor("semantic_relevance").score_for(share))
+
+
+# -- the list's metadata -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Diversity:
+    """Distinct metadata values per feature dimension over the session list's catalog items, and
+    CoRE's band. The dimensions are the rubric's for the conversation's domain (movies: genre,
+    director, lead actors = the first three billed, decade); a dimension the catalog does not hold
+    counts 0."""
+
+    counts: dict[str, int]
+    items: int
+    unknown: int
+    score: int | None
+
+
+def diversity(conversation: Conversation, catalog: Catalog) -> Diversity:
+    rubric = load_rubric()
+    items, unknown = _catalog_items(session_list(conversation), catalog)
+    counts = {dim.id: len({v for item in items for v in dim.values(item)})
+              for dim in rubric.features_for(conversation.domain)}
+    return Diversity(counts, len(items), unknown, rubric.factor("diversity").score_for(counts) if items else None)
+
+
+@dataclass(frozen=True)
+class Novelty:
+    """Share of the session list's items that are less known than the catalog's median item.
+
+    "Less known" = popularity rank worse (larger) than the median rank over the whole catalog.
+    Items without a rank (unknown ids, or a catalog without popularity) are left out, also from the
+    list length the band's share conditions use.
+    """
+
+    share: float | None
+    less_known: int
+    ranked: int
+    score: int | None
+
+
+def novelty(conversation: Conversation, catalog: Catalog) -> Novelty:
+    ranks = [i.popularity for i in catalog.items if i.popularity is not None]
+    items, _ = _catalog_items(session_list(conversation), catalog)
+    ranked = [i for i in items if i.popularity is not None]
+    if not ranks or not ranked:
+        return Novelty(None, 0, len(ranked), None)
+    cut = median(ranks)
+    less_known = sum(1 for i in ranked if i.popularity > cut)
+    return Novelty(less_known / len(ranked), less_known, len(ranked),
+                   load_rubric().factor("novelty").score_for(less_known, total=len(ranked)))
+
+
+# -- repetition and text statistics -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Repetition:
+    """Items recommended again after the user turned them down.
+
+    A user turn rejects when it matches :data:`REJECTION_CUES`. What it rejects: the items of the
+    system turn just before it (its list plus the catalog titles in its text) — only those the user
+    names, if the user names any of them. A later system turn repeats when it shows a rejected item
+    again (in its list or text).
+    """
+
+    rejections: int
+    repeated: tuple[str, ...] = ()  # ids of the rejected items shown again, first repeat first
+    repeat_turns: int = 0  # system turns that showed at least one rejected item
+
+
+def repetition(conversation: Conversation, catalog: Catalog | None = None) -> Repetition:
+    rejected: set[str] = set()
+    repeated: list[str] = []
+    rejections = repeat_turns = 0
+    previous: set[str] | None = None
+    for turn in conversation.turns:
+        if turn.role == "system":
+            shown = _shown(turn, catalog)
+            again = [i for i in shown if i in rejected]
+            if again:
+                repeat_turns += 1
+                repeated.extend(i for i in again if i not in repeated)
+            previous = set(shown)
+        elif previous is not None and is_rejection(turn.text):
+            rejections += 1
+            named = {m.item.id for m in catalog.mentions(turn.text) if m.item} if catalog else set()
+            rejected |= (previous & named) or previous
+            previous = None
+    return Repetition(rejections, tuple(repeated), repeat_turns)
+
+
+def is_rejection(text: str) -> bool:
+    """Does this user text turn down a recommendation? (see :data:`REJECTION_CUES`)"""
+    return _REJECTION.search(text) is not None
+
+
+def distinct_n(conversation: Conversation, n: int) -> float | None:
+    """Distinct-n of the system text: distinct n-grams over all n-grams (lower-cased word tokens,
+    n-grams never cross turns). ``None`` when there is no n-gram."""
+    grams: list[tuple[str, ...]] = []
+    for turn in _system_turns(conversation):
+        tokens = _TOKEN.findall(turn.text.lower())
+        grams.extend(tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1))
+    return len(set(grams)) / len(grams) if grams else None
+
+
+# -- everything at once -----------------------------------------------------------------
+
+
+def compute_metrics(conversation: Conversation, catalog: Catalog) -> dict[str, Any]:
+    """All metrics with stable keys (see :data:`METRIC_KEYS`); values are numbers, None or small lists."""
+    recall = recall_at_k(conversation)
+    hit = ground_truth_hit(conversation)
+    hallucination = hallucinated_item_rate(conversation, catalog)
+    relevance = semantic_relevance(conversation, catalog)
+    div = diversity(conversation, catalog)
+    nov = novelty(conversation, catalog)
+    rep = repetition(conversation, catalog)
+    out: dict[str, Any] = {f"recall@{k}": (recall[k] if recall else None) for k in KS}
+    out.update({
+        "session_list_size": len(session_list(conversation)),
+        "gt_hit": hit.hit,
+        "gt_hit_turn": hit.turn,
+        "hallucination_rate": hallucination.rate,
+        "titles_mentioned": hallucination.mentioned,
+        "hallucinated_titles": list(hallucination.unmatched),
+        "semantic_relevance": relevance.share,
+        "semantic_relevance_score": relevance.score,
+        **{f"diversity_{dim}": count for dim, count in div.counts.items()},
+        "diversity_items": div.items,
+        "diversity_score": div.score,
+        "novelty": nov.share,
+        "novelty_less_known": nov.less_known,
+        "novelty_score": nov.score,
+        "unknown_items": div.unknown,
+        "rejections": rep.rejections,
+        "repeated_items": len(rep.repeated),
+        "repeat_turns": rep.repeat_turns,
+        "distinct_1": distinct_n(conversation, 1),
+        "distinct_2": distinct_n(conversation, 2),
+    })
+    return out
+
+
+# -- helpers ------------------------------------------------------------------------------
+
+
+def _system_turns(conversation: Conversation) -> list[Turn]:
+    return [t for t in conversation.turns if t.role == "system"]
+
+
+def _catalog_items(refs: list[ItemRef], catalog: Catalog) -> tuple[list[Item], int]:
+    items = [catalog.get(ref.id) for ref in refs]
+    return [i for i in items if i is not None], sum(1 for i in items if i is None)
+
+
+def _shown(turn: Turn, catalog: Catalog | None) -> list[str]:
+    shown = [ref.id for ref in turn.items]
+    if catalog is not None:
+        shown += [m.item.id for m in catalog.mentions(turn.text) if m.item and m.item.id not in shown]
+    return shown

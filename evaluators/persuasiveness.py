@@ -1,0 +1,137 @@
+"""iEvaLM persuasiveness: would the user accept the last recommendation after its explanation?
+
+After the dialogue an LLM, speaking as the user, reads the conversation, the system's explanation
+of its last recommendation and, when known, the target items, and rates the explanation
+0 (not persuasive), 1 (partly) or 2 (fully: the user would accept now). iEvaLM gives 2 when the
+explanation names a target; the prompt keeps that rule when targets are given.
+
+Two modes:
+
+* ``probability``: ``client.score`` over the options "0", "1", "2"; the score is the expected value
+  (fractional) and the distribution is kept.
+* ``reasoned``: the model explains first and ends with ``<score>N</score>``; one repair request
+  follows an answer without that tag. An answer that still cannot be read is an error (score None),
+  never a 0.
+
+Which explanation: ``explanation`` when the caller has one (iEvaLM asks the system to explain its
+last recommendation after the dialogue); otherwise the text of the last system turn that carries a
+list, or of the last system turn if none does.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from evaluators.render import escape_data
+from llm.base import LLMClient
+from llm.prompts import prompt, prompts_version
+from llm.types import LLMError, Message
+from storage.records import Conversation, Turn
+
+OPTIONS = ("0", "1", "2")
+MODES = ("probability", "reasoned")
+LIST_SHOWN = 10  # items of a system list written into the transcript
+_SCORE_TAG = re.compile(r"<score>\s*([012])\s*</score>", re.IGNORECASE)
+
+
+@dataclass
+class Persuasiveness:
+    """One persuasiveness judgement. ``score`` is None exactly when ``error`` is set."""
+
+    score: float | None
+    mode: str
+    model: str
+    prompt_version: str
+    distribution: dict[str, float] | None = None
+    rationale: str = ""
+    explanation: str = ""
+    error: str | None = None
+
+
+def score_persuasiveness(
+    conversation: Conversation,
+    client: LLMClient,
+    *,
+    mode: str = "probability",
+    explanation: str | None = None,
+) -> Persuasiveness:
+    """Judge the persuasiveness of the last recommendation's explanation in ``conversation``."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    version = prompts_version("persuasiveness")
+    result = Persuasiveness(None, mode, client.name, version)
+    if explanation is None:
+        turn = _explained_turn(conversation)
+        if turn is None:
+            result.error = "the conversation has no system turn to judge"
+            return result
+        explanation = turn.text
+    result.explanation = explanation
+    messages = build_messages(conversation, explanation, mode)
+    try:
+        if mode == "probability":
+            dist = client.score(messages, OPTIONS)
+            result.distribution = dict(dist.probs)
+            result.score = dist.expected()
+        else:
+            _reasoned(client, messages, result)
+    except LLMError as e:
+        result.error = f"model call failed: {e}"
+    return result
+
+
+def build_messages(conversation: Conversation, explanation: str, mode: str) -> list[Message]:
+    """The prompt: the transcript first, the targets and the explanation next, the question last."""
+    targets = escape_data(", ".join(t.title or t.id for t in conversation.targets))
+    user = "\n\n".join([
+        f"<conversation>\n{transcript(conversation)}\n</conversation>",
+        prompt("persuasiveness", "targets").format(targets=targets) if targets
+        else prompt("persuasiveness", "no_targets"),
+        prompt("persuasiveness", "explanation").format(explanation=escape_data(explanation)),
+        prompt("persuasiveness", "rules_targets" if targets else "rules_no_targets"),
+        prompt("persuasiveness", "answer_score" if mode == "probability" else "answer_reasoned"),
+    ])
+    system = prompt("persuasiveness", "system").format(items=conversation.domain)
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+def transcript(conversation: Conversation) -> str:
+    """History and interaction as ``User:`` / ``System:`` lines; a system list follows its text.
+
+    Tags in the data are escaped, so a turn cannot close the ``<conversation>`` block.
+    """
+    lines = []
+    for turn in conversation.all_turns:
+        lines.append(f"{'User' if turn.role == 'user' else 'System'}: {turn.text}")
+        if turn.items:
+            shown = ", ".join(ref.title or ref.id for ref in turn.items[:LIST_SHOWN])
+            more = f" (and {len(turn.items) - LIST_SHOWN} more)" if len(turn.items) > LIST_SHOWN else ""
+            lines.append(f"[System's recommendation list: {shown}{more}]")
+    return escape_data("\n".join(lines))
+
+
+def parse_score(text: str) -> int | None:
+    """The last ``<score>N</score>`` (N in 0-2) in ``text``, or None."""
+    found = _SCORE_TAG.findall(text)
+    return int(found[-1]) if found else None
+
+
+def _reasoned(client: LLMClient, messages: list[Message], result: Persuasiveness) -> None:
+    answer = client.chat(messages, temperature=0.0, max_tokens=300).text
+    result.rationale = answer.strip()
+    score = parse_score(answer)
+    if score is None:
+        repair = [*messages, {"role": "assistant", "content": answer},
+                  {"role": "user", "content": prompt("persuasiveness", "repair")}]
+        score = parse_score(client.chat(repair, temperature=0.0, max_tokens=20).text)
+    if score is None:
+        result.error = "unparseable answer: no <score>0|1|2</score> after one repair request"
+    else:
+        result.score = float(score)
+
+
+def _explained_turn(conversation: Conversation) -> Turn | None:
+    system_turns = [t for t in conversation.turns if t.role == "system"]
+    with_list = [t for t in system_turns if t.items]
+    return (with_list or system_turns or [None])[-1]

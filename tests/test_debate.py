@@ -1,0 +1,267 @@
+"""The multi-agent debate against the fake OpenAI server, and once on the embedded model."""
+
+import json
+import re
+
+import pytest
+from fake_openai import Delay, Error, Reply
+
+from evaluators.debate import ROLES, DebateConfig, parse_answer, run_debate, speaking_order
+from evaluators.factors import FACTORS
+from llm.base import LLMClient
+from llm.remote import OpenAICompatibleModel
+from storage.records import FactorScore
+
+LOG = "<interaction>\nUser: Any film like Heat?\nSystem: Try Ronin (1998): a tense heist thriller.\n</interaction>"
+NAMES = {"debate_user": "Common User", "debate_expert": "Domain Expert", "debate_linguist": "Linguist",
+         "debate_hci": "HCI Expert"}
+
+
+def _factors(failed: dict[str, str] | None = None) -> list[FactorScore]:
+    failed = failed or {}
+    return [
+        FactorScore(f, None, "judge", "r1", error=failed[f]) if f in failed
+        else FactorScore(f, 3.0, "judge", "r1", rationale=f"The {f} reason.")
+        for f in FACTORS
+    ]
+
+
+def _clients(fake, models: dict[str, str] | None = None) -> dict[str, LLMClient]:
+    models = models or {}
+    return {
+        role: LLMClient(OpenAICompatibleModel(models.get(role, "fake-model"), base_url=fake.base_url, api_key="k",
+                                              max_retries=0, timeout=5), db_path=None)
+        for role in ROLES
+    }
+
+
+def _answer(score, statement="My reasons.") -> Reply:
+    return Reply(json.dumps({"evaluator": "someone", "statement": statement, "score": score}))
+
+
+def _debate(fake, *, factors=None, models=None, on_message=None, **config):
+    return run_debate(LOG, factors or _factors(), DebateConfig(clients=_clients(fake, models), **config),
+                      on_message=on_message)
+
+
+def _prompt(request) -> str:
+    """The debate prompt (the first user message) of a request."""
+    return request["json"]["messages"][1]["content"]
+
+
+def _speaker(request) -> str:
+    """The role a request was made for, read from the persona in its prompt."""
+    text = _prompt(request)
+    return next(role for role, name in NAMES.items() if f"YOUR ROLE: {name}\n" in text)
+
+
+def test_equal_scores_end_after_one_round(fake_openai):
+    fake_openai.enqueue(*[_answer(70) for _ in ROLES])
+    seen = []
+    result = _debate(fake_openai, on_message=seen.append)
+    assert (result.final_score, result.rounds_used, result.consensus) == (70.0, 1, True)
+    assert [m.role for m in result.messages] == list(ROLES) and all(m.round == 1 for m in result.messages)
+    assert sorted(m.role for m in seen) == sorted(ROLES) and all(m.error is None for m in seen)
+    assert len(fake_openai.requests) == 4
+    body = fake_openai.requests[0]["json"]
+    assert body["response_format"] == {"type": "json_object"} and body["temperature"] == 0.0 and body["seed"] == 0
+    assert "<discussion>" not in _prompt(fake_openai.requests[0])
+
+
+def test_persistent_disagreement_runs_four_rounds_and_averages_the_last(fake_openai):
+    rounds = [(10, 20, 30, 40), (20, 30, 40, 50), (30, 40, 50, 60), (40, 50, 60, 90)]
+    fake_openai.enqueue(*[_answer(s, f"Round {r} says {s}.") for r, scores in enumerate(rounds, 1) for s in scores])
+    result = _debate(fake_openai)
+    assert (result.rounds_used, result.consensus, result.final_score) == (4, False, 60.0)
+    assert [m.round for m in result.messages] == [r for r in (1, 2, 3, 4) for _ in ROLES]
+    assert sorted(m.score for m in result.messages if m.round == 4) == [40, 50, 60, 90]
+    assert len(fake_openai.requests) == 16
+    # round 4 reads the whole discussion of rounds 1 to 3, oldest first
+    last = _prompt(fake_openai.requests[-1])
+    discussion = last[last.index("<discussion>"):]
+    assert discussion.index("Round 1:") < discussion.index("Round 2:") < discussion.index("Round 3:")
+    assert all(f"Round {r} says {s}." in discussion for r in (1, 2, 3) for s in rounds[r - 1])
+    assert "Round 4 says" not in discussion and "round 4 of at most 4" in last
+
+
+@pytest.mark.parametrize("tolerance, consensus", [(5.0, True), (4.9, False)])
+def test_tolerance(fake_openai, tolerance, consensus):
+    fake_openai.enqueue(*[_answer(s) for s in (70, 72, 74, 75)])
+    result = _debate(fake_openai, tolerance=tolerance, max_rounds=1)
+    assert (result.consensus, result.rounds_used, result.final_score) == (consensus, 1, 72.75)
+
+
+@pytest.mark.parametrize("bad, problem", [
+    ("I would give it a solid seventy.", "no JSON object"),
+    ('{"evaluator": "Common User", "statement": "Great.", "score": 120}', "outside 0-100"),
+    ('{"evaluator": "Common User", "statement": "Great.", "score": "high"}', "not a number"),
+    ('{"evaluator": "Common User", "score": 70}', '"statement" is missing'),
+])
+def test_a_malformed_answer_gets_one_repair(fake_openai, bad, problem):
+    fake_openai.enqueue(Reply(bad), _answer(65, "Fixed."), *[_answer(65) for _ in range(3)])
+    result = _debate(fake_openai, sequential=True)
+    first = result.messages[0]
+    assert (first.role, first.score, first.statement, first.error) == ("debate_user", 65.0, "Fixed.", None)
+    assert bad in first.raw and "Fixed." in first.raw
+    assert (result.final_score, result.consensus, len(fake_openai.requests)) == (65.0, True, 5)
+    repair = fake_openai.requests[1]["json"]["messages"]
+    assert repair[-2] == {"role": "assistant", "content": bad}
+    assert problem in repair[-1]["content"] and '"evaluator": "Common User"' in repair[-1]["content"]
+
+
+def test_malformed_twice_is_stored_as_an_error_and_left_out(fake_openai):
+    fake_openai.enqueue(Reply("no idea"), Reply("still no idea"), *[_answer(60) for _ in range(3)])
+    seen = []
+    result = _debate(fake_openai, sequential=True, on_message=seen.append)
+    failed = result.messages[0]
+    assert failed.score is None and "after one repair" in failed.error and "no JSON object" in failed.error
+    assert "no idea" in failed.raw and "still no idea" in failed.raw
+    assert seen[0] is failed  # failed messages are reported too
+    # the three valid scores agree: consensus, and the mean is not dragged down by the failure
+    assert (result.final_score, result.consensus, result.rounds_used) == (60.0, True, 1)
+    # the others never read the failed role's answer
+    assert all("no idea" not in _prompt(r) for r in fake_openai.requests[2:])
+
+
+def test_a_failed_model_call_is_recorded_without_a_repair(fake_openai):
+    fake_openai.enqueue(Error(500), *[_answer(50) for _ in range(3)])
+    result = _debate(fake_openai, sequential=True)
+    assert result.messages[0].score is None and "model call failed" in result.messages[0].error
+    assert (result.final_score, len(fake_openai.requests)) == (50.0, 4)
+
+
+def test_no_valid_score_ends_the_debate_without_a_final_score(fake_openai):
+    fake_openai.enqueue(*[Reply("nothing useful") for _ in range(8)])
+    result = _debate(fake_openai)
+    assert (result.final_score, result.consensus, result.rounds_used) == (None, False, 1)
+    assert len(result.messages) == 4 and all(m.error for m in result.messages)
+
+
+@pytest.mark.parametrize("text, expected", [
+    ('```json\n{"evaluator": "Linguist", "statement": "Fluent.", "score": 80}\n```', ("Fluent.", 80.0)),
+    ('Here is my view {as promised}:\n{"statement": " Fine. ", "score": "72.5"} Thanks!', ("Fine.", 72.5)),
+    ('{"note": "draft"} then {"statement": "Final.", "score": 0}', ("Final.", 0.0)),
+    ('{"statement": "Top.", "score": 100}', ("Top.", 100.0)),
+])
+def test_parse_answer_finds_the_json_object(text, expected):
+    assert parse_answer(text) == expected
+
+
+@pytest.mark.parametrize("text, problem", [
+    ('{"statement": "x", "score": -1}', "outside 0-100"),
+    ('{"statement": "x", "score": 100.5}', "outside 0-100"),
+    ('{"statement": "x", "score": true}', "not a number"),
+    ('{"statement": "x", "score": NaN}', "not a number"),
+    ('{"statement": "x", "score": null}', "not a number"),
+    ('{"statement": "x"}', 'no "score"'),
+    ('{"statement": "", "score": 50}', '"statement" is missing'),
+    ("[50]", "no JSON object"),
+])
+def test_parse_answer_rejects_what_it_cannot_use(text, problem):
+    with pytest.raises(ValueError, match=re.escape(problem)):
+        parse_answer(text)
+
+
+def test_answers_in_prose_and_code_fences_are_accepted(fake_openai):
+    fenced = '```json\n{"evaluator": "Linguist", "statement": "Fluent.", "score": 80}\n```'
+    fake_openai.enqueue(Reply(fenced), Reply('Sure! {"statement": "Good.", "score": "80"}'),
+                        *[_answer(80) for _ in range(2)])
+    result = _debate(fake_openai, sequential=True)
+    assert (result.final_score, result.consensus, len(fake_openai.requests)) == (80.0, True, 4)
+    assert [m.statement for m in result.messages[:2]] == ["Fluent.", "Good."]
+
+
+def test_heterogeneous_debate_uses_each_roles_model(fake_openai):
+    models = {role: f"model-{role}" for role in ROLES}
+    fake_openai.enqueue(*[_answer(55) for _ in range(8)])
+    concurrent = _debate(fake_openai, models=models)
+    assert {r["json"]["model"] for r in fake_openai.requests} == set(models.values())
+    assert {m.role: m.model for m in concurrent.messages} == models
+    # sequential: requests follow the speaking order, so the models do too
+    sequential = _debate(fake_openai, models=models, sequential=True)
+    assert [r["json"]["model"] for r in fake_openai.requests[4:]] == [models[role] for role in ROLES]
+    assert [m.model for m in sequential.messages] == [models[role] for role in ROLES]
+
+
+def test_sequential_speakers_read_the_earlier_statements_of_their_round(fake_openai):
+    fake_openai.enqueue(*[_answer(40 + 10 * i, statement=f"Opinion {i}.") for i in range(8)])
+    result = _debate(fake_openai, sequential=True, max_rounds=2)
+    assert result.rounds_used == 2 and not result.consensus
+    round_one = [_prompt(r) for r in fake_openai.requests[:4]]
+    for i, text in enumerate(round_one):
+        assert all((f"Opinion {j}." in text) == (j < i) for j in range(4))
+    assert "<discussion>" not in round_one[0] and "Round 1 (in progress):" in round_one[1]
+    # round 2 starts with the next role; it reads all of round 1 and nothing of round 2 yet
+    assert speaking_order(2) == [*ROLES[1:], ROLES[0]]
+    assert [m.role for m in result.messages[4:]] == speaking_order(2)
+    opener = _prompt(fake_openai.requests[4])
+    assert _speaker(fake_openai.requests[4]) == "debate_expert"
+    assert all(f"Opinion {j}." in opener for j in range(4)) and "in progress" not in opener
+
+
+def test_peer_opinions_are_shuffled_per_round(fake_openai):
+    fake_openai.enqueue(*[_answer(s) for _ in range(4) for s in (10, 20, 30, 40)])
+    _debate(fake_openai)
+    orders = []  # per reader in round 4: the order of the speakers of rounds 1, 2 and 3
+    for request in fake_openai.requests[12:]:
+        discussion = _prompt(request).split("<discussion>")[1].split("</discussion>")[0]
+        orders.append([re.findall(r"^\[([A-Za-z ]+), score", block, re.M) for block in discussion.split("Round ")[1:]])
+    assert len(orders) == 4 and all(o == orders[0] for o in orders)  # every reader of a round sees the same text
+    assert all(sorted(block) == sorted(NAMES.values()) for block in orders[0])
+    assert len({block[0] for block in orders[0]}) > 1  # no persona is always read first
+    # the order is seeded: the same debate shows the same order
+    fake_openai.requests.clear()
+    fake_openai.enqueue(*[_answer(s) for s in (10, 20, 30, 40, 10, 20, 30, 40)])
+    _debate(fake_openai, max_rounds=2)
+    again = _prompt(fake_openai.requests[4]).split("Round 1:")[1]
+    assert re.findall(r"^\[([A-Za-z ]+), score", again, re.M) == orders[0][0]
+
+
+def test_a_concurrent_round_takes_as_long_as_its_slowest_answer(fake_openai):
+    fake_openai.enqueue(*[Delay(0.2, _answer(s)) for s in (30, 40, 50, 60, 50, 50, 50, 50)])
+    config = DebateConfig(clients=_clients(fake_openai))
+    result = run_debate(LOG, _factors(), config)
+    assert (result.rounds_used, result.consensus, result.final_score) == (2, True, 50.0)
+    # within a round the four requests were in flight together; round 2 began after round 1 ended
+    arrivals = [r["received"] for r in fake_openai.requests]
+    first, second = sorted(arrivals[:4]), sorted(arrivals[4:])
+    assert first[-1] - first[0] < 0.2 and second[-1] - second[0] < 0.2
+    assert second[0] - first[0] >= 0.2
+
+
+def test_prompt_shows_failed_factors_as_not_scored_and_marks_each_roles_factors(fake_openai):
+    fake_openai.enqueue(*[_answer(50) for _ in ROLES])
+    _debate(fake_openai, factors=_factors({"groundedness": "HTTP 500 from the judge"}), domain="books", sequential=True)
+    prompts = {_speaker(r): _prompt(r) for r in fake_openai.requests}
+    text = prompts["debate_expert"]
+    assert "- Groundedness: not scored (the judge failed: HTTP 500 from the judge)" in text
+    assert "Groundedness: 0" not in text and "- Novelty: 3/4. Reasons: The novelty reason." in text
+    assert f"<conversation>\n{LOG}\n</conversation>" in text
+    assert "You are a literature expert" in text
+    assert "recommends books" in fake_openai.requests[0]["json"]["messages"][0]["content"]
+    responsible = "responsible for these factors of the report: "
+    assert responsible + "Novelty, Diversity and Groundedness" in text
+    assert responsible + "Effectiveness, Recoverability and Coherence" in prompts["debate_user"]
+
+
+def test_config_needs_all_four_roles(fake_openai):
+    clients = _clients(fake_openai)
+    del clients["debate_hci"]
+    with pytest.raises(ValueError, match="debate_hci"):
+        run_debate(LOG, _factors(), DebateConfig(clients=clients))
+    assert fake_openai.requests == []
+
+
+def test_embedded_model_debate_plumbing(embedded_model):
+    # The 135M model judges badly; only the mechanics are checked here. Two rounds
+    # at most keep the test short (each call takes seconds on two CPU cores).
+    client = LLMClient(embedded_model)
+    seen = []
+    config = DebateConfig(clients={role: client for role in ROLES}, max_rounds=2)
+    result = run_debate(LOG, _factors(), config, on_message=seen.append)
+    assert 1 <= result.rounds_used <= 2 and len(result.messages) == 4 * result.rounds_used == len(seen)
+    for m in result.messages:
+        assert m.model == embedded_model.name and m.raw
+        assert (m.score is not None and 0 <= m.score <= 100 and m.statement) or m.error
+    valid = [m.score for m in result.messages if m.round == result.rounds_used and m.score is not None]
+    assert result.final_score == (sum(valid) / len(valid) if valid else None)

@@ -1,0 +1,197 @@
+"""Deterministic metrics on hand-built conversations over the bundled catalog."""
+
+import pytest
+
+from catalog.catalog import load_bundled
+from evaluators.metrics import (
+    compute_metrics,
+    distinct_n,
+    diversity,
+    ground_truth_hit,
+    hallucinated_item_rate,
+    is_rejection,
+    novelty,
+    recall_at_k,
+    repetition,
+    semantic_relevance,
+    session_list,
+)
+from storage.records import Conversation, ItemRef, Turn
+
+EXPECTED_KEYS = [
+    "recall@1", "recall@5", "recall@10", "recall@50", "session_list_size", "gt_hit", "gt_hit_turn",
+    "hallucination_rate", "titles_mentioned", "hallucinated_titles", "semantic_relevance",
+    "semantic_relevance_score", "diversity_genre", "diversity_director", "diversity_lead_actor",
+    "diversity_decade", "diversity_items", "diversity_score", "novelty", "novelty_less_known", "novelty_score",
+    "unknown_items", "rejections", "repeated_items", "repeat_turns", "distinct_1", "distinct_2",
+]
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return load_bundled()
+
+
+def ref(catalog, title):
+    return catalog.match(title).ref()
+
+
+@pytest.fixture(scope="module")
+def dialogue(catalog):
+    """Two system turns: a clean one, then one that repeats a rejected title and invents one."""
+    raiders, star_wars, godfather = (ref(catalog, t) for t in ("Raiders of the Lost Ark", "Star Wars", "The Godfather"))
+    stagecoach, shane = ref(catalog, "Stagecoach"), ref(catalog, "Shane")
+    return Conversation(
+        system_id="chatcrs",
+        history=[Turn("system", "Heat (1995) is on tonight.", items=[ref(catalog, "Heat")])],  # context only
+        turns=[
+            Turn("user", "I want a classic adventure."),
+            Turn("system", "You could watch Raiders of the Lost Ark (1981) or Star Wars (1977).",
+                 items=[raiders, star_wars, godfather]),
+            Turn("user", "I've seen Star Wars already."),
+            Turn("system", "Then Stagecoach (1939) is a great western and Star Wars (1977) is a classic too; "
+                           "Moonlight Voyage Deluxe (2019) as well.",
+                 items=[stagecoach, shane, ItemRef("zz-unknown", "Unknown Film (2020)")]),
+            Turn("user", "Great, thanks!"),
+        ],
+        targets=[shane, ref(catalog, "Back to the Future")],
+    )
+
+
+def test_session_list_concatenates_and_deduplicates(dialogue):
+    conv = Conversation(system_id="x", turns=[
+        Turn("system", "a", items=[ItemRef("1", "A"), ItemRef("2", "B")]),
+        Turn("user", "more"),
+        Turn("system", "b", items=[ItemRef("2", "B"), ItemRef("3", "C")]),
+    ])
+    assert [r.id for r in session_list(conv)] == ["1", "2", "3"]
+    assert [r.id for r in session_list(dialogue)] == [
+        "raiders-of-the-lost-ark-1981", "star-wars-1977", "the-godfather-1972", "stagecoach-1939", "shane-1953",
+        "zz-unknown"]
+
+
+def test_recall_and_hit(dialogue):
+    assert recall_at_k(dialogue) == {1: 0.0, 5: 0.5, 10: 0.5, 50: 0.5}
+    hit = ground_truth_hit(dialogue)
+    assert hit.hit is True and hit.turn == 2
+
+
+def test_hallucinated_title_rate(dialogue, catalog):
+    result = hallucinated_item_rate(dialogue, catalog)
+    assert result.mentioned == 5 and result.rate == pytest.approx(1 / 5)
+    assert result.unmatched == ("Moonlight Voyage Deluxe (2019)",)
+
+
+def test_semantic_relevance_is_the_share_in_each_turns_list(dialogue, catalog):
+    result = semantic_relevance(dialogue, catalog)
+    # turn 1: both titles listed; turn 2: Stagecoach listed, Star Wars and the invented title not
+    assert (result.in_list, result.mentioned) == (3, 5)
+    assert result.share == pytest.approx(0.6) and result.score == 3
+
+
+def test_diversity_counts_distinct_metadata(dialogue, catalog):
+    result = diversity(dialogue, catalog)
+    # genres: Action Adventure Fantasy Sci-Fi Crime Drama Western; Harrison Ford leads twice
+    assert result.counts == {"genre": 7, "director": 5, "lead_actor": 14, "decade": 4}
+    assert (result.items, result.unknown, result.score) == (5, 1, 4)
+    single = Conversation(system_id="x", turns=[Turn("system", "", items=[ref(catalog, "The Godfather")])])
+    one = diversity(single, catalog)
+    assert one.counts == {"genre": 2, "director": 1, "lead_actor": 3, "decade": 1} and one.score == 1
+
+
+def test_novelty_counts_items_below_the_median_popularity(dialogue, catalog):
+    result = novelty(dialogue, catalog)
+    # ranks 3, 2, 1, 499, 500 against a median of 250.5; the unknown id has no rank
+    assert (result.less_known, result.ranked) == (2, 5)
+    assert result.share == pytest.approx(0.4) and result.score == 3
+
+
+def test_repetition_after_the_user_rejects_a_named_title(dialogue, catalog):
+    result = repetition(dialogue, catalog)
+    assert result.rejections == 1 and result.repeated == ("star-wars-1977",) and result.repeat_turns == 1
+
+
+def test_repetition_after_ive_seen_it(catalog):
+    heat, godfather = ref(catalog, "Heat"), ref(catalog, "The Godfather")
+    conv = Conversation(system_id="x", turns=[
+        Turn("system", "How about Heat (1995)?", items=[heat]),
+        Turn("user", "I've seen it."),
+        Turn("system", "Then The Godfather (1972).", items=[godfather]),
+        Turn("user", "Hmm, maybe."),
+        Turn("system", "Or Heat (1995) after all?", items=[heat, godfather]),
+    ])
+    result = repetition(conv, catalog)
+    assert result.rejections == 1 and result.repeated == ("heat-1995",) and result.repeat_turns == 1
+    assert repetition(conv).repeated == ("heat-1995",)  # lists alone suffice without a catalog
+
+
+@pytest.mark.parametrize(
+    "text,rejects",
+    [
+        ("I've seen it.", True), ("I’ve seen that", True), ("I have already watched that one", True),
+        ("No, something else please", True),
+        ("Nope", True), ("I didn't like it", True), ("Not that one.", True),
+        ("I haven't seen it, tell me more", False), ("I have not seen it", False), ("I haven’t seen it", False),
+        ("Sounds great, I'll watch it", False),
+        ("I know nothing about it, what is it about?", False), ("Yes please!", False),
+    ],
+)
+def test_rejection_cues(text, rejects):
+    assert is_rejection(text) is rejects
+
+
+def test_distinct_n():
+    conv = Conversation(system_id="x", turns=[Turn("system", "A b a"), Turn("user", "b b b"), Turn("system", "b, c!")])
+    assert distinct_n(conv, 1) == pytest.approx(3 / 5)
+    assert distinct_n(conv, 2) == pytest.approx(3 / 3)  # (a b) (b a) | (b c): no n-gram across turns
+    assert distinct_n(Conversation(system_id="x", turns=[Turn("system", "one")]), 2) is None
+
+
+def test_compute_metrics_has_stable_keys(dialogue, catalog):
+    metrics = compute_metrics(dialogue, catalog)
+    assert list(metrics) == EXPECTED_KEYS
+    assert metrics["recall@5"] == 0.5 and metrics["gt_hit_turn"] == 2 and metrics["unknown_items"] == 1
+    assert metrics["hallucinated_titles"] == ["Moonlight Voyage Deluxe (2019)"]
+    assert metrics["distinct_1"] < 1
+
+
+def test_empty_conversation(catalog):
+    metrics = compute_metrics(Conversation(system_id="x"), catalog)
+    assert list(metrics) == EXPECTED_KEYS
+    assert all(metrics[f"recall@{k}"] is None for k in (1, 5, 10, 50)) and metrics["gt_hit"] is None
+    assert metrics["session_list_size"] == 0 and metrics["hallucination_rate"] is None
+    assert metrics["semantic_relevance"] is None and metrics["semantic_relevance_score"] is None
+    assert metrics["diversity_genre"] == 0 and metrics["diversity_score"] is None
+    assert metrics["novelty"] is None and metrics["novelty_score"] is None
+    assert metrics["rejections"] == metrics["repeated_items"] == 0 and metrics["distinct_1"] is None
+
+
+def test_no_system_turn_with_targets(catalog):
+    conv = Conversation(system_id="x", turns=[Turn("user", "Hi, no idea what to watch")],
+                        targets=[ref(catalog, "Heat")])
+    metrics = compute_metrics(conv, catalog)
+    assert metrics["recall@50"] == 0.0 and metrics["gt_hit"] is False and metrics["gt_hit_turn"] is None
+    assert metrics["semantic_relevance_score"] is None and metrics["rejections"] == 0
+
+
+def test_system_turns_without_lists(catalog):
+    conv = Conversation(system_id="x", turns=[
+        Turn("user", "Something scary?"), Turn("system", "What kind of scary?"),
+        Turn("user", "Ghosts."), Turn("system", "Try The Shining (1980)."),
+    ])
+    metrics = compute_metrics(conv, catalog)
+    assert metrics["session_list_size"] == 0 and metrics["diversity_score"] is None
+    assert metrics["semantic_relevance"] == 0.0 and metrics["semantic_relevance_score"] == 0
+    silent = Conversation(system_id="x", turns=[Turn("system", "What kind of scary?")])
+    assert semantic_relevance(silent, catalog).share is None and semantic_relevance(silent, catalog).score == 0
+
+
+def test_unknown_ids_do_not_crash(catalog):
+    unknown = ItemRef("not-in-catalog", "Nope (2030)")
+    conv = Conversation(system_id="x", turns=[Turn("system", "Nope (2030)!", items=[unknown]), Turn("user", "No.")],
+                        targets=[unknown])
+    metrics = compute_metrics(conv, catalog)
+    assert metrics["recall@1"] == 1.0 and metrics["gt_hit"] is True
+    assert metrics["unknown_items"] == 1 and metrics["diversity_items"] == 0 and metrics["diversity_score"] is None
+    assert metrics["novelty"] is None and metrics["hallucination_rate"] == 1.0
+    assert metrics["semantic_relevance"] == 1.0  # the invented title is in its own turn's list

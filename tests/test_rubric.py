@@ -1,0 +1,164 @@
+"""The CoRE rubric data: complete, consistent with the paper's thresholds, gaps closed as documented."""
+
+import tomllib
+
+import pytest
+from pydantic import ValidationError
+
+from catalog.catalog import get_catalog
+from evaluators.factors import DIMENSION_OF, FACTORS
+from evaluators.rubric import features_for, load_rubric, rubric_from_dict, rubric_path
+
+
+@pytest.fixture(scope="module")
+def rubric():
+    return load_rubric()
+
+
+def _raw():
+    with open(rubric_path("core-v1"), "rb") as f:
+        return tomllib.load(f)
+
+
+def test_all_twelve_factors_with_levels_steps_and_dimension(rubric):
+    assert rubric.version == "core-v1"
+    assert list(rubric.factors) == list(FACTORS)
+    for fid, factor in rubric.factors.items():
+        assert factor.id == fid and factor.dimension == DIMENSION_OF[fid]
+        assert sorted(factor.levels) == [0, 1, 2, 3, 4] and all(factor.levels.values())
+        assert factor.definition and factor.steps
+
+
+def test_only_effectiveness_sees_the_targets(rubric):
+    assert [f.id for f in rubric.factors.values() if "targets" in f.sees] == ["effectiveness"]
+    assert rubric.factor("effectiveness").levels_without_targets is not None
+    assert set(rubric.log.shared) == {"history", "interaction", "recommendations"}
+
+
+def test_the_load_is_cached_and_versions_are_checked():
+    assert load_rubric() is load_rubric("core-v1")
+    with pytest.raises(FileNotFoundError):
+        load_rubric("core-v0")
+
+
+@pytest.mark.parametrize("fid", ["coherence", "recoverability", "grammatical_correctness", "groundedness"])
+def test_error_counts_cost_one_point_each_and_four_scores_zero(rubric, fid):
+    factor = rubric.factor(fid)
+    assert [factor.score_for(n) for n in range(7)] == [4, 3, 2, 1, 0, 0, 0]
+    deciding = next(b for b in factor.count.bands if b.holds(4, None))
+    assert "four" in deciding.note.lower()  # the decision is written next to the band
+
+
+@pytest.mark.parametrize(
+    "count,total,score",
+    [
+        (0, 10, 0), (1, 30, 1), (2, 30, 1), (3, 30, 2), (5, 30, 2), (6, 30, 3), (9, 40, 3),
+        (10, 50, 3),  # exactly ten: "more than ten" read strictly
+        (11, 50, 4),
+        (2, 4, 4),  # half of a short list
+        (3, 12, 3),  # a quarter lifts three items above level 2
+        (1, 4, 3),
+    ],
+)
+def test_novelty_bands_try_levels_from_the_top(rubric, count, total, score):
+    assert rubric.factor("novelty").score_for(count, total=total) == score
+
+
+def test_novelty_needs_the_list_length_for_its_share_bands(rubric):
+    with pytest.raises(ValueError, match="total"):
+        rubric.factor("novelty").score_for(3)
+    assert rubric.factor("novelty").score_for(0, total=0) == 0
+
+
+@pytest.mark.parametrize(
+    "counts,score",
+    [
+        ({"genre": 5, "director": 6, "lead_actor": 2, "decade": 1}, 4),
+        ([4, 4, 1, 1], 3),
+        ([5, 1, 1, 1], 3),
+        ([3, 3, 1, 1], 2),
+        ([4, 2, 1, 1], 2),
+        ([3, 1, 1, 1], 1),
+        ([2, 1, 1, 1], 1),  # the gap between the paper's levels 1 and 0
+        ([1, 1, 1, 1], 0),
+        ([], 0),
+    ],
+)
+def test_diversity_counts_distinct_values_per_dimension(rubric, counts, score):
+    assert rubric.factor("diversity").score_for(counts) == score
+
+
+def test_diversity_rejects_a_single_number(rubric):
+    with pytest.raises(TypeError):
+        rubric.factor("diversity").score_for(5)
+
+
+@pytest.mark.parametrize("fid", ["proactiveness", "semantic_relevance", "explainability"])
+def test_share_factors_share_cut_points(rubric, fid):
+    shares = [1.0, 0.8, 0.6, 0.5, 0.4, 1 / 3, 0.1, 0.0]
+    assert [rubric.factor(fid).score_for(s) for s in shares] == [4, 3, 3, 2, 2, 1, 1, 0]
+    with pytest.raises(ValueError):
+        rubric.factor(fid).score_for(1.5)
+
+
+def test_naturalness_mirrors_the_share_cut_points(rubric):
+    shares = [0.0, 0.2, 0.4, 0.5, 0.6, 0.8, 1.0]
+    assert [rubric.factor("naturalness").score_for(s) for s in shares] == [4, 3, 3, 2, 2, 1, 0]
+
+
+def test_effectiveness_hit_decides_only_the_top_score(rubric):
+    effectiveness = rubric.factor("effectiveness")
+    assert effectiveness.score_for(1) == 4
+    assert effectiveness.score_for(0) is None
+
+
+def test_appropriateness_is_judged_only(rubric):
+    assert rubric.factor("appropriateness").count is None
+    with pytest.raises(ValueError, match="judged only"):
+        rubric.factor("appropriateness").score_for(0)
+
+
+def test_negative_counts_are_rejected(rubric):
+    with pytest.raises(ValueError):
+        rubric.factor("coherence").score_for(-1)
+
+
+def test_feature_dimensions_per_domain_with_a_generic_fallback():
+    assert [d.id for d in features_for("movies")] == ["genre", "director", "lead_actor", "decade"]
+    assert features_for("Movies") == features_for("movies")
+    assert [d.id for d in features_for("books")] == ["genre", "author", "language_region"]
+    assert features_for("sports") == features_for("generic")
+
+
+def test_feature_values_come_from_catalog_items():
+    godfather = get_catalog().get("the-godfather-1972")
+    values = {d.id: d.values(godfather) for d in features_for("movies")}
+    assert values["director"] == ("Francis Ford Coppola",)
+    assert values["decade"] == ("1970s",)
+    assert len(values["lead_actor"]) == 3 and values["lead_actor"][0] == "Marlon Brando"
+    assert features_for("dining")[0].values(godfather) == ()
+
+
+def test_incomplete_or_unknown_entries_are_rejected():
+    data = _raw()
+    assert rubric_from_dict(data).version == "core-v1"
+
+    missing = _raw()
+    del missing["factors"]["novelty"]
+    with pytest.raises(ValidationError, match="exactly the factors"):
+        rubric_from_dict(missing)
+
+    unknown_key = _raw()
+    unknown_key["factors"]["coherence"]["weight"] = 2
+    with pytest.raises(ValidationError):
+        rubric_from_dict(unknown_key)
+
+    no_level = _raw()
+    del no_level["factors"]["coherence"]["levels"]["2"]
+    with pytest.raises(ValidationError, match="every score"):
+        rubric_from_dict(no_level)
+
+    wrong_dimension = _raw()
+    wrong_dimension["factors"]["coherence"]["dimension"] = "language_expression"
+    with pytest.raises(ValidationError, match="belongs to"):
+        rubric_from_dict(wrong_dimension)
