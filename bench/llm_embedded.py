@@ -40,7 +40,7 @@ def main() -> None:
     # first-token latency and generation speed (median of 3, cache off)
     first_tokens, gen_rates = [], []
     for i in range(3):
-        model.llm.reset()
+        model.call(model.llm.reset)
         start = time.perf_counter()
         first = None
         n_pieces = 0
@@ -59,15 +59,14 @@ def main() -> None:
     # prompt throughput: a ~1000-token prompt from scratch
     long_prompt = model.prompt([{"role": "system", "content": "Read."}, {"role": "user", "content": CONVERSATION * 2}])
     tokens = model._tokens(long_prompt)
-    model.llm.reset()
+    model.call(model.llm.reset)
     start = time.perf_counter()
-    with model.lock:
-        model._logits_after(tokens)
+    model.call(model._logits_after, tokens)
     prompt_rate = len(tokens) / (time.perf_counter() - start)
 
     # shared prefix first vs instruction first, 12 scoring prompts each
     def run(prefix_first: bool) -> float:
-        model.llm.reset()
+        model.call(model.llm.reset)
         start = time.perf_counter()
         for f in FACTORS:
             instruction = f"Rate the {f} of the system from 0 to 4. Answer <rating>N</rating>."

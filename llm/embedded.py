@@ -1,7 +1,10 @@
 """The embedded model: a GGUF run in-process by llama.cpp (default: SmolLM2-135M-Instruct).
 
 The model is loaded once per file and shared by every role. llama.cpp's
-context is not thread-safe, so one lock serialises calls. Consecutive calls
+context is not thread-safe, and its OpenMP worker threads spin-wait after each
+computation, so every computation runs on one dedicated worker thread (calls
+from many threads queue there instead of fighting over two cores with idle
+spinning teams of their own). Consecutive calls
 that share a prompt prefix reuse the KV cache: only the new suffix is
 evaluated (llama-cpp-python does this in ``generate``; :meth:`_score` does the
 same by hand). Put shared text first in prompts to benefit.
@@ -12,7 +15,9 @@ from __future__ import annotations
 import importlib.util
 import math
 import os
+import queue
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -65,7 +70,8 @@ class EmbeddedModel(Model):
 
         super().__init__(path.stem)
         self.path = path
-        self.lock = threading.RLock()
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="llama")
+        self._worker_thread: threading.Thread | None = None
         self.llm = Llama(
             model_path=str(path),
             n_ctx=n_ctx,
@@ -83,6 +89,16 @@ class EmbeddedModel(Model):
     @property
     def is_demo(self) -> bool:
         return self.path.name == SMOLLM2_FILE
+
+    def call(self, fn, *args):
+        """Run ``fn(*args)`` on the model's worker thread and return its result."""
+        if threading.current_thread() is self._worker_thread:
+            return fn(*args)
+        return self._worker.submit(self._mark_and_run, fn, *args).result()
+
+    def _mark_and_run(self, fn, *args):
+        self._worker_thread = threading.current_thread()
+        return fn(*args)
 
     def describe(self) -> str:
         if self.is_demo:
@@ -142,47 +158,80 @@ class EmbeddedModel(Model):
         return final
 
     def _stream(self, messages: list[Message], params: dict[str, Any]) -> Iterator[str | Completion]:
+        """Generation runs on the worker thread; pieces come back through a queue.
+
+        Closing this generator early stops the generation at the next piece.
+        """
+        pieces: queue.Queue = queue.Queue()
+        stop = threading.Event()
+
+        def produce() -> None:
+            try:
+                for piece in self._generate(messages, params):
+                    if stop.is_set():
+                        break
+                    pieces.put(piece)
+            except BaseException as e:  # handed to the consumer
+                pieces.put(_Failure(e))
+            finally:
+                pieces.put(_END)
+
+        self.call_async(produce)
+        try:
+            while (item := pieces.get()) is not _END:
+                if isinstance(item, _Failure):
+                    raise item.error
+                yield item
+        finally:
+            stop.set()
+
+    def call_async(self, fn) -> None:
+        self._worker.submit(self._mark_and_run, fn)
+
+    def _generate(self, messages: list[Message], params: dict[str, Any]) -> Iterator[str | Completion]:
         sampling = self._sampling(params)
-        with self.lock:
-            prompt = self.prompt(self._fit(messages, sampling["max_tokens"]))
-            prompt_tokens = len(self._tokens(prompt))
-            pieces: list[str] = []
-            finish = "stop"
-            for chunk in self.llm.create_completion(prompt, stream=True, **sampling):
-                choice = chunk["choices"][0]
-                if choice.get("text"):
-                    pieces.append(choice["text"])
-                    yield choice["text"]
-                if choice.get("finish_reason"):
-                    finish = choice["finish_reason"]
+        prompt = self.prompt(self._fit(messages, sampling["max_tokens"]))
+        prompt_tokens = len(self._tokens(prompt))
+        pieces: list[str] = []
+        finish = "stop"
+        for chunk in self.llm.create_completion(prompt, stream=True, **sampling):
+            choice = chunk["choices"][0]
+            if choice.get("text"):
+                pieces.append(choice["text"])
+                yield choice["text"]
+            if choice.get("finish_reason"):
+                finish = choice["finish_reason"]
         text = "".join(pieces)
         usage = Usage(prompt_tokens=prompt_tokens, completion_tokens=len(self._tokens(text)) if text else 0)
         yield Completion(text=text.strip(), model=self.name, usage=usage, finish_reason=finish)
 
     def _score(self, messages: list[Message], options: Sequence[str], params: dict[str, Any]) -> Distribution:
         prefix = params.get("prefix") or ""
-        with self.lock:
-            prompt = self.prompt(self._fit(messages, 16)) + prefix
-            tokens = self._tokens(prompt)
-            option_tokens = {o: self._tokens(o) for o in options}
-            logits = self._logits_after(tokens)
-            first_logprobs = _log_softmax(logits)
-            scores: dict[str, float] = {}
-            for option, toks in option_tokens.items():
-                if not toks:
-                    raise ValueError(f"option {option!r} has no tokens")
-                total = float(first_logprobs[toks[0]])
-                for j in range(1, len(toks)):  # multi-token options: score the continuation
-                    total += float(_log_softmax(self._logits_after(tokens + toks[:j]))[toks[j]])
-                scores[option] = total
+        prompt = self.prompt(self._fit(messages, 16)) + prefix
+        tokens = self._tokens(prompt)
+        option_tokens = {o: self._tokens(o) for o in options}
+        if any(not toks for toks in option_tokens.values()):
+            raise ValueError("every option needs at least one token")
+        scores = self.call(self._option_logprobs, tokens, option_tokens)
         mass = sum(math.exp(v) for v in scores.values())
         if mass <= 0:
             raise LLMError(f"{self.name} gave no probability to any option", kind="bad_response", model=self.name)
         probs = {o: math.exp(v) / mass for o, v in scores.items()}
         return Distribution(probs=probs, method="logits", mass=min(1.0, mass), model=self.name)
 
+    def _option_logprobs(self, tokens: list[int], option_tokens: dict[str, list[int]]) -> dict[str, float]:
+        """Log-probability of each option's tokens after ``tokens`` (worker thread only)."""
+        first_logprobs = _log_softmax(self._logits_after(tokens))
+        scores: dict[str, float] = {}
+        for option, toks in option_tokens.items():
+            total = float(first_logprobs[toks[0]])
+            for j in range(1, len(toks)):  # multi-token options: score the continuation
+                total += float(_log_softmax(self._logits_after(tokens + toks[:j]))[toks[j]])
+            scores[option] = total
+        return scores
+
     def _logits_after(self, tokens: list[int]) -> np.ndarray:
-        """Next-token logits after ``tokens``, evaluating only what the KV cache lacks."""
+        """Next-token logits after ``tokens``, evaluating only what the KV cache lacks (worker thread only)."""
         import llama_cpp
 
         llm = self.llm
@@ -201,6 +250,12 @@ class EmbeddedModel(Model):
         return np.ctypeslib.as_array(ptr, shape=(llm.n_vocab(),)).copy()
 
 
+class _Failure:
+    def __init__(self, error: BaseException):
+        self.error = error
+
+
+_END = object()
 _grammars: dict[str, Any] = {}
 
 

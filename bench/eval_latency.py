@@ -1,0 +1,92 @@
+"""A full evaluation (12 factors + a 4-round debate) against an endpoint with fixed latency L.
+
+The fake OpenAI-compatible server (tests/fake_openai.py, on 127.0.0.1) answers
+every call after L seconds, with debate scores that never agree, so all four
+rounds run. The same evaluation runs twice side by side: as the product runs
+it (12 factor calls in parallel, each round's four personas in parallel) and
+fully sequentially. The critical path is 5 L (one factor wave + 4 rounds).
+
+    python bench/eval_latency.py [--latency 0.25]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from fake_openai import Delay, FakeOpenAI, Reply  # noqa: E402
+
+from catalog.catalog import load_bundled  # noqa: E402
+from evaluators.debate import DebateConfig  # noqa: E402
+from evaluators.factor_judge import JudgeConfig  # noqa: E402
+from evaluators.factors import FACTORS, PERSONA_FACTORS  # noqa: E402
+from evaluators.pipeline import EvaluationSetup, evaluate_conversation  # noqa: E402
+from llm.base import LLMClient  # noqa: E402
+from llm.remote import OpenAICompatibleModel  # noqa: E402
+from storage.records import Conversation, ItemRef, Turn  # noqa: E402
+
+ROUNDS = 4
+
+
+def conversation() -> Conversation:
+    return Conversation(system_id="bench", turns=[
+        Turn("user", "Something like Heat?"),
+        Turn("system", "Try Ronin (1998).", items=[ItemRef("ronin-1998", "Ronin (1998)")]),
+        Turn("user", "Seen it. Another?"),
+        Turn("system", "The Town (2010), a tense heist.", items=[ItemRef("the-town-2010", "The Town (2010)")]),
+    ])
+
+
+def script(fake: FakeOpenAI, latency: float) -> None:
+    """12 judge answers, then 4 rounds x 4 debaters whose scores never agree."""
+    answers = [Reply(json.dumps({"evaluator": "x", "statement": "<rating>3</rating>", "score": 50}))] * len(FACTORS)
+    answers += [Reply(json.dumps({"evaluator": "x", "statement": "Fine.", "score": 20 + 10 * (i % 4)}))
+                for i in range(ROUNDS * 4)]
+    fake.enqueue(*[Delay(latency, a) for a in answers])
+
+
+def run(fake: FakeOpenAI, latency: float, *, parallel: bool, catalog) -> float:
+    def client(name: str) -> LLMClient:
+        return LLMClient(OpenAICompatibleModel(name, base_url=fake.base_url, api_key="k", max_retries=0, timeout=30))
+
+    setup = EvaluationSetup(
+        judge=JudgeConfig(clients=[client("judge")], mode="reasoned", max_concurrency=12 if parallel else 1),
+        debate=DebateConfig(clients={r: client(r) for r in PERSONA_FACTORS}, max_rounds=ROUNDS,
+                            sequential=not parallel),
+        catalog=catalog,
+    )
+    script(fake, latency)
+    with tempfile.TemporaryDirectory() as d:
+        start = time.perf_counter()
+        evaluation = evaluate_conversation(conversation(), setup, db_path=Path(d) / "bench.db")
+        wall = time.perf_counter() - start
+    assert evaluation.rounds_used == ROUNDS and evaluation.usage["calls"] == 12 + 4 * ROUNDS, evaluation.usage
+    return wall
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--latency", type=float, default=0.25, help="seconds per call (L)")
+    latency = parser.parse_args().latency
+    catalog = load_bundled()
+    with FakeOpenAI() as fake:
+        parallel = run(fake, latency, parallel=True, catalog=catalog)
+        sequential = run(fake, latency, parallel=False, catalog=catalog)
+    calls = 12 + 4 * ROUNDS
+    print(f"L = {latency} s; {calls} calls; critical path 5 L = {5 * latency:.2f} s")
+    print(f"parallel: {parallel:.2f} s ({parallel / latency:.1f} L); sequential: {sequential:.2f} s "
+          f"({sequential / latency:.1f} L)")
+    print(f"BENCH eval_wall_in_L {parallel / latency:.1f} L target <= 6")
+    print(f"BENCH eval_parallel_speedup {sequential / parallel:.1f} x target >= 4")
+
+
+if __name__ == "__main__":
+    main()
