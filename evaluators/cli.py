@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import sys
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -16,59 +15,16 @@ from tqdm import tqdm
 
 from catalog.catalog import get_catalog
 from evaluators.adapters import FORMATS, LogFormatError, read_logs
-from evaluators.debate import DebateConfig
-from evaluators.factor_judge import MODES, JudgeConfig
-from evaluators.factors import FACTORS, PERSONA_FACTORS
-from evaluators.pipeline import EvaluationSetup, evaluate_conversation, factor_mean
-from llm.base import LLMClient
-from llm.config import EMBEDDED, role_config
-from llm.registry import model_for
+from evaluators.factor_judge import MODES
+from evaluators.factors import FACTORS
+from evaluators.pipeline import evaluate_conversation, factor_mean
+from evaluators.setup import build_setup
 from storage.db import default_db_path
 
 
 @click.group()
 def cli() -> None:
     """CoRE evaluation of conversational recommender systems."""
-
-
-def _client(role: str, model: str | None, db_path) -> LLMClient:
-    """The client for ``role``; ``model`` overrides the configured model name on the same endpoint."""
-    config = role_config(role)
-    if model:
-        config = replace(config, model=model) if model != EMBEDDED else replace(
-            config, model=EMBEDDED, base_url=None, api_key=None)
-    return LLMClient(model_for(config), role=role, db_path=db_path)
-
-
-def build_setup(
-    *,
-    db_path,
-    judge_models: tuple[str, ...] = (),
-    mode: str = "probability",
-    debate: bool = True,
-    debate_model: str | None = None,
-    rounds: int = 4,
-    tolerance: float = 0.0,
-    sequential: bool = False,
-    persuasiveness: bool = False,
-    catalog_name: str = "bundled",
-    concurrency: int = 6,
-    domain: str = "movies",
-) -> EvaluationSetup:
-    """An evaluation setup from command-line style options (roles from the environment)."""
-    judges = [_client("judge", m, db_path) for m in judge_models] or [_client("judge", None, db_path)]
-    debate_config = None
-    if debate:
-        debate_config = DebateConfig(
-            clients={role: _client(role, debate_model, db_path) for role in PERSONA_FACTORS},
-            max_rounds=rounds, tolerance=tolerance, sequential=sequential, domain=domain,
-        )
-    return EvaluationSetup(
-        judge=JudgeConfig(clients=judges, mode=mode, max_concurrency=concurrency),
-        debate=debate_config,
-        persuasiveness=_client("simulator", None, db_path) if persuasiveness else None,
-        catalog=get_catalog(catalog_name),
-    )
 
 
 @cli.command()
