@@ -16,9 +16,16 @@ def _chatcrs(db_path) -> CRSSystem:
     return ChatCRS(client_for("crs", db_path=db_path), catalog_for_chat())
 
 
+def _retrieval(db_path) -> CRSSystem:
+    from crs_backends.retrieval import RetrievalCRS
+
+    return RetrievalCRS(catalog_for_chat())
+
+
 # id -> (label, factory). The neural systems join this table as they land.
 SYSTEMS: dict[str, tuple[str, Callable[..., CRSSystem]]] = {
     "chatcrs": ("ChatCRS", _chatcrs),
+    "retrieval": ("Retrieval baseline", _retrieval),
 }
 
 _built: dict[tuple[str, str], CRSSystem] = {}

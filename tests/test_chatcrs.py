@@ -86,3 +86,17 @@ def test_embedded_chatcrs_turn(embedded_model, catalog, db_path):
     assert all(ref.id in catalog for ref in turn.items)
     assert crs.info.demo
     assert len(get_conversation(get_db(db_path), session.conversation.id).turns) == 2
+
+
+def test_retrieval_baseline(catalog):
+    from crs_backends.retrieval import RetrievalCRS
+
+    crs = RetrievalCRS(catalog)
+    conv = _conv("I loved The Matrix, something with robots and action please")
+    first = crs.respond(conv)
+    assert len(first.items) == 10 and all(ref.id in catalog for ref in first.items)
+    assert "The Matrix (1999)" not in [r.title for r in first.items]
+    assert first.items[0].title in first.text
+    conv.turns += [first, Turn("user", "More like that?")]
+    second = crs.respond(conv)
+    assert not {r.id for r in second.items} & {r.id for r in first.items}  # nothing repeated
