@@ -170,22 +170,7 @@ class LLMClient:
         messages = clean_messages(messages)
         params = _params(temperature=temperature, max_tokens=max_tokens, seed=seed, stop=stop, sample=sample,
                          grammar=grammar, json_mode=json_mode or None)
-        key = cache_key(self.model, "chat", messages, params)
-        cached = self._cache_get(key)
-        if cached is not None:
-            completion = Completion.from_cache(cached)
-            self._log("chat", completion.usage, 0, cache_hit=True)
-            return completion
-        start = time.perf_counter()
-        try:
-            completion = self.model._chat(messages, _backend_params(params))
-        except LLMError as e:
-            self._log("chat", Usage(), _ms(start), error=str(e))
-            raise
-        completion.duration_ms = _ms(start)
-        completion.usage.cost_usd = self.model.cost(completion.usage)
-        self._cache_put(key, messages, params, completion.to_cache())
-        self._log("chat", completion.usage, completion.duration_ms)
+        *_, completion = self._complete(messages, params, streaming=False)
         return completion
 
     def stream(
@@ -202,26 +187,35 @@ class LLMClient:
         messages = clean_messages(messages)
         params = _params(temperature=temperature, max_tokens=max_tokens, seed=seed, stop=stop, sample=None,
                          grammar=grammar)
+        yield from self._complete(messages, params, streaming=True)
+
+    def _complete(self, messages: list[Message], params: dict[str, Any], *, streaming: bool
+                  ) -> Iterator[str | Completion]:
+        """The cache, the backend call and the log around one chat; pieces only when streaming."""
         key = cache_key(self.model, "chat", messages, params)
         cached = self._cache_get(key)
         if cached is not None:
             completion = Completion.from_cache(cached)
             self._log("chat", completion.usage, 0, cache_hit=True)
-            yield completion.text
+            if streaming:
+                yield completion.text
             yield completion
             return
         start = time.perf_counter()
         completion: Completion | None = None
         try:
-            for piece in self.model._stream(messages, _backend_params(params)):
-                if isinstance(piece, Completion):
-                    completion = piece
-                else:
-                    yield piece
+            if streaming:
+                for piece in self.model._stream(messages, _backend_params(params)):
+                    if isinstance(piece, Completion):
+                        completion = piece
+                    else:
+                        yield piece
+            else:
+                completion = self.model._chat(messages, _backend_params(params))
         except LLMError as e:
             self._log("chat", Usage(), _ms(start), error=str(e))
             raise
-        assert completion is not None, "backend stream ended without a completion"
+        assert completion is not None, "backend ended without a completion"
         completion.duration_ms = _ms(start)
         completion.usage.cost_usd = self.model.cost(completion.usage)
         self._cache_put(key, messages, params, completion.to_cache())

@@ -204,8 +204,22 @@ def _usage(response) -> Usage:
     return Usage(prompt_tokens=u.prompt_tokens or 0, completion_tokens=u.completion_tokens or 0)
 
 
+# openai exception -> (kind, message); the first matching row wins, so subclasses come first.
+_ERRORS: list[tuple[type | tuple[type, ...], str, str]] = [
+    (openai.APITimeoutError, "timeout", "{where} did not answer within {timeout:g} s ({tries})."),
+    (openai.RateLimitError, "rate_limit", "{where} is rate-limiting requests (HTTP 429, {tries}). Try again later."),
+    (openai.AuthenticationError, "auth", "{where} rejected the API key (HTTP 401). Check the key variable for this role."),
+    (openai.BadRequestError, "bad_request", "{where} rejected the request (HTTP 400): {detail}"),
+    (openai.APIStatusError, "server", "{where} failed with HTTP {status} ({tries})."),
+    (openai.APIConnectionError, "connection", "{where} could not be reached ({tries})."),
+    ((openai.APIResponseValidationError, ValueError, KeyError, TypeError, AttributeError), "bad_response",
+     "{where} returned a response that could not be read."),
+    (openai.OpenAIError, "error", "{where} failed: {name}."),
+]
+
+
 class _errors:
-    """Turn ``openai`` exceptions into :class:`LLMError` with a plain message."""
+    """Turn ``openai`` exceptions into :class:`LLMError` with a plain message (never a key)."""
 
     def __init__(self, model: OpenAICompatibleModel):
         self.model = model
@@ -217,24 +231,14 @@ class _errors:
         if exc is None or isinstance(exc, LLMError):
             return False
         m = self.model
-        tries = f"after {m.max_retries + 1} attempt{'s' if m.max_retries else ''}"
-        where = m.describe()
-        if isinstance(exc, openai.APITimeoutError):
-            raise LLMError(f"{where} did not answer within {m.timeout:g} s ({tries}).", kind="timeout", model=m.name) from None
-        if isinstance(exc, openai.RateLimitError):
-            raise LLMError(f"{where} is rate-limiting requests (HTTP 429, {tries}). Try again later.", kind="rate_limit", model=m.name) from None
-        if isinstance(exc, openai.AuthenticationError):
-            raise LLMError(f"{where} rejected the API key (HTTP 401). Check the key variable for this role.", kind="auth", model=m.name) from None
-        if isinstance(exc, openai.BadRequestError):
-            raise LLMError(f"{where} rejected the request (HTTP 400): {_short(exc)}", kind="bad_request", model=m.name) from None
-        if isinstance(exc, openai.APIStatusError):
-            raise LLMError(f"{where} failed with HTTP {exc.status_code} ({tries}).", kind="server", model=m.name) from None
-        if isinstance(exc, openai.APIConnectionError):
-            raise LLMError(f"{where} could not be reached ({tries}).", kind="connection", model=m.name) from None
-        if isinstance(exc, (openai.APIResponseValidationError, ValueError, KeyError, TypeError, AttributeError)):
-            raise LLMError(f"{where} returned a response that could not be read.", kind="bad_response", model=m.name) from None
-        if isinstance(exc, openai.OpenAIError):
-            raise LLMError(f"{where} failed: {type(exc).__name__}.", kind="error", model=m.name) from None
+        for types, kind, template in _ERRORS:
+            if isinstance(exc, types):
+                message = template.format(
+                    where=m.describe(), timeout=m.timeout, name=type(exc).__name__,
+                    tries=f"after {m.max_retries + 1} attempt{'s' if m.max_retries else ''}",
+                    status=getattr(exc, "status_code", "?"), detail=_short(exc),
+                )
+                raise LLMError(message, kind=kind, model=m.name) from None
         return False
 
 
