@@ -1,0 +1,195 @@
+"""CRSArena-Dial in, JSONL out.
+
+Import (:func:`import_crsarena`) reads a CRSArena-Dial folder (``crs_arena_dial_{open,closed}.json``
+and ``votes_{open,closed}.csv``, see ``../shared/data/README.md``):
+
+* every dialogue becomes a conversation (source ``import``; id = the dataset's "conversation ID",
+  ``<system>_<user uuid>``; ``metadata.dataset`` from the system id suffix, ``metadata.setting``
+  open or closed) through :func:`evaluators.adapters.read_crsarena_dial`;
+* every vote row becomes a battle and its vote. A row names the two systems (``crs1`` = side A,
+  ``crs2`` = side B) and the user; the user's dialogue with each system, ``<system>_<user>``, is
+  that side's conversation when the files hold it (otherwise the side's conversation is NULL).
+  ``vote`` = crs1 → ``a``, crs2 → ``b``, ``tie`` → ``tie``. The battle id is
+  ``crsarena-dial:<setting>:<user>:<crs1>:<crs2>``, so a repeated row for the same battle (the
+  same user voting twice on the same pair) is one battle whose vote is the later row's; the
+  session field holds ``crsarena-dial:<setting>``; the voter is the user uuid; timestamps are the
+  CSV's ``session_id`` (no zone given; taken as UTC). The domain is ``movies``: every CRS Arena
+  system recommends movies, trained on ReDial or OpenDialKG (the id suffix, kept per system by
+  :func:`arena.leaderboard.dataset_of` and per conversation in ``metadata.dataset``).
+
+Ids derive from the source rows, so importing again adds nothing.
+
+Export (:func:`export_jsonl`) writes the rows of :mod:`storage.export` to one JSONL file, each
+line tagged with its ``type``: ``conversation`` (``Conversation.to_dict()``), ``vote`` (the battle's
+systems and conversations, choice, feedback; no voter id) and ``judgment`` (an evaluation with its
+factor scores and debate).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from sqlite_utils import Database
+
+from catalog.catalog import Catalog
+from evaluators.adapters import LogFormatError, Skipped, read_crsarena_dial
+from storage.arena import save_battle, save_vote
+from storage.conversations import save_conversation
+from storage.export import EXPORTS
+from storage.records import Battle, Vote
+from storage.stats import existing_ids, voted_ids
+
+SETTINGS = ("open", "closed")
+VOTE_COLUMNS = ("session_id", "user_id", "crs1", "crs2", "vote", "feedback")
+DOMAIN = "movies"
+
+
+@dataclass
+class ImportReport:
+    """What an import read and what it added (a second import adds nothing)."""
+
+    conversations_read: int = 0
+    conversations_added: int = 0
+    vote_rows: int = 0
+    battles: int = 0  # distinct battles in the vote files
+    battles_added: int = 0
+    votes_added: int = 0
+    repeated_rows: int = 0  # rows for a battle that another row already gave (the later row counts)
+    sides_without_conversation: int = 0  # battle sides whose dialogue is not in the files
+    skipped: list[Skipped] = field(default_factory=list)
+
+    def summary(self) -> str:
+        return (
+            f"{self.conversations_added} of {self.conversations_read} conversations added; "
+            f"{self.battles_added} of {self.battles} battles and {self.votes_added} votes added "
+            f"from {self.vote_rows} vote rows ({self.repeated_rows} repeated rows merged, "
+            f"{self.sides_without_conversation} battle sides without a dialogue in the files)"
+        )
+
+
+def crsarena_files(directory: str | Path) -> list[Path]:
+    """The CRSArena-Dial files present in ``directory``."""
+    directory = Path(directory)
+    names = [f"crs_arena_dial_{s}.json" for s in SETTINGS] + [f"votes_{s}.csv" for s in SETTINGS]
+    return [directory / n for n in names if (directory / n).is_file()]
+
+
+def import_crsarena(db: Database, directory: str | Path, *, catalog: Catalog | None = None) -> ImportReport:
+    """Import CRSArena-Dial dialogues and votes from ``directory``; ``catalog`` maps listed titles
+    to catalog items (without one they keep ``title:`` ids).
+
+    :raises FileNotFoundError: the folder has none of the CRSArena-Dial files
+    :raises LogFormatError: a file does not follow the format
+    """
+    directory = Path(directory)
+    if not crsarena_files(directory):
+        raise FileNotFoundError(
+            f"no CRSArena-Dial files in {directory} (expected crs_arena_dial_open.json, "
+            "crs_arena_dial_closed.json, votes_open.csv, votes_closed.csv)"
+        )
+    report = ImportReport()
+    for setting in SETTINGS:
+        path = directory / f"crs_arena_dial_{setting}.json"
+        if path.is_file():
+            result = read_crsarena_dial(path, catalog)
+            report.skipped.extend(result.skipped)
+            report.conversations_read += len(result.conversations)
+            present = existing_ids(db, "conversations", [c.id for c in result.conversations])
+            for conversation in result.conversations:
+                if conversation.id not in present:
+                    save_conversation(db, conversation)
+                    report.conversations_added += 1
+    for setting in SETTINGS:
+        path = directory / f"votes_{setting}.csv"
+        if path.is_file():
+            _import_votes(db, path, setting, report)
+    return report
+
+
+def _import_votes(db: Database, path: Path, setting: str, report: ImportReport) -> None:
+    battles: dict[str, tuple[Battle, Vote]] = {}
+    for n, row in enumerate(_read_votes(path), 2):  # line 1 is the header
+        report.vote_rows += 1
+        user, a, b = row["user_id"].strip(), row["crs1"].strip(), row["crs2"].strip()
+        where = f"line {n}"
+        if not user or not a or not b or a == b:
+            raise LogFormatError(path, where, "a user_id and two different systems crs1, crs2")
+        choice = {a: "a", b: "b", "tie": "tie"}.get(row["vote"].strip())
+        if choice is None:
+            raise LogFormatError(path, where, f"vote = {a!r}, {b!r} or 'tie' (got {row['vote']!r})")
+        when = _timestamp(path, where, row["session_id"])
+        battle = Battle(
+            id=f"crsarena-dial:{setting}:{user}:{a}:{b}",
+            system_a=a,
+            system_b=b,
+            conversation_a=f"{a}_{user}",
+            conversation_b=f"{b}_{user}",
+            domain=DOMAIN,
+            session=f"crsarena-dial:{setting}",
+            created_at=when,
+        )
+        if battle.id in battles:
+            report.repeated_rows += 1
+            battle = battles[battle.id][0]  # the battle began with the first row; the later vote counts
+        vote = Vote(battle_id=battle.id, choice=choice, feedback=(row.get("feedback") or "").strip(),
+                    voter=user, created_at=when)
+        battles[battle.id] = (battle, vote)
+    report.battles += len(battles)
+    conversations = existing_ids(
+        db, "conversations", [c for battle, _ in battles.values() for c in (battle.conversation_a, battle.conversation_b)]
+    )
+    present = existing_ids(db, "battles", battles)
+    voted = voted_ids(db, battles)
+    for battle_id, (battle, vote) in battles.items():
+        if battle.conversation_a not in conversations:
+            battle.conversation_a = None
+            report.sides_without_conversation += 1
+        if battle.conversation_b not in conversations:
+            battle.conversation_b = None
+            report.sides_without_conversation += 1
+        if battle_id not in present:
+            save_battle(db, battle)
+            report.battles_added += 1
+        if battle_id not in voted:
+            save_vote(db, vote)
+            report.votes_added += 1
+
+
+def _read_votes(path: Path) -> list[dict]:
+    with open(path, encoding="utf-8", newline="") as f:
+        reader = csv.DictReader(f)
+        missing = [c for c in VOTE_COLUMNS if c not in (reader.fieldnames or [])]
+        if missing:
+            raise LogFormatError(path, "header", f"the columns {', '.join(VOTE_COLUMNS)} (missing {', '.join(missing)})")
+        return list(reader)
+
+
+def _timestamp(path: Path, where: str, text: str) -> str:
+    try:
+        when = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise LogFormatError(path, where, f"session_id as a timestamp (got {text!r})") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return when.astimezone(UTC).isoformat(timespec="seconds")
+
+
+EXPORT_KINDS = {"conversations": "conversation", "votes": "vote", "judgments": "judgment"}
+
+
+def export_jsonl(db: Database, path: str | Path) -> dict[str, int]:
+    """Write the database's conversations, votes and judgments to ``path``, one JSON object per line
+    tagged ``"type": "conversation" | "vote" | "judgment"`` (rows from :mod:`storage.export`, which
+    leaves out voter ids). Returns the number of rows of each export."""
+    counts = {}
+    with open(path, "w", encoding="utf-8") as f:
+        for name, rows in EXPORTS.items():
+            counts[name] = 0
+            for row in rows(db):
+                f.write(json.dumps({"type": EXPORT_KINDS.get(name, name), **row}, ensure_ascii=False) + "\n")
+                counts[name] += 1
+    return counts

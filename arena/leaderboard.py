@@ -1,0 +1,196 @@
+"""The leaderboard: human-vote ratings joined with the automatic scores of each system.
+
+One row per system with
+
+* Bradley–Terry rating, its bootstrap 95% interval, rank by interval overlap, battle tallies and
+  online Elo (K = 16) — from voted battles (:mod:`arena.ratings`);
+* the mean debate overall score (0–100) with a bootstrap 95% interval, the twelve factor means
+  (0–4) and the number of judged conversations — from the evaluations of **one scorer** (never a
+  mix: the default is the scorer that finished the most conversations);
+* Recall@k means over the system's simulation conversations (source ``simulation``). Recall is
+  computed from the catalog, not by the judge, so it is read from each conversation's latest
+  evaluation whatever its scorer.
+
+Filters: ``domain`` (the battle's and the conversation's domain) and ``dataset`` (a system's
+training set, read from its id suffix, e.g. ``kbrd_redial`` → ``redial``; :data:`OTHER` selects the
+systems whose id names none, such as this app's own; a battle counts when both of its systems pass).
+Systems that never met, directly or through others, fall into separate rating ``group`` s (see
+:func:`arena.ratings.comparison_groups`). Every recompute is written as a snapshot.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Callable
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from sqlite_utils import Database
+
+from arena.ratings import compute_ratings, win_rate_matrix
+from evaluators.factors import FACTORS
+from evaluators.metrics import KS
+from storage.arena import save_leaderboard_snapshot, voted_battles
+from storage.jsonutil import loads
+from storage.stats import factor_means, latest_evaluations, scorer_counts
+
+DATASETS = ("redial", "opendialkg")
+OTHER = "other"  # the dataset filter value for systems whose id names no dataset (e.g. this app's own)
+RECALL_COLUMNS = tuple(f"recall@{k}" for k in KS)
+RATING_COLUMNS = ("rank", "group", "rating", "ci_low", "ci_high", "battles", "wins", "ties", "losses", "elo")
+SCORE_COLUMNS = ("overall_mean", "overall_ci_low", "overall_ci_high", "judged", *FACTORS)
+COLUMNS = ("system", "dataset", *RATING_COLUMNS, *SCORE_COLUMNS, *RECALL_COLUMNS, "simulations")
+
+
+def dataset_of(system_id: str) -> str | None:
+    """The training set a system id names by its suffix (``barcor_opendialkg`` → ``opendialkg``)."""
+    return next((d for d in DATASETS if system_id.endswith(f"_{d}")), None)
+
+
+def scorers(db: Database) -> list[str]:
+    """Scorers with finished evaluations, the most used first (the first is the default)."""
+    return [name for name, _ in scorer_counts(db)]
+
+
+def compute_leaderboard(
+    db: Database,
+    *,
+    domain: str | None = None,
+    dataset: str | None = None,
+    scorer: str | None = None,
+    seed: int = 0,
+    rounds: int = 200,
+) -> tuple[list[dict], dict[str, go.Figure]]:
+    """Rows (see :data:`COLUMNS`; missing values are None) best first, and the figures
+    (``win_rate``: the pairwise win-rate heatmap). The rows are saved as a leaderboard snapshot.
+    """
+    if scorer is None:
+        available = scorers(db)
+        scorer = available[0] if available else None
+    wanted = None if dataset == OTHER else dataset
+    keep = (lambda s: dataset_of(s) == wanted) if dataset else (lambda s: True)
+
+    battles = pd.DataFrame(
+        [
+            {"model_a": b["system_a"], "model_b": b["system_b"], "winner": b["choice"]}
+            for b in voted_battles(db, domain=domain)
+            if keep(b["system_a"]) and keep(b["system_b"])
+        ],
+        columns=["model_a", "model_b", "winner"],
+    )
+    rows: dict[str, dict] = {}
+    for record in compute_ratings(battles, rounds=rounds, seed=seed).to_dict("records"):
+        _row(rows, record["system"]).update({c: _plain(record[c]) for c in RATING_COLUMNS})
+    if scorer is not None:
+        _add_scores(db, rows, scorer=scorer, domain=domain, keep=keep, rounds=rounds, seed=seed)
+    _add_recall(db, rows, domain=domain, keep=keep)
+
+    ordered = sorted(rows.values(), key=_order)
+    save_leaderboard_snapshot(
+        db, ordered, scorer=scorer or "", filters={"domain": domain, "dataset": dataset, "seed": seed, "rounds": rounds}
+    )
+    order = [r["system"] for r in ordered if r["rating"] is not None]
+    return ordered, {"win_rate": win_rate_figure(battles, order)}
+
+
+def _row(rows: dict[str, dict], system: str) -> dict:
+    """The system's row, created empty (every column None) on first use."""
+    return rows.setdefault(system, {c: None for c in COLUMNS} | {"system": system, "dataset": dataset_of(system)})
+
+
+def _add_scores(db: Database, rows: dict[str, dict], *, scorer: str, domain: str | None,
+                keep: Callable[[str], bool], rounds: int, seed: int) -> None:
+    """Debate overall mean and interval, judged conversations and factor means, all of ``scorer``."""
+    overall: dict[str, list[float]] = defaultdict(list)
+    judged: dict[str, int] = defaultdict(int)
+    for e in latest_evaluations(db, scorer=scorer, domain=domain):
+        if keep(e["system_id"]):
+            judged[e["system_id"]] += 1
+            if e["overall"] is not None:
+                overall[e["system_id"]].append(e["overall"])
+    for system, n in judged.items():
+        values = overall[system]
+        low, high = mean_interval(values, rounds=rounds, seed=seed)
+        _row(rows, system).update({"judged": n, "overall_mean": float(np.mean(values)) if values else None,
+                                   "overall_ci_low": low, "overall_ci_high": high})
+    for f in factor_means(db, scorer=scorer, domain=domain):
+        if keep(f["system_id"]) and f["factor"] in FACTORS:
+            _row(rows, f["system_id"])[f["factor"]] = f["mean"]
+
+
+def _add_recall(db: Database, rows: dict[str, dict], *, domain: str | None, keep: Callable[[str], bool]) -> None:
+    """Recall@k means over each system's simulation conversations (latest evaluation, any scorer)."""
+    recalls: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    simulations: dict[str, int] = defaultdict(int)
+    for e in latest_evaluations(db, source="simulation", domain=domain):
+        if keep(e["system_id"]):
+            simulations[e["system_id"]] += 1
+            metrics = loads(e["metrics"], {})
+            for column in RECALL_COLUMNS:
+                if metrics.get(column) is not None:
+                    recalls[e["system_id"]][column].append(float(metrics[column]))
+    for system, n in simulations.items():
+        _row(rows, system).update({"simulations": n, **{c: float(np.mean(v)) for c, v in recalls[system].items()}})
+
+
+def mean_interval(values: list[float], *, rounds: int, seed: int) -> tuple[float | None, float | None]:
+    """Percentile bootstrap 95% interval of the mean (``rounds`` seeded resamples)."""
+    if not values:
+        return None, None
+    data = np.asarray(values, float)
+    rng = np.random.default_rng(seed)
+    means = data[rng.integers(0, len(data), size=(rounds, len(data)))].mean(axis=1)
+    low, high = np.quantile(means, [0.025, 0.975])
+    return float(low), float(high)
+
+
+def win_rate_figure(battles: pd.DataFrame, order: list[str]) -> go.Figure:
+    """Heatmap of the row system's points per battle against the column system (ties count half)."""
+    figure = go.Figure()
+    if battles.empty:
+        figure.add_annotation(text="No votes yet", showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
+        figure.update_xaxes(visible=False)
+        figure.update_yaxes(visible=False)
+        return figure
+    matrix = win_rate_matrix(battles, order)
+    text = matrix.map(lambda v: "" if math.isnan(v) else f"{v:.2f}")
+    figure.add_trace(
+        go.Heatmap(
+            z=matrix.to_numpy(),
+            x=order,
+            y=order,
+            text=text.to_numpy(),
+            texttemplate="%{text}",
+            zmin=0,
+            zmax=1,
+            colorscale="RdBu",
+            hovertemplate="%{y} vs %{x}: %{z:.2f}<extra></extra>",
+        )
+    )
+    figure.update_layout(
+        title="Win rate of the row system against the column system (ties count half)",
+        xaxis_title="opponent",
+        yaxis_title="system",
+        yaxis_autorange="reversed",
+        height=max(360, 40 * len(order) + 160),
+    )
+    return figure
+
+
+def _order(row: dict) -> tuple:
+    """Rated systems by rank then rating; the others after them, by debate score."""
+    if row["rating"] is not None:
+        return (0, row["rank"], -row["rating"], row["system"])
+    overall = row["overall_mean"]
+    return (1, 0, -overall if overall is not None else math.inf, row["system"])
+
+
+def _plain(value):
+    """numpy scalars as Python numbers (snapshots are JSON); NaN as None."""
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return None if math.isnan(value) else float(value)
+    return value

@@ -1,0 +1,106 @@
+"""Read queries for the leaderboard and the arena import.
+
+"Finished" evaluations are those with status ``done`` or ``partial`` (a partial one has some
+factor scores; its missing ones are NULL, never 0). When a conversation was evaluated several
+times, only its latest finished evaluation counts, so re-runs never weigh twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from sqlite_utils import Database
+
+from storage.jsonutil import dumps
+
+FINISHED = ("done", "partial")
+_FINISHED_SQL = "(" + ", ".join(f"'{status}'" for status in FINISHED) + ")"
+
+
+def _latest_evaluations_sql(*, scorer: str | None, source: str | None, domain: str | None) -> tuple[str, list]:
+    """A ``latest`` CTE: one row per conversation, its latest finished evaluation (of ``scorer``)."""
+    where = [f"e.status in {_FINISHED_SQL}"]
+    args: list = []
+    for column, value in (("e.scorer", scorer), ("c.source", source), ("c.domain", domain)):
+        if value is not None:
+            where.append(f"{column} = ?")
+            args.append(value)
+    sql = f"""
+        with ranked as (
+            select e.id, e.conversation_id, e.scorer, e.overall, e.metrics, e.status,
+                   c.system_id, c.source, c.domain,
+                   row_number() over (
+                       partition by e.conversation_id order by e.created_at desc, e.rowid desc
+                   ) as k
+            from evaluations e join conversations c on c.id = e.conversation_id
+            where {' and '.join(where)}
+        ),
+        latest as (select * from ranked where k = 1)
+    """
+    return sql, args
+
+
+def latest_evaluations(
+    db: Database, *, scorer: str | None = None, source: str | None = None, domain: str | None = None
+) -> list[dict]:
+    """The latest finished evaluation of each conversation, optionally of one scorer only.
+
+    Rows: ``id, conversation_id, scorer, overall, metrics (JSON text), status, system_id, source,
+    domain``.
+    """
+    cte, args = _latest_evaluations_sql(scorer=scorer, source=source, domain=domain)
+    return list(db.query(cte + " select * from latest order by system_id, conversation_id", args))
+
+
+def factor_means(db: Database, *, scorer: str, domain: str | None = None) -> list[dict]:
+    """Mean factor score per system over the latest evaluations of ``scorer``.
+
+    Several judges of one factor (an ensemble) are averaged within the conversation first.
+    Rows: ``system_id, factor, mean, n`` (n = conversations with a score for the factor).
+    """
+    cte, args = _latest_evaluations_sql(scorer=scorer, source=None, domain=domain)
+    sql = cte + """,
+        per_conversation as (
+            select l.system_id, f.factor, avg(f.score) as score
+            from latest l join factor_scores f on f.evaluation_id = l.id
+            where f.score is not null
+            group by l.id, f.factor
+        )
+        select system_id, factor, avg(score) as mean, count(*) as n
+        from per_conversation group by system_id, factor order by system_id, factor
+    """
+    return list(db.query(sql, args))
+
+
+def scorer_counts(db: Database) -> list[tuple[str, int]]:
+    """Each scorer with the number of conversations it finished, most used first."""
+    rows = db.query(
+        "select scorer, count(distinct conversation_id) as n from evaluations "
+        f"where status in {_FINISHED_SQL} group by scorer order by n desc, scorer"
+    )
+    return [(r["scorer"], r["n"]) for r in rows]
+
+
+def battle_domains(db: Database) -> list[str]:
+    """Domains that have at least one voted battle."""
+    rows = db.query(
+        "select distinct b.domain from battles b join votes v on v.battle_id = b.id "
+        "where b.domain is not null order by b.domain"
+    )
+    return [r["domain"] for r in rows]
+
+
+def existing_ids(db: Database, table: str, ids: Iterable[str]) -> set[str]:
+    """Which of ``ids`` are primary keys of ``table`` (``conversations`` or ``battles``)."""
+    if table not in ("conversations", "battles"):
+        raise ValueError(f"no id lookup for table {table!r}")
+    rows = db.query(f"select id from {table} where id in (select value from json_each(?))", [dumps(list(ids))])
+    return {r["id"] for r in rows}
+
+
+def voted_ids(db: Database, battle_ids: Iterable[str]) -> set[str]:
+    """Which of ``battle_ids`` already have their vote."""
+    rows = db.query(
+        "select battle_id from votes where battle_id in (select value from json_each(?))", [dumps(list(battle_ids))]
+    )
+    return {r["battle_id"] for r in rows}

@@ -1,0 +1,158 @@
+"""The leaderboard (ratings joined with automatic scores), snapshots, CRSArena-Dial import/export."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from arena.__main__ import cli
+from arena.crsarena_import import export_jsonl, import_crsarena
+from arena.leaderboard import compute_leaderboard, dataset_of, scorers
+from storage.arena import latest_leaderboard_snapshot, save_battle, save_vote
+from storage.conversations import save_conversation
+from storage.db import get_db
+from storage.evaluations import finish_evaluation, save_factor_score, start_evaluation
+from storage.records import Battle, Conversation, Evaluation, FactorScore, Turn, Vote
+
+# CRS Arena's published Elo (K = 16, CRSArena-Dial README / analysis notebook)
+PUBLISHED_ELO = {
+    "chatgpt_opendialkg": 1102, "chatgpt_redial": 1102, "barcor_redial": 1077, "kbrd_redial": 994,
+    "barcor_opendialkg": 988, "unicrs_redial": 950, "unicrs_opendialkg": 937, "crbcrs_redial": 930,
+    "kbrd_opendialkg": 920,
+}
+
+
+def conversation(db, system: str, *, source: str = "import", domain: str = "movies") -> str:
+    c = Conversation(system_id=system, source=source, domain=domain,
+                     turns=[Turn("user", "a comedy?"), Turn("system", "Try Airplane! (1980).")])
+    return save_conversation(db, c).id
+
+
+def evaluate(db, conversation_id: str, scorer: str, overall, factors: dict, metrics: dict | None = None) -> None:
+    """One finished evaluation; ``factors`` maps factor → score or {judge: score}."""
+    evaluation = start_evaluation(db, Evaluation(conversation_id=conversation_id, scorer=scorer))
+    for factor, value in factors.items():
+        for judge, score in (value if isinstance(value, dict) else {"j": value}).items():
+            save_factor_score(db, evaluation.id, FactorScore(factor, score, judge, "core-1"))
+    finish_evaluation(db, evaluation.id, overall=overall, metrics=metrics or {})
+
+
+def battle(db, a: str, b: str, choice: str, n: int = 1, domain: str = "movies") -> None:
+    for _ in range(n):
+        saved = save_battle(db, Battle(system_a=a, system_b=b, conversation_a=None, conversation_b=None,
+                                       domain=domain))
+        save_vote(db, Vote(battle_id=saved.id, choice=choice))
+
+
+@pytest.fixture
+def populated(db_path):
+    db = get_db(db_path)
+    battle(db, "x", "y", "a", 6)
+    battle(db, "y", "x", "a", 2)
+    battle(db, "z", "x", "a", 1, domain="books")
+    x1, x2, y1 = conversation(db, "x"), conversation(db, "x"), conversation(db, "y")
+    evaluate(db, x1, "proxy", 60.0, {"coherence": 0.0})
+    evaluate(db, x1, "proxy", 90.0, {"coherence": 3.0})  # a re-run: only this one counts
+    evaluate(db, x2, "proxy", 80.0, {"coherence": {"m1": 1.0, "m2": 2.0}, "novelty": 2.0})  # two judges
+    evaluate(db, y1, "proxy", 40.0, {"coherence": 2.0})
+    evaluate(db, x1, "llm:judge", 10.0, {"coherence": 4.0})
+    sim1, sim2 = conversation(db, "y", source="simulation"), conversation(db, "y", source="simulation")
+    evaluate(db, sim1, "proxy", None, {}, {"recall@1": 0.0, "recall@10": 0.5, "recall@50": None})
+    evaluate(db, sim2, "llm:judge", None, {}, {"recall@1": 1.0, "recall@10": 1.0})
+    return db
+
+
+def test_ratings_join_the_automatic_scores_of_one_scorer(populated):
+    assert scorers(populated) == ["proxy", "llm:judge"]  # proxy finished 4 conversations, llm:judge 2
+    rows, figures = compute_leaderboard(populated, domain="movies", rounds=200)
+    by = {r["system"]: r for r in rows}
+    assert [r["system"] for r in rows] == ["x", "y"]  # no z: its only battle is in another domain
+    x, y = by["x"], by["y"]
+    assert x["battles"] == 8 and (x["wins"], x["losses"]) == (6, 2) and x["rating"] > y["rating"]
+    assert x["ci_low"] <= x["rating"] <= x["ci_high"] and x["rank"] == 1
+    assert x["overall_mean"] == pytest.approx((90 + 80) / 2) and x["judged"] == 2
+    assert x["overall_ci_low"] <= x["overall_mean"] <= x["overall_ci_high"]
+    assert x["coherence"] == pytest.approx((3.0 + 1.5) / 2)  # judges averaged within a conversation first
+    assert x["novelty"] == pytest.approx(2.0) and x["naturalness"] is None
+    assert y["overall_mean"] == 40.0 and (y["overall_ci_low"], y["overall_ci_high"]) == (40.0, 40.0)
+    assert y["judged"] == 2  # the simulated conversation was judged too (without an overall score)
+    assert y["recall@1"] == pytest.approx(0.5) and y["recall@10"] == pytest.approx(0.75)
+    assert y["recall@50"] is None and y["simulations"] == 2 and x["simulations"] is None
+    heatmap = figures["win_rate"].data[0]
+    assert list(heatmap.x) == ["x", "y"] and heatmap.z[0][1] == pytest.approx(6 / 8)
+
+
+def test_a_column_never_mixes_scorers(populated):
+    rows, _ = compute_leaderboard(populated, scorer="llm:judge", domain="movies")
+    by = {r["system"]: r for r in rows}
+    assert by["x"]["overall_mean"] == 10.0 and by["x"]["coherence"] == 4.0 and by["x"]["judged"] == 1
+    assert by["y"]["judged"] == 1 and by["y"]["overall_mean"] is None and by["y"]["coherence"] is None
+    assert by["y"]["recall@10"] == pytest.approx(0.75)  # recall does not depend on the judge
+    everything, _ = compute_leaderboard(populated)
+    assert {r["system"] for r in everything} == {"x", "y", "z"}
+
+
+def test_every_recompute_writes_a_snapshot(populated):
+    rows, _ = compute_leaderboard(populated, domain="movies", seed=3, rounds=50)
+    snapshot = latest_leaderboard_snapshot(populated)
+    assert snapshot["rows"] == rows and snapshot["scorer"] == "proxy"
+    assert snapshot["filters"] == {"domain": "movies", "dataset": None, "seed": 3, "rounds": 50}
+    compute_leaderboard(populated)
+    assert latest_leaderboard_snapshot(populated)["id"] == snapshot["id"] + 1
+
+
+def test_dataset_filter_keeps_battles_within_one_training_set(db_path):
+    db = get_db(db_path)
+    battle(db, "kbrd_redial", "barcor_redial", "a", 3)
+    battle(db, "kbrd_redial", "kbrd_opendialkg", "b", 3)
+    battle(db, "chatcrs", "retrieval", "tie", 2)
+    rows, _ = compute_leaderboard(db, dataset="redial")
+    assert {r["system"] for r in rows} == {"kbrd_redial", "barcor_redial"}
+    assert all(r["dataset"] == "redial" and r["battles"] == 3 and r["group"] == 1 for r in rows)
+    rows, _ = compute_leaderboard(db, dataset="other")
+    assert {r["system"] for r in rows} == {"chatcrs", "retrieval"} and all(r["dataset"] is None for r in rows)
+    groups = {r["system"]: r["group"] for r in compute_leaderboard(db)[0]}
+    assert groups["chatcrs"] == groups["retrieval"] != groups["kbrd_redial"]
+    assert dataset_of("unicrs_opendialkg") == "opendialkg" and dataset_of("chatcrs") is None
+
+
+def test_empty_database_gives_an_empty_board(db_path):
+    rows, figures = compute_leaderboard(get_db(db_path))
+    assert rows == [] and "win_rate" in figures
+    assert latest_leaderboard_snapshot(get_db(db_path))["rows"] == []
+
+
+def test_crsarena_import_is_idempotent_and_puts_chatgpt_first(db_path, shared_data, tmp_path):
+    db = get_db(db_path)
+    report = import_crsarena(db, shared_data / "crsarena")
+    assert (report.conversations_read, report.conversations_added) == (474, 474)
+    assert (report.vote_rows, report.battles, report.battles_added, report.votes_added) == (185, 184, 184, 184)
+    assert report.repeated_rows == 1 and report.sides_without_conversation == 3
+    again = CliRunner().invoke(cli, ["import-crsarena", str(shared_data / "crsarena"), "--catalog", "none",
+                                     "--db", str(db_path)])
+    assert again.exit_code == 0, again.output
+    assert "0 of 474 conversations added; 0 of 184 battles and 0 votes added" in again.output
+    assert db["votes"].count == 184 and db["battles"].count == 184 and db["conversations"].count == 474
+
+    rows, _ = compute_leaderboard(db)
+    assert {r["system"] for r in rows[:2]} == {"chatgpt_opendialkg", "chatgpt_redial"}
+    assert rows[0]["rank"] == 1 and rows[1]["rank"] == 1 and rows[-1]["system"] == "kbrd_opendialkg"
+    for r in rows:  # the same votes in the same order reproduce the published Elo column
+        assert abs(r["elo"] - PUBLISHED_ELO[r["system"]]) < 10, r["system"]
+
+    out = tmp_path / "arena.jsonl"
+    result = CliRunner().invoke(cli, ["export", "--out", str(out), "--db", str(db_path)])
+    assert result.exit_code == 0, result.output
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    kinds = [line["type"] for line in lines]
+    assert (kinds.count("conversation"), kinds.count("vote"), kinds.count("judgment")) == (474, 184, 0)
+    vote = next(line for line in lines if line["type"] == "vote")
+    assert vote["choice"] in ("a", "b", "tie") and "voter" not in vote
+    assert export_jsonl(db, tmp_path / "again.jsonl") == {"conversations": 474, "votes": 184, "judgments": 0}
+
+
+def test_import_refuses_a_folder_without_the_files(db_path, tmp_path):
+    with pytest.raises(FileNotFoundError, match="CRSArena-Dial"):
+        import_crsarena(get_db(db_path), tmp_path)
+    result = CliRunner().invoke(cli, ["import-crsarena", str(tmp_path), "--catalog", "none", "--db", str(db_path)])
+    assert result.exit_code != 0 and "no CRSArena-Dial files" in result.output
