@@ -10,6 +10,7 @@ import logging
 import os
 import threading
 
+from arena import hub_sync
 from ui.app import build_app
 from ui.services import Services
 
@@ -32,4 +33,5 @@ demo = build_app(services)
 if __name__ == "__main__":
     logging.basicConfig(level=os.environ.get("LOG_LEVEL", "WARNING"))
     threading.Thread(target=warm_up, args=(services,), daemon=True).start()
+    hub_sync.start_from_env(services.db_path)  # publishes JSONL to a HF dataset only when configured
     demo.queue(default_concurrency_limit=4).launch(show_error=True)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import gradio as gr
 
 from ui import chat_tab
+from ui import arena_tab, leaderboard_tab
+from ui import evaluate_tab, settings_tab
 from ui.render import roles_notice
 from ui.services import Services
 
@@ -21,4 +23,12 @@ def build_app(services: Services) -> gr.Blocks:
         with gr.Tabs():
             with gr.Tab("Chat", id="chat"):
                 chat_tab.build(services)
+            with gr.Tab("Arena", id="arena"):
+                arena_tab.build(services)
+            with gr.Tab("Leaderboard", id="leaderboard"):
+                leaderboard_tab.build(services)
+            with gr.Tab("Evaluate", id="evaluate"):
+                evaluate_tab.build(services)
+            with gr.Tab("Settings", id="settings"):
+                settings_tab.build(services)
     return demo

@@ -1,11 +1,33 @@
-"""The Chat tab: talk with one system, see its recommendations beside every answer."""
+"""The Chat tab: talk with one system, see its recommendations beside every answer, and judge it.
+
+Judging streams: the pipeline runs in a worker thread and hands each factor
+score and debate message, as it is ready, through a queue to the event's
+generator, which yields the updated table, radar chart and debate transcript.
+"""
 
 from __future__ import annotations
 
+import queue
+import threading
+
 import gradio as gr
+import pandas as pd
 
 from crs_backends.registry import catalog_for_chat
 from crs_backends.session import ChatSession, EmptyMessage, prepare_user_message
+from evaluators.factor_judge import MODES
+from evaluators.factors import FACTORS
+from evaluators.pipeline import evaluate_conversation
+from evaluators.reporting import (
+    FACTOR_COLUMNS,
+    debate_lines,
+    debate_summary,
+    factor_table,
+    radar_figure,
+    scorer_label,
+    uses_demo_model,
+)
+from evaluators.setup import build_setup
 from llm.types import LLMError
 from storage.conversations import get_conversation
 from storage.db import get_db
@@ -46,6 +68,7 @@ def build(services: Services) -> None:
             conversation_id = gr.Textbox(label="Conversation id", interactive=False)
             new = gr.Button("New conversation")
     state = gr.State({"conversation_id": None, "system_id": ids[0]})
+    (judge_button, auto_judge, mode, debate, rounds), judge_views = _judge_section()
 
     def on_send(text, system_id, st):
         """Stream one exchange; the DB holds the canonical conversation."""
@@ -81,8 +104,23 @@ def build(services: Services) -> None:
     def on_new(system_id):
         return [], items_table(None, catalog_for_chat()), "", {"conversation_id": None, "system_id": system_id}, "", _variant_line(services, system_id)
 
+    def on_judge(conv_id, judge_mode, with_debate, max_rounds):
+        """Judge the conversation, streaming each factor and debate message as it arrives."""
+        yield from _judge(services, conv_id, judge_mode, with_debate, max_rounds)
+
+    def on_auto_judge(auto, conv_id, judge_mode, with_debate, max_rounds):
+        """After a reply, judge again when the box is ticked and the last turn is the system's."""
+        conversation = get_conversation(get_db(services.db_path), conv_id) if auto and conv_id else None
+        if conversation is None or not conversation.turns or conversation.turns[-1].role != "system":
+            yield (gr.skip(),) * len(judge_views)
+            return
+        yield from _judge(services, conv_id, judge_mode, with_debate, max_rounds)
+
+    def on_reset_judge():
+        return "", _no_scores(), radar_figure([]), []
+
     outputs = [chatbot, items, status, state, conversation_id, message]
-    gr.on(
+    chat_event = gr.on(
         triggers=[send.click, message.submit],
         fn=on_send,
         inputs=[message, system, state],
@@ -90,9 +128,131 @@ def build(services: Services) -> None:
         api_name="chat",
         concurrency_limit=4,
     )
+    judge_inputs = [conversation_id, mode, debate, rounds]
+    judge_button.click(on_judge, inputs=judge_inputs, outputs=judge_views, api_name="judge",
+                       concurrency_id="judge", concurrency_limit=2)
+    chat_event.success(on_auto_judge, inputs=[auto_judge, *judge_inputs], outputs=judge_views,
+                       api_visibility="private", concurrency_id="judge", concurrency_limit=2)
     new_outputs = [chatbot, items, status, state, conversation_id, variant]
     new.click(on_new, inputs=[system], outputs=new_outputs, api_name="new_conversation")
     system.change(on_new, inputs=[system], outputs=new_outputs, api_visibility="undocumented")
+    gr.on(triggers=[new.click, system.change], fn=on_reset_judge, outputs=judge_views, api_visibility="private")
+
+
+def _judge_section() -> tuple[list, list]:
+    """The judge's controls (button, auto-judge box, mode, debate, rounds) and its views
+    (status, factor table, radar chart, debate), the latter in the order :func:`_judge` yields them."""
+    gr.Markdown("### Judge this conversation")
+    with gr.Row():
+        judge_button = gr.Button("Judge this conversation", variant="secondary", scale=2, elem_id="judge-button")
+        auto_judge = gr.Checkbox(label="Auto-judge after each reply", value=False, scale=1, elem_id="auto-judge")
+    with gr.Accordion("Judge settings", open=False):
+        with gr.Row():
+            mode = gr.Dropdown(list(MODES), value="probability", label="Judge mode",
+                               info="reasoned modes also give a rationale per factor (slower)")
+            debate = gr.Checkbox(label="Run the four-persona debate", value=True)
+            rounds = gr.Slider(1, 4, value=4, step=1, label="Most debate rounds")
+    judge_status = gr.Markdown("", elem_id="judge-status")
+    with gr.Row():
+        factors = gr.Dataframe(value=_no_scores(), headers=FACTOR_COLUMNS, label="Factor scores (0-4)",
+                               interactive=False, wrap=True, scale=3,
+                               column_widths=["13%", "12%", "7%", "16%", "37%", "15%"], elem_id="judge-factors")
+        radar = gr.Plot(value=radar_figure([]), label="Factors", scale=2, elem_id="judge-radar")
+    debate_view = gr.Chatbot(label="Debate", height=420, sanitize_html=True, elem_id="debate")
+    return [judge_button, auto_judge, mode, debate, rounds], [judge_status, factors, radar, debate_view]
+
+
+def _judge(services: Services, conversation_id: str | None, mode: str, with_debate: bool, rounds):
+    """Yield (status, factor table, radar, debate transcript) as the evaluation progresses."""
+    if not conversation_id:
+        message = "Chat first: there is no conversation to judge yet."
+        gr.Warning(message)
+        yield message, gr.skip(), gr.skip(), gr.skip()
+        return
+    conversation = get_conversation(get_db(services.db_path), conversation_id)
+    if conversation is None or not any(t.role == "system" for t in conversation.turns):
+        message = "Nothing to judge yet: the conversation has no system reply."
+        gr.Warning(message)
+        yield message, gr.skip(), gr.skip(), gr.skip()
+        return
+    try:
+        setup = build_setup(db_path=services.db_path, mode=mode, debate=bool(with_debate), rounds=int(rounds))
+    except (LLMError, ValueError) as e:
+        message = f"⚠️ The judge could not be set up: {safe_text(str(e))}"
+        yield message, gr.skip(), gr.skip(), gr.skip()
+        return
+    label, demo = scorer_label(setup), uses_demo_model(setup)
+    events: queue.Queue = queue.Queue()
+
+    def work() -> None:
+        try:
+            evaluation = evaluate_conversation(
+                conversation, setup, db_path=services.db_path, force=True,  # the conversation may have grown
+                on_factor=lambda score: events.put(("factor", score)),
+                on_debate=lambda message: events.put(("debate", message)),
+            )
+            events.put(("done", evaluation))
+        except Exception as e:  # shown to the user below; the worker must always report back
+            events.put(("error", e))
+
+    threading.Thread(target=work, name="judge", daemon=True).start()
+    scores, messages, finished = {}, [], None
+    while finished is None:
+        kind, value = events.get()
+        batch = [(kind, value)]
+        while True:  # take everything that is ready, then redraw once
+            try:
+                batch.append(events.get_nowait())
+            except queue.Empty:
+                break
+        for kind, value in batch:
+            if kind == "factor":
+                scores[value.factor] = value
+            elif kind == "debate":
+                messages.append(value)
+            else:
+                finished = (kind, value)
+        if finished is None:
+            done = len(scores)
+            step = (f"{done}/{len(FACTORS)} factors scored" if done < len(FACTORS)
+                    else f"debate: {len(messages)} statement(s)")
+            yield (_status(label, f"Judging… {step}"), factor_table(scores.values()),
+                   radar_figure(scores.values(), setup.scorer, demo), _debate_view(messages))
+    kind, value = finished
+    if kind == "error":
+        yield (_status(label, f"⚠️ Judging stopped: {safe_text(str(value))}. What finished is saved."),
+               factor_table(scores.values()), radar_figure(scores.values(), setup.scorer, demo), _debate_view(messages))
+        return
+    evaluation = value
+    outcome = debate_summary(evaluation)
+    gaps = f" ⚠️ {safe_text(evaluation.error)}" if evaluation.error else ""
+    yield (_status(label, f"{outcome}{gaps} Evaluation `{evaluation.id}` is saved."),
+           factor_table(evaluation.factor_scores), radar_figure(evaluation.factor_scores, setup.scorer, demo),
+           _debate_view(evaluation.debate, outcome))
+
+
+def _no_scores() -> pd.DataFrame:
+    """The factor table before anything was judged: headers only."""
+    return pd.DataFrame(columns=FACTOR_COLUMNS)
+
+
+def _status(label: str, text: str) -> str:
+    return f"**Judge:** {safe_text(label)}\n\n{text}"
+
+
+def _debate_view(messages, outcome: str | None = None) -> list[dict]:
+    """The debate as chat messages: one per statement, titled with round, persona and score;
+    ``outcome`` (our own summary line) closes it."""
+    view = []
+    for line in debate_lines(messages):
+        content = safe_text(line.statement)
+        if line.error:
+            content = f"{content}\n\n⚠️ {safe_text(line.error)}".strip()
+        view.append({"role": "assistant", "content": content,
+                     "metadata": {"title": safe_text(line.title), "log": safe_text(line.model)}})
+    if outcome:
+        view.append({"role": "assistant", "content": f"**{outcome}**"})
+    return view
 
 
 def _variant_line(services: Services, system_id: str) -> str:

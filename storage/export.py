@@ -1,0 +1,51 @@
+"""Reading the database out as JSON-serialisable rows: conversations, votes, judgments.
+
+Used to publish data (``arena/hub_sync.py``) and for backups that any tool can
+read. Every function returns plain dicts and lists, ready for ``json.dumps``,
+in a stable order (oldest first), so two exports of an unchanged database are
+identical.
+
+Votes are exported without the ``voter`` column: it may identify a person.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import asdict
+
+from sqlite_utils import Database
+
+from storage.conversations import get_conversation
+from storage.evaluations import get_evaluation
+
+
+def conversation_rows(db: Database) -> Iterator[dict]:
+    """Every conversation as ``Conversation.to_dict()`` (history, turns with items, targets, metadata)."""
+    for row in db.query("select id from conversations order by created_at, rowid"):
+        conversation = get_conversation(db, row["id"])
+        if conversation is not None:
+            yield conversation.to_dict()
+
+
+def vote_rows(db: Database) -> Iterator[dict]:
+    """Every vote with its battle: both systems, both conversation ids, the choice and feedback."""
+    yield from db.query(
+        "select v.battle_id, b.domain, b.system_a, b.system_b, b.conversation_a, b.conversation_b, "
+        "v.choice, v.feedback, v.created_at "
+        "from votes v join battles b on b.id = v.battle_id order by v.created_at, v.id"
+    )
+
+
+def judgment_rows(db: Database) -> Iterator[dict]:
+    """Every evaluation with its factor scores and debate messages (``Evaluation`` as a dict)."""
+    for row in db.query("select id from evaluations order by created_at, rowid"):
+        evaluation = get_evaluation(db, row["id"])
+        if evaluation is not None:
+            yield asdict(evaluation)
+
+
+EXPORTS = {
+    "conversations": conversation_rows,
+    "votes": vote_rows,
+    "judgments": judgment_rows,
+}

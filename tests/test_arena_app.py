@@ -1,0 +1,77 @@
+"""The Arena and Leaderboard tabs in the real app (`python app.py`), driven with gradio_client."""
+
+import pytest
+from app_server import AppServer
+from fake_openai import Reply
+from gradio_client import Client
+
+from crs_backends.registry import SYSTEMS
+from storage.db import open_db
+
+# every way a system could be named on the page: ids and labels, as the registry has them
+NAMES = sorted({n.lower() for system_id, (label, _) in SYSTEMS.items() for n in (system_id, label)})
+
+
+def leaked(outputs) -> list[str]:
+    shown = str(outputs).lower()
+    return [n for n in NAMES if n in shown]
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory):
+    from fake_openai import FakeOpenAI
+
+    with FakeOpenAI() as fake:
+        # ChatCRS on a scripted endpoint that even names itself: the arena must hide it
+        fake.default = Reply("I am ChatCRS, and I think you will like Heat (1995).")
+        env = {"CRS_LLM_CRS_MODEL": "gpt-4o-mini", "CRS_LLM_CRS_BASE_URL": fake.base_url,
+               "CRS_LLM_CRS_API_KEY": "sk-test", "CRS_DATA_DIR": str(tmp_path_factory.mktemp("no_data"))}
+        with AppServer(tmp_path_factory.mktemp("arena") / "app.db", env=env) as server:
+            yield server
+
+
+def test_battle_is_anonymous_until_the_vote(app):
+    client = Client(app.url, verbose=False)
+    api = client.view_api(return_format="dict", print_info=False)["named_endpoints"]
+    assert {"/arena_new", "/arena_send", "/arena_vote_a", "/arena_vote_tie", "/leaderboard"} <= set(api)
+
+    fresh = client.predict(api_name="/arena_new")
+    assert not leaked(fresh)
+    chat_a, chat_b, status, box = client.predict("I'd like a tense heist movie", api_name="/arena_send")
+    assert box == "" and status == ""
+    assert [m["role"] for m in chat_a] == ["user", "assistant"] == [m["role"] for m in chat_b]
+    assert not leaked((chat_a, chat_b, status)), "a system name reached the page before the vote"
+    assert "[name hidden]" in str((chat_a, chat_b))  # ChatCRS introduced itself and was masked
+    second = client.predict("Something from the 90s?", api_name="/arena_send")
+    assert len(second[0]) == 4 and not leaked(second)
+
+    name_a, name_b, thanks, feedback = client.predict("A felt more relevant", api_name="/arena_vote_a")
+    assert "System A was" in name_a and "System B was" in name_b and feedback == ""
+    assert "A is better" in thanks and "recorded" in thanks
+    assert {"chatcrs", "retrieval"} == {n for n in ("chatcrs", "retrieval") if n in (name_a + name_b).lower()}
+    with pytest.raises(Exception, match="already has its vote"):
+        client.predict("", api_name="/arena_vote_b")
+    after = client.predict("one more?", api_name="/arena_send")
+    assert "already has its vote" in after[2]
+
+    db = open_db(app.db_path)
+    votes = list(db.query("select v.choice, v.feedback, b.system_a, b.system_b from votes v "
+                          "join battles b on b.id = v.battle_id"))
+    assert len(votes) == 1 and votes[0]["choice"] == "a" and votes[0]["feedback"] == "A felt more relevant"
+    assert {votes[0]["system_a"], votes[0]["system_b"]} == {"chatcrs", "retrieval"}
+    sources = {r["source"] for r in db.query("select source from conversations")}
+    assert sources == {"arena"}
+
+    client.predict(api_name="/arena_new")
+    with pytest.raises(Exception, match="send a message first"):
+        client.predict("", api_name="/arena_vote_tie")
+
+    table, plot, line, _, _ = client.predict("All", "All", None, api_name="/leaderboard")
+    systems = [row[table["headers"].index("System")] for row in table["data"]]
+    assert sorted(systems) == ["chatcrs", "retrieval"] and "1 vote among 2 systems" in line
+    assert plot["type"] == "plotly" and '"heatmap"' in plot["plot"]
+
+
+def test_import_without_the_data_says_so(app):
+    message = Client(app.url, verbose=False).predict(api_name="/import_crsarena")
+    assert "CRSArena-Dial files not found" in message and "CRS_DATA_DIR" in message

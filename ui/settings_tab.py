@@ -1,0 +1,152 @@
+"""The Settings tab: which model serves each role, a health check, the settings that exist, versions.
+
+Keys are never shown: a role says only whether its key is set, and health
+check messages have every configured key blanked out before they are displayed.
+"""
+
+from __future__ import annotations
+
+import platform
+import re
+import time
+from concurrent.futures import ThreadPoolExecutor
+from importlib import metadata
+from pathlib import Path
+
+import gradio as gr
+import pandas as pd
+
+from llm.config import RoleConfig
+from llm.registry import model_for
+from storage.db import get_db, schema_version
+from ui.services import Services
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+PACKAGES = ("gradio", "gradio_client", "llama-cpp-python", "openai", "transformers", "torch",
+            "huggingface-hub", "sqlite-utils")
+ROLE_COLUMNS = ["role", "model", "endpoint", "api key", "configured by"]
+HEALTH_COLUMNS = ["model", "endpoint", "roles", "status", "seconds", "detail"]
+_KEY_LIKE = re.compile(r"\b(?:sk-|hf_)[A-Za-z0-9_\-*.]{6,}")  # OpenAI- and Hugging Face-style keys
+
+
+def build(services: Services) -> None:
+    configs = services.role_configs()
+    gr.Markdown("### Models by role")
+    gr.Dataframe(value=role_table(configs), label="Roles", interactive=False, wrap=True)
+    gr.Markdown(embedded_notice(configs))
+    check = gr.Button("Check the models", elem_id="settings-check")
+    health = gr.Dataframe(headers=HEALTH_COLUMNS, label="Health check (one short call per distinct model)",
+                          interactive=False, wrap=True, elem_id="settings-health")
+    check.click(lambda: health_table(configs), outputs=[health], api_name="settings_health",
+                concurrency_limit=1)
+
+    gr.Markdown("### Settings (environment variables)\n\nNothing is required; values are never shown, "
+                "only whether a variable is set.\n\n" + settings_markdown(services.env))
+    db = get_db(services.db_path)
+    gr.Markdown(
+        "### Database\n\n"
+        f"- File: {_code(Path(services.db_path).resolve())}\n"
+        f"- Schema version: {schema_version(db)}\n"
+        f"- SQLite library: {db.execute('select sqlite_version()').fetchone()[0]}"
+    )
+    gr.Markdown("### Versions\n\n" + "\n".join(f"- {name}: {version}" for name, version in versions()))
+
+
+def role_table(configs: list[RoleConfig]) -> pd.DataFrame:
+    """One row per role: model, endpoint, whether a key is set (never the key) and the variable that chose it."""
+    rows = []
+    for c in configs:
+        public = c.public()
+        rows.append([public["role"], public["model"], public["endpoint"], public["api_key"], public["configured_by"]])
+    return pd.DataFrame(rows, columns=ROLE_COLUMNS)
+
+
+def embedded_notice(configs: list[RoleConfig]) -> str:
+    """Which roles run in-process, and what that means for their answers and scores."""
+    local = [c for c in configs if c.is_embedded]
+    if not local:
+        return "No role uses the embedded model: every role calls the endpoint shown above."
+    roles = ", ".join(f"`{c.role}`" for c in local)
+    how = ("Point a role at a capable model with `CRS_LLM_<ROLE>_MODEL` (plus `_BASE_URL` / `_API_KEY`), "
+           "or every role with `CRS_LLM_MODEL`.")
+    custom = sorted({Path(c.gguf_path).name for c in local if c.gguf_path})
+    if custom:
+        return f"**Embedded model.** {roles} run {_code(custom[0])} in-process with llama.cpp. {how}"
+    return (f"⚠️ **Embedded model.** {roles} run **SmolLM2-135M-Instruct** in-process (llama.cpp, no network, "
+            "no key). It is a 135-million-parameter demo model: its answers are weak and its scores are "
+            f"**not validated** (in our check its ratings ran against human judgement). {how}")
+
+
+def health_table(configs: list[RoleConfig]) -> pd.DataFrame:
+    """Ask each distinct model (model, endpoint, key) for a short answer, all at once; ok or the error."""
+    groups: dict[tuple, list[RoleConfig]] = {}
+    for c in configs:
+        groups.setdefault((c.model, c.base_url, c.api_key, c.gguf_path), []).append(c)
+    secrets = [c.api_key for c in configs if c.api_key]
+
+    def check(members: list[RoleConfig]) -> list:
+        first = members[0].public()
+        start = time.perf_counter()
+        try:
+            ok, detail = model_for(members[0]).health()
+        except Exception as e:  # a model that cannot even be built (missing file, bad setting) is a failed check
+            ok, detail = False, f"{type(e).__name__}: {e}"
+        return [first["model"], first["endpoint"], ", ".join(m.role for m in members),
+                "ok" if ok else "failed", round(time.perf_counter() - start, 2), redact(detail, secrets)]
+
+    with ThreadPoolExecutor(max_workers=len(groups)) as pool:
+        rows = list(pool.map(check, groups.values()))
+    return pd.DataFrame(rows, columns=HEALTH_COLUMNS)
+
+
+def redact(text: str, secrets: list[str]) -> str:
+    """``text`` with every configured key, and anything shaped like a key, replaced by ``***``."""
+    for secret in secrets:
+        text = text.replace(secret, "***")
+    return _KEY_LIKE.sub("***", text)
+
+
+def settings_markdown(env) -> str:
+    """The README's configuration table with a column saying whether each variable is set here."""
+    lines = _readme_table()
+    if not lines:
+        return "(The configuration table is in README.md, which was not found.)"
+    out = [lines[0].rstrip().rstrip("|") + "| Set here |", lines[1].rstrip().rstrip("|") + "|---|"]
+    for line in lines[2:]:
+        names = re.findall(r"`([A-Z][A-Z0-9_]+)`", line.split("|")[1])
+        is_set = "yes" if any(env.get(n) for n in names) else "no" if names else "—"
+        out.append(line.rstrip().rstrip("|") + f"| {is_set} |")
+    return "\n".join(out)
+
+
+def _readme_table() -> list[str]:
+    """The lines of the first table under the README's "## Configuration" heading."""
+    if not README.exists():
+        return []
+    lines, in_section = [], False
+    for line in README.read_text(encoding="utf-8").splitlines():
+        if line.startswith("## "):
+            if in_section:
+                break
+            in_section = line.strip() == "## Configuration"
+        elif in_section and line.startswith("|"):
+            lines.append(line)
+        elif in_section and lines:
+            break
+    return lines
+
+
+def _code(value) -> str:
+    """``value`` as a Markdown code span (shown literally; a backtick inside would end it)."""
+    return "`" + str(value).replace("`", "'") + "`"
+
+
+def versions() -> list[tuple[str, str]]:
+    """Python and the packages whose versions matter, as installed."""
+    found = [("python", platform.python_version())]
+    for name in PACKAGES:
+        try:
+            found.append((name, metadata.version(name)))
+        except metadata.PackageNotFoundError:
+            found.append((name, "not installed"))
+    return found
