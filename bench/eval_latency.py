@@ -78,6 +78,7 @@ def main() -> None:
     latency = parser.parse_args().latency
     catalog = load_bundled()
     with FakeOpenAI() as fake:
+        run(fake, latency, parallel=True, catalog=catalog)  # warm-up: imports, first connections, rubric
         parallel = run(fake, latency, parallel=True, catalog=catalog)
         sequential = run(fake, latency, parallel=False, catalog=catalog)
     calls = 12 + 4 * ROUNDS
