@@ -1,4 +1,4 @@
-"""Command line: ``python -m evaluators evaluate|meta``.
+"""Command line: ``python -m evaluators evaluate|meta|calibrate``.
 
 Every command's help has an example; run ``python -m evaluators --help``.
 """
@@ -18,7 +18,7 @@ from evaluators.adapters import FORMATS, LogFormatError, read_logs
 from evaluators.factor_judge import MODES
 from evaluators.factors import FACTORS
 from evaluators.pipeline import evaluate_conversation, factor_mean
-from evaluators.setup import build_setup
+from evaluators.setup import SCORERS, build_setup, default_scorer
 from storage.db import default_db_path
 
 
@@ -31,6 +31,11 @@ def cli() -> None:
 @click.argument("logs", type=click.Path(exists=True, path_type=Path))
 @click.option("--format", "fmt", type=click.Choice(["auto", *FORMATS]), default="auto", show_default=True,
               help="Log format; auto detects it.")
+@click.option("--scorer", type=click.Choice(SCORERS), default="auto", show_default=True,
+              help="proxy: LLM-free factor proxies + overall calibrated on human labels; llm: the CoRE judge and "
+                   "debate; auto: llm when a capable model is configured, else proxy.")
+@click.option("--embeddings", is_flag=True,
+              help="Proxy scorer: MiniLM sentence similarity (needs a calibration fitted with it).")
 @click.option("--judge-model", "judge_models", multiple=True,
               help="Judge model name on the judge role's endpoint ('embedded' for the local model). "
                    "Repeat to average several judges. Default: the judge role's configured model.")
@@ -50,9 +55,9 @@ def cli() -> None:
 @click.option("--db", "db_path", type=click.Path(path_type=Path), default=None,
               help="SQLite file (default: CRS_ARENA_DB or ./data/crs_arena.db).")
 @click.option("--force", is_flag=True, help="Start new evaluations instead of reusing stored ones.")
-def evaluate(logs, fmt, judge_models, mode, debate, debate_model, rounds, tolerance, sequential, persuasiveness,
-             catalog_name, limit, workers, concurrency, out, db_path, force):
-    """Score conversations from LOGS on the 12 CoRE factors, debate them, compute metrics.
+def evaluate(logs, fmt, scorer, embeddings, judge_models, mode, debate, debate_model, rounds, tolerance, sequential,
+             persuasiveness, catalog_name, limit, workers, concurrency, out, db_path, force):
+    """Score conversations from LOGS on the 12 CoRE factors (LLM judge and debate, or the LLM-free proxy scorer).
 
     Example:
 
@@ -69,11 +74,21 @@ def evaluate(logs, fmt, judge_models, mode, debate, debate_model, rounds, tolera
     conversations = read.conversations[:limit] if limit else read.conversations
     for skipped in read.skipped:
         click.echo(f"skipped {skipped.where}: {skipped.reason}", err=True)
-    setup = build_setup(db_path=db_path, judge_models=judge_models, mode=mode, debate=debate,
-                        debate_model=debate_model, rounds=rounds, tolerance=tolerance, sequential=sequential,
-                        persuasiveness=persuasiveness, catalog_name=catalog_name, concurrency=concurrency)
-    if any(c.is_demo for c in setup.judge.clients):
-        click.echo("note: the judge is the embedded 135M demo model; its scores are not meaningful.", err=True)
+    chosen = default_scorer(judge_models) if scorer == "auto" else scorer
+    try:
+        setup = build_setup(db_path=db_path, scorer=chosen, judge_models=judge_models, mode=mode, debate=debate,
+                            debate_model=debate_model, rounds=rounds, tolerance=tolerance, sequential=sequential,
+                            persuasiveness=persuasiveness, catalog_name=catalog_name, concurrency=concurrency,
+                            embeddings=embeddings)
+    except (FileNotFoundError, ValueError) as e:
+        raise click.ClickException(str(e)) from None
+    if setup.proxy is not None:
+        why = " (no capable LLM configured)" if scorer == "auto" else ""
+        click.echo(f"scorer: proxy{why}: LLM-free factor proxies, overall calibrated on human labels; "
+                   + "; ".join(setup.proxy.notes), err=True)
+    elif any(c.is_demo for c in setup.judge.clients):
+        click.echo("note: the judge is the embedded 135M demo model — not validated; its scores are not "
+                   "meaningful (use --scorer proxy, or configure a capable model).", err=True)
     sink = open(out, "w", encoding="utf-8") if out else None
     counts = {"done": 0, "partial": 0, "skipped": 0}
 
@@ -128,8 +143,8 @@ def result_row(conversation, evaluation, labels=None) -> dict:
 
 
 @cli.command()
-@click.option("--scores", "scores_path", type=click.Path(exists=True, path_type=Path), required=True,
-              help="JSONL written by `evaluate --out`.")
+@click.option("--scores", "scores_path", type=click.Path(exists=True, path_type=Path), default=None,
+              help="JSONL written by `evaluate --out` (required unless --validity; with it, the LLM judge's results).")
 @click.option("--human", "human_path", type=click.Path(exists=True, path_type=Path), required=True,
               help="CRSArena-Eval JSON, or a CSV with columns id,value.")
 @click.option("--aspect", default="dialogue_overall", show_default=True, help="Human aspect (CRSArena-Eval).")
@@ -138,18 +153,32 @@ def result_row(conversation, evaluation, labels=None) -> dict:
 @click.option("--boot", default=1000, show_default=True, help="Bootstrap resamples.")
 @click.option("--out-dir", type=click.Path(path_type=Path), default=None,
               help="Write correlations.csv, factor_matrix.csv and factor_matrix.html here.")
-def meta(scores_path, human_path, aspect, score_key, boot, out_dir):
+@click.option("--validity", is_flag=True,
+              help="Print the proxy scorer's validity table (cross-validated) next to --scores and FACE's published "
+                   "figures; --human must be CRSArena-Eval.")
+@click.option("--votes", "votes_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+              help="With --validity: folder of votes_*.csv and crs_arena_dial_*.json (default: --human's folder).")
+@click.option("--catalog", "catalog_name", default="redial", show_default=True, help="With --validity: the catalog.")
+def meta(scores_path, human_path, aspect, score_key, boot, out_dir, validity, votes_dir, catalog_name):
     """Correlate automatic scores with human labels (dialogue and system level) and the factors with each other.
 
-    Example:
+    Examples:
 
         python -m evaluators meta --scores dev.jsonl --human ../shared/data/crsarena/crs_arena_eval_dev.json --aspect dialogue_overall
+
+        python -m evaluators meta --validity --scores dev.jsonl --human ../shared/data/crsarena/crs_arena_eval_dev.json
     """
     import pandas as pd
 
     from evaluators.meta import correlate, crsarena_eval_labels, factor_matrix, read_csv_labels
 
-    rows = [json.loads(line) for line in scores_path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if scores_path is None and not validity:
+        raise click.ClickException("--scores is required (or use --validity)")
+    rows = [json.loads(line) for line in scores_path.read_text(encoding="utf-8").splitlines() if line.strip()] \
+        if scores_path else []
+    if validity:
+        _validity(human_path, votes_dir or human_path.parent, catalog_name, aspect, rows, boot, out_dir)
+        return
     if not rows:
         raise click.ClickException(f"{scores_path} has no results")
     try:
@@ -172,6 +201,90 @@ def meta(scores_path, human_path, aspect, score_key, boot, out_dir):
         matrix.to_csv(out_dir / "factor_matrix.csv")
         figure.write_html(out_dir / "factor_matrix.html", include_plotlyjs=True)
         click.echo(f"\nwrote {out_dir}/correlations.csv, factor_matrix.csv, factor_matrix.html")
+
+
+def _validity(human_path, votes_dir, catalog_name, aspect, llm_rows, boot, out_dir) -> None:
+    """``meta --validity``: the proxy's cross-validated validity next to the LLM judge and FACE."""
+    import pandas as pd
+
+    from evaluators.calibration import N_SPLITS, load_training_data, validity_report
+
+    if aspect != "dialogue_overall":
+        raise click.ClickException("--validity correlates with dialogue_overall, the label the proxy is calibrated on")
+    try:
+        data = load_training_data(human_path, votes_dir, get_catalog(catalog_name))
+    except (LogFormatError, FileNotFoundError, ValueError) as e:
+        raise click.ClickException(str(e)) from None
+    table, votes = validity_report(data, llm_rows=llm_rows, n_boot=boot)
+    frame = pd.DataFrame(table)
+    click.echo(f"validity against human dialogue_overall on {len(data.y)} dialogues ({human_path.name}); "
+               f"[95% bootstrap interval], {boot} resamples; proxy overall fitted on labels and {len(data.outcome)} "
+               f"votes in {N_SPLITS} folds by user, every figure out of fold")
+    if llm_rows:
+        click.echo(f"LLM judge rows: {len(llm_rows)} result line(s) from the --scores file")
+    click.echo(frame.to_string(index=False))
+    if votes["accuracy"] is not None:
+        click.echo(f"\nproxy vs held-out votes: winner scored higher in {votes['accuracy']:.1%} "
+                   f"[{votes['accuracy_low']:.1%}, {votes['accuracy_high']:.1%}] of {votes['decisive']} decisive "
+                   f"votes; "
+                   f"mean score gap {votes['tie_gap']:.2f} on {votes['ties']} ties vs {votes['decisive_gap']:.2f} "
+                   "on decisive votes (0-4 scale)")
+    if out_dir:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        frame.to_csv(out_dir / "validity.csv", index=False)
+        click.echo(f"\nwrote {out_dir}/validity.csv")
+
+
+@cli.command("calibrate")
+@click.option("--eval", "eval_path", type=click.Path(exists=True, path_type=Path), required=True,
+              help="CRSArena-Eval JSON with dialogue_overall labels.")
+@click.option("--votes", "votes_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+              help="Folder of votes_*.csv and crs_arena_dial_*.json (pairwise evidence); omit for labels only.")
+@click.option("--out", type=click.Path(path_type=Path), default=None,
+              help="Calibration file to write (default: assets/calibration/proxy_<version>[_minilm].json).")
+@click.option("--catalog", "catalog_name", default="redial", show_default=True)
+@click.option("--seed", default=0, show_default=True, help="Seed of the folds and the bootstrap.")
+@click.option("--boot", default=1000, show_default=True, help="Bootstrap resamples for the intervals.")
+@click.option("--embeddings", is_flag=True, help="Fit on proxies with MiniLM sentence similarity.")
+def calibrate_command(eval_path, votes_dir, out, catalog_name, seed, boot, embeddings):
+    """Refit the proxy scorer's overall model and print its cross-validated results.
+
+    Example:
+
+        python -m evaluators calibrate --eval ../shared/data/crsarena/crs_arena_eval_dev.json \\
+            --votes ../shared/data/crsarena
+    """
+    from evaluators.calibration import calibrate, default_path, load_training_data
+    from evaluators.proxy import load_embedder
+
+    embedder = None
+    if embeddings:
+        embedder, note = load_embedder()
+        click.echo(note, err=True)
+    try:
+        data = load_training_data(eval_path, votes_dir, get_catalog(catalog_name), embedder=embedder)
+    except (LogFormatError, FileNotFoundError, ValueError) as e:
+        raise click.ClickException(str(e)) from None
+    if not len(data.y):
+        raise click.ClickException(f"{eval_path} has no dialogue with a dialogue_overall label")
+    result = calibrate(data, seed=seed, n_boot=boot, sources={
+        "eval": eval_path.name, "votes": votes_dir.name if votes_dir else None, "catalog": catalog_name})
+    path = result.save(out or default_path(similarity=data.similarity))
+    click.echo(f"fitted on {len(data.y)} labelled dialogues and {len(data.outcome)} votes "
+               f"({int((data.outcome == 0).sum())} ties, {data.skipped_votes} skipped); alpha {result.model.alpha:g}")
+    for name, cv in result.cv.items():
+        click.echo(f"{name} ({result.settings['n_splits']}-fold CV by user, out of fold):")
+        for level, c in cv.items():
+            if level == "votes":
+                if c["accuracy"] is not None:
+                    click.echo(f"  votes: winner higher in {c['accuracy']:.1%} [{c['accuracy_low']:.1%}, "
+                               f"{c['accuracy_high']:.1%}] of {c['decisive']}; gap {c['tie_gap']:.2f} on ties vs "
+                               f"{c['decisive_gap']:.2f} on decisive votes")
+                continue
+            click.echo(f"  {level:20s} n={c['n']:3d}  " + "  ".join(
+                f"{m} {c[m]['value']:.3f} [{c[m]['low']:.2f}, {c[m]['high']:.2f}]" if c[m]["value"] is not None
+                else f"{m} –" for m in ("spearman", "pearson", "kendall")))
+    click.echo(f"wrote {path}")
 
 
 def _pick(row: dict, key: str):

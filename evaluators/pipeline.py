@@ -8,6 +8,10 @@ versions, debate settings): running the same setup again on the same
 conversation reuses the stored evaluation, fills only its gaps (factors
 without a score, a debate that did not finish), and a finished one costs no
 LLM call at all.
+
+With ``EvaluationSetup(proxy=ProxyJudge)`` (see :mod:`evaluators.calibration`)
+the scorer is ``proxy`` instead: the twelve LLM-free factor proxies are stored
+with judge ``proxy`` and the overall score is the calibrated 0-100 (no debate).
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, replace
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from catalog.catalog import Catalog, get_catalog
 from evaluators.debate import DebateConfig, DebateResult, run_debate
@@ -40,30 +44,43 @@ from storage.evaluations import (
 )
 from storage.records import Conversation, DebateMessage, Evaluation, FactorScore
 
+if TYPE_CHECKING:
+    from evaluators.calibration import ProxyJudge
+
 
 @dataclass
 class EvaluationSetup:
     """Everything that decides an evaluation's result.
 
-    :param judge: the factor judge (mode, models, concurrency)
+    :param judge: the factor judge (mode, models, concurrency); None with ``proxy``
     :param debate: the four-persona debate; None skips it
     :param persuasiveness: the model asked, as the user, how persuasive the last
         explanation was (iEvaLM); None skips it
     :param catalog: items for metrics and item details (default: the bundled catalog)
+    :param proxy: the LLM-free proxy scorer instead of ``judge`` (no debate, no persuasiveness)
     """
 
-    judge: JudgeConfig
+    judge: JudgeConfig | None = None
     debate: DebateConfig | None = None
     persuasiveness: LLMClient | None = None
     catalog: Catalog | None = None
+    proxy: "ProxyJudge | None" = None
+
+    def __post_init__(self) -> None:
+        if (self.judge is None) == (self.proxy is None):
+            raise ValueError("an evaluation setup needs either an LLM judge or the proxy scorer, not both")
+        if self.proxy is not None and (self.debate is not None or self.persuasiveness is not None):
+            raise ValueError("the proxy scorer runs no debate and no persuasiveness model")
 
     @property
     def scorer(self) -> str:
-        """Name of the factor scorer, stored with every evaluation (e.g. ``llm:gpt-4o-mini``)."""
-        return judge_name(self.judge.clients)
+        """Name of the scorer, stored with every evaluation: ``proxy``, ``llm:<model>`` or ``ensemble(…)``."""
+        return self.proxy.name if self.proxy is not None else judge_name(self.judge.clients)
 
     def describe(self) -> dict:
         """The judge configuration as stored with the evaluation (no keys, no endpoints' secrets)."""
+        if self.proxy is not None:
+            return {**self.proxy.describe(), "catalog": (self.catalog or get_catalog()).name}
         j = self.judge
         return {
             "mode": j.mode,
@@ -147,6 +164,8 @@ def evaluate_conversation(
         for message in evaluation.debate:
             on_debate and on_debate(message)
         return evaluation
+    if setup.proxy is not None:
+        return _evaluate_with_proxy(conversation, setup, catalog, fingerprint, evaluation, db_path, on_factor)
     run, clients = setup.fresh()
     if evaluation is None:
         evaluation = start_evaluation(db, Evaluation(
@@ -224,6 +243,35 @@ def evaluate_conversation(
         usage=usage.to_dict(),
     )
     return _in_factor_order(get_evaluation(get_db(db_path), evaluation.id))
+
+
+def _evaluate_with_proxy(conversation: Conversation, setup: EvaluationSetup, catalog: Catalog, fingerprint: str,
+                         evaluation: Evaluation | None, db_path, on_factor) -> Evaluation:
+    """The proxy scorer: twelve proxies stored with judge ``proxy``, the calibrated overall (0-100), no LLM.
+
+    A factor the proxies cannot measure is stored with score None and the reason in ``error``;
+    the evaluation is still ``done`` (running it again would give the same result).
+    """
+    db = get_db(db_path)
+    rubric = load_rubric().version
+    verdict = setup.proxy.score(conversation, catalog)
+    if evaluation is None:
+        evaluation = start_evaluation(db, Evaluation(conversation_id=conversation.id, scorer=setup.scorer,
+                                                     rubric_version=rubric, config=setup.describe(),
+                                                     fingerprint=fingerprint))
+    for factor in FACTORS:
+        proxy = verdict.result.factors[factor]
+        score = FactorScore(factor=factor, score=proxy.score, judge=setup.scorer, rubric_version=rubric,
+                            rationale=proxy.detail, error=None if proxy.score is not None else proxy.detail,
+                            metadata={"proxy_version": verdict.result.version, "value": proxy.value})
+        save_factor_score(db, evaluation.id, score)
+        on_factor and on_factor(score)
+    metrics = compute_metrics(conversation, catalog)
+    metrics.update({"proxy_overall_0_4": verdict.overall, "proxy_features": verdict.result.features,
+                    "proxy_notes": list(verdict.result.notes)})
+    finish_evaluation(db, evaluation.id, status="done", overall=verdict.overall_100, metrics=metrics,
+                      usage=UsageTotals().to_dict())
+    return _in_factor_order(get_evaluation(db, evaluation.id))
 
 
 def _in_factor_order(evaluation: Evaluation) -> Evaluation:
