@@ -30,12 +30,19 @@ from storage.records import Conversation, DebateMessage, Evaluation, FactorScore
 FACTOR_COLUMNS = ["factor", "dimension", "score", "distribution", "rationale", "error"]
 RESULT_COLUMNS = ["conversation_id", "system", "status", "overall", "factor_mean", *FACTORS]
 DEMO_NOTICE = "135M demo model — not validated"
+SCORER_CHOICES = [
+    ("Auto: the proxy offline, the LLM judge when a capable model is configured", "auto"),
+    ("Proxy: LLM-free, calibrated on human labels", "proxy"),
+    ("LLM judge (+ debate)", "llm"),
+]
 PENDING = "…"
 
 
 def scorer_label(setup: EvaluationSetup) -> str:
     """Who gives the scores, e.g. ``llm:gpt-4o-mini``, plainly flagged when a demo model takes part."""
     label = setup.scorer
+    if setup.judge is None:  # the proxy scorer
+        return f"{label} (LLM-free factor proxies, overall calibrated on human labels)"
     if setup.debate is not None:
         debaters = sorted({c.name for c in setup.debate.clients.values()})
         label += f"; debate: {', '.join(debaters)}"
@@ -46,6 +53,8 @@ def scorer_label(setup: EvaluationSetup) -> str:
 
 def uses_demo_model(setup: EvaluationSetup) -> bool:
     """True when the judge or a debater is the embedded 135M demo model."""
+    if setup.judge is None:
+        return False
     clients = [*setup.judge.clients, *(c for cs in setup.judge.per_factor.values() for c in cs)]
     if setup.debate is not None:
         clients += list(setup.debate.clients.values())

@@ -69,3 +69,14 @@ def test_failing_endpoint_gives_a_clear_message_and_keeps_the_turn(tmp_path, fak
         assert conversation_id2 == conversation_id and roles == ["user", "system", "user"]
         page = Client(server.url, verbose=False)  # nothing secret on the page config either
         assert "sk-test-secret" not in str(page.config)
+
+
+def test_offline_judging_defaults_to_the_proxy_scorer(embedded_app):
+    client = Client(embedded_app.url, verbose=False)
+    *_, conversation_id, _ = client.predict("A scary movie please", "retrieval", api_name="/chat")
+    status, factors, radar, debate = client.predict(conversation_id, "probability", True, 4, api_name="/judge")
+    assert "proxy" in status and "not validated" not in status
+    assert len(factors["data"]) == 12
+    db = open_db(embedded_app.db_path)
+    row = next(db.query("select scorer, status from evaluations where conversation_id = ?", [conversation_id]))
+    assert row["scorer"] == "proxy"

@@ -19,6 +19,7 @@ from evaluators.factor_judge import MODES
 from evaluators.factors import FACTORS
 from evaluators.pipeline import evaluate_conversation
 from evaluators.reporting import (
+    SCORER_CHOICES,
     FACTOR_COLUMNS,
     debate_lines,
     debate_summary,
@@ -68,7 +69,7 @@ def build(services: Services) -> None:
             conversation_id = gr.Textbox(label="Conversation id", interactive=False)
             new = gr.Button("New conversation")
     state = gr.State({"conversation_id": None, "system_id": ids[0]})
-    (judge_button, auto_judge, mode, debate, rounds), judge_views = _judge_section()
+    (judge_button, auto_judge, mode, debate, rounds, scorer), judge_views = _judge_section()
 
     def on_send(text, system_id, st):
         """Stream one exchange; the DB holds the canonical conversation."""
@@ -104,17 +105,17 @@ def build(services: Services) -> None:
     def on_new(system_id):
         return [], items_table(None, catalog_for_chat()), "", {"conversation_id": None, "system_id": system_id}, "", _variant_line(services, system_id)
 
-    def on_judge(conv_id, judge_mode, with_debate, max_rounds):
+    def on_judge(conv_id, judge_mode, with_debate, max_rounds, scorer_choice="auto"):
         """Judge the conversation, streaming each factor and debate message as it arrives."""
-        yield from _judge(services, conv_id, judge_mode, with_debate, max_rounds)
+        yield from _judge(services, conv_id, judge_mode, with_debate, max_rounds, scorer_choice)
 
-    def on_auto_judge(auto, conv_id, judge_mode, with_debate, max_rounds):
+    def on_auto_judge(auto, conv_id, judge_mode, with_debate, max_rounds, scorer_choice="auto"):
         """After a reply, judge again when the box is ticked and the last turn is the system's."""
         conversation = get_conversation(get_db(services.db_path), conv_id) if auto and conv_id else None
         if conversation is None or not conversation.turns or conversation.turns[-1].role != "system":
             yield (gr.skip(),) * len(judge_views)
             return
-        yield from _judge(services, conv_id, judge_mode, with_debate, max_rounds)
+        yield from _judge(services, conv_id, judge_mode, with_debate, max_rounds, scorer_choice)
 
     def on_reset_judge():
         return "", _no_scores(), radar_figure([]), []
@@ -128,7 +129,7 @@ def build(services: Services) -> None:
         api_name="chat",
         concurrency_limit=4,
     )
-    judge_inputs = [conversation_id, mode, debate, rounds]
+    judge_inputs = [conversation_id, mode, debate, rounds, scorer]
     judge_button.click(on_judge, inputs=judge_inputs, outputs=judge_views, api_name="judge",
                        concurrency_id="judge", concurrency_limit=2)
     chat_event.success(on_auto_judge, inputs=[auto_judge, *judge_inputs], outputs=judge_views,
@@ -147,6 +148,8 @@ def _judge_section() -> tuple[list, list]:
         judge_button = gr.Button("Judge this conversation", variant="secondary", scale=2, elem_id="judge-button")
         auto_judge = gr.Checkbox(label="Auto-judge after each reply", value=False, scale=1, elem_id="auto-judge")
     with gr.Accordion("Judge settings", open=False):
+        scorer = gr.Dropdown(SCORER_CHOICES, value="auto", label="Scorer",
+                             info="offline, 'auto' uses the proxy: the embedded 135M LLM judge is not validated")
         with gr.Row():
             mode = gr.Dropdown(list(MODES), value="probability", label="Judge mode",
                                info="reasoned modes also give a rationale per factor (slower)")
@@ -159,10 +162,11 @@ def _judge_section() -> tuple[list, list]:
                                column_widths=["13%", "12%", "7%", "16%", "37%", "15%"], elem_id="judge-factors")
         radar = gr.Plot(value=radar_figure([]), label="Factors", scale=2, elem_id="judge-radar")
     debate_view = gr.Chatbot(label="Debate", height=420, sanitize_html=True, elem_id="debate")
-    return [judge_button, auto_judge, mode, debate, rounds], [judge_status, factors, radar, debate_view]
+    return [judge_button, auto_judge, mode, debate, rounds, scorer], [judge_status, factors, radar, debate_view]
 
 
-def _judge(services: Services, conversation_id: str | None, mode: str, with_debate: bool, rounds):
+def _judge(services: Services, conversation_id: str | None, mode: str, with_debate: bool, rounds,
+           scorer: str = "auto"):
     """Yield (status, factor table, radar, debate transcript) as the evaluation progresses."""
     if not conversation_id:
         message = "Chat first: there is no conversation to judge yet."
@@ -176,7 +180,8 @@ def _judge(services: Services, conversation_id: str | None, mode: str, with_deba
         yield message, gr.skip(), gr.skip(), gr.skip()
         return
     try:
-        setup = build_setup(db_path=services.db_path, mode=mode, debate=bool(with_debate), rounds=int(rounds))
+        setup = build_setup(db_path=services.db_path, scorer=scorer or "auto", mode=mode, debate=bool(with_debate),
+                            rounds=int(rounds))
     except (LLMError, ValueError) as e:
         message = f"⚠️ The judge could not be set up: {safe_text(str(e))}"
         yield message, gr.skip(), gr.skip(), gr.skip()

@@ -18,6 +18,7 @@ from evaluators.adapters import FORMATS, LogFormatError, read_logs
 from evaluators.factor_judge import MODES
 from evaluators.pipeline import evaluate_conversation
 from evaluators.reporting import (
+    SCORER_CHOICES,
     RESULT_COLUMNS,
     factor_means_figure,
     overall_figure,
@@ -46,6 +47,7 @@ def build(services: Services) -> None:
                           elem_id="evaluate-upload")
         with gr.Column(scale=2):
             fmt = gr.Dropdown(["auto", *FORMATS], value="auto", label="Format")
+            scorer = gr.Dropdown(SCORER_CHOICES, value="auto", label="Scorer")
             mode = gr.Dropdown(list(MODES), value="probability", label="Judge mode")
             debate = gr.Checkbox(label="Run the four-persona debate", value=True)
             rounds = gr.Slider(1, 4, value=4, step=1, label="Most debate rounds")
@@ -60,7 +62,8 @@ def build(services: Services) -> None:
     downloads = gr.File(label="Download the results (CSV, JSONL)", file_count="multiple", interactive=False,
                         height=120, elem_id="evaluate-downloads")
 
-    def on_evaluate(files, log_format, judge_mode, with_debate, max_rounds, at_most, progress=gr.Progress()):
+    def on_evaluate(files, log_format, judge_mode, with_debate, max_rounds, at_most, scorer_choice="auto",
+                    progress=gr.Progress()):
         """Read every upload, judge each conversation, and return the table, plots and report files.
 
         A file that cannot be read stops the run before anything is judged, with a
@@ -97,8 +100,8 @@ def build(services: Services) -> None:
         if not judgeable:
             return ("No conversation with a system turn to judge." + _skipped_note(skipped), *keep)
         try:
-            setup = build_setup(db_path=services.db_path, mode=judge_mode, debate=bool(with_debate),
-                                rounds=int(max_rounds))
+            setup = build_setup(db_path=services.db_path, scorer=scorer_choice or "auto", mode=judge_mode,
+                                debate=bool(with_debate), rounds=int(max_rounds))
         except (LLMError, ValueError) as e:
             return (f"⚠️ The judge could not be set up: {safe_text(str(e))}", *keep)
 
@@ -133,7 +136,7 @@ def build(services: Services) -> None:
 
     run.click(
         on_evaluate,
-        inputs=[uploads, fmt, mode, debate, rounds, limit],
+        inputs=[uploads, fmt, mode, debate, rounds, limit, scorer],
         outputs=[status, table, bars, overall, downloads],
         api_name="evaluate",
         concurrency_id="judge",
