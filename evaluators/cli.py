@@ -17,7 +17,8 @@ from catalog.catalog import get_catalog
 from evaluators.adapters import FORMATS, LogFormatError, read_logs
 from evaluators.factor_judge import MODES
 from evaluators.factors import FACTORS
-from evaluators.pipeline import evaluate_conversation, factor_mean
+from evaluators.pipeline import evaluate_conversation
+from evaluators.reporting import result_row
 from evaluators.setup import SCORERS, build_setup, default_scorer
 from storage.db import default_db_path
 
@@ -119,27 +120,6 @@ def evaluate(logs, fmt, scorer, embeddings, judge_models, mode, debate, debate_m
     click.echo(f"evaluated {counts['done'] + counts['partial']} conversation(s): {counts['done']} complete, "
                f"{counts['partial']} with gaps (run again to fill them), {counts['skipped']} skipped"
                + (f"; results in {out}" if out else ""))
-
-
-def result_row(conversation, evaluation, labels=None) -> dict:
-    """One line of ``evaluate --out``: scores, metrics, usage and human labels if known."""
-    factors = {s.factor: s.score for s in evaluation.factor_scores}
-    return {
-        "conversation_id": conversation.id,
-        "system_id": conversation.system_id,
-        "evaluation_id": evaluation.id,
-        "scorer": evaluation.scorer,
-        "status": evaluation.status,
-        "overall": evaluation.overall,
-        "rounds_used": evaluation.rounds_used,
-        "consensus": evaluation.consensus,
-        "factor_mean": factor_mean(evaluation),
-        "factors": {f: factors.get(f) for f in FACTORS},
-        "errors": {s.factor: s.error for s in evaluation.factor_scores if s.error},
-        "metrics": evaluation.metrics,
-        "usage": evaluation.usage,
-        "human": labels.dialogue if labels else None,
-    }
 
 
 @cli.command()

@@ -21,9 +21,8 @@ from pathlib import Path
 import pandas as pd
 import plotly.graph_objects as go
 
-from evaluators.cli import result_row
 from evaluators.factors import DIMENSION_OF, FACTORS, LABELS
-from evaluators.pipeline import EvaluationSetup
+from evaluators.pipeline import EvaluationSetup, factor_mean
 from llm.prompts import prompt
 from storage.records import Conversation, DebateMessage, Evaluation, FactorScore
 
@@ -36,6 +35,27 @@ SCORER_CHOICES = [
     ("LLM judge (+ debate)", "llm"),
 ]
 PENDING = "…"
+
+
+def result_row(conversation, evaluation, labels=None) -> dict:
+    """One line of ``evaluate --out``: scores, metrics, usage and human labels if known."""
+    factors = {s.factor: s.score for s in evaluation.factor_scores}
+    return {
+        "conversation_id": conversation.id,
+        "system_id": conversation.system_id,
+        "evaluation_id": evaluation.id,
+        "scorer": evaluation.scorer,
+        "status": evaluation.status,
+        "overall": evaluation.overall,
+        "rounds_used": evaluation.rounds_used,
+        "consensus": evaluation.consensus,
+        "factor_mean": factor_mean(evaluation),
+        "factors": {f: factors.get(f) for f in FACTORS},
+        "errors": {s.factor: s.error for s in evaluation.factor_scores if s.error},
+        "metrics": evaluation.metrics,
+        "usage": evaluation.usage,
+        "human": labels.dialogue if labels else None,
+    }
 
 
 def scorer_label(setup: EvaluationSetup) -> str:
