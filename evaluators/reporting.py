@@ -172,6 +172,10 @@ def debate_lines(messages: Iterable[DebateMessage]) -> list[DebateLine]:
 
 def debate_summary(evaluation: Evaluation) -> str:
     """The outcome in one line: final score, rounds used, consensus (or why there is no score)."""
+    if evaluation.scorer == "proxy":
+        if evaluation.overall is None:
+            return "The proxy could not compute an overall score."
+        return f"Overall {evaluation.overall:.1f}/100, calibrated on human labels (proxy scorer, no debate)."
     if evaluation.overall is None:
         if evaluation.config.get("debate") is None:
             return "No debate was run."

@@ -75,7 +75,7 @@ def test_offline_judging_defaults_to_the_proxy_scorer(embedded_app):
     client = Client(embedded_app.url, verbose=False)
     *_, conversation_id, _ = client.predict("A scary movie please", "retrieval", api_name="/chat")
     status, factors, radar, debate = client.predict(conversation_id, "probability", True, 4, api_name="/judge")
-    assert "proxy" in status and "not validated" not in status
+    assert "proxy" in status and "not validated" not in status and "calibrated on human labels" in status
     assert len(factors["data"]) == 12
     db = open_db(embedded_app.db_path)
     row = next(db.query("select scorer, status from evaluations where conversation_id = ?", [conversation_id]))
