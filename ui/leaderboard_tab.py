@@ -37,7 +37,7 @@ def build(services: Services) -> None:
         scorer = gr.Dropdown(choices=[], value=None, label="Scorer of the automatic scores", scale=2)
         refresh = gr.Button("Refresh", variant="primary", scale=1)
     status = gr.Markdown("", elem_id="leaderboard-status")
-    table = gr.Dataframe(interactive=False, wrap=False, pinned_columns=3, max_height=520, label="Systems",
+    table = gr.Dataframe(interactive=False, wrap=False, pinned_columns=3, max_height=520, label="Systems", elem_id="leaderboard-table",
                          show_search="search")
     heatmap = gr.Plot(label="Pairwise win rates")
     with gr.Accordion("Import CRSArena-Dial", open=False):

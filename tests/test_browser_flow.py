@@ -1,0 +1,73 @@
+"""The whole product in a real browser: chat, judge (12 factors and a debate), arena battle, vote, leaderboard."""
+
+import os
+import shutil
+
+import pytest
+from app_server import AppServer
+
+from evaluators.factors import LABELS
+
+CHROMIUM = shutil.which("chromium")
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian chromium not installed (make test installs it as root)")
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"]
+
+
+def test_chat_judge_arena_vote_leaderboard(tmp_path):
+    from playwright.sync_api import sync_playwright
+
+    shots = tmp_path / "screenshots"
+    shots.mkdir()
+    with AppServer(tmp_path / "flow.db") as server, sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1100})
+            page.set_default_timeout(60_000)
+            page.goto(server.url, wait_until="load")
+            page.locator("#roles-notice").wait_for()
+
+            # chat one turn and see items
+            page.get_by_placeholder("Tell the system what you would like to watch…").fill("A funny animated movie?")
+            page.locator("button:visible", has_text="Send").first.click()
+            page.wait_for_function("() => document.querySelectorAll('table tbody tr').length > 0")
+
+            # judge with the LLM judge (the embedded model) and a one-round debate
+            page.get_by_text("Judge settings").click()
+            page.get_by_label("Scorer").click()
+            page.get_by_role("option", name="LLM judge (+ debate)").click()
+            page.locator("#judge-button").click()
+            page.wait_for_function(
+                "() => (document.querySelector('#judge-status')?.innerText || '').includes('/100')", timeout=240_000)
+            status = page.locator("#judge-status").inner_text()
+            assert "not validated" in status
+            factors_text = page.locator("#judge-factors").inner_text()
+            for label in LABELS.values():
+                assert label in factors_text, label
+            page.screenshot(path=str(shots / "judged.png"), full_page=True)
+
+            # an arena battle: names hidden, vote, names revealed
+            page.get_by_role("tab", name="Arena").click()
+            page.get_by_placeholder("Ask both systems for a movie recommendation…").fill("Something exciting?")
+            page.locator("button:visible", has_text="Send").first.click()
+            vote = page.get_by_role("button", name="👈 A is better")
+            page.wait_for_function(
+                "() => [...document.querySelectorAll('button')].some(b => b.innerText.includes('A is better') && !b.disabled)",
+                timeout=120_000)
+            assert page.locator("#arena-name-a").inner_text().strip() == ""
+            vote.click()
+            page.wait_for_function("() => (document.querySelector('#arena-name-a')?.innerText || '').trim().length > 0")
+            revealed = page.locator("#arena-name-a").inner_text()
+            page.screenshot(path=str(shots / "voted.png"), full_page=True)
+
+            # the vote is on the leaderboard
+            page.get_by_role("tab", name="Leaderboard").click()
+            page.get_by_role("button", name="Refresh").click()
+            page.wait_for_function(
+                "() => (document.querySelector('#leaderboard-table')?.innerText || '').includes('chatcrs')", timeout=60_000)
+            page.screenshot(path=str(shots / "leaderboard.png"), full_page=True)
+            assert revealed
+            if os.environ.get("CRS_KEEP_SCREENSHOT"):
+                shutil.copytree(shots, "/tmp/crs_flow_shots", dirs_exist_ok=True)
+        finally:
+            browser.close()
