@@ -16,6 +16,7 @@ from typing import Iterator
 from catalog.catalog import Catalog
 from catalog.items import Item
 from crs_backends.base import DEFAULT_LIST_SIZE, CRSSystem, SystemInfo
+from crs_backends.user_context import UserContext, user_context
 from llm.base import LLMClient
 from llm.prompts import prompt, prompts_version
 from llm.types import Completion
@@ -57,29 +58,9 @@ class ChatCRS(CRSSystem):
 
     # -- what the model sees ---------------------------------------------
 
-    def user_mentions(self, conversation: Conversation) -> list[Item]:
-        """Catalog items the user has named so far (seen or liked: not to be recommended)."""
-        items: dict[str, Item] = {}
-        for turn in conversation.all_turns:
-            if turn.role == "user":
-                for m in self.catalog.mentions(turn.text):
-                    if m.item is not None:
-                        items.setdefault(m.item.id, m.item)
-        return list(items.values())
-
-    def retrieval_query(self, conversation: Conversation) -> str:
-        """User turns, the latest twice (it matters most), plus what the user's titles are about."""
-        user_texts = [t.text for t in conversation.all_turns if t.role == "user"]
-        if not user_texts:
-            return ""
-        liked = " ".join(
-            " ".join((*i.genres, *i.directors)) for i in self.user_mentions(conversation)
-        )
-        return " ".join([*user_texts, user_texts[-1], liked])
-
-    def candidates(self, conversation: Conversation) -> list[Item]:
-        exclude = {i.id for i in self.user_mentions(conversation)}
-        return self.catalog.search(self.retrieval_query(conversation), self.n_candidates, exclude=exclude)
+    def candidates(self, context: UserContext) -> list[Item]:
+        """Catalog items that fit what the user said, none of the user's own titles."""
+        return self.catalog.search(context.query, self.n_candidates, exclude=context.title_ids)
 
     def messages(self, conversation: Conversation, candidates: list[Item]) -> list[dict]:
         lines = "\n".join(
@@ -103,7 +84,8 @@ class ChatCRS(CRSSystem):
 
     def stream(self, conversation: Conversation) -> Iterator[str | Turn]:
         start = time.perf_counter()
-        candidates = self.candidates(conversation)
+        context = user_context(conversation, self.catalog)
+        candidates = self.candidates(context)
         completion: Completion | None = None
         for piece in self.client.stream(
             self.messages(conversation, candidates),
@@ -116,13 +98,11 @@ class ChatCRS(CRSSystem):
             else:
                 yield piece
         assert completion is not None
-        yield self.build_turn(conversation, completion, candidates, int((time.perf_counter() - start) * 1000))
+        yield self.build_turn(context, completion, candidates, int((time.perf_counter() - start) * 1000))
 
-    def build_turn(
-        self, conversation: Conversation, completion: Completion, candidates: list[Item], latency_ms: int
-    ) -> Turn:
+    def build_turn(self, context: UserContext, completion: Completion, candidates: list[Item], latency_ms: int) -> Turn:
         """Ground the reply: mentioned catalog titles first, then retrieval, never unknown items."""
-        seen = {i.id for i in self.user_mentions(conversation)}
+        seen = context.title_ids
         mentions = self.catalog.mentions(completion.text)
         ranked: list[Item] = []
         for m in mentions:
@@ -135,9 +115,7 @@ class ChatCRS(CRSSystem):
                 ranked.append(item)
         if len(ranked) < self.list_size:
             exclude = seen | {i.id for i in ranked}
-            ranked += self.catalog.search(
-                self.retrieval_query(conversation), self.list_size - len(ranked), exclude=exclude
-            )
+            ranked += self.catalog.search(context.query, self.list_size - len(ranked), exclude=exclude)
         text = completion.text.strip()
         if not text:  # small models sometimes stop at once: say what the list holds
             text = "You might like " + ", ".join(i.name for i in ranked[:3]) + "."

@@ -13,6 +13,7 @@ from __future__ import annotations
 from catalog.catalog import Catalog
 from catalog.items import Item
 from crs_backends.base import DEFAULT_LIST_SIZE, CRSSystem, SystemInfo
+from crs_backends.user_context import user_context
 from storage.records import Conversation, Turn
 
 SHOWN = 2  # items named in the reply text
@@ -31,29 +32,16 @@ class RetrievalCRS(CRSSystem):
         self.catalog.retriever, self.catalog.matcher  # noqa: B018 (cached properties)
 
     def respond(self, conversation: Conversation) -> Turn:
-        user_texts = [t.text for t in conversation.all_turns if t.role == "user"]
-        mentioned = _mentioned(self.catalog, user_texts)
+        context = user_context(conversation, self.catalog)
         already = {ref.id for t in conversation.all_turns if t.role == "system" for ref in t.items}
-        query = " ".join([*user_texts, user_texts[-1] if user_texts else "",
-                          *(" ".join((*i.genres, *i.directors)) for i in mentioned)])
-        exclude = {i.id for i in mentioned} | already
-        ranked = self.catalog.search(query, self.list_size, exclude=exclude)
+        ranked = self.catalog.search(context.query, self.list_size, exclude=context.title_ids | already)
         return Turn(
             role="system",
             text=_reply(ranked[:SHOWN], first=not already),
             items=[i.ref() for i in ranked],
             metadata={"system": "retrieval", "catalog": self.catalog.name,
-                      "user_titles": [i.name for i in mentioned]},
+                      "user_titles": [i.name for i in context.titles]},
         )
-
-
-def _mentioned(catalog: Catalog, texts: list[str]) -> list[Item]:
-    items: dict[str, Item] = {}
-    for text in texts:
-        for m in catalog.mentions(text):
-            if m.item is not None:
-                items.setdefault(m.item.id, m.item)
-    return list(items.values())
 
 
 def _reason(item: Item) -> str:
