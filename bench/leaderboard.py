@@ -15,27 +15,24 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 from scipy.optimize import minimize
 from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from arena.ratings import ALPHA, PRIOR_SD, SCALE, aggregate, bootstrap_bt, bootstrap_weights  # noqa: E402
+from synthetic_votes import synthetic_votes  # noqa: E402
+
+from arena.ratings import (  # noqa: E402
+    ALPHA,
+    PRIOR_SD,
+    SCALE,
+    aggregate,
+    bootstrap_bt,
+    bootstrap_weights,
+)
 
 N_SYSTEMS, N_VOTES, ROUNDS, SEED, REPEATS = 20, 100_000, 200, 0, 5
-
-
-def synthetic_votes() -> pd.DataFrame:
-    rng = np.random.default_rng(SEED)
-    strength = rng.normal(0, 150, N_SYSTEMS)
-    a = rng.integers(0, N_SYSTEMS, N_VOTES)
-    b = (a + rng.integers(1, N_SYSTEMS, N_VOTES)) % N_SYSTEMS
-    p_a = 1 / (1 + 10 ** ((strength[b] - strength[a]) / 400))
-    u = rng.random(N_VOTES)
-    winner = np.where(u < 0.8 * p_a, "a", np.where(u < 0.8, "b", np.where(u < 0.9, "tie", "both_bad")))
-    names = np.array([f"system_{i:02d}" for i in range(N_SYSTEMS)])
-    return pd.DataFrame({"model_a": names[a], "model_b": names[b], "winner": winner})
 
 
 def scipy_fit(outcomes, weights: np.ndarray) -> np.ndarray:
@@ -56,7 +53,7 @@ def scipy_fit(outcomes, weights: np.ndarray) -> np.ndarray:
 
 
 def main() -> None:
-    votes = synthetic_votes()
+    votes = synthetic_votes(N_SYSTEMS, N_VOTES, SEED, name="system_{i:02d}")
     times = []
     for _ in range(REPEATS):
         start = time.perf_counter()

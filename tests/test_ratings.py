@@ -4,6 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from scipy.optimize import minimize
+from synthetic_votes import synthetic_votes
 from threadpoolctl import threadpool_limits
 
 from arena.ratings import (
@@ -26,18 +27,6 @@ def battles(rows: list[tuple[str, str, str, int]]) -> pd.DataFrame:
     return pd.DataFrame(
         [{"model_a": a, "model_b": b, "winner": w} for a, b, w, n in rows for _ in range(n)]
     )
-
-
-def synthetic(n_systems: int, n_votes: int, seed: int) -> pd.DataFrame:
-    rng = np.random.default_rng(seed)
-    strength = rng.normal(0, 150, n_systems)
-    a = rng.integers(0, n_systems, n_votes)
-    b = (a + rng.integers(1, n_systems, n_votes)) % n_systems
-    p_a = 1 / (1 + 10 ** ((strength[b] - strength[a]) / 400))
-    u = rng.random(n_votes)
-    winner = np.where(u < 0.8 * p_a, "a", np.where(u < 0.8, "b", np.where(u < 0.9, "tie", "both_bad")))
-    names = [f"sys{i}" for i in range(n_systems)]
-    return pd.DataFrame({"model_a": [names[i] for i in a], "model_b": [names[i] for i in b], "winner": winner})
 
 
 def scipy_fit(frame: pd.DataFrame, systems: tuple[str, ...], weights: np.ndarray | None = None) -> np.ndarray:
@@ -79,7 +68,7 @@ def test_symmetric_data_gives_equal_ratings_centred_on_1000():
 
 
 def test_mean_is_1000_and_anchor_shifts_every_rating():
-    data = synthetic(6, 3000, seed=3)
+    data = synthetic_votes(6, 3000, seed=3)
     outcomes = aggregate(data)
     free = fit_bt(outcomes)
     assert free.mean() == pytest.approx(1000.0, abs=1e-6)
@@ -89,7 +78,7 @@ def test_mean_is_1000_and_anchor_shifts_every_rating():
 
 
 def test_bt_equals_a_direct_maximum_likelihood_fit():
-    data = synthetic(8, 4000, seed=7)
+    data = synthetic_votes(8, 4000, seed=7)
     outcomes = aggregate(data)
     assert np.abs(fit_bt(outcomes) - scipy_fit(data, outcomes.systems)).max() < 1.0
     # and it recovers the order of a clear strength difference
@@ -107,7 +96,7 @@ def test_ties_and_both_bad_count_half_each_way():
 
 
 def test_bootstrap_intervals_contain_the_estimate_and_match_a_looped_fit():
-    data = synthetic(5, 1500, seed=11)
+    data = synthetic_votes(5, 1500, seed=11)
     outcomes = aggregate(data)
     weights = bootstrap_weights(outcomes, rounds=200, seed=5)
     batched = bootstrap_bt(outcomes, weights=weights)
@@ -125,7 +114,7 @@ def test_bootstrap_intervals_contain_the_estimate_and_match_a_looped_fit():
 
 
 def test_bootstrap_is_seeded():
-    outcomes = aggregate(synthetic(4, 500, seed=2))
+    outcomes = aggregate(synthetic_votes(4, 500, seed=2))
     assert np.array_equal(bootstrap_bt(outcomes, rounds=50, seed=9), bootstrap_bt(outcomes, rounds=50, seed=9))
     assert not np.array_equal(bootstrap_bt(outcomes, rounds=50, seed=9), bootstrap_bt(outcomes, rounds=50, seed=10))
 
