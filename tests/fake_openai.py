@@ -383,6 +383,9 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    # socketserver listens with a backlog of 5: a burst of 12+ parallel clients then
+    # sees dropped connection attempts retried about a second later by the kernel
+    request_queue_size = 128
     fake: "FakeOpenAI"
 
     def handle_error(self, request: Any, client_address: Any) -> None:
