@@ -1,0 +1,127 @@
+"""What every neural system (KBRD, BARCOR, UniCRS) offers the common interface.
+
+A model sees a conversation the way the published code does: ``ConvInput``
+(utterances, user first and alternating, plus the KG entity names linked in
+them). It returns ranked item entity ids and a reply text. Mapping to catalog
+items, placeholder filling and storage live in :mod:`crs_backends.neural.system`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+from crs_backends.neural.kg import KGData
+
+TOP_K = 50  # items kept per turn, as published
+MOVIE_SLOT = "<movie>"  # what our models and the adapter use for "an item goes here"
+
+
+@dataclass
+class ConvInput:
+    """``conv_dict`` of the published code: context (user first, alternating; '' if the system spoke first) and entities."""
+
+    context: list[str]
+    entities: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Record:
+    """One training / evaluation example in the iEvaLM processed layout."""
+
+    context: list[str]
+    entity: list[str]
+    rec: list[str]  # target item names
+    resp: str
+    dialog_id: str = ""
+    turn_id: int = 0
+
+    def conv_input(self) -> ConvInput:
+        return ConvInput(list(self.context), list(self.entity))
+
+
+def read_records(path: str | os.PathLike, *, limit: int | None = None) -> list[Record]:
+    """Records from a ``*_data_processed.jsonl`` file (``redial_eval``, ``opendialkg_eval``)."""
+    out: list[Record] = []
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                d = json.loads(line)
+                out.append(Record(context=[str(u) for u in d["context"]], entity=list(d.get("entity") or []),
+                                  rec=list(d.get("rec") or []), resp=str(d.get("resp") or ""),
+                                  dialog_id=str(d.get("dialog_id", "")), turn_id=int(d.get("turn_id", 0) or 0)))
+            except (ValueError, KeyError, TypeError) as e:
+                raise ValueError(f"{path}:{n}: not an iEvaLM processed record ({e})") from e
+            if limit is not None and len(out) >= limit:
+                break
+    return out
+
+
+def write_records(path: str | os.PathLike, records: Iterable[Record]) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        for r in records:
+            f.write(json.dumps(asdict(r), ensure_ascii=False) + "\n")
+    return path
+
+
+@dataclass
+class TrainConfig:
+    """Knobs shared by the three trainers. ``size``: ``small`` (local, minutes on CPU) or ``full`` (published sizes)."""
+
+    size: str = "small"
+    epochs: int = 1
+    max_steps: int | None = None  # stop after this many optimizer steps in total (rec + conv)
+    batch_size: int = 16
+    lr: float = 1e-3
+    seed: int = 0
+    device: str = "cpu"
+    resume: bool = True  # continue from <out>/<part>/trainer_state.pt if present
+    progress: bool = True
+
+
+@dataclass
+class TrainReport:
+    system: str
+    out: Path
+    steps: int
+    losses: dict[str, list[float]]  # part ("rec", "conv") -> loss per logged step
+    seconds: float
+
+
+ProgressFn = Callable[[str, int, int], None]  # (phase, done, total)
+
+
+class NeuralModel(ABC):
+    """A loaded KBRD/BARCOR/UniCRS: recommendation + generation over one KG."""
+
+    system: str  # "kbrd" | "barcor" | "unicrs"
+    kg: KGData
+
+    @abstractmethod
+    def recommend(self, inp: ConvInput, k: int = TOP_K) -> list[tuple[int, float]]:
+        """The top-``k`` item entity ids (restricted to ``kg.item_ids``) with scores, best first."""
+
+    @abstractmethod
+    def generate(self, inp: ConvInput, *, items: list[str] | None = None) -> str:
+        """The reply text. ``items`` (top recommended item names) fill movie slots when the model emits them;
+        a model that emits slots returns them as ``MOVIE_SLOT`` when ``items`` is None."""
+
+    def stream(self, inp: ConvInput, *, items: list[str] | None = None) -> Iterator[str]:
+        yield self.generate(inp, items=items)
+
+    def choose(self, inp: ConvInput, options: list[str], used: set[str] = frozenset()) -> str:
+        """iEvaLM attribute mode: which option letter (e.g. A genre, B actor, C director, D recommend) to take."""
+        remaining = [o for o in options if o not in used]
+        return remaining[-1] if remaining else options[-1]
+
+    @property
+    def description(self) -> str:
+        return self.system
