@@ -1,0 +1,482 @@
+"""KBRD (Chen et al., 2019) as served by iEvaLM / CRS Arena: R-GCN entity encoder + attention pooling for items,
+a small BART whose vocabulary logits are biased by the user vector for replies.
+
+Published formatting (``reference/checkpoint-keys.md`` §5.2): the last 32 entity names, filtered to the KG;
+user vector = sum of their R-GCN vectors; item scores = user · node tableᵀ over ``kg.item_ids``, top 50.
+Reply: utterances joined with ``</s>``, ``<s> … </s>`` left-truncated to 200 tokens, greedy decoding with
+``no_repeat_ngram_size 3`` and ``encoder_no_repeat_ngram_size 3``, at most 128 decoder positions.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from pathlib import Path
+from typing import Iterable
+
+import torch
+from transformers import BartConfig, GenerationConfig
+
+from crs_backends.neural.checkpoints import (
+    CheckpointError,
+    hf_weights_file,
+    load_strict,
+    load_tokenizer,
+    part_dir,
+    read_state_dict,
+    save_state_dict,
+)
+from crs_backends.neural.engine import (
+    MOVIE_SLOT,
+    TOP_K,
+    ConvInput,
+    NeuralModel,
+    ProgressFn,
+    Record,
+    TrainConfig,
+    TrainReport,
+)
+from crs_backends.neural.kbrd_modules import OPTIONAL_CONV_KEYS, KBRDforConv, KBRDforRec, conv_config
+from crs_backends.neural.kg import KGData
+
+SYSTEM = "kbrd"
+HUB_TOKENIZER = "facebook/bart-base"
+SETTINGS_KEY = "crs_arena_kbrd"  # our extra entry in config.json (absent in the published dirs → full settings)
+
+SIZES: dict[str, dict] = {
+    # published: entity hidden 128, 8 bases; BART 300 wide, 2+2 layers, 2 heads, ffn 300, bart-base vocab;
+    # context 200 tokens, response 128 (max_length 128 incl. the decoder start token), 32 entities
+    "full": {"hidden": 128, "num_bases": 8, "d_model": 300, "layers": 2, "heads": 2, "ffn": 300,
+             "vocab": 50265, "max_positions": 1024, "context_max_length": 200, "resp_max_length": 128,
+             "max_new_tokens": 127, "entity_max_length": 32},
+    # local: small enough to train in about a minute on 2 CPU cores and answer in well under 0.3 s
+    "small": {"hidden": 64, "num_bases": 8, "d_model": 128, "layers": 2, "heads": 2, "ffn": 256,
+              "vocab": None, "tokenizer_vocab": 4000, "max_positions": 256, "context_max_length": 128,
+              "resp_max_length": 48, "max_new_tokens": 40, "entity_max_length": 32},
+}
+RUNTIME_KEYS = ("context_max_length", "resp_max_length", "max_new_tokens", "entity_max_length")
+NO_REPEAT_NGRAM = 3
+
+
+def _encode(tokenizer, text: str) -> list[int]:
+    """Token ids without special tokens (the fast backend directly: no model_max_length warnings)."""
+    backend = getattr(tokenizer, "_tokenizer", None)
+    if backend is not None:
+        return list(backend.encode(text, add_special_tokens=False).ids)
+    return list(tokenizer.encode(text, add_special_tokens=False))
+
+
+class KBRD(NeuralModel):
+    system = SYSTEM
+
+    def __init__(self, kg: KGData, rec: KBRDforRec, conv: KBRDforConv, tokenizer, *, size: str = "full",
+                 settings: dict | None = None, device: str = "cpu", source: str = ""):
+        self.kg = kg
+        self.rec = rec.to(device).eval()
+        self.conv = conv.to(device).eval()
+        self.tokenizer = tokenizer
+        self.size = size
+        self.device = torch.device(device)
+        self.source = source
+        base = SIZES["full" if size == "full" else "small"]
+        self.settings = {k: base[k] for k in RUNTIME_KEYS}
+        self.settings.update({k: int(v) for k, v in (settings or {}).items() if k in RUNTIME_KEYS})
+        positions = int(conv.config.max_position_embeddings)  # never index past the position table
+        self.settings["context_max_length"] = max(2, min(self.settings["context_max_length"], positions))
+        self.settings["max_new_tokens"] = max(1, min(self.settings["max_new_tokens"], positions - 1))
+        edge_index, edge_type = kg.edges
+        self.edge_index = edge_index.to(self.device)
+        self.edge_type = edge_type.to(self.device)
+        self.item_ids = torch.tensor(kg.item_ids, dtype=torch.long, device=self.device)
+        self._node_table: torch.Tensor | None = None
+        self.bos_id = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else 0
+        self.eos_id = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else 2
+        self.sep_token = tokenizer.sep_token or tokenizer.eos_token or "</s>"
+        if len(tokenizer) > conv.config.vocab_size:
+            raise CheckpointError(f"{source or 'KBRD'}: tokenizer has {len(tokenizer)} tokens but the model only "
+                                  f"{conv.config.vocab_size}")
+
+    # ---------------------------------------------------------------- construction
+    @classmethod
+    def create(cls, kg: KGData, texts: Iterable[str] | None = None, *, size: str = "small", seed: int = 0,
+               tokenizer=None, vocab_size: int | None = None) -> "KBRD":
+        if size not in SIZES:
+            raise ValueError(f"unknown size {size!r}; choose one of {', '.join(SIZES)}")
+        cfg = SIZES[size]
+        if tokenizer is None:
+            tokenizer = _default_tokenizer(kg, texts, size)
+        vocab = vocab_size or cfg["vocab"] or len(tokenizer)
+        if vocab < len(tokenizer):
+            raise ValueError(f"vocab_size {vocab} is smaller than the tokenizer ({len(tokenizer)} tokens)")
+        torch.manual_seed(seed)
+        rec = KBRDforRec(cfg["hidden"], kg.n_relations, cfg["num_bases"], kg.n_entities)
+        config = conv_config(vocab_size=vocab, d_model=cfg["d_model"], layers=cfg["layers"], heads=cfg["heads"],
+                             ffn=cfg["ffn"], max_positions=cfg["max_positions"], pad_id=tokenizer.pad_token_id,
+                             bos_id=tokenizer.bos_token_id, eos_id=tokenizer.eos_token_id)
+        setattr(config, SETTINGS_KEY, {"size": size, **{k: cfg[k] for k in RUNTIME_KEYS}})
+        conv = KBRDforConv(config, user_hidden_size=cfg["hidden"])
+        return cls(kg, rec, conv, tokenizer, size=size, source=f"new {size} KBRD")
+
+    @classmethod
+    def load(cls, root, dataset: str, kg: KGData, *, device: str = "cpu") -> "KBRD":
+        """``<root>/kbrd_rec_<ds>/model.pt`` + ``<root>/kbrd_conv_<ds>/`` (published or ours), strictly checked."""
+        rec_file = part_dir(root, SYSTEM, "rec", dataset) / "model.pt"
+        state = read_state_dict(rec_file)
+        nodes, bases = state.get("node_embeds"), state.get("kg_encoder.weight")
+        if nodes is None or bases is None or nodes.dim() != 2 or bases.dim() != 3:
+            raise CheckpointError(f"{rec_file} is not a KBRD recommender state dict "
+                                  "(node_embeds / kg_encoder.weight missing or malformed)")
+        rec = KBRDforRec(int(nodes.shape[1]), kg.n_relations, int(bases.shape[0]), kg.n_entities)
+        load_strict(rec, state, source=rec_file)
+
+        conv_dir = part_dir(root, SYSTEM, "conv", dataset)
+        config_file = conv_dir / "config.json"
+        if not config_file.exists():
+            raise CheckpointError(f"checkpoint file missing: {config_file}")
+        try:
+            json.loads(config_file.read_text(encoding="utf-8"))
+            config = BartConfig.from_pretrained(str(conv_dir))
+        except Exception as e:
+            raise CheckpointError(f"cannot read {config_file}: {type(e).__name__}: {e}") from e
+        weights = hf_weights_file(conv_dir)
+        cstate = read_state_dict(weights)
+        if "rec_proj.weight" not in cstate or cstate["rec_proj.weight"].dim() != 2:
+            raise CheckpointError(f"{weights} is not a KBRD conversation model (rec_proj.weight missing)")
+        user_hidden = int(cstate["rec_proj.weight"].shape[1])
+        if user_hidden != rec.hidden_size:
+            raise CheckpointError(f"{weights}: rec_proj expects a {user_hidden}-wide user vector but {rec_file} "
+                                  f"gives {rec.hidden_size}")
+        conv = KBRDforConv(config, user_hidden_size=user_hidden)
+        if "model.shared.weight" not in cstate:
+            raise CheckpointError(f"{weights} does not fit KBRDforConv: missing model.shared.weight")
+        load_strict(conv, cstate, source=weights, optional=OPTIONAL_CONV_KEYS)
+        conv.tie_weights()
+        tokenizer = load_tokenizer(conv_dir, HUB_TOKENIZER)
+        settings = getattr(config, SETTINGS_KEY, None) or {}
+        size = settings.get("size", "full") if isinstance(settings, dict) else "full"
+        return cls(kg, rec, conv, tokenizer, size=size, settings=settings if isinstance(settings, dict) else None,
+                   device=device, source=str(Path(root)))
+
+    def save(self, root, dataset: str) -> None:
+        """The published layout: ``kbrd_rec_<ds>/model.pt``; ``kbrd_conv_<ds>/`` config.json + pytorch_model.bin
+        (all 97 keys incl. the tied aliases, like a transformers 4.x save) + our tokenizer files."""
+        rec_dir = part_dir(root, SYSTEM, "rec", dataset)
+        conv_dir = part_dir(root, SYSTEM, "conv", dataset)
+        save_state_dict(self.rec.state_dict(), rec_dir / "model.pt")
+        conv_dir.mkdir(parents=True, exist_ok=True)
+        stale = conv_dir / "model.safetensors"  # would shadow the .bin we write
+        if stale.exists():
+            stale.unlink()
+        save_state_dict(self.conv.state_dict(), conv_dir / "pytorch_model.bin")
+        self.conv.config.architectures = ["KBRDforConv"]
+        setattr(self.conv.config, SETTINGS_KEY, {"size": self.size, **self.settings})
+        self.conv.config.save_pretrained(str(conv_dir))
+        self.tokenizer.save_pretrained(str(conv_dir))
+
+    # ---------------------------------------------------------------- inference
+    @property
+    def description(self) -> str:
+        cfg = self.conv.config
+        return (f"KBRD ({self.size}: R-GCN {self.rec.hidden_size}, BART {cfg.d_model}×{cfg.encoder_layers}+"
+                f"{cfg.decoder_layers}, vocab {cfg.vocab_size})")
+
+    def node_table(self) -> torch.Tensor:
+        """R-GCN output + pad row; constant for fixed weights, so computed once per loaded model (the published
+        code recomputes it every call with the same result)."""
+        if self._node_table is None:
+            with torch.no_grad():
+                self._node_table = self.rec.get_node_embeds(self.edge_index, self.edge_type).detach()
+        return self._node_table
+
+    def invalidate(self) -> None:
+        self._node_table = None
+
+    def entity_ids(self, entities: list[str]) -> list[int]:
+        """Last ``entity_max_length`` names, then those known to the KG (slice first, filter second, as published)."""
+        n = self.settings["entity_max_length"]
+        return self.kg.ids_of(list(entities or [])[-n:])
+
+    def _entity_batch(self, rows: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        width = max(1, max((len(r) for r in rows), default=1))
+        pad = self.kg.pad_id
+        ids = torch.full((len(rows), width), pad, dtype=torch.long)
+        for i, r in enumerate(rows):
+            if r:
+                ids[i, :len(r)] = torch.tensor(r, dtype=torch.long)
+        ids = ids.to(self.device)
+        return ids, ids.ne(pad)
+
+    def user_vector(self, inp: ConvInput) -> torch.Tensor:
+        ids, mask = self._entity_batch([self.entity_ids(inp.entities)])
+        with torch.no_grad():
+            return self.rec.user_embeds(self.node_table(), ids, mask)  # (1, H)
+
+    def recommend(self, inp: ConvInput, k: int = TOP_K) -> list[tuple[int, float]]:
+        if len(self.item_ids) == 0:
+            return []
+        table = self.node_table()
+        user = self.user_vector(inp)
+        with torch.no_grad():
+            scores = (user @ table[self.item_ids].T)[0]
+        k = min(k, len(self.item_ids))
+        top = torch.topk(scores, k)
+        return [(int(self.item_ids[i]), float(s)) for s, i in zip(top.values.tolist(), top.indices.tolist())]
+
+    def context_ids(self, context: list[str]) -> list[int]:
+        """``<s> u1</s>u2</s>…un </s>`` left-truncated to ``context_max_length`` (the specials are kept)."""
+        text = self.sep_token.join(context or [])
+        ids = _encode(self.tokenizer, text)
+        room = max(0, self.settings["context_max_length"] - 2)
+        ids = ids[len(ids) - room:] if len(ids) > room else ids
+        return [self.bos_id] + ids + [self.eos_id]
+
+    def generation_config(self, max_new_tokens: int | None = None, min_new_tokens: int = 0,
+                          use_cache: bool = True, return_scores: bool = False) -> GenerationConfig:
+        cfg = self.conv.config
+        return GenerationConfig(
+            max_new_tokens=max_new_tokens or self.settings["max_new_tokens"], min_new_tokens=min_new_tokens,
+            num_beams=1, do_sample=False, no_repeat_ngram_size=NO_REPEAT_NGRAM,
+            encoder_no_repeat_ngram_size=NO_REPEAT_NGRAM, use_cache=use_cache,
+            decoder_start_token_id=cfg.decoder_start_token_id, bos_token_id=self.bos_id, eos_token_id=self.eos_id,
+            pad_token_id=cfg.pad_token_id, return_dict_in_generate=return_scores, output_scores=return_scores)
+
+    def generate_ids(self, inp: ConvInput, *, max_new_tokens: int | None = None, min_new_tokens: int = 0,
+                     use_cache: bool = True, return_scores: bool = False):
+        """Decoder ids (starting with the decoder start token), greedy as published."""
+        ids = torch.tensor([self.context_ids(inp.context)], dtype=torch.long, device=self.device)
+        user = self.user_vector(inp)
+        with torch.no_grad():
+            out = self.conv.generate(
+                input_ids=ids, attention_mask=torch.ones_like(ids), decoder_user_embeds=user,
+                generation_config=self.generation_config(max_new_tokens, min_new_tokens, use_cache, return_scores))
+        return out
+
+    def generate(self, inp: ConvInput, *, items: list[str] | None = None) -> str:
+        seq = self.generate_ids(inp)[0, 1:].tolist()
+        text = self.tokenizer.decode(seq, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+        return fill_slots(" ".join(text.split()), items)
+
+    def choose(self, inp: ConvInput, options: list[str], used: set[str] = frozenset()) -> str:
+        """§5.2 get_choice: exactly 2 new tokens, option-letter scores at step 2, used options get −1e5."""
+        if not options:
+            raise ValueError("no options to choose from")
+        letters = [o.strip() if len(o.strip()) == 1 else chr(ord("A") + i) for i, o in enumerate(options)]
+        token_ids = []
+        for letter in letters:
+            ids = _encode(self.tokenizer, letter)
+            token_ids.append(ids[0] if ids else self.tokenizer.unk_token_id)
+        out = self.generate_ids(inp, max_new_tokens=2, min_new_tokens=2, return_scores=True)
+        scores = out.scores[-1][0]
+        values = [float(scores[t]) + (-1e5 if o in used else 0.0) for o, t in zip(options, token_ids)]
+        return options[max(range(len(options)), key=values.__getitem__)]
+
+
+def fill_slots(text: str, items: list[str] | None) -> str:
+    """Replace each ``<movie>`` the model emits with the next item; never leaves an empty slot."""
+    if MOVIE_SLOT not in text or not items:
+        return text
+    parts = text.split(MOVIE_SLOT)
+    out = [parts[0]]
+    for i, part in enumerate(parts[1:]):
+        out.append(items[i % len(items)])
+        out.append(part)
+    return "".join(out)
+
+
+def _default_tokenizer(kg: KGData, texts: Iterable[str] | None, size: str):
+    from crs_backends.neural.tokenizer import train_tokenizer
+
+    if size == "full":  # the published tokenizer if it is in the local Hugging Face cache (or texts are missing)
+        try:
+            return load_tokenizer(None, HUB_TOKENIZER, local_files_only=True)
+        except CheckpointError:
+            if texts is None:
+                return load_tokenizer(None, HUB_TOKENIZER)
+    corpus = list(texts) if texts is not None else []
+    corpus += list(kg.entity2id)  # item and attribute names always get tokens
+    return train_tokenizer(corpus, style="bart", vocab_size=SIZES["small"]["tokenizer_vocab"])
+
+
+# -------------------------------------------------------------------- training
+def _rec_examples(model: KBRD, records: list[Record]) -> list[tuple[list[int], int]]:
+    out = []
+    for r in records:
+        ents = model.entity_ids(r.entity)
+        for target in model.kg.ids_of(list(r.rec)):
+            out.append((ents, target))
+    return out
+
+
+def _conv_examples(model: KBRD, records: list[Record]) -> list[tuple[list[int], list[int], list[int]]]:
+    out = []
+    n = model.settings["resp_max_length"]
+    for r in records:
+        if not r.resp.strip():
+            continue
+        resp = [model.bos_id] + _encode(model.tokenizer, r.resp)[: max(0, n - 2)] + [model.eos_id]
+        out.append((model.context_ids(r.context), model.entity_ids(r.entity), resp))
+    return out
+
+
+def _pad(rows: list[list[int]], value: int) -> torch.Tensor:
+    width = max(len(r) for r in rows)
+    t = torch.full((len(rows), width), value, dtype=torch.long)
+    for i, r in enumerate(rows):
+        t[i, :len(r)] = torch.tensor(r, dtype=torch.long)
+    return t
+
+
+def rec_loss(model: KBRD, batch: list[tuple[list[int], int]], node_table: torch.Tensor | None = None) -> torch.Tensor:
+    ids, mask = model._entity_batch([b[0] for b in batch])
+    labels = torch.tensor([b[1] for b in batch], dtype=torch.long, device=model.device)
+    if node_table is None:
+        node_table = model.rec.get_node_embeds(model.edge_index, model.edge_type)
+    return model.rec(ids, mask, node_table=node_table, labels=labels)["loss"]
+
+
+def conv_loss(model: KBRD, batch: list[tuple[list[int], list[int], list[int]]],
+              node_table: torch.Tensor | None = None) -> torch.Tensor:
+    pad = model.conv.config.pad_token_id
+    ctx = _pad([b[0] for b in batch], pad).to(model.device)
+    labels = _pad([b[2] for b in batch], -100).to(model.device)
+    ids, mask = model._entity_batch([b[1] for b in batch])
+    with torch.no_grad():  # the recommender is frozen while the conversation model trains (as published)
+        table = node_table if node_table is not None else model.node_table()
+        user = model.rec.user_embeds(table, ids, mask)
+    return model.conv(input_ids=ctx, attention_mask=ctx.ne(pad).long(), labels=labels,
+                      decoder_user_embeds=user).loss
+
+
+def evaluate_loss(model: KBRD, records: list[Record], part: str, batch_size: int = 16) -> float:
+    """Mean loss of ``part`` ("rec" | "conv") over ``records`` in eval mode (for tests and reports)."""
+    model.rec.eval()
+    model.conv.eval()
+    examples = _rec_examples(model, records) if part == "rec" else _conv_examples(model, records)
+    if not examples:
+        return float("nan")
+    total, n = 0.0, 0
+    with torch.no_grad():
+        table = model.rec.get_node_embeds(model.edge_index, model.edge_type)
+        for i in range(0, len(examples), batch_size):
+            batch = examples[i:i + batch_size]
+            fn = rec_loss if part == "rec" else conv_loss
+            total += float(fn(model, batch, table)) * len(batch)
+            n += len(batch)
+    return total / n
+
+
+def _steps_per_part(n_rec: int, n_conv: int, config: TrainConfig) -> tuple[int, int]:
+    bs = max(1, config.batch_size)
+    rec = config.epochs * math.ceil(n_rec / bs) if n_rec else 0
+    conv = config.epochs * math.ceil(n_conv / bs) if n_conv else 0
+    if config.max_steps is not None:  # the budget is shared: half to each part when both have data
+        budget = max(0, config.max_steps)
+        if rec and conv:
+            rec_budget = min(rec, (budget + 1) // 2)
+            conv = min(conv, budget - rec_budget)
+            rec = rec_budget
+        else:
+            rec, conv = min(rec, budget), min(conv, budget)
+    return rec, conv
+
+
+def _batches(n: int, bs: int, seed: int, epoch: int) -> list[list[int]]:
+    order = list(range(n))
+    random.Random(seed * 1000 + epoch).shuffle(order)
+    return [order[i:i + bs] for i in range(0, n, bs)]
+
+
+SAVE_EVERY_STEPS = 50
+SAVE_EVERY_SECONDS = 60.0
+
+
+def _train_part(model: KBRD, part: str, examples: list, total: int, module: torch.nn.Module, out_root,
+                dataset: str, config: TrainConfig, progress: ProgressFn | None) -> tuple[list[float], int]:
+    state_file = Path(out_root) / ".train" / f"{SYSTEM}_{part}_{dataset}" / "state.pt"
+    params = [p for p in module.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=0.01)
+    step, losses = 0, []
+    if config.resume and state_file.exists():
+        try:
+            saved = torch.load(state_file, map_location="cpu", weights_only=False)
+            load_strict(module, saved["model"], source=state_file)
+            optimizer.load_state_dict(saved["optimizer"])
+            step, losses = int(saved["step"]), list(saved["losses"])
+        except Exception as e:  # a foreign or damaged trainer state: start this part again
+            print(f"kbrd: ignoring trainer state {state_file} ({type(e).__name__}: {e}); starting {part} afresh")
+            step, losses = 0, []
+    if step >= total:
+        return losses, 0
+
+    def save_state(done: bool):
+        state_file.parent.mkdir(parents=True, exist_ok=True)
+        tmp = state_file.with_suffix(".tmp")
+        torch.save({"model": {k: v.detach().cpu() for k, v in module.state_dict().items()},
+                    "optimizer": optimizer.state_dict(), "step": step, "losses": losses, "total": total,
+                    "done": done}, tmp)
+        tmp.replace(state_file)
+
+    bs = max(1, config.batch_size)
+    per_epoch = math.ceil(len(examples) / bs)
+    module.train()
+    node_table = None
+    if part == "conv":
+        model.rec.eval()
+        model.invalidate()
+        node_table = model.node_table()
+    new_steps, last_save = 0, time.monotonic()
+    while step < total:
+        epoch, index = divmod(step, per_epoch)
+        batch_idx = _batches(len(examples), bs, config.seed, epoch)[index]
+        batch = [examples[i] for i in batch_idx]
+        loss = rec_loss(model, batch) if part == "rec" else conv_loss(model, batch, node_table)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        optimizer.step()
+        step += 1
+        new_steps += 1
+        losses.append(float(loss.detach()))
+        if progress:
+            progress(part, step, total)
+        if step % SAVE_EVERY_STEPS == 0 or time.monotonic() - last_save > SAVE_EVERY_SECONDS:
+            save_state(False)
+            last_save = time.monotonic()
+    save_state(True)
+    module.eval()
+    model.invalidate()
+    return losses, new_steps
+
+
+def train(model: KBRD, records: list[Record], out_root, dataset: str, config: TrainConfig,
+          progress: ProgressFn | None = None) -> TrainReport:
+    """Train the recommender (cross-entropy of each target item from the user vector over all entities), then the
+    conversation model (teacher-forced LM loss with the user-vector bias, recommender frozen); resumable; writes the
+    published layout under ``out_root``."""
+    t0 = time.monotonic()
+    torch.manual_seed(config.seed)
+    model.rec.to(config.device)
+    model.conv.to(config.device)
+    model.device = torch.device(config.device)
+    model.edge_index, model.edge_type = model.edge_index.to(model.device), model.edge_type.to(model.device)
+    model.item_ids = model.item_ids.to(model.device)
+    rec_ex, conv_ex = _rec_examples(model, records), _conv_examples(model, records)
+    rec_total, conv_total = _steps_per_part(len(rec_ex), len(conv_ex), config)
+    losses: dict[str, list[float]] = {"rec": [], "conv": []}
+    steps = 0
+    if rec_total:
+        losses["rec"], n = _train_part(model, "rec", rec_ex, rec_total, model.rec, out_root, dataset, config,
+                                       progress)
+        steps += n
+    if conv_total:
+        losses["conv"], n = _train_part(model, "conv", conv_ex, conv_total, model.conv, out_root, dataset,
+                                        config, progress)
+        steps += n
+    model.rec.eval()
+    model.conv.eval()
+    model.invalidate()
+    model.save(out_root, dataset)
+    return TrainReport(system=SYSTEM, out=Path(out_root), steps=steps, losses=losses,
+                       seconds=time.monotonic() - t0)
