@@ -1,0 +1,673 @@
+"""BARCOR: BART sequence classification over KG entities (rec) + plain BART seq2seq (conv).
+
+Module and parameter names are those of Hugging Face ``BartForSequenceClassification`` /
+``BartForConditionalGeneration``, so the published ``barcor_rec_<ds>/`` and ``barcor_conv_<ds>/``
+directories (``reference/checkpoint-keys.md`` §3.3, §3.4, §3.6) load with every key and shape checked
+and **no renaming map** (the only liberty: the tied aliases ``model.encoder.embed_tokens.weight``,
+``model.decoder.embed_tokens.weight`` and ``lm_head.weight`` may be absent, as in a safetensors re-save).
+
+Inference follows the published code (§5.2):
+
+- context: ``"User: "`` (even index) / ``"System: "`` (odd index) + utterance, empty utterances skipped but
+  still advancing the parity, joined with ``</s>``; encoded with ``<s> … </s>`` and left-truncated to 200 tokens.
+- rec: decoder input = the input shifted right (start token 2); the sentence vector is the decoder's last
+  hidden state at the final ``</s>`` (index #non-pad − 1); dropout → dense → tanh → dropout → out_proj over
+  ``kg.n_entities`` (pre-pad) labels; scores sliced to ``kg.item_ids``, top 50. Entities are not used.
+- conv: greedy, ``max_length`` 128 (counting the decoder start token), ``min_length`` 0,
+  ``no_repeat_ngram_size`` 3, ``encoder_no_repeat_ngram_size`` 3, ``forced_bos_token_id`` /
+  ``forced_eos_token_id`` from the saved config; decoded without special tokens; the leading ``System:`` is
+  removed with the published character-set ``lstrip('System;:')`` then ``strip()``.
+  Interactive cap: ``BARCOR.max_new_tokens`` (set per size, see ``SIZES``) bounds the new tokens of one turn;
+  ``None`` restores the published limit (127 new tokens).
+- choice (iEvaLM attribute mode): 5 forced new tokens, processed scores of the 4th step, option ids
+  ``encode(" A")[0]`` (leading space), −1e5 for options already used.
+
+Padding: the published code right-pads single conversations to 200 tokens with an attention mask; the
+padded positions are masked in the encoder and lie after the pooled position in the causal decoder, so
+one conversation is run unpadded (same numbers, less work).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+import warnings
+from pathlib import Path
+from typing import Iterable
+
+import torch
+from torch import nn
+
+from crs_backends.neural.checkpoints import (
+    CheckpointError,
+    hf_weights_file,
+    load_strict,
+    load_tokenizer,
+    part_dir,
+    read_state_dict,
+    save_state_dict,
+)
+from crs_backends.neural.engine import (
+    MOVIE_SLOT,
+    TOP_K,
+    ConvInput,
+    NeuralModel,
+    ProgressFn,
+    Record,
+    TrainConfig,
+    TrainReport,
+)
+from crs_backends.neural.kg import KGData
+
+SYSTEM = "barcor"
+HUB_TOKENIZER = "facebook/bart-base"
+CONTEXT_MAX_LENGTH = 200  # published context_max_length (tokens, left-truncated)
+RESP_MAX_LENGTH = 128  # published resp_max_length: generate(max_length=128) and the training target length
+NO_REPEAT_NGRAM = 3
+CHOICE_NEW_TOKENS = 5  # get_choice: exactly 5 new tokens, scores of the 4th step
+USED_OPTION_PENALTY = -1e5
+
+# Tied aliases of model.shared.weight: present in a transformers-4.x pytorch_model.bin, absent in safetensors.
+REC_ALIASES = ("model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight")
+CONV_ALIASES = REC_ALIASES + ("lm_head.weight",)
+# Generation settings read from config.json (transformers 5 no longer keeps them on BartConfig).
+GEN_KEYS = ("forced_bos_token_id", "forced_eos_token_id", "no_repeat_ngram_size")
+BART_BASE_GEN = {"forced_bos_token_id": 0, "forced_eos_token_id": 2, "no_repeat_ngram_size": 3}
+
+SIZES: dict[str, dict] = {
+    # local versions: trained in about a minute on 2 CPU cores; new tokens per turn capped for interactive use
+    "small": {"d_model": 128, "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 4,
+              "decoder_attention_heads": 4, "encoder_ffn_dim": 512, "decoder_ffn_dim": 512, "vocab_size": 4000,
+              "max_position_embeddings": 256, "max_new_tokens": 40},
+    # facebook/bart-base, the published size (both parts). Random weights never emit </s>, so every reply runs to
+    # the cap: 48 new tokens (~95% of ReDial replies fit) keeps a turn near 1.2 s on 2 idle cores.
+    "full": {"d_model": 768, "encoder_layers": 6, "decoder_layers": 6, "encoder_attention_heads": 12,
+             "decoder_attention_heads": 12, "encoder_ffn_dim": 3072, "decoder_ffn_dim": 3072, "vocab_size": 50265,
+             "max_position_embeddings": 1024, "max_new_tokens": 48},
+}
+# Interactive cap for loaded bart-base-sized checkpoints (the published ones): trained models end their replies
+# with </s> long before it (ReDial replies: median 25, p99 65 target tokens); None = the published 127.
+LOADED_MAX_NEW_TOKENS = 64
+AUTO = "auto"
+_ARCH_KEYS = ("d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads", "decoder_attention_heads",
+              "encoder_ffn_dim", "decoder_ffn_dim", "max_position_embeddings")
+# config.json keys that are bookkeeping, not architecture
+_CONFIG_SKIP = ("id2label", "label2id", "num_labels", "architectures", "transformers_version", "_name_or_path",
+                "torch_dtype", "dtype")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# formatting (published)
+
+def context_text(context: list[str], sep: str = "</s>") -> str:
+    """The published context string: role-prefixed non-empty utterances joined with ``sep``."""
+    parts = []
+    for i, utt in enumerate(context):
+        if utt != "":
+            parts.append(("User: " if i % 2 == 0 else "System: ") + utt)
+    return sep.join(parts)
+
+
+def response_prefix(context: list[str]) -> str:
+    """The speaker prefix of the training target: ``System: `` after a user turn (odd context length)."""
+    return "User: " if len(context) % 2 == 0 else "System: "
+
+
+def strip_system(text: str) -> str:
+    """As published: a character-set ``lstrip('System;:')``, then ``strip()``."""
+    return text.lstrip("System;:").strip()
+
+
+def fill_slots(text: str, items: list[str] | None) -> str:
+    """Replace ``MOVIE_SLOT`` occurrences with ``items`` in order (cycling); left as is without items."""
+    if MOVIE_SLOT not in text or not items:
+        return text
+    pieces = text.split(MOVIE_SLOT)
+    out = [pieces[0]]
+    for i, rest in enumerate(pieces[1:]):
+        out.append(items[i % len(items)])
+        out.append(rest)
+    return "".join(out)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# config helpers
+
+def _bart_config(arch: dict, *, vocab_size: int, num_labels: int | None = None):
+    from transformers import BartConfig
+
+    cfg = BartConfig(vocab_size=vocab_size, pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2,
+                     forced_eos_token_id=2, scale_embedding=False, activation_function="gelu", dropout=0.1,
+                     attention_dropout=0.1, activation_dropout=0.1, classifier_dropout=0.0,
+                     **{k: arch[k] for k in _ARCH_KEYS})
+    if num_labels is not None:
+        cfg.num_labels = num_labels
+    return cfg
+
+
+def _read_config(directory: Path, *, num_labels: int | None = None):
+    """``(BartConfig, generation settings)`` from ``directory/config.json`` (+ ``generation_config.json``)."""
+    from transformers import BartConfig
+
+    path = directory / "config.json"
+    if not path.exists():
+        raise CheckpointError(f"checkpoint config missing: {path}")
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise CheckpointError(f"cannot read {path}: {e}") from e
+    if not isinstance(raw, dict) or raw.get("model_type", "bart") != "bart" or "d_model" not in raw:
+        raise CheckpointError(f"{path} is not a BART config (model_type bart with d_model)")
+    gen = {k: raw.get(k) for k in GEN_KEYS}
+    gen_path = directory / "generation_config.json"
+    if gen_path.exists():
+        try:
+            gen_raw = json.loads(gen_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise CheckpointError(f"cannot read {gen_path}: {e}") from e
+        gen.update({k: gen_raw[k] for k in GEN_KEYS if k in gen_raw})
+    try:
+        cfg = BartConfig.from_dict({k: v for k, v in raw.items() if k not in _CONFIG_SKIP})
+        if num_labels is not None:
+            cfg.num_labels = num_labels
+        if cfg.d_model % cfg.encoder_attention_heads or cfg.d_model % cfg.decoder_attention_heads:
+            raise ValueError("d_model must be a multiple of the attention heads")
+    except (TypeError, ValueError, KeyError) as e:
+        raise CheckpointError(f"{path} is not a usable BART config: {e}") from e
+    return cfg, gen, raw
+
+
+def _write_config(cfg, directory: Path, *, architecture: str, gen: dict | None = None) -> None:
+    data = cfg.to_dict()
+    data["architectures"] = [architecture]
+    data.pop("dtype", None)
+    data["torch_dtype"] = "float32"
+    for k, v in (gen or {}).items():
+        data[k] = v
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "config.json"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _build(cls, cfg, *, init: bool, seed: int | None = None):
+    """A Hugging Face BART module from ``cfg``; random init only when ``init`` (loading skips it)."""
+    from transformers.initialization import no_init_weights
+
+    if init:
+        if seed is not None:
+            torch.manual_seed(seed)
+        return cls(cfg)
+    with no_init_weights():
+        module = cls(cfg)
+    # no_init_weights also skips the tying done in init_weights: tie as the published models are
+    shared = module.model.shared.weight
+    module.model.encoder.embed_tokens.weight = shared
+    module.model.decoder.embed_tokens.weight = shared
+    if hasattr(module, "lm_head"):
+        module.lm_head.weight = shared
+    return module
+
+
+def _check_tied(module: nn.Module, aliases: Iterable[str]) -> None:
+    shared = module.get_parameter("model.shared.weight")
+    for name in aliases:
+        if module.get_parameter(name) is not shared:  # pragma: no cover - guards a transformers change
+            raise RuntimeError(f"{name} is no longer tied to model.shared.weight")
+
+
+def _load_part(module: nn.Module, directory: Path, aliases: tuple[str, ...]) -> None:
+    path = hf_weights_file(directory)
+    state = read_state_dict(path)
+    renames = {}
+    if "model.shared.weight" not in state:  # a writer that kept an alias instead of the shared table
+        for alias in aliases:
+            if alias in state:
+                renames[alias] = "model.shared.weight"
+                break
+    state = {renames.get(k, k): v for k, v in state.items()}
+    shared = state.get("model.shared.weight")
+    for alias in aliases:  # aliases present must agree with the table they are tied to
+        if alias in state and shared is not None and state[alias].shape == shared.shape \
+                and not torch.equal(state[alias], shared):
+            raise CheckpointError(f"{path}: {alias} differs from model.shared.weight (they are tied)")
+    load_strict(module, state, source=path, optional=aliases)
+    _check_tied(module, aliases)
+
+
+class _VocabLimit:
+    """Logits processor: ids the tokenizer does not know (model vocab > tokenizer) are never generated."""
+
+    def __init__(self, n: int):
+        self.n = n
+
+    def __call__(self, input_ids, scores):
+        scores[:, self.n:] = -math.inf
+        return scores
+
+
+# ---------------------------------------------------------------------------------------------------------------
+
+class BARCOR(NeuralModel):
+    system = SYSTEM
+
+    def __init__(self, kg: KGData, tokenizer, rec_model, conv_model, *, gen: dict | None = None,
+                 size: str = "published", dataset: str = "", max_new_tokens: int | None = None, device: str = "cpu"):
+        self.kg = kg
+        self.tokenizer = tokenizer
+        self.tokenizer.truncation_side = "left"
+        self.rec_model = rec_model.to(device).eval()
+        self.conv_model = conv_model.to(device).eval()
+        self.gen = dict(BART_BASE_GEN if gen is None else gen)
+        self.size = size
+        self.dataset = dataset
+        self.max_new_tokens = max_new_tokens
+        self.device = device
+        # the published 200, unless a (tiny) config has fewer positions
+        self.context_max_length = min(CONTEXT_MAX_LENGTH, rec_model.config.max_position_embeddings,
+                                      conv_model.config.max_position_embeddings)
+        self.resp_max_length = RESP_MAX_LENGTH
+        n = rec_model.config.num_labels
+        if n != kg.n_entities:
+            raise ValueError(f"rec model has {n} labels but the KG has {kg.n_entities} entities")
+        items = [i for i in kg.item_ids if 0 <= i < n]
+        self._item_ids = torch.tensor(items, dtype=torch.long, device=device)
+        self._enc_cache: tuple[tuple[int, ...], object] | None = None
+
+    # ---- construction -------------------------------------------------------------------------------------
+    @classmethod
+    def create(cls, kg: KGData, texts: Iterable[str] | None = None, *, size: str = "small", seed: int = 0,
+               tokenizer=None, vocab_size: int | None = None) -> "BARCOR":
+        """Random weights at ``size``; a local byte-level BPE tokenizer trained on ``texts`` unless given."""
+        from transformers import BartForConditionalGeneration, BartForSequenceClassification
+
+        if size not in SIZES:
+            raise ValueError(f"unknown size {size!r}; choose one of {', '.join(SIZES)}")
+        arch = SIZES[size]
+        if tokenizer is None:
+            tokenizer = _make_tokenizer(kg, texts, vocab_size=arch["vocab_size"] if vocab_size is None else vocab_size)
+        if vocab_size is None:
+            vocab_size = len(tokenizer) if size == "small" else max(arch["vocab_size"], len(tokenizer))
+        if vocab_size < len(tokenizer):
+            raise ValueError(f"vocab_size {vocab_size} is smaller than the tokenizer ({len(tokenizer)} tokens)")
+        rec_cfg = _bart_config(arch, vocab_size=vocab_size, num_labels=kg.n_entities)
+        conv_cfg = _bart_config(arch, vocab_size=vocab_size)
+        rec = _build(BartForSequenceClassification, rec_cfg, init=True, seed=seed)
+        conv = _build(BartForConditionalGeneration, conv_cfg, init=True, seed=seed + 1)
+        return cls(kg, tokenizer, rec, conv, gen=dict(BART_BASE_GEN), size=size,
+                   max_new_tokens=arch["max_new_tokens"])
+
+    @classmethod
+    def load(cls, root, dataset: str, kg: KGData, *, device: str = "cpu",
+             max_new_tokens: int | None | str = AUTO) -> "BARCOR":
+        """The published layout under ``root``; every key and shape checked, nothing half-loaded.
+
+        ``max_new_tokens``: interactive cap on the new tokens per reply; ``None``: the published max_length 128;
+        ``"auto"``: the small size's cap for our small versions, else ``LOADED_MAX_NEW_TOKENS``.
+        """
+        from transformers import BartForConditionalGeneration, BartForSequenceClassification
+
+        rec_dir = part_dir(root, SYSTEM, "rec", dataset)
+        conv_dir = part_dir(root, SYSTEM, "conv", dataset)
+        for d in (rec_dir, conv_dir):
+            if not d.is_dir():
+                raise CheckpointError(f"checkpoint directory missing: {d}")
+        rec_cfg, _, _ = _read_config(rec_dir, num_labels=kg.n_entities)
+        conv_cfg, gen, _ = _read_config(conv_dir)
+        if rec_cfg.vocab_size != conv_cfg.vocab_size:
+            raise CheckpointError(f"{rec_dir / 'config.json'} (vocab {rec_cfg.vocab_size}) and "
+                                  f"{conv_dir / 'config.json'} (vocab {conv_cfg.vocab_size}) disagree")
+        rec = _build(BartForSequenceClassification, rec_cfg, init=False)
+        _load_part(rec, rec_dir, REC_ALIASES)
+        conv = _build(BartForConditionalGeneration, conv_cfg, init=False)
+        _load_part(conv, conv_dir, CONV_ALIASES)
+        tok_dir = conv_dir if (conv_dir / "tokenizer.json").exists() else rec_dir
+        tokenizer = load_tokenizer(tok_dir, HUB_TOKENIZER)
+        if len(tokenizer) > conv_cfg.vocab_size:
+            raise CheckpointError(f"tokenizer in {tok_dir} has {len(tokenizer)} tokens, more than the model vocab "
+                                  f"{conv_cfg.vocab_size} ({conv_dir / 'config.json'})")
+        size = _size_name(conv_cfg)
+        if max_new_tokens == AUTO:
+            max_new_tokens = SIZES["small"]["max_new_tokens"] if size == "small" else LOADED_MAX_NEW_TOKENS
+        return cls(kg, tokenizer, rec, conv, gen=gen, size=size, dataset=dataset, max_new_tokens=max_new_tokens,
+                   device=device)
+
+    def save(self, root, dataset: str) -> None:
+        """``barcor_rec_<ds>/`` and ``barcor_conv_<ds>/``: config.json + pytorch_model.bin (all published keys,
+        tied aliases included, as transformers 4.28 wrote them) + our tokenizer files."""
+        for part, module, arch, gen in (("rec", self.rec_model, "BartForSequenceClassification", None),
+                                        ("conv", self.conv_model, "BartForConditionalGeneration", self.gen)):
+            d = part_dir(root, SYSTEM, part, dataset)
+            d.mkdir(parents=True, exist_ok=True)
+            _write_config(module.config, d, architecture=arch, gen=gen)
+            stale = d / "model.safetensors"  # it would shadow the new bin in hf_weights_file
+            if stale.exists():
+                stale.unlink()
+            save_state_dict(module.state_dict(), d / "pytorch_model.bin")
+            self.tokenizer.save_pretrained(str(d))
+
+    # ---- inputs ---------------------------------------------------------------------------------------------
+    @property
+    def description(self) -> str:
+        return f"BARCOR ({self.size}{', ' + self.dataset if self.dataset else ''})"
+
+    def context_ids(self, context: list[str]) -> list[int]:
+        text = context_text(context, self.tokenizer.sep_token or "</s>")
+        return self.tokenizer(text, truncation=True, max_length=self.context_max_length)["input_ids"]
+
+    def _tensor(self, ids: list[int]) -> torch.Tensor:
+        return torch.tensor([ids], dtype=torch.long, device=self.device)
+
+    # ---- recommendation -------------------------------------------------------------------------------------
+    def rec_logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """Entity logits (B, n_entities) with the published pooling (right-padded batches)."""
+        from transformers.models.bart.modeling_bart import shift_tokens_right
+
+        cfg = self.rec_model.config
+        decoder_input_ids = shift_tokens_right(input_ids, cfg.pad_token_id, cfg.decoder_start_token_id)
+        out = self.rec_model.model(input_ids=input_ids, attention_mask=attention_mask,
+                                   decoder_input_ids=decoder_input_ids, use_cache=False)
+        hidden = out.last_hidden_state
+        last = attention_mask.sum(dim=1).long() - 1  # the final </s> of input_ids
+        sentence = hidden[torch.arange(hidden.size(0), device=hidden.device), last]
+        return self.rec_model.classification_head(sentence)
+
+    @torch.inference_mode()
+    def recommend(self, inp: ConvInput, k: int = TOP_K) -> list[tuple[int, float]]:
+        if k <= 0 or self._item_ids.numel() == 0:
+            return []
+        ids = self._tensor(self.context_ids(inp.context))
+        logits = self.rec_logits(ids, torch.ones_like(ids))[0]
+        scores = logits[self._item_ids]
+        top = torch.topk(scores, k=min(k, scores.numel()))
+        return [(int(self._item_ids[i]), float(s)) for s, i in zip(top.values.tolist(), top.indices.tolist())]
+
+    # ---- conversation ---------------------------------------------------------------------------------------
+    def _encoder_outputs(self, ids: list[int]):
+        """The conv encoder's output for ``ids``; the last one is reused (generate + choose in one turn)."""
+        key = tuple(ids)
+        cached = self._enc_cache  # one read: another thread may replace it
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        t = self._tensor(ids)
+        enc = self.conv_model.get_encoder()(input_ids=t, attention_mask=torch.ones_like(t))
+        self._enc_cache = (key, enc)
+        return enc
+
+    def _processors(self):
+        from transformers import LogitsProcessorList
+
+        extra = LogitsProcessorList()
+        if len(self.tokenizer) < self.conv_model.config.vocab_size:
+            extra.append(_VocabLimit(len(self.tokenizer)))
+        return extra
+
+    def _generation_config(self, **overrides):
+        from transformers import GenerationConfig
+
+        cfg = self.conv_model.config
+        settings = dict(decoder_start_token_id=cfg.decoder_start_token_id, bos_token_id=cfg.bos_token_id,
+                        eos_token_id=cfg.eos_token_id, pad_token_id=cfg.pad_token_id, num_beams=1, do_sample=False,
+                        min_length=0, no_repeat_ngram_size=NO_REPEAT_NGRAM,
+                        encoder_no_repeat_ngram_size=NO_REPEAT_NGRAM,
+                        forced_bos_token_id=self.gen.get("forced_bos_token_id"),
+                        forced_eos_token_id=self.gen.get("forced_eos_token_id"), use_cache=True)
+        if "max_new_tokens" in overrides:
+            pass
+        elif self.max_new_tokens is None:
+            settings["max_length"] = self.resp_max_length
+        else:
+            settings["max_new_tokens"] = max(1, min(self.max_new_tokens, self.resp_max_length - 1))
+        settings.update(overrides)
+        if "min_new_tokens" in overrides:
+            settings.pop("min_length")
+        return GenerationConfig(**settings)
+
+    @torch.inference_mode()
+    def generate_ids(self, inp: ConvInput, *, use_cache: bool = True, reuse_encoder: bool = True) -> list[int]:
+        """Greedy reply token ids (decoder start token and forced ``<s>`` included), as published."""
+        ids = self.context_ids(inp.context)
+        t = self._tensor(ids)
+        kwargs = {}
+        if reuse_encoder:
+            kwargs["encoder_outputs"] = self._encoder_outputs(ids)
+        out = self.conv_model.generate(input_ids=t, attention_mask=torch.ones_like(t),
+                                       generation_config=self._generation_config(use_cache=use_cache),
+                                       logits_processor=self._processors(), **kwargs)
+        return out[0].tolist()
+
+    def generate(self, inp: ConvInput, *, items: list[str] | None = None) -> str:
+        text = self.tokenizer.decode(self.generate_ids(inp), skip_special_tokens=True)
+        return fill_slots(strip_system(text), items)
+
+    @torch.inference_mode()
+    def choose(self, inp: ConvInput, options: list[str], used: set[str] = frozenset()) -> str:
+        """get_choice as published: 5 new tokens; the processed scores of the 4th step decide (leading space)."""
+        if not options:
+            raise ValueError("no options to choose from")
+        ids = self.context_ids(inp.context)
+        t = self._tensor(ids)
+        gcfg = self._generation_config(min_new_tokens=CHOICE_NEW_TOKENS, max_new_tokens=CHOICE_NEW_TOKENS,
+                                       encoder_no_repeat_ngram_size=0,
+                                       no_repeat_ngram_size=self.gen.get("no_repeat_ngram_size") or 0,
+                                       return_dict_in_generate=True, output_scores=True)
+        out = self.conv_model.generate(input_ids=t, attention_mask=torch.ones_like(t), generation_config=gcfg,
+                                       logits_processor=self._processors(),
+                                       encoder_outputs=self._encoder_outputs(ids))
+        step = out.scores[-2][0]
+        option_ids = []
+        for op in options:
+            enc = self.tokenizer.encode(f" {op}", add_special_tokens=False)
+            option_ids.append(enc[0] if enc else self.tokenizer.unk_token_id)
+        scores = step[torch.tensor(option_ids, device=step.device)].float()
+        state = torch.tensor([USED_OPTION_PENALTY if op in used else 0.0 for op in options], device=step.device)
+        return options[int(torch.argmax(scores + state))]
+
+
+def _size_name(cfg) -> str:
+    for name, arch in SIZES.items():
+        if all(getattr(cfg, k) == arch[k] for k in _ARCH_KEYS if k != "max_position_embeddings"):
+            return name if name != "full" else "bart-base"
+    return f"d{cfg.d_model}-{cfg.encoder_layers}+{cfg.decoder_layers}"
+
+
+_FALLBACK_TEXTS = [
+    "Hi, what kind of movies do you like?", "I like comedies and action movies.", "Have you seen it?",
+    "I would recommend this one, it is a great movie.", "Thanks, I will watch it.", "System: User:",
+]
+
+
+def _make_tokenizer(kg: KGData, texts: Iterable[str] | None, *, vocab_size: int):
+    from crs_backends.neural.tokenizer import train_tokenizer
+
+    if texts is None:
+        try:  # the published tokenizer when the Hub (or its cache) is reachable
+            return load_tokenizer(None, HUB_TOKENIZER)
+        except CheckpointError:
+            texts = list(_FALLBACK_TEXTS) + list(kg.entity2id)
+    texts = list(texts)
+    # the role prefixes are part of every input and target
+    texts += ["User: " + t for t in texts[:2000]] + ["System: " + t for t in texts[:2000]]
+    return train_tokenizer(texts, style="bart", vocab_size=vocab_size)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# training
+
+SAVE_EVERY_STEPS = 50
+SAVE_EVERY_SECONDS = 60.0
+STATE_FILE = "trainer_state.pt"
+
+
+def rec_examples(model: BARCOR, records: list[Record]) -> list[tuple[list[int], int]]:
+    """One (context ids, entity label) example per known target item, as the published rec data."""
+    out = []
+    for r in records:
+        labels = [i for i in model.kg.ids_of(r.rec) if i < model.kg.n_entities]
+        if labels:
+            ids = model.context_ids(r.context)
+            out.extend((ids, label) for label in labels)
+    return out
+
+
+def conv_examples(model: BARCOR, records: list[Record]) -> list[tuple[list[int], list[int]]]:
+    """(context ids, target ids) with target = speaker prefix + response, right-truncated to 128 tokens."""
+    tok = model.tokenizer
+    out = []
+    for r in records:
+        if not r.resp.strip():
+            continue
+        target = tok(response_prefix(r.context) + r.resp)["input_ids"]
+        if len(target) > RESP_MAX_LENGTH:  # right truncation keeping the final </s>
+            target = target[:RESP_MAX_LENGTH - 1] + [tok.eos_token_id]
+        out.append((model.context_ids(r.context), target))
+    return out
+
+
+def _pad(rows: list[list[int]], pad: int, device: str) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(len(r) for r in rows)
+    ids = torch.full((len(rows), width), pad, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, r in enumerate(rows):
+        ids[i, :len(r)] = torch.tensor(r, dtype=torch.long)
+        mask[i, :len(r)] = 1
+    return ids.to(device), mask.to(device)
+
+
+def rec_loss(model: BARCOR, batch: list[tuple[list[int], int]]) -> torch.Tensor:
+    ids, mask = _pad([b[0] for b in batch], model.tokenizer.pad_token_id, model.device)
+    labels = torch.tensor([b[1] for b in batch], dtype=torch.long, device=model.device)
+    return nn.functional.cross_entropy(model.rec_logits(ids, mask), labels)
+
+
+def conv_loss(model: BARCOR, batch: list[tuple[list[int], list[int]]]) -> torch.Tensor:
+    pad = model.tokenizer.pad_token_id
+    ids, mask = _pad([b[0] for b in batch], pad, model.device)
+    labels, lmask = _pad([b[1] for b in batch], pad, model.device)
+    labels = labels.masked_fill(lmask == 0, -100)
+    return model.conv_model(input_ids=ids, attention_mask=mask, labels=labels, use_cache=False).loss
+
+
+def epoch_batches(lengths: list[int], batch_size: int, seed: int, epoch: int) -> list[list[int]]:
+    """Example indices per batch for one epoch: a seeded shuffle, sorted by length within windows of 16 batches
+    (less padding), batches in seeded random order. Deterministic, so a resumed run sees the same batches."""
+    g = torch.Generator().manual_seed(seed * 1000 + epoch)
+    perm = torch.randperm(len(lengths), generator=g).tolist()
+    window = batch_size * 16
+    batches = []
+    for start in range(0, len(perm), window):
+        chunk = sorted(perm[start:start + window], key=lambda i: lengths[i])
+        batches += [chunk[j:j + batch_size] for j in range(0, len(chunk), batch_size)]
+    order = torch.randperm(len(batches), generator=g).tolist()
+    return [batches[i] for i in order]
+
+
+def _example_length(example) -> int:
+    ids, target = example
+    return len(ids) + (len(target) if isinstance(target, list) else 0)
+
+
+def _split_budget(max_steps: int | None, wanted: dict[str, int]) -> dict[str, int]:
+    """Steps per part: ``wanted`` (epochs × batches), with ``max_steps`` shared in proportion to it."""
+    total = sum(wanted.values())
+    if max_steps is None or total <= max_steps:
+        return dict(wanted)
+    out, left = {}, max_steps
+    parts = [p for p in wanted if wanted[p] > 0]
+    for n, p in enumerate(parts):
+        share = left if n == len(parts) - 1 else min(wanted[p], max(1, round(max_steps * wanted[p] / total)))
+        out[p] = min(share, left)
+        left -= out[p]
+    return {p: out.get(p, 0) for p in wanted}
+
+
+def _train_part(model: BARCOR, part: str, module: nn.Module, examples: list, loss_fn, steps: int,
+                state_dir: Path, config: TrainConfig, progress: ProgressFn | None) -> tuple[list[float], int]:
+    """One part's optimisation loop with a resumable state file; returns (losses, steps done now)."""
+    state_path = state_dir / STATE_FILE
+    opt = torch.optim.AdamW([p for p in module.parameters() if p.requires_grad], lr=config.lr, weight_decay=0.01)
+    step, losses = 0, []
+    if config.resume and state_path.exists():
+        try:
+            st = torch.load(state_path, map_location="cpu", weights_only=False)
+            load_strict(module, st["model"], source=state_path)  # checked before anything is copied
+            opt.load_state_dict(st["optimizer"])
+            step, losses = int(st["step"]), list(st["losses"])
+            torch.set_rng_state(st["rng"])
+        except Exception as e:  # a foreign or broken state: start this part again
+            warnings.warn(f"ignoring training state {state_path} ({type(e).__name__}: {e}); starting {part} afresh",
+                          stacklevel=2)
+            step, losses = 0, []
+    start = step
+    if steps <= 0 or not examples:
+        return losses, 0
+    bs = max(1, config.batch_size)
+    per_epoch = math.ceil(len(examples) / bs)
+    lengths = [_example_length(e) for e in examples]
+    batches: dict[int, list[list[int]]] = {}
+
+    def save_state():
+        state_dir.mkdir(parents=True, exist_ok=True)
+        tmp = state_path.with_suffix(".tmp")
+        torch.save({"model": module.state_dict(), "optimizer": opt.state_dict(), "step": step, "losses": losses,
+                    "rng": torch.get_rng_state(), "part": part}, tmp)
+        os.replace(tmp, state_path)
+
+    module.train()
+    last_save = time.monotonic()
+    try:
+        while step < steps:
+            epoch, b = divmod(step, per_epoch)
+            if epoch not in batches:
+                batches = {epoch: epoch_batches(lengths, bs, config.seed, epoch)}
+            batch = [examples[i] for i in batches[epoch][b]]
+            loss = loss_fn(model, batch)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(module.parameters(), 1.0)
+            opt.step()
+            step += 1
+            losses.append(float(loss.detach()))
+            if progress is not None:
+                progress(part, step, steps)
+            if step % SAVE_EVERY_STEPS == 0 or time.monotonic() - last_save > SAVE_EVERY_SECONDS:
+                save_state()
+                last_save = time.monotonic()
+        if step > start:
+            save_state()
+    finally:
+        module.eval()
+    return losses, step - start
+
+
+def train(model: BARCOR, records: list[Record], out_root, dataset: str, config: TrainConfig,
+          progress: ProgressFn | None = None) -> TrainReport:
+    """Train rec (cross-entropy over entity labels, one example per target item) and conv (seq2seq loss on
+    ``"System: " + resp``) on ``records``; resumable from ``<out_root>/.train/barcor_<part>_<ds>/``; the result
+    is saved in the published layout under ``out_root``."""
+    t0 = time.monotonic()
+    out_root = Path(out_root)
+    torch.manual_seed(config.seed)
+    model.device = config.device
+    model.rec_model.to(config.device)
+    model.conv_model.to(config.device)
+    model._item_ids = model._item_ids.to(config.device)
+    model._enc_cache = None
+    data = {"rec": rec_examples(model, records), "conv": conv_examples(model, records)}
+    bs = max(1, config.batch_size)
+    wanted = {p: config.epochs * math.ceil(len(ex) / bs) for p, ex in data.items()}
+    budget = _split_budget(config.max_steps, wanted)
+    losses: dict[str, list[float]] = {}
+    done = 0
+    for part, module, loss_fn in (("rec", model.rec_model, rec_loss), ("conv", model.conv_model, conv_loss)):
+        state_dir = out_root / ".train" / f"{SYSTEM}_{part}_{dataset}"
+        losses[part], n = _train_part(model, part, module, data[part], loss_fn, budget[part], state_dir, config,
+                                      progress)
+        done += n
+    model._enc_cache = None
+    model.dataset = dataset
+    model.save(out_root, dataset)
+    return TrainReport(system=SYSTEM, out=out_root, steps=done, losses=losses, seconds=time.monotonic() - t0)
