@@ -1,0 +1,704 @@
+"""UniCRS: GPT-2 steered by knowledge-graph prompts (prefix keys/values), RoBERTa as the context encoder.
+
+Two :class:`~crs_backends.neural.unicrs_prompt.KGPrompt` modules (recommendation and conversation)
+turn the conversation's entities and its RoBERTa token states into per-layer key/value prefixes for
+a GPT-2. Recommendation scores are the GPT-2's last hidden state times the rec prompt's entity
+table; replies are greedy continuations of the context plus ``System:``, with the movie slot token
+filled with the top recommended items (``reference/checkpoint-keys.md`` §3.5, §5.2, §6).
+
+Published layout (loaded strictly; a wrong/missing/extra key or shape raises CheckpointError naming
+the file): ``unicrs_rec_<ds>/model.pt``, ``unicrs_conv_<ds>/model.pt`` (KGPrompt state dicts, no
+edge tensors; ``rec_prefix_*`` / ``conv_prefix_*`` keys are optional: when a file has them the
+module is built with that many prefix tokens and uses them, otherwise there are none, as in the
+published files). Backbones: ``<root>/unicrs_gpt2_<ds>/`` and ``<root>/unicrs_roberta_<ds>/``
+(config.json + model.safetensors + tokenizer.json, written by :meth:`UniCRS.save` for our versions),
+else ``microsoft/DialoGPT-small`` / ``roberta-base`` from the Hub with the published special tokens.
+
+Deviations from the 2023 code, on purpose:
+- GPT-2 positions are ``cumsum(mask) - 1`` both for recommendation and for generation (the published
+  code passes these to ``generate`` but transformers 4.28 discarded them); the left padding therefore
+  changes nothing and single conversations are run unpadded.
+- Generation is our own greedy loop with a KV cache seeded by the prompt (a new cache every call),
+  ``no_repeat_ngram_size`` 3 over context + reply. ``max_new_tokens`` is the published 128 (ReDial) /
+  64 (OpenDialKG) in :attr:`UniCRS.resp_max_length` for evaluation, but interactive turns are capped at
+  :attr:`UniCRS.max_new_tokens` (small 40, full 32) to keep a CPU turn short.
+  Measured on 2 CPU cores (random weights, which never stop early): full 1.23 s/turn median with 32 new
+  tokens, 4.23 s with the published 128; small 0.07 s with 40.
+- Small size: the backbones are tiny GPT-2 / RoBERTa models trained from scratch together with the
+  prompts (no pretrained weights offline), without dropout, and the context is 64 tokens instead of 128
+  (RoBERTa always runs on the full padded length, so this halves the cost of a training step); the full
+  size freezes the backbones and keeps every published length.
+- Training is joint: one optimizer step adds the rec and the conv loss (the small backbones are shared).
+- ``generate`` never returns an empty slot: slots beyond the given items drop their sentence; an empty
+  reply becomes a short question (:data:`FALLBACK_REPLY`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import time
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from crs_backends.neural.checkpoints import (CheckpointError, hf_weights_file, load_tokenizer, part_dir,
+                                             read_state_dict, save_state_dict)
+from crs_backends.neural.engine import (MOVIE_SLOT, TOP_K, ConvInput, NeuralModel, ProgressFn, Record,
+                                        TrainConfig, TrainReport)
+from crs_backends.neural.kg import KGData
+from crs_backends.neural.unicrs_prompt import KGPrompt, prefix_sizes
+
+SYSTEM = "unicrs"
+GPT2_HUB = "microsoft/DialoGPT-small"
+ROBERTA_HUB = "roberta-base"
+N_BLOCK = 2  # key + value
+NUM_BASES = 8  # published default (script/chat.py, arena YAMLs)
+BOT_PROMPT = "System:"
+SETTINGS_FILE = "unicrs.json"
+FALLBACK_REPLY = "Could you tell me a bit more about what you are looking for?"
+
+SIZES: dict[str, dict] = {
+    "small": {  # tiny backbones trained from scratch with the prompts (CPU minutes)
+        "n_embd": 128, "n_layer": 2, "n_head": 4, "n_positions": 512,
+        "text_hidden": 128, "text_layers": 2, "text_heads": 4, "text_ffn": 256, "text_positions": 136,
+        "vocab_size": 4000, "context_max_length": 64, "entity_max_length": 43, "resp_max_length": 64,
+        "max_new_tokens": 40, "frozen": False, "dropout": 0.0,  # few CPU steps: no dropout (it cost 11% of a step)
+    },
+    "full": {  # published: DialoGPT-small + roberta-base (frozen), ctx 128, 43 entities, 128 new tokens
+        "n_embd": 768, "n_layer": 12, "n_head": 12, "n_positions": 1024,
+        "text_hidden": 768, "text_layers": 12, "text_heads": 12, "text_ffn": 3072, "text_positions": 514,
+        "gpt2_vocab": 50259, "text_vocab": 50266, "context_max_length": 128, "entity_max_length": 43,
+        "resp_max_length": 128, "max_new_tokens": 32, "frozen": True,
+    },
+}
+_DATASET_DEFAULTS = {"redial": (43, 128, "<movie>"), "opendialkg": (20, 64, "<mask>")}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# text helpers
+
+
+def turn_texts(context: Sequence[str]) -> list[str]:
+    """``User: …`` / ``System: …`` by position (user first); empty utterances skipped but counted."""
+    return [("User: " if i % 2 == 0 else "System: ") + u for i, u in enumerate(context) if u]
+
+
+def fill_slots(text: str, items: Sequence[str] | None, slot_tokens: Iterable[str] = (MOVIE_SLOT, "<pad>")) -> str:
+    """Replace slot tokens in order with ``items``; never leave an empty slot.
+
+    ``items=None`` normalises every slot token to :data:`MOVIE_SLOT` (the caller fills them). When there
+    are more slots than items, each sentence still holding an unfilled slot is dropped; if nothing is
+    left, a short generic reply (naming the first item when there is one) is returned.
+    """
+    tokens = sorted({t for t in slot_tokens if t}, key=len, reverse=True)
+    pattern = re.compile("|".join(re.escape(t) for t in tokens)) if tokens else None
+    if pattern is None or not pattern.search(text):
+        return _tidy(text)
+    names = [str(i).strip() for i in items if i and str(i).strip()] if items is not None else []
+    hole = "\x00"
+    queue = iter(names)
+
+    def put(match: re.Match) -> str:
+        name = MOVIE_SLOT if items is None else next(queue, None)
+        if name is None:
+            return hole
+        before = text[match.start() - 1] if match.start() > 0 else " "
+        after = text[match.end()] if match.end() < len(text) else " "
+        return (" " if before.isalnum() else "") + name + (" " if after.isalnum() else "")
+
+    filled = pattern.sub(put, text)
+    if hole in filled:
+        sentences = re.split(r"(?<=[.!?])\s+|\n+", filled)
+        filled = " ".join(s for s in sentences if hole not in s)
+        if not filled.strip():
+            filled = f"You might enjoy {names[0]}." if names else FALLBACK_REPLY
+    return _tidy(filled)
+
+
+def _tidy(text: str) -> str:
+    text = re.sub(r"[ \t]+", " ", text)
+    text = re.sub(r" +([?.!,;:])", r"\1", text)
+    return text.strip()
+
+
+def _replace_names(text: str, names: Iterable[str], token: str) -> str:
+    for name in sorted({n for n in names if n}, key=len, reverse=True):
+        text = text.replace(name, token)
+    return text
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# backbones
+
+
+def _gpt2_config(vocab: int, s: dict, eos: int, pad: int):
+    from transformers import GPT2Config
+
+    drop = s.get("dropout", 0.1)
+    return GPT2Config(vocab_size=vocab, n_positions=s["n_positions"], n_embd=s["n_embd"], n_layer=s["n_layer"],
+                      n_head=s["n_head"], bos_token_id=eos, eos_token_id=eos, pad_token_id=pad,
+                      resid_pdrop=drop, embd_pdrop=drop, attn_pdrop=drop)
+
+
+def _roberta_config(vocab: int, s: dict, tok):
+    from transformers import RobertaConfig
+
+    return RobertaConfig(vocab_size=vocab, hidden_size=s["text_hidden"], num_hidden_layers=s["text_layers"],
+                         num_attention_heads=s["text_heads"], intermediate_size=s["text_ffn"],
+                         max_position_embeddings=s["text_positions"], type_vocab_size=1,
+                         hidden_dropout_prob=s.get("dropout", 0.1), attention_probs_dropout_prob=s.get("dropout", 0.1),
+                         pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
+
+
+def _hub_cached(repo: str) -> bool:
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        return isinstance(try_to_load_from_cache(repo, "config.json"), str)
+    except Exception:
+        return False
+
+
+def _prepare_hub_tokenizers(gpt2_tok, prompt_tok, movie: str):
+    """The published special tokens: GPT-2 gets ``<pad>`` then the movie token; RoBERTa the movie token."""
+    if gpt2_tok.pad_token is None:
+        gpt2_tok.add_special_tokens({"pad_token": "<pad>"})
+    gpt2_tok.add_special_tokens({"additional_special_tokens": [movie]})
+    prompt_tok.add_special_tokens({"additional_special_tokens": [movie]})
+    gpt2_tok.padding_side = "left"
+    return gpt2_tok, prompt_tok
+
+
+def _load_backbone(directory: Path, kind: str):
+    """A backbone saved by :meth:`UniCRS.save`: config + weights checked key by key, tied head restored."""
+    from transformers import GPT2Config, GPT2LMHeadModel, RobertaConfig, RobertaModel
+
+    from crs_backends.neural.checkpoints import load_strict
+
+    cfg_path = directory / "config.json"
+    if not cfg_path.exists():
+        raise CheckpointError(f"backbone config missing: {cfg_path}")
+    try:
+        config = (GPT2Config if kind == "gpt2" else RobertaConfig).from_json_file(str(cfg_path))
+    except Exception as e:
+        raise CheckpointError(f"cannot read {cfg_path}: {type(e).__name__}: {e}") from e
+    model = GPT2LMHeadModel(config) if kind == "gpt2" else RobertaModel(config, add_pooling_layer=True)
+    weights = hf_weights_file(directory)
+    load_strict(model, read_state_dict(weights), source=weights,
+                optional=("lm_head.weight",) if kind == "gpt2" else ())
+    if kind == "gpt2":
+        model.lm_head.weight = model.transformer.wte.weight
+    return model.eval()
+
+
+def _save_backbone(model: nn.Module, directory: Path) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    state = {k: v for k, v in model.state_dict().items() if k != "lm_head.weight"}  # tied to wte
+    from safetensors.torch import save_file
+
+    tmp = directory / "model.safetensors.tmp"
+    save_file({k: v.detach().cpu().contiguous() for k, v in state.items()}, str(tmp))
+    os.replace(tmp, directory / "model.safetensors")
+    model.config.to_json_file(str(directory / "config.json"))
+
+
+def _local_corpus(kg: KGData, texts: Iterable[str] | None) -> list[str]:
+    out = [t for t in (texts or []) if t]
+    names = list(kg.entity2id)[:5000]
+    out += [f"User: I like {n}. System: Have you seen {n}?" for n in names]
+    out += ["User: Hi! Can you recommend a movie? System: Sure, what kind of movies do you like?"] * 5
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the model
+
+
+class UniCRS(NeuralModel):
+    system = SYSTEM
+
+    def __init__(self, kg: KGData, gpt2: nn.Module, roberta: nn.Module, tokenizer, prompt_tokenizer, *,
+                 size: str, movie_token: str, settings: dict, backbone_source: str,
+                 prefixes: tuple[tuple[int | None, int | None], tuple[int | None, int | None]] = ((None, None),
+                                                                                                  (None, None))):
+        self.kg = kg
+        self.gpt2 = gpt2.eval()
+        self.roberta = roberta.eval()
+        self.tokenizer = tokenizer
+        self.prompt_tokenizer = prompt_tokenizer
+        self.size = size
+        self.movie_token = movie_token
+        self.settings = dict(settings)
+        self.backbone_source = backbone_source  # "local" (saved with the checkpoints) | "hub" | "random"
+        self.context_max_length = int(settings["context_max_length"])
+        self.entity_max_length = int(settings["entity_max_length"])
+        self.resp_max_length = int(settings["resp_max_length"])
+        self.max_new_tokens = int(settings["max_new_tokens"])
+        self.frozen = bool(settings["frozen"])
+        cfg = gpt2.config
+        edge_index, edge_type = kg.edges
+        common = dict(hidden_size=cfg.n_embd, token_hidden_size=roberta.config.hidden_size, n_head=cfg.n_head,
+                      n_layer=cfg.n_layer, n_block=N_BLOCK, n_entity=kg.n_entities_with_pad,
+                      num_relations=kg.n_relations, num_bases=NUM_BASES, edge_index=edge_index, edge_type=edge_type)
+        self.rec_prompt = KGPrompt(**common, n_prefix_rec=prefixes[0][0], n_prefix_conv=prefixes[0][1]).eval()
+        self.conv_prompt = KGPrompt(**common, n_prefix_rec=prefixes[1][0], n_prefix_conv=prefixes[1][1]).eval()
+        self.item_ids = torch.tensor(kg.item_ids, dtype=torch.long)
+        self.eos_id = tokenizer.eos_token_id
+        self.pad_id = tokenizer.pad_token_id
+        self.bot_ids = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(BOT_PROMPT))
+        self._tables: dict[str, torch.Tensor] = {}
+        self._token_cache: tuple[tuple[int, ...], torch.Tensor] | None = None
+        if self.frozen:
+            for p in list(self.gpt2.parameters()) + list(self.roberta.parameters()):
+                p.requires_grad_(False)
+
+    # ---- construction ----
+    @classmethod
+    def create(cls, kg: KGData, texts: Iterable[str] | None = None, *, size: str = "small", seed: int = 0,
+               tokenizer=None, vocab_size: int | None = None, dataset: str | None = None) -> "UniCRS":
+        """Random initialisation at a size. ``tokenizer`` may be a ``(gpt2, roberta)`` pair.
+
+        Full size uses DialoGPT-small + roberta-base when they are in the local Hugging Face cache,
+        else random backbones at the published sizes (vocab 50,259 / 50,266 unless ``vocab_size``).
+        """
+        from transformers import GPT2LMHeadModel, RobertaModel
+
+        if size not in SIZES:
+            raise ValueError(f"unknown size {size!r}; choose one of {', '.join(SIZES)}")
+        s = dict(SIZES[size])
+        ent_len, resp_len, hub_movie = _DATASET_DEFAULTS.get(dataset or "", (s["entity_max_length"],
+                                                                             s["resp_max_length"], MOVIE_SLOT))
+        torch.manual_seed(seed)
+        source = "random"
+        movie = MOVIE_SLOT
+        if size == "full" and tokenizer is None and _hub_cached(GPT2_HUB) and _hub_cached(ROBERTA_HUB):
+            from transformers import AutoTokenizer
+
+            movie = hub_movie
+            gtok, ptok = _prepare_hub_tokenizers(AutoTokenizer.from_pretrained(GPT2_HUB),
+                                                 AutoTokenizer.from_pretrained(ROBERTA_HUB), movie)
+            gpt2 = GPT2LMHeadModel.from_pretrained(GPT2_HUB)
+            gpt2.resize_token_embeddings(len(gtok))
+            gpt2.config.pad_token_id = gtok.pad_token_id
+            roberta = RobertaModel.from_pretrained(ROBERTA_HUB)
+            roberta.resize_token_embeddings(len(ptok))
+            source = "hub"
+            s.update(entity_max_length=ent_len, resp_max_length=resp_len)
+        else:
+            if tokenizer is not None:
+                gtok, ptok = tokenizer
+            else:
+                from crs_backends.neural.tokenizer import train_tokenizer
+
+                corpus = _local_corpus(kg, texts)
+                vs = s.get("vocab_size", 4000)
+                gtok = train_tokenizer(corpus, style="gpt2", vocab_size=vs)
+                ptok = train_tokenizer(corpus, style="roberta", vocab_size=vs)
+            gtok.padding_side = "left"
+            gv = vocab_size or s.get("gpt2_vocab") or len(gtok)
+            pv = vocab_size or s.get("text_vocab") or len(ptok)
+            if gv < len(gtok) or pv < len(ptok):
+                raise ValueError(f"vocab_size {vocab_size} is smaller than the tokenizers ({len(gtok)}, {len(ptok)})")
+            gpt2 = GPT2LMHeadModel(_gpt2_config(gv, s, gtok.eos_token_id, gtok.pad_token_id))
+            roberta = RobertaModel(_roberta_config(pv, s, ptok), add_pooling_layer=True)
+        settings = {k: s[k] for k in ("context_max_length", "entity_max_length", "resp_max_length",
+                                      "max_new_tokens", "frozen")}
+        return cls(kg, gpt2, roberta, gtok, ptok, size=size, movie_token=movie, settings=settings,
+                   backbone_source=source)
+
+    @classmethod
+    def load(cls, root, dataset: str, kg: KGData, *, device: str = "cpu") -> "UniCRS":
+        """The published layout under ``root`` (see the module docstring); nothing is half-loaded on error."""
+        from crs_backends.neural.checkpoints import load_strict
+
+        root = Path(root)
+        rec_file = part_dir(root, SYSTEM, "rec", dataset) / "model.pt"
+        conv_file = part_dir(root, SYSTEM, "conv", dataset) / "model.pt"
+        rec_state = read_state_dict(rec_file)
+        conv_state = read_state_dict(conv_file)
+        gdir, pdir = root / f"unicrs_gpt2_{dataset}", root / f"unicrs_roberta_{dataset}"
+        ent_len, resp_len, hub_movie = _DATASET_DEFAULTS.get(dataset, (43, 128, MOVIE_SLOT))
+        settings = {"context_max_length": 128, "entity_max_length": ent_len, "resp_max_length": resp_len,
+                    "max_new_tokens": SIZES["full"]["max_new_tokens"], "frozen": True}
+        size, movie = "published", hub_movie
+        if gdir.exists() or pdir.exists():
+            for d in (gdir, pdir):
+                if not d.exists():
+                    raise CheckpointError(f"backbone directory missing: {d} (the other UniCRS backbone is there)")
+            gpt2, roberta = _load_backbone(gdir, "gpt2"), _load_backbone(pdir, "roberta")
+            gtok = load_tokenizer(gdir, GPT2_HUB)
+            ptok = load_tokenizer(pdir, ROBERTA_HUB)
+            meta_path = gdir / SETTINGS_FILE
+            if meta_path.exists():
+                try:
+                    meta = json.loads(meta_path.read_text(encoding="utf-8"))
+                except ValueError as e:
+                    raise CheckpointError(f"{meta_path} is not valid JSON: {e}") from e
+                settings.update({k: meta[k] for k in settings if k in meta})
+                size, movie = meta.get("size", "local"), meta.get("movie_token", MOVIE_SLOT)
+            source = "local"
+            if len(gtok) > gpt2.config.vocab_size or len(ptok) > roberta.config.vocab_size:
+                raise CheckpointError(f"tokenizers in {gdir} / {pdir} are larger than their backbones' vocabularies")
+        else:
+            from transformers import AutoTokenizer, GPT2LMHeadModel, RobertaModel
+
+            try:
+                gtok, ptok = _prepare_hub_tokenizers(AutoTokenizer.from_pretrained(GPT2_HUB),
+                                                     AutoTokenizer.from_pretrained(ROBERTA_HUB), movie)
+                gpt2 = GPT2LMHeadModel.from_pretrained(GPT2_HUB)
+                roberta = RobertaModel.from_pretrained(ROBERTA_HUB)
+            except Exception as e:
+                raise CheckpointError(
+                    f"UniCRS backbones: neither {gdir} nor the Hub models {GPT2_HUB} / {ROBERTA_HUB} are available "
+                    f"({type(e).__name__}: {e})") from e
+            gpt2.resize_token_embeddings(len(gtok))
+            gpt2.config.pad_token_id = gtok.pad_token_id
+            roberta.resize_token_embeddings(len(ptok))
+            source = "hub"
+        gtok.padding_side = "left"
+        model = cls(kg, gpt2, roberta, gtok, ptok, size=size, movie_token=movie, settings=settings,
+                    backbone_source=source, prefixes=(prefix_sizes(rec_state), prefix_sizes(conv_state)))
+        load_strict(model.rec_prompt, rec_state, source=rec_file)
+        load_strict(model.conv_prompt, conv_state, source=conv_file)
+        model._invalidate()
+        return model.to(device)
+
+    def save(self, root, dataset: str) -> None:
+        """``unicrs_{rec,conv}_<ds>/model.pt`` (+ backbones, tokenizers and settings unless they come from the Hub)."""
+        root = Path(root)
+        save_state_dict(self.rec_prompt.state_dict(), part_dir(root, SYSTEM, "rec", dataset) / "model.pt")
+        save_state_dict(self.conv_prompt.state_dict(), part_dir(root, SYSTEM, "conv", dataset) / "model.pt")
+        if self.backbone_source == "hub":
+            return
+        gdir, pdir = root / f"unicrs_gpt2_{dataset}", root / f"unicrs_roberta_{dataset}"
+        _save_backbone(self.gpt2, gdir)
+        _save_backbone(self.roberta, pdir)
+        self.tokenizer.save_pretrained(str(gdir))
+        self.prompt_tokenizer.save_pretrained(str(pdir))
+        meta = dict(self.settings, size=self.size if self.size != "published" else "local",
+                    movie_token=self.movie_token, kg_entities=self.kg.n_entities_with_pad)
+        (gdir / SETTINGS_FILE).write_text(json.dumps(meta, indent=2), encoding="utf-8")
+
+    def to(self, device) -> "UniCRS":
+        for m in self.modules():
+            m.to(device)
+        self.item_ids = self.item_ids.to(device)
+        self._invalidate()
+        return self
+
+    def modules(self) -> list[nn.Module]:
+        return [self.gpt2, self.roberta, self.rec_prompt, self.conv_prompt]
+
+    def trainable_parameters(self) -> list[nn.Parameter]:
+        mods = [self.rec_prompt, self.conv_prompt] if self.frozen else self.modules()
+        return [p for m in mods for p in m.parameters() if p.requires_grad]
+
+    def _invalidate(self) -> None:
+        self._tables.clear()
+        self._token_cache = None
+
+    @property
+    def device(self) -> torch.device:
+        return self.rec_prompt.node_embeds.device
+
+    @property
+    def description(self) -> str:
+        return f"UniCRS ({self.size}; GPT-2 {self.gpt2.config.n_layer}x{self.gpt2.config.n_embd}, {self.backbone_source})"
+
+    # ---- inputs ----
+    def context_ids(self, context: Sequence[str]) -> list[int]:
+        """GPT-2 ids: turns joined by eos plus a trailing eos, left-truncated to ``context_max_length``."""
+        eos = self.tokenizer.eos_token
+        text = eos.join(turn_texts(context)) + eos
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"][-self.context_max_length:]
+
+    def prompt_ids(self, context: Sequence[str]) -> tuple[list[int], list[int]]:
+        """RoBERTa ids ``<s> … </s>`` (left-truncated) right-padded to ``context_max_length`` + mask."""
+        tok = self.prompt_tokenizer
+        text = tok.sep_token.join(turn_texts(context))
+        body = tok(text, add_special_tokens=False)["input_ids"][-(self.context_max_length - 2):] if text else []
+        ids = [tok.bos_token_id] + body + [tok.eos_token_id]
+        pad = self.context_max_length - len(ids)
+        return ids + [tok.pad_token_id] * pad, [1] * len(ids) + [0] * pad
+
+    def entity_ids(self, entities: Sequence[str]) -> list[int]:
+        """Ids of the last ``entity_max_length`` names that are in the KG; ``[pad]`` when none."""
+        ids = self.kg.ids_of(list(entities)[-self.entity_max_length:])
+        return ids or [self.kg.pad_id]
+
+    # ---- pieces ----
+    def _table(self, which: str) -> torch.Tensor:
+        prompt = self.rec_prompt if which == "rec" else self.conv_prompt
+        if prompt.training or torch.is_grad_enabled():
+            return prompt.get_entity_embeds()
+        if which not in self._tables:
+            self._tables[which] = prompt.get_entity_embeds()
+        return self._tables[which]
+
+    def _token_embeds(self, context: Sequence[str]) -> torch.Tensor:
+        ids, mask = self.prompt_ids(context)
+        key = tuple(ids)
+        if self._token_cache is not None and self._token_cache[0] == key and not torch.is_grad_enabled():
+            return self._token_cache[1]
+        t = torch.tensor([ids], device=self.device)
+        m = torch.tensor([mask], device=self.device)
+        out = self.roberta(input_ids=t, attention_mask=m).last_hidden_state
+        if not torch.is_grad_enabled():
+            self._token_cache = (key, out)
+        return out
+
+    def _prefix(self, which: str, inp: ConvInput) -> torch.Tensor:
+        prompt = self.rec_prompt if which == "rec" else self.conv_prompt
+        ents = torch.tensor([self.entity_ids(inp.entities)], device=self.device)
+        return prompt(ents, self._token_embeds(inp.context), output_entity=(which == "rec"),
+                      use_rec_prefix=(which == "rec"), use_conv_prefix=(which == "conv"),
+                      entity_table=self._table(which))
+
+    def _run(self, ids: torch.Tensor, mask: torch.Tensor, prefix: torch.Tensor, cache=None, positions=None):
+        """GPT-2 trunk with the prompt as past keys/values; a NEW cache unless one is passed to extend."""
+        from transformers import DynamicCache
+
+        if cache is None:
+            cache = DynamicCache(tuple((prefix[i, 0], prefix[i, 1]) for i in range(prefix.shape[0])))
+        p = prefix.shape[-2]
+        full_mask = torch.cat([torch.ones(mask.shape[0], p, dtype=mask.dtype, device=mask.device), mask], dim=1)
+        if positions is None:
+            positions = (mask.long().cumsum(-1) - 1).clamp_min(0)
+            positions = positions.masked_fill(mask == 0, 1)
+        out = self.gpt2.transformer(input_ids=ids, attention_mask=full_mask, position_ids=positions,
+                                    past_key_values=cache, use_cache=True)
+        return out.last_hidden_state, out.past_key_values
+
+    # ---- recommendation ----
+    @torch.inference_mode()
+    def scores(self, inp: ConvInput) -> torch.Tensor:
+        """Logits over all entities (incl. pad) for one conversation."""
+        ids = torch.tensor([self.context_ids(inp.context)], device=self.device)
+        hidden, _ = self._run(ids, torch.ones_like(ids), self._prefix("rec", inp))
+        return hidden[0, -1] @ self._table("rec").T
+
+    def recommend(self, inp: ConvInput, k: int = TOP_K) -> list[tuple[int, float]]:
+        item_scores = self.scores(inp)[self.item_ids]
+        top = torch.topk(item_scores, k=min(k, item_scores.numel()))
+        return [(int(self.item_ids[i]), float(v)) for v, i in zip(top.values, top.indices)]
+
+    # ---- conversation ----
+    def conv_context(self, inp: ConvInput) -> list[int]:
+        return self.context_ids(inp.context) + list(self.bot_ids)
+
+    @staticmethod
+    def _ban_repeats(seq: list[int], n: int) -> list[int]:
+        """Tokens that would repeat an n-gram of ``seq`` (HF's no_repeat_ngram_size rule)."""
+        if n <= 0 or len(seq) < n - 1:
+            return []
+        tail = tuple(seq[len(seq) - (n - 1):]) if n > 1 else ()
+        return [seq[i + n - 1] for i in range(len(seq) - n + 1) if tuple(seq[i:i + n - 1]) == tail]
+
+    @torch.inference_mode()
+    def generate_ids(self, inp: ConvInput, *, max_new_tokens: int | None = None, no_repeat_ngram_size: int = 3,
+                     use_cache: bool = True) -> list[int]:
+        """Greedy reply ids (eos included when produced). ``use_cache=False`` recomputes everything each step."""
+        limit = self.max_new_tokens if max_new_tokens is None else max_new_tokens
+        prefix = self._prefix("conv", inp)
+        seq = self.conv_context(inp)
+        new: list[int] = []
+        cache = None
+        step_ids = torch.tensor([seq], device=self.device)
+        for _ in range(limit):
+            if use_cache:
+                n = len(seq)
+                mask = torch.ones(1, n, dtype=torch.long, device=self.device)
+                positions = torch.arange(n - step_ids.shape[1], n, device=self.device)[None]
+                hidden, cache = self._run(step_ids, mask, prefix, cache=cache, positions=positions)
+            else:
+                full = torch.tensor([seq], device=self.device)
+                hidden, _ = self._run(full, torch.ones_like(full), prefix)
+            logits = self.gpt2.lm_head(hidden[0, -1])
+            banned = self._ban_repeats(seq, no_repeat_ngram_size)
+            if banned:
+                logits[banned] = -math.inf
+            token = int(torch.argmax(logits))
+            seq.append(token)
+            new.append(token)
+            if token == self.eos_id:
+                break
+            step_ids = torch.tensor([[token]], device=self.device)
+        return new
+
+    def decode_reply(self, new_ids: list[int], items: Sequence[str] | None) -> str:
+        """Published decoding (CRS Arena fix): keep specials, text after the last ``System:``, drop eos, fill slots."""
+        text = self.tokenizer.decode(list(self.bot_ids) + list(new_ids), skip_special_tokens=False)
+        text = text[text.rfind(BOT_PROMPT) + len(BOT_PROMPT):] if BOT_PROMPT in text else text
+        text = text.replace(self.tokenizer.eos_token, "")
+        text = fill_slots(text, items, (self.movie_token, MOVIE_SLOT, "<pad>"))
+        return text or FALLBACK_REPLY
+
+    def generate(self, inp: ConvInput, *, items: list[str] | None = None) -> str:
+        return self.decode_reply(self.generate_ids(inp), items)
+
+    @torch.inference_mode()
+    def choose(self, inp: ConvInput, options: list[str], used: set[str] = frozenset()) -> str:
+        """§5.2 get_choice: one new token from the conv inputs; argmax of the option letters' logits, used ones −1e5."""
+        if not options:
+            raise ValueError("choose() needs at least one option")
+        ids = torch.tensor([self.conv_context(inp)], device=self.device)
+        hidden, _ = self._run(ids, torch.ones_like(ids), self._prefix("conv", inp))
+        logits = self.gpt2.lm_head(hidden[0, -1])
+        letters = [self.tokenizer(o, add_special_tokens=False)["input_ids"][0] for o in options]
+        state = torch.tensor([-1e5 if o in used else 0.0 for o in options], device=logits.device)
+        return options[int(torch.argmax(logits[letters] + state))]
+
+    # ---- training pieces ----
+    def example(self, record: Record) -> dict:
+        """Token ids of one record: GPT-2 context, RoBERTa prompt, entities, rec targets, slot-masked reply."""
+        targets = self.kg.ids_of(record.rec)
+        resp = _replace_names(record.resp, record.rec, self.movie_token)
+        resp_ids = self.tokenizer("System: " + resp, add_special_tokens=False)["input_ids"][:self.resp_max_length]
+        prompt, prompt_mask = self.prompt_ids(record.context)
+        return {"context": self.context_ids(record.context), "prompt": prompt, "prompt_mask": prompt_mask,
+                "entity": self.entity_ids(record.entity), "targets": targets, "resp": resp_ids + [self.eos_id]}
+
+    def losses(self, batch: list[dict]) -> tuple[torch.Tensor | None, torch.Tensor]:
+        """(rec loss or None when no example has a known target, conv LM loss) for a batch of :meth:`example` dicts."""
+        dev = self.device
+        prompt = torch.tensor([b["prompt"] for b in batch], device=dev)
+        pmask = torch.tensor([b["prompt_mask"] for b in batch], device=dev)
+        tokens = self.roberta(input_ids=prompt, attention_mask=pmask).last_hidden_state
+        width = max(len(b["entity"]) for b in batch)
+        ents = torch.tensor([b["entity"] + [self.kg.pad_id] * (width - len(b["entity"])) for b in batch], device=dev)
+
+        rec_loss = None
+        rows = [i for i, b in enumerate(batch) if b["targets"]]
+        if rows:
+            table = self.rec_prompt.get_entity_embeds()
+            idx = torch.tensor(rows, device=dev)
+            prefix = self.rec_prompt(ents[idx], tokens[idx], output_entity=True, use_rec_prefix=True,
+                                     entity_table=table)
+            ids, mask = _left_pad([batch[i]["context"] for i in rows], self.pad_id, dev)
+            hidden, _ = self._run(ids, mask, prefix)
+            logits = hidden[:, -1] @ table.T
+            pair_rows = [r for r, i in enumerate(rows) for _ in batch[i]["targets"]]
+            pair_targets = [t for i in rows for t in batch[i]["targets"]]
+            rec_loss = F.cross_entropy(logits[torch.tensor(pair_rows, device=dev)],
+                                       torch.tensor(pair_targets, device=dev))
+
+        table = self.conv_prompt.get_entity_embeds()
+        prefix = self.conv_prompt(ents, tokens, output_entity=False, use_conv_prefix=True, entity_table=table)
+        seqs = [b["context"] + b["resp"] for b in batch]
+        ids, mask = _left_pad(seqs, self.pad_id, dev)
+        hidden, _ = self._run(ids, mask, prefix)
+        # LM loss on the reply tokens only (the published labels are -100 over the context): the vocabulary
+        # projection runs on those positions alone; position t predicts token t + 1
+        width = ids.shape[1]
+        rows = [r for r, b in enumerate(batch) for _ in b["resp"]]
+        cols = [width - len(b["resp"]) - 1 + j for b in batch for j in range(len(b["resp"]))]
+        targets = torch.tensor([t for b in batch for t in b["resp"]], device=dev)
+        logits = self.gpt2.lm_head(hidden[torch.tensor(rows, device=dev), torch.tensor(cols, device=dev)])
+        return rec_loss, F.cross_entropy(logits, targets)
+
+    def set_training(self, on: bool) -> None:
+        for m in ([self.rec_prompt, self.conv_prompt] if self.frozen else self.modules()):
+            m.train(on)
+        self._invalidate()
+
+
+def _left_pad(seqs: list[list[int]], pad: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(len(s) for s in seqs)
+    ids = torch.tensor([[pad] * (width - len(s)) + s for s in seqs], device=device)
+    mask = torch.tensor([[0] * (width - len(s)) + [1] * len(s) for s in seqs], device=device)
+    return ids, mask
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# training
+
+
+def _module_states(model: UniCRS) -> dict:
+    return {"gpt2": model.gpt2.state_dict(), "roberta": model.roberta.state_dict(),
+            "rec": model.rec_prompt.state_dict(), "conv": model.conv_prompt.state_dict()}
+
+
+def train(model: UniCRS, records: list[Record], out_root, dataset: str, config: TrainConfig,
+          progress: ProgressFn | None = None, *, save_every: int = 200, save_seconds: float = 120.0) -> TrainReport:
+    """Joint training of the rec prompt (cross-entropy of the target entity) and the conv prompt (LM loss of the
+    reply), plus the backbones in the small size; one optimizer step updates both parts (the backbones are
+    shared). ``max_steps`` counts steps over all runs. Resumable from ``<out_root>/.train/unicrs_<ds>/state.pt``
+    (modules, optimizer, step, losses; written every ``save_every`` steps or ``save_seconds``, and at the end);
+    the result is saved in the published layout under ``out_root``. The report holds this run's new steps and
+    losses."""
+    start = time.monotonic()
+    out_root = Path(out_root)
+    if not records:
+        raise ValueError("no training records")
+    torch.manual_seed(config.seed)
+    model.to(config.device)
+    examples = [model.example(r) for r in records]
+    bs = max(1, int(config.batch_size))
+    per_epoch = math.ceil(len(examples) / bs)
+    total = per_epoch * max(1, int(config.epochs))
+    if config.max_steps is not None:
+        total = min(total, int(config.max_steps))
+    params = model.trainable_parameters()
+    opt = torch.optim.AdamW(params, lr=config.lr)
+    state_path = out_root / ".train" / f"{SYSTEM}_{dataset}" / "state.pt"
+    step, history = 0, {"rec": [], "conv": []}
+    if config.resume and state_path.exists():
+        try:
+            saved = torch.load(state_path, map_location=config.device, weights_only=True)
+            model.gpt2.load_state_dict(saved["modules"]["gpt2"])
+            model.roberta.load_state_dict(saved["modules"]["roberta"])
+            model.rec_prompt.load_state_dict(saved["modules"]["rec"])
+            model.conv_prompt.load_state_dict(saved["modules"]["conv"])
+            opt.load_state_dict(saved["optimizer"])
+            step, history = int(saved["step"]), {k: list(v) for k, v in saved["losses"].items()}
+        except Exception as e:
+            raise CheckpointError(f"cannot resume from {state_path} (delete it to restart): {e}") from e
+
+    first_step = step
+    losses: dict[str, list[float]] = {"rec": [], "conv": []}  # this run's (the report); ``history``: all runs
+
+    def checkpoint() -> None:
+        state_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = state_path.with_suffix(".tmp")
+        torch.save({"modules": _module_states(model), "optimizer": opt.state_dict(), "step": step,
+                    "losses": {k: history[k] + losses[k] for k in history}}, tmp)
+        os.replace(tmp, state_path)
+
+    last_save = time.monotonic()
+    model.set_training(True)
+    try:
+        order, order_epoch = None, -1
+        while step < total:
+            epoch, pos = divmod(step, per_epoch)
+            if epoch != order_epoch:
+                g = torch.Generator().manual_seed(config.seed * 1000 + epoch)
+                order, order_epoch = torch.randperm(len(examples), generator=g).tolist(), epoch
+            batch = [examples[i] for i in order[pos * bs:(pos + 1) * bs]]
+            rec_loss, conv_loss = model.losses(batch)
+            loss = conv_loss if rec_loss is None else rec_loss + conv_loss
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            opt.step()
+            step += 1
+            if rec_loss is not None:
+                losses["rec"].append(float(rec_loss.detach()))
+            losses["conv"].append(float(conv_loss.detach()))
+            if progress is not None:
+                progress("rec+conv", step, total)
+            if step < total and ((save_every and step % save_every == 0)
+                                 or time.monotonic() - last_save > save_seconds):
+                checkpoint()
+                last_save = time.monotonic()
+    finally:
+        model.set_training(False)
+    checkpoint()
+    model.save(out_root, dataset)
+    return TrainReport(system=SYSTEM, out=out_root, steps=step - first_step, losses=losses,
+                       seconds=time.monotonic() - start)
