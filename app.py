@@ -16,15 +16,19 @@ from ui.services import Services
 
 
 def warm_up(services: Services) -> None:
-    """Load the models and the catalog index in the background, so the first chat is quick."""
-    try:
-        for system_id in services.system_ids():
+    """Load the models and the catalog index in the background, so the first chat is quick.
+
+    Only systems that are ready are loaded: a neural system without a checkpoint is built on first
+    use (or by `make run` before the app starts), never behind the user's back here.
+    """
+    for system_id in services.ready_system_ids():
+        try:
             system = services.system(system_id)
             prepare = getattr(system, "warm_up", None)
             if prepare:
                 prepare()
-    except Exception:  # a failure here shows up, with a message, on first use instead
-        logging.getLogger(__name__).exception("warm-up failed")
+        except Exception:  # a failure here shows up, with a message, on first use instead
+            logging.getLogger(__name__).exception("warm-up of %s failed", system_id)
 
 
 services = Services.from_env()

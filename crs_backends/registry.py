@@ -1,13 +1,31 @@
-"""Which systems exist and how to build one."""
+"""Which systems exist and how to build one.
+
+ChatCRS and the retrieval baseline are built at once. KBRD, BARCOR and UniCRS resolve their
+checkpoints (:mod:`crs_backends.neural.sources`: ``CRS_MODELS_DIR``, the fetched CRS Arena archive, a
+fetched Hub repository, else the small local versions) and load them; when nothing is there, the small
+local versions are built first (minutes, once; ``CRS_NEURAL_BUILD=never`` turns that off). A system that
+cannot run raises :class:`SystemUnavailable`, whose message says why and which command fixes it.
+"""
 
 from __future__ import annotations
 
+import logging
 import os
+import threading
 from typing import Callable
 
 from catalog.catalog import get_catalog
 from crs_backends.base import CRSSystem, SystemInfo
 from llm.registry import client_for
+
+log = logging.getLogger(__name__)
+
+NEURAL = ("kbrd", "barcor", "unicrs")
+NEURAL_LABELS = {"kbrd": "KBRD", "barcor": "BARCOR", "unicrs": "UniCRS"}
+
+
+class SystemUnavailable(RuntimeError):
+    """A system cannot answer now (no checkpoint, a broken one, or its small version is being built)."""
 
 
 def _chatcrs(db_path) -> CRSSystem:
@@ -22,13 +40,113 @@ def _retrieval(db_path) -> CRSSystem:
     return RetrievalCRS(catalog_for_chat())
 
 
-# id -> (label, factory). The neural systems join this table as they land.
+def neural_build_allowed() -> bool:
+    """Whether a neural system may build the small local versions when no checkpoint is there."""
+    return (os.environ.get("CRS_NEURAL_BUILD") or "auto").strip().lower() not in ("never", "0", "no", "false", "off")
+
+
+class _BuildState:
+    """The one build of the small local versions that may run at a time, and how far it got."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.phase = ""
+        self.done = 0
+        self.total = 0
+
+    @property
+    def running(self) -> bool:
+        return self.lock.locked()
+
+    def progress(self, phase: str, done: int, total: int) -> None:
+        self.phase, self.done, self.total = phase, done, total
+
+    def describe(self) -> str:
+        if not self.phase:
+            return "starting"
+        share = f" {100 * self.done // self.total}%" if self.total else ""
+        return f"{self.phase}{share}"
+
+
+_build = _BuildState()
+
+
+def _being_built_message(system_id: str) -> str:
+    return (f"{NEURAL_LABELS[system_id]}: the small local versions of KBRD, BARCOR and UniCRS are being built "
+            f"({_build.describe()}); this happens once and takes a few minutes. Try again in a minute, or pick "
+            "another system meanwhile.")
+
+
+def _neural(system_id: str) -> Callable[..., CRSSystem]:
+    def factory(db_path) -> CRSSystem:
+        from crs_backends.neural import sources
+        from crs_backends.neural.checkpoints import CheckpointError
+        from crs_backends.neural.kg import KGError
+        from crs_backends.neural.system import NeuralCRS, load_model
+
+        label = NEURAL_LABELS[system_id]
+        try:
+            source = sources.resolve(system_id)
+        except sources.SourceError as missing:
+            if not neural_build_allowed() or not _small_builder_present():
+                raise SystemUnavailable(str(missing)) from None
+            source = _build_and_resolve(system_id)
+        try:
+            model = load_model(source)
+        except ImportError as e:
+            raise SystemUnavailable(f"{label}'s model code is not installed ({e}).") from None
+        except (CheckpointError, KGError, sources.SourceError, OSError, ValueError) as e:
+            raise SystemUnavailable(f"{label} could not load its checkpoint ({source.variant}, {source.root}): {e}") from None
+        except Exception as e:  # anything else while loading: a message in the UI, the details in the log
+            log.exception("loading %s from %s failed", system_id, source.root)
+            raise SystemUnavailable(f"{label} could not load its checkpoint ({source.variant}, {source.root}): "
+                                    f"{type(e).__name__}: {e}") from None
+        return NeuralCRS(model, catalog_for_chat(), source=source)
+
+    return factory
+
+
+def _small_builder_present() -> bool:
+    from crs_backends.neural import sources
+
+    return sources.small_builder_available()
+
+
+def _build_and_resolve(system_id: str):
+    """Build the small local versions (one build at a time; others are told it is running), then resolve."""
+    from crs_backends.neural import sources
+
+    if not _build.lock.acquire(blocking=False):
+        raise SystemUnavailable(_being_built_message(system_id))
+    try:
+        _build.progress("", 0, 0)
+        log.warning("no checkpoint for %s: building the small local versions (once, a few minutes)", system_id)
+        try:
+            sources.build_small(progress=_build.progress)
+        except sources.SourceError as e:
+            raise SystemUnavailable(str(e)) from None
+        except Exception as e:  # whatever the builder raises, the UI shows a message, not a crash
+            log.exception("building the small local versions failed")
+            raise SystemUnavailable(f"Building the small local versions failed: {type(e).__name__}: {e}. "
+                                    f"Run `{sources.SMALL_COMMAND}` to see the details.") from None
+    finally:
+        _build.lock.release()
+    try:
+        return sources.resolve(system_id)
+    except sources.SourceError as e:
+        raise SystemUnavailable(str(e)) from None
+
+
+# id -> (label, factory)
 SYSTEMS: dict[str, tuple[str, Callable[..., CRSSystem]]] = {
     "chatcrs": ("ChatCRS", _chatcrs),
     "retrieval": ("Retrieval baseline", _retrieval),
+    **{s: (NEURAL_LABELS[s], _neural(s)) for s in NEURAL},
 }
 
 _built: dict[tuple[str, str], CRSSystem] = {}
+_locks: dict[tuple[str, str], threading.Lock] = {}
+_locks_guard = threading.Lock()
 
 
 def catalog_for_chat():
@@ -41,14 +159,75 @@ def system_ids() -> list[str]:
 
 
 def get_system(system_id: str, *, db_path=None) -> CRSSystem:
-    """The (cached) system for ``system_id``."""
+    """The (cached) system for ``system_id``.
+
+    Raises KeyError for an unknown id and :class:`SystemUnavailable` when the system cannot run now.
+    """
     if system_id not in SYSTEMS:
         raise KeyError(f"unknown system {system_id!r}; known: {', '.join(SYSTEMS)}")
     key = (system_id, str(db_path))
-    if key not in _built:
-        _built[key] = SYSTEMS[system_id][1](db_path)
-    return _built[key]
+    if key in _built:
+        return _built[key]
+    with _locks_guard:
+        lock = _locks.setdefault(key, threading.Lock())
+    if not lock.acquire(blocking=False):
+        if system_id in NEURAL and _build.running:
+            raise SystemUnavailable(_being_built_message(system_id))
+        lock.acquire()
+    try:
+        if key not in _built:  # a failure is not cached: the next call tries again
+            _built[key] = SYSTEMS[system_id][1](db_path)
+        return _built[key]
+    finally:
+        lock.release()
+
+
+def ready_system_ids(*, db_path=None) -> list[str]:
+    """Systems that can answer without a build first: all but the neural ones that have no checkpoint yet
+    (for the arena, which should not make a person wait for a build)."""
+    from crs_backends.neural import sources
+
+    ready = []
+    for system_id in SYSTEMS:
+        if system_id in NEURAL and (system_id, str(db_path)) not in _built:
+            try:
+                sources.resolve(system_id)
+            except Exception:
+                continue
+        ready.append(system_id)
+    return ready
+
+
+def system_info(system_id: str, *, db_path=None) -> SystemInfo:
+    """What ``system_id`` runs, without loading a neural model (nor building its small version)."""
+    if system_id not in SYSTEMS:
+        raise KeyError(f"unknown system {system_id!r}; known: {', '.join(SYSTEMS)}")
+    built = _built.get((system_id, str(db_path)))
+    if built is not None:
+        return built.info
+    if system_id in NEURAL:
+        return _describe_neural(system_id)
+    return get_system(system_id, db_path=db_path).info
+
+
+def _describe_neural(system_id: str) -> SystemInfo:
+    from crs_backends.neural import sources
+
+    label = NEURAL_LABELS[system_id]
+    try:
+        source = sources.resolve(system_id)
+        return SystemInfo(id=system_id, label=label, variant=source.variant, demo=source.small)
+    except sources.SourceError:
+        pass
+    except Exception as e:  # a broken manifest or folder: describe, do not crash the page
+        return SystemInfo(id=system_id, label=label, variant=f"not available ({type(e).__name__}: {e})")
+    if neural_build_allowed() and _small_builder_present():
+        when = "being built now" if _build.running else "built on first use, a few minutes"
+        return SystemInfo(id=system_id, label=label, variant=f"small local version ({when})", demo=True)
+    return SystemInfo(id=system_id, label=label,
+                      variant=f"not available: no checkpoint (run `{sources.FETCH_COMMAND}` or "
+                              f"`{sources.SMALL_COMMAND}`)")
 
 
 def system_infos(*, db_path=None) -> list[SystemInfo]:
-    return [get_system(s, db_path=db_path).info for s in SYSTEMS]
+    return [system_info(s, db_path=db_path) for s in SYSTEMS]

@@ -32,6 +32,12 @@ class AppServer:
             "GRADIO_SERVER_PORT": str(self.port),
             "GRADIO_ANALYTICS_ENABLED": "False",
             "HF_HUB_OFFLINE": "1",
+            # no neural checkpoints unless a test brings them: the app must not find the developer's
+            # models, nor start building the small local versions behind a test's back
+            "CRS_NEURAL_BUILD": "never",
+            "CRS_ARENA_CACHE": str(db_path.parent / "no_models_cache"),
+            "CRS_MODELS_DIR": "",
+            "CRS_MODELS_HUB_REPO": "",
             **(env or {}),
         }
         self.startup_timeout = startup_timeout

@@ -66,7 +66,7 @@ def build(services: Services) -> None:
             if current is None:
                 session = request.session_hash if request is not None else ""
                 try:
-                    current = start_battle(db, services.system_ids(), random.Random(),
+                    current = start_battle(db, services.ready_system_ids(), random.Random(),
                                            domain=catalog_for_chat().domain, session=session or "")
                 except ValueError as e:  # fewer than two systems installed
                     raise gr.Error(str(e)) from None

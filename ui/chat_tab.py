@@ -13,7 +13,7 @@ import threading
 import gradio as gr
 import pandas as pd
 
-from crs_backends.registry import catalog_for_chat
+from crs_backends.registry import SystemUnavailable, catalog_for_chat
 from crs_backends.session import ChatSession, EmptyMessage, prepare_user_message
 from evaluators.factor_judge import MODES
 from evaluators.factors import FACTORS
@@ -40,7 +40,7 @@ def build(services: Services) -> None:
     ids = services.system_ids()
     with gr.Row():
         system = gr.Dropdown(
-            choices=[(services.system_info(s).label, s) for s in ids],
+            choices=services.system_choices(),
             value=ids[0],
             label="System",
             scale=2,
@@ -83,7 +83,13 @@ def build(services: Services) -> None:
             gr.Warning(str(e))
             yield chat_messages(conversation), gr.skip(), str(e), st, gr.skip(), gr.skip()
             return
-        session = ChatSession(services.system(system_id), db_path=services.db_path, conversation=conversation)
+        try:
+            chosen = services.system(system_id)
+        except SystemUnavailable as e:
+            gr.Warning(str(e).splitlines()[0])
+            yield chat_messages(conversation), gr.skip(), f"⚠️ {safe_text(str(e))}", st, gr.skip(), text
+            return
+        session = ChatSession(chosen, db_path=services.db_path, conversation=conversation)
         st = {"conversation_id": session.conversation.id, "system_id": system_id}
         notice = user_message.notice or ""
         if user_message.notice:

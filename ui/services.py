@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from crs_backends.base import CRSSystem, SystemInfo
-from crs_backends.registry import get_system, system_ids
+from crs_backends.registry import get_system, ready_system_ids, system_ids, system_info
 from llm.config import RoleConfig, all_role_configs
 from storage.db import default_db_path, get_db
 
@@ -30,11 +30,25 @@ class Services:
     def system_ids(self) -> list[str]:
         return system_ids()
 
+    def ready_system_ids(self) -> list[str]:
+        """Systems that answer without building anything first (neural ones without checkpoints are left out)."""
+        return ready_system_ids(db_path=self.db_path)
+
     def system(self, system_id: str) -> CRSSystem:
+        """The system, loaded (or built) on first use; raises ``SystemUnavailable`` with a message for people."""
         return get_system(system_id, db_path=self.db_path)
 
     def system_info(self, system_id: str) -> SystemInfo:
-        return self.system(system_id).info
+        """What the system runs; a neural system is described without being loaded or built."""
+        return system_info(system_id, db_path=self.db_path)
+
+    def system_choices(self) -> list[tuple[str, str]]:
+        """(label with the version that runs, id) for the system selector."""
+        choices = []
+        for system_id in self.system_ids():
+            info = self.system_info(system_id)
+            choices.append((f"{info.label} · {info.variant}", system_id))
+        return choices
 
     def role_configs(self) -> list[RoleConfig]:
         return all_role_configs(self.env)

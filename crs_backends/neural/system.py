@@ -1,0 +1,278 @@
+"""KBRD, BARCOR and UniCRS behind the common interface: a :class:`NeuralCRS` wraps any loaded
+:class:`~crs_backends.neural.engine.NeuralModel`, its knowledge graph and the chat catalog.
+
+Each turn, the conversation is given to the model the way CRS Arena does it:
+
+- **context**: the utterances, user first (``''`` first when the system spoke first), alternating;
+  consecutive turns of one side are joined, so the "User:"/"System:" parity the models rely on holds;
+- **entities**: for every utterance in order, the KG entities found by fuzzy linking
+  (:meth:`KGData.link`, rapidfuzz WRatio ≥ 90) followed by the catalog titles mentioned exactly
+  (:meth:`Catalog.mentions`) whose names are KG entities; duplicates are kept, as CRS Arena keeps them.
+
+The model's ranked item entities become catalog items (by name: exact, then the catalog's title matcher
+with the year checked); items the chat catalog lacks and items the user mentioned are skipped. The top
+:data:`~crs_backends.neural.engine.TOP_K` are kept in ``Turn.metadata["top_items"]``, the top
+``list_size`` are the turn's ``items``. The reply is the model's text with every movie slot filled by
+those items in order; no empty slot ("Have you seen ?"), placeholder token or empty reply survives
+(:func:`repair_text`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import re
+import threading
+import time
+from functools import lru_cache
+
+import torch
+
+from catalog.catalog import Catalog
+from catalog.items import Item, split_name
+from crs_backends.base import DEFAULT_LIST_SIZE, CRSSystem, SystemInfo
+from crs_backends.neural.engine import MOVIE_SLOT, TOP_K, ConvInput, NeuralModel
+from crs_backends.neural.kg import KGData, load_kg
+from crs_backends.neural.sources import LABELS, CheckpointSource, Progress, resolve
+from storage.records import Conversation, Turn
+
+log = logging.getLogger(__name__)
+
+MODULES = {"kbrd": "crs_backends.neural.kbrd", "barcor": "crs_backends.neural.barcor",
+           "unicrs": "crs_backends.neural.unicrs"}
+CLASSES = {"kbrd": "KBRD", "barcor": "BARCOR", "unicrs": "UniCRS"}
+SHOWN_IN_FALLBACK = 3
+LINK_CACHE = 4096  # utterances whose entity links are remembered
+
+# what a model may leave where an item should be: our slot, UniCRS's published placeholders, ReDial's ids
+_PLACEHOLDER = re.compile(r"<movie>|<mask>|<pad>|\[(?:movie|item)\]|@\d{4,}", re.IGNORECASE)
+_JUNK = re.compile(r"<unk>|__unk__|<\|endoftext\|>|</?s>", re.IGNORECASE)
+# a phrase whose item went missing ("Have you seen ?", "I recommend .", "how about ?"), at a sentence start
+_LEAD = r"(?:^|(?<=[.!?,])\s*|\b(?:so|and|or|but|then|well|also)\s+)"
+_EMPTY_SLOT = re.compile(
+    _LEAD + r"((?:have|did) you (?:ever |already )?(?:seen|see|watched|watch|heard of)"
+    r"|i (?:would |'d |really |also )?(?:recommend|suggest)"
+    r"|you (?:should|could|might|would|will) (?:try|watch|see|check out|love|enjoy|like)"
+    r"|(?:how|what) about|try|check out|watch)"
+    r"\s*(?=[?!.;:]|$)", re.IGNORECASE)
+_EMPTY_QUOTES = re.compile(r"([\"'*_])\s*\1|“\s*”|\(\s*\)|\[\s*\]")
+_SPACE_BEFORE_PUNCT = re.compile(r"\s+([?!.,;:])")
+
+
+class NeuralCRS(CRSSystem):
+    """A KBRD / BARCOR / UniCRS model answering through the common interface."""
+
+    def __init__(self, model: NeuralModel, catalog: Catalog, *, source: CheckpointSource | None = None,
+                 list_size: int = DEFAULT_LIST_SIZE, variant: str | None = None):
+        self.model = model
+        self.kg: KGData = model.kg
+        self.catalog = catalog
+        self.source = source
+        self.list_size = list_size
+        self._variant = variant
+        self._lock = threading.Lock()  # one turn at a time per model: CPU-bound, and generation keeps state
+        self._item_of: dict[int, Item | None] = {}
+        self._by_name: dict[str, Item] = {}
+        for item in catalog.items:
+            self._by_name.setdefault(item.name, item)
+            entity_name = item.extra.get("entity_name") if item.extra else None
+            if entity_name:
+                self._by_name.setdefault(str(entity_name), item)
+        self._link = lru_cache(maxsize=LINK_CACHE)(self._link_uncached)
+
+    # ------------------------------------------------------------------ identity
+    @property
+    def info(self) -> SystemInfo:
+        system = self.model.system
+        variant = self._variant or (self.source.variant if self.source else self.model.description)
+        return SystemInfo(id=system, label=LABELS.get(system, system), variant=variant,
+                          demo=bool(self.source and self.source.small))
+
+    def warm_up(self) -> None:
+        """Build the catalog's matcher and run one turn so that the first real one is quick."""
+        self.catalog.matcher  # noqa: B018 (cached property)
+        self.respond(Conversation(system_id=self.model.system, turns=[Turn(role="user", text="Hi")]))
+
+    # ------------------------------------------------------------------ the model's view
+    def conv_input(self, conversation: Conversation) -> ConvInput:
+        context: list[str] = []
+        roles: list[str] = []
+        for turn in conversation.all_turns:
+            text = " ".join((turn.text or "").split())
+            if roles and roles[-1] == turn.role:
+                context[-1] = f"{context[-1]} {text}".strip()
+                continue
+            if not roles and turn.role == "system":
+                context.append("")
+                roles.append("user")
+            context.append(text)
+            roles.append(turn.role)
+        entities: list[str] = []
+        for text in context:
+            entities += self._link(text)
+        return ConvInput(context=context, entities=entities)
+
+    def _link_uncached(self, text: str) -> list[str]:
+        if not text:
+            return []
+        found = list(self.kg.link(text))
+        for mention in self.catalog.mentions(text):
+            if mention.item is None:
+                continue
+            name = self._entity_name_of(mention.item)
+            if name is not None:
+                found.append(name)
+        return found
+
+    def _entity_name_of(self, item: Item) -> str | None:
+        for name in (item.extra.get("entity_name") if item.extra else None, item.name):
+            if name and name in self.kg.entity2id:
+                return str(name)
+        return None
+
+    def item_of(self, entity_id: int) -> Item | None:
+        """The chat-catalog item for a KG item entity (by exact name, else title match with the same year)."""
+        if entity_id not in self._item_of:
+            name = self.kg.entity_name(entity_id)
+            item = self._by_name.get(name)
+            if item is None and name and name != "<pad>":
+                candidate = self.catalog.match(name)
+                _, year = split_name(name)
+                if candidate is not None and (year is None or candidate.year is None or abs(candidate.year - year) <= 1):
+                    item = candidate
+            self._item_of[entity_id] = item
+        return self._item_of[entity_id]
+
+    def user_items(self, conversation: Conversation, inp: ConvInput) -> set[str]:
+        """Catalog ids of the items the user mentioned (exact mentions and linked item entities)."""
+        seen: set[str] = set()
+        item_ids = self._item_entity_ids
+        for turn in conversation.all_turns:
+            if turn.role != "user":
+                continue
+            for mention in self.catalog.mentions(turn.text or ""):
+                if mention.item is not None:
+                    seen.add(mention.item.id)
+            for name in self._link(" ".join((turn.text or "").split())):
+                entity = self.kg.entity2id.get(name)
+                if entity in item_ids:
+                    item = self.item_of(entity)
+                    if item is not None:
+                        seen.add(item.id)
+        return seen
+
+    @property
+    def _item_entity_ids(self) -> set[int]:
+        ids = getattr(self, "_item_id_set", None)
+        if ids is None:
+            ids = self._item_id_set = set(self.kg.item_ids)
+        return ids
+
+    def rank(self, inp: ConvInput, exclude: set[str]) -> tuple[list[Item], list[tuple[int, float]]]:
+        """The model's ranking as catalog items (top :data:`TOP_K`), and the model's own top entities."""
+        n_items = len(self.kg.item_ids)
+        # ask for the whole ranking: items outside the chat catalog are skipped, the list still fills up
+        ranked = self.model.recommend(inp, k=n_items) if n_items else []
+        items: list[Item] = []
+        taken: set[str] = set()
+        for entity_id, _score in ranked:
+            item = self.item_of(int(entity_id))
+            if item is None or item.id in exclude or item.id in taken:
+                continue
+            items.append(item)
+            taken.add(item.id)
+            if len(items) >= TOP_K:
+                break
+        return items, ranked[:TOP_K]
+
+    # ------------------------------------------------------------------ answering
+    def respond(self, conversation: Conversation) -> Turn:
+        start = time.perf_counter()
+        with self._lock, torch.no_grad():
+            inp = self.conv_input(conversation)
+            mentioned = self.user_items(conversation, inp)
+            items, model_top = self.rank(inp, mentioned)
+            shown = items[: self.list_size]
+            names = [i.name for i in shown]
+            generated = self.model.generate(inp, items=names)
+        text, repaired = repair_text(generated, names)
+        info = self.info
+        return Turn(
+            role="system",
+            text=text,
+            items=[i.ref() for i in shown],
+            metadata={
+                "system": info.id,
+                "variant": info.variant,
+                "version": self.source.version if self.source else "",
+                "origin": self.source.origin if self.source else "",
+                "dataset": self.source.dataset if self.source else "",
+                "demo": info.demo,
+                "entities": list(inp.entities),
+                "top_items": [{"id": i.id, "title": i.name} for i in items],
+                "model_top_entities": [self.kg.entity_name(e) for e, _ in model_top[:10]],
+                "user_items": sorted(mentioned),
+                "generated": generated,
+                "repaired": repaired,
+                "latency_ms": int((time.perf_counter() - start) * 1000),
+                "catalog": self.catalog.name,
+            },
+        )
+
+
+def repair_text(text: str, items: list[str]) -> tuple[str, bool]:
+    """The reply with leftover placeholders filled, empty slots filled or rephrased, never empty.
+
+    Returns (text, whether anything was changed). Items already named in the text are not used twice.
+    """
+    original = text or ""
+    text = " ".join(original.replace(MOVIE_SLOT, " <movie> ").split())
+    remaining = [n for n in items if n.lower() not in text.lower()]
+    fallback_name = "one of the movies in the list" if items else "a movie you liked lately"
+
+    def next_name() -> str:
+        return remaining.pop(0) if remaining else (items[0] if items and items[0].lower() not in text.lower()
+                                                   else fallback_name)
+
+    text = _JUNK.sub(" ", text)
+    text = _PLACEHOLDER.sub(lambda m: next_name(), text)
+    text = _EMPTY_QUOTES.sub(" ", text)
+    text = _EMPTY_SLOT.sub(lambda m: m.group(0).rstrip() + " " + next_name(), text)
+    text = _SPACE_BEFORE_PUNCT.sub(r"\1", " ".join(text.split()))
+    text = text.strip(" ,;:")
+    if not re.search(r"\w", text):
+        text = fallback_sentence(items)
+    return text, text != _SPACE_BEFORE_PUNCT.sub(r"\1", " ".join(original.split()))
+
+
+def fallback_sentence(items: list[str]) -> str:
+    if not items:
+        return ("Could you tell me a bit more about what you like? A genre, an actor or a movie you enjoyed "
+                "would help me find something for you.")
+    shown = items[:SHOWN_IN_FALLBACK]
+    listed = shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + f" or {shown[-1]}"
+    return f"You might like {listed}."
+
+
+def model_class(system: str):
+    """The model class of ``system`` (imported on demand)."""
+    if system not in MODULES:
+        raise ValueError(f"unknown neural system {system!r}; known: {', '.join(MODULES)}")
+    module = importlib.import_module(MODULES[system])
+    return getattr(module, CLASSES[system])
+
+
+def load_model(source: CheckpointSource, *, device: str = "cpu") -> NeuralModel:
+    """Load the model of ``source`` (its KG, then the checkpoints, strictly checked)."""
+    kg = load_kg(source.kg_dir)
+    return model_class(source.system).load(source.root, source.dataset, kg, device=device)
+
+
+def load_neural_system(system: str, catalog: Catalog, *, dataset: str | None = None, build: bool = False,
+                       progress: Progress | None = None, list_size: int = DEFAULT_LIST_SIZE) -> NeuralCRS:
+    """Resolve ``system``'s checkpoints (published first, else the small local version, built when ``build``)
+    and wrap the loaded model. Raises :class:`~crs_backends.neural.sources.SourceError`,
+    :class:`~crs_backends.neural.checkpoints.CheckpointError` or :class:`~crs_backends.neural.kg.KGError`."""
+    source = resolve(system, dataset, build=build, progress=progress)
+    model = load_model(source)
+    return NeuralCRS(model, catalog, source=source, list_size=list_size)

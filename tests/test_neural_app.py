@@ -1,0 +1,125 @@
+"""The real app (`python app.py`) serves all four systems in the Chat tab, driven with gradio_client.
+
+The small local versions of KBRD, BARCOR and UniCRS are needed: the session fixture builds them once into
+a temporary CRS_ARENA_CACHE (about 5 minutes on 2 cores), or copies a complete set of the same version
+from the default cache when one is there (the build is deterministic, so this is the same set).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from app_server import AppServer
+from gradio_client import Client
+
+from storage.db import open_db
+
+pytestmark = pytest.mark.timeout(1500)  # the first test may build the small versions
+
+NEURAL = ("kbrd", "barcor", "unicrs")
+NO_SOURCE = {"CRS_MODELS_DIR": "", "CRS_MODELS_HUB_REPO": "", "CRS_MODELS_URL": "", "CRS_MODELS_SHA256": ""}
+
+
+def _text(content) -> str:
+    if isinstance(content, list):
+        return "".join(b.get("text", "") for b in content if isinstance(b, dict))
+    return str(content)
+
+
+def _builder():
+    try:
+        small = importlib.import_module("crs_backends.neural.small")
+        for system in NEURAL:
+            importlib.import_module(f"crs_backends.neural.{system}")
+    except ImportError as e:
+        pytest.skip(f"the small local versions cannot be built here: {e}")
+    if not hasattr(small, "ensure_small_models") or not hasattr(small, "small_models_root"):
+        pytest.skip("crs_backends.neural.small has no ensure_small_models / small_models_root")
+    return small
+
+
+@pytest.fixture(scope="session")
+def small_cache(tmp_path_factory) -> Path:
+    """A CRS_ARENA_CACHE holding the built small local versions (built once per session)."""
+    small = _builder()
+    cache = tmp_path_factory.mktemp("crs_cache")
+    with pytest.MonkeyPatch.context() as mp:
+        for var in NO_SOURCE:
+            mp.delenv(var, raising=False)
+        existing = small.small_models_root()  # the developer's default cache (or CRS_ARENA_CACHE if set)
+        mp.setenv("CRS_ARENA_CACHE", str(cache))
+        target = small.small_models_dir()
+        if existing is not None and Path(existing).name == target.name:
+            shutil.copytree(existing, target)
+        else:
+            small.ensure_small_models(show_bar=False, log=lambda message: None)
+        assert small.small_models_root() == target, "the small local versions were not built"
+    return cache
+
+
+@pytest.fixture(scope="module")
+def app(small_cache, tmp_path_factory):
+    env = {**NO_SOURCE, "CRS_ARENA_CACHE": str(small_cache), "CRS_NEURAL_BUILD": "never",
+           "CRS_DATA_DIR": str(tmp_path_factory.mktemp("no_data"))}
+    with AppServer(tmp_path_factory.mktemp("neural_app") / "app.db", env=env, startup_timeout=180) as server:
+        yield server
+
+
+def _selector(client: Client) -> dict:
+    for component in client.config["components"]:
+        props = component.get("props", {})
+        if component.get("type") == "dropdown" and props.get("label") == "System":
+            return props
+    raise AssertionError("no System selector on the page")
+
+
+def test_selector_lists_every_system_with_its_version(app):
+    client = Client(app.url, verbose=False)
+    choices = {value: label for label, value in _selector(client)["choices"]}
+    assert {"chatcrs", "retrieval", *NEURAL} <= set(choices)
+    for system, name in (("kbrd", "KBRD"), ("barcor", "BARCOR"), ("unicrs", "UniCRS")):
+        assert choices[system].startswith(f"{name} · small local version (trained on the bundled catalog, v")
+    assert choices["chatcrs"].startswith("ChatCRS · ")
+
+
+@pytest.mark.parametrize("system", ["chatcrs", *NEURAL])
+def test_chat_with_each_system(app, system):
+    client = Client(app.url, verbose=False)
+    chat, items, status, conversation_id, box = client.predict(
+        "Hi! I love crime movies like The Godfather (1972). Any suggestions?", system, api_name="/chat")
+    assert [m["role"] for m in chat] == ["user", "assistant"], status
+    reply = _text(chat[-1]["content"])
+    assert reply.strip() and box == ""
+    assert not re.search(r"seen\s*\?|&lt;movie&gt;|<movie>", reply)
+    assert len(items["data"]) >= 1 and items["headers"][:3] == ["turn", "rank", "title"]
+    db = open_db(app.db_path)
+    turns = list(db["turns"].rows_where("conversation_id = ?", [conversation_id], order_by="idx"))
+    assert [t["role"] for t in turns] == ["user", "system"]
+    conversation = next(db["conversations"].rows_where("id = ?", [conversation_id]))
+    assert conversation["system_id"] == system
+    if system in NEURAL:
+        assert "small local version" in str(conversation)
+        # a second message continues the same conversation
+        chat, items, status, second_id, _ = client.predict("Something more recent?", system, api_name="/chat")
+        assert second_id == conversation_id and [m["role"] for m in chat] == ["user", "assistant"] * 2
+        assert _text(chat[-1]["content"]).strip()
+
+
+def test_missing_checkpoints_give_a_message_not_a_crash(tmp_path):
+    env = {**NO_SOURCE, "CRS_ARENA_CACHE": str(tmp_path / "empty_cache"), "CRS_NEURAL_BUILD": "never",
+           "CRS_DATA_DIR": str(tmp_path / "no_data")}
+    with AppServer(tmp_path / "app.db", env=env, startup_timeout=180) as server:
+        client = Client(server.url, verbose=False)
+        choices = {value: label for label, value in _selector(client)["choices"]}
+        assert "not available" in choices["kbrd"]
+        chat, items, status, conversation_id, box = client.predict("a crime movie please", "kbrd", api_name="/chat")
+        assert "No checkpoint for KBRD" in status and "crs_backends.neural.sources fetch" in status
+        assert box == "a crime movie please"  # the message stays for another try
+        chat, *_ = client.predict("a crime movie please", "retrieval", api_name="/chat")
+        assert chat[-1]["role"] == "assistant"  # the app keeps working
+        assert not os.path.exists(tmp_path / "empty_cache" / "models")  # nothing was built or fetched
