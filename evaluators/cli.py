@@ -1,4 +1,4 @@
-"""Command line: ``python -m evaluators evaluate|meta|calibrate``.
+"""Command line: ``python -m evaluators evaluate|meta|calibrate|simulate``.
 
 Every command's help has an example; run ``python -m evaluators --help``.
 """
@@ -265,6 +265,94 @@ def calibrate_command(eval_path, votes_dir, out, catalog_name, seed, boot, embed
                 f"{m} {c[m]['value']:.3f} [{c[m]['low']:.2f}, {c[m]['high']:.2f}]" if c[m]["value"] is not None
                 else f"{m} –" for m in ("spearman", "pearson", "kendall")))
     click.echo(f"wrote {path}")
+
+
+@cli.command("simulate")
+@click.option("--systems", required=True,
+              help="Comma-separated system ids from the registry, e.g. kbrd,barcor,unicrs,chatcrs.")
+@click.option("--dataset", default="redial", show_default=True,
+              help="redial or opendialkg (read from <data dir>/<name>_eval), a folder in that layout, "
+                   "or a .jsonl file.")
+@click.option("--split", default="test", show_default=True, help="Which <split>_data_processed.jsonl to read.")
+@click.option("--n", "n", type=int, default=20, show_default=True,
+              help="Records to simulate (each with every system); fewer when fewer usable records exist.")
+@click.option("--protocol", type=click.Choice(["core", "free", "attr"]), default="core", show_default=True,
+              help="core: 3-5 turns, 'tell me more' on an early hit; free: iEvaLM free-form, stop at the first hit; "
+                   "attr: iEvaLM attribute questions.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Record order, personas and model seeds.")
+@click.option("--hit-k", type=int, default=50, show_default=True,
+              help="A hit is a target within the top k of a list.")
+@click.option("--max-turns", type=int, default=None, help="Most system turns (default: the protocol's 5).")
+@click.option("--personas", is_flag=True,
+              help="CONCEPT emotion x age personas (one per record, the same for all systems).")
+@click.option("--reliability", is_flag=True,
+              help="CONCEPT reliability: send the first request paraphrased too and measure the lists' overlap.")
+@click.option("--persuasiveness", type=click.Choice(["probability", "reasoned", "off"]), default="probability",
+              show_default=True,
+              help="How the simulated user gives its 0-2 persuasiveness score after each dialogue.")
+@click.option("--temperature", type=float, default=0.0, show_default=True, help="The simulated user's temperature.")
+@click.option("--concurrency", type=int, default=4, show_default=True, help="Dialogues in flight at once.")
+@click.option("--evaluate/--no-evaluate", default=True, show_default=True,
+              help="Score the finished dialogues (CoRE factors and debate, or the proxy; metrics).")
+@click.option("--scorer", type=click.Choice(SCORERS), default="auto", show_default=True,
+              help="As for evaluate: auto is the proxy when no capable LLM judge is configured.")
+@click.option("--debate/--no-debate", default=True, show_default=True, help="With the LLM scorer: run the debate.")
+@click.option("--retry-failed", is_flag=True, help="Also redo dialogues whose system failed in an earlier run.")
+@click.option("--run-id", default=None,
+              help="Name of the run (default: derived from the settings, so a rerun resumes).")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
+              help="Report folder (default: simulations/<run id> beside the database).")
+@click.option("--db", "db_path", type=click.Path(path_type=Path), default=None,
+              help="SQLite file (default: CRS_ARENA_DB or ./data/crs_arena.db).")
+def simulate(systems, dataset, split, n, protocol, seed, hit_k, max_turns, personas, reliability, persuasiveness,
+             temperature, concurrency, evaluate, scorer, debate, retry_failed, run_id, out_dir, db_path):
+    """Benchmark systems with an LLM user simulator on dataset records, then evaluate and report.
+
+    Example:
+
+        python -m evaluators simulate --systems kbrd,barcor,unicrs,chatcrs --dataset redial --n 100 --protocol core --seed 0
+
+    Every dialogue is stored (SQLite and the report's conversations.jsonl). Running the same command
+    again skips finished dialogues and completes the rest; the leaderboard shows the results.
+    """
+    from evaluators.simulator import (RecordError, SimulationConfig, SystemNotReady, UnknownSystem,
+                                      run_simulation)
+
+    db_path = db_path or default_db_path()
+    try:
+        config = SimulationConfig(systems=systems.split(","), dataset=dataset, split=split, n=n, protocol=protocol,
+                                  seed=seed, hit_k=hit_k, max_turns=max_turns, personas=personas,
+                                  reliability=reliability, persuasiveness=persuasiveness, temperature=temperature,
+                                  concurrency=concurrency,
+                                  evaluate=evaluate, scorer=scorer, debate=debate, retry_failed=retry_failed,
+                                  run_id=run_id, out_dir=out_dir)
+    except ValueError as e:
+        raise click.ClickException(str(e)) from None
+    bars: dict[str, tqdm] = {}
+
+    def progress(p) -> None:
+        phase = "evaluate" if p.message.startswith("evaluated") else "simulate"
+        bar = bars.get(phase)
+        if bar is None:
+            bar = bars[phase] = tqdm(total=p.total, unit="dialogue", desc=phase, file=sys.stderr, disable=None)
+        bar.n = p.done
+        bar.set_postfix_str(p.message[-60:], refresh=True)
+
+    try:
+        result = run_simulation(config, db_path=db_path, progress=progress)
+    except (UnknownSystem, SystemNotReady, RecordError, FileNotFoundError) as e:
+        raise click.ClickException(str(e)) from None
+    finally:
+        for bar in bars.values():
+            bar.close()
+    for note in result.report["notes"]:
+        click.echo(note, err=True)
+    summary = result.report["summary"]
+    columns = ["system", "done", "failed", "error", "hit_rate", "recall@1", "recall@10", "recall@50",
+               "persuasiveness", "overall", "factor_mean", "leaks_redacted"]
+    click.echo(summary[columns].round(3).to_string(index=False))
+    click.echo(result.summary_line())
+    click.echo(f"report: {result.out_dir / 'report.html'} (and summary.csv, dialogues.csv, conversations.jsonl)")
 
 
 def _pick(row: dict, key: str):

@@ -192,3 +192,42 @@ def m002_evaluation_metrics_and_usage(db: Database) -> None:
     db["evaluations"].add_column("usage", str)  # JSON: calls, tokens, cost, cache hits
     db["evaluations"].add_column("fingerprint", str)  # hash of the judge configuration
     db["evaluations"].create_index(["conversation_id", "fingerprint"])
+
+
+@migrations()
+def m003_simulations(db: Database) -> None:
+    """Simulated-user benchmark runs and their (record, system) dialogues, for resumable batches."""
+    db["sim_runs"].create(
+        {
+            "id": str,  # derived from the run's configuration (or chosen by the user)
+            "config": str,  # JSON: dataset, protocol, seed, hit_k, personas, models, prompt versions
+            "selection": str,  # JSON: records scanned, skipped and why, chosen case ids
+            "status": str,  # running | done | interrupted
+            "summary": str,  # JSON: per-system figures of the latest report
+            "report_dir": str,
+            "created_at": str,
+            "updated_at": str,
+        },
+        pk="id",
+        not_null={"config", "status", "created_at"},
+    )
+    db["sim_dialogues"].create(
+        {
+            "run_id": str,
+            "case_id": str,  # dataset record (e.g. redial:20001:3) or target item
+            "system_id": str,
+            "conversation_id": str,  # the stored conversation (source 'simulation')
+            "status": str,  # running | done | failed (the system failed) | error (simulator or endpoint fault)
+            "attempts": int,
+            "result": str,  # JSON: stop reason, hit turn, leaks, persuasiveness, sincerity, reliability
+            "evaluation_id": str,
+            "error": str,
+            "created_at": str,
+            "updated_at": str,
+        },
+        pk=("run_id", "case_id", "system_id"),
+        foreign_keys=[("run_id", "sim_runs", "id")],
+        not_null={"run_id", "case_id", "system_id", "status", "created_at"},
+    )
+    db["sim_dialogues"].create_index(["run_id", "status"])
+    db["sim_dialogues"].create_index(["conversation_id"])

@@ -7,6 +7,7 @@ import gradio as gr
 from ui import chat_tab
 from ui import arena_tab, leaderboard_tab
 from ui import evaluate_tab, settings_tab
+from ui import simulate_tab
 from ui.render import roles_notice
 from ui.services import Services
 
@@ -29,6 +30,8 @@ def build_app(services: Services) -> gr.Blocks:
                 leaderboard_tab.build(services)
             with gr.Tab("Evaluate", id="evaluate"):
                 evaluate_tab.build(services)
+            with gr.Tab("Simulate", id="simulate"):
+                simulate_tab.build(services)
             with gr.Tab("Settings", id="settings"):
                 settings_tab.build(services)
     return demo

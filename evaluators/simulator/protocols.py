@@ -1,0 +1,302 @@
+"""The three dialogue protocols: CoRE, iEvaLM free-form and iEvaLM attribute.
+
+A *hit* is a target among the first ``hit_k`` items of a system turn's list (iEvaLM: top 50); it is
+decided here, by code, never by the simulated user. Turns are counted in system turns.
+
+* ``core`` (CoRE): 3 to 5 system turns. Once a target has been hit and at least 3 system turns have
+  passed, the user accepts and the dialogue ends. A hit before turn 3 makes the user ask the system to
+  tell more about that item (and, on the turn after, ask a follow-up question about it), so the judge
+  sees enough system text; the dialogue then ends at turn 3. No hit in 5 turns ends it.
+  (CoRE's "stop when the item was identified and three rounds have passed" read at session level.)
+* ``free`` (iEvaLM free-form): at most 5 turns; the first hit ends the dialogue with the user's
+  acceptance. Otherwise the user turns the suggestions down and gives another detail.
+* ``attr`` (iEvaLM attribute): each round the system chooses to ask about an attribute (genre, actor,
+  director; writer too for OpenDialKG) or to recommend; asking uses a fixed question and the user
+  answers from the targets' metadata (templates, no model). A recommendation with a hit is accepted
+  and ends the dialogue; otherwise the user says no. At most 5 rounds.
+
+How a system chooses in ``attr`` mode: a system object with a ``choose_action(conversation, options)``
+method decides itself; a system with an LLM client (``client``, e.g. ChatCRS) is asked with the option
+letters scored by its own model; any other system follows the fixed policy "ask each attribute once,
+in order, then recommend" (the choice's origin is stored on the turn as ``choice_by``).
+
+A system that raises on a turn ends the dialogue with status ``failed`` (the turns so far are kept).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from catalog.catalog import Catalog
+from crs_backends.base import CRSSystem
+from evaluators.persuasiveness import score_persuasiveness
+from evaluators.simulator.personas import list_overlap, sincerity
+from evaluators.simulator.records import Case
+from evaluators.simulator.user import SimulatedUser, SimulatorError
+from llm.base import LLMClient
+from llm.prompts import prompt
+from llm.types import LLMError
+from storage.records import Conversation, ItemRef, Turn
+
+log = logging.getLogger(__name__)
+
+PROTOCOLS = ("core", "free", "attr")
+DEFAULT_HIT_K = 50
+RECOMMEND = "recommend"
+LETTERS = "ABCDEFG"
+
+
+@dataclass(frozen=True)
+class Protocol:
+    name: str
+    min_turns: int
+    max_turns: int
+    hit_k: int = DEFAULT_HIT_K
+    attributes: tuple[str, ...] = ("genre", "actor", "director")
+
+    @classmethod
+    def named(cls, name: str, *, hit_k: int = DEFAULT_HIT_K, writer: bool = False,
+              max_turns: int | None = None) -> "Protocol":
+        """The published settings; ``max_turns`` shortens (or lengthens) dialogues, e.g. for quick checks."""
+        if name not in PROTOCOLS:
+            raise ValueError(f"unknown protocol {name!r}; protocols: {', '.join(PROTOCOLS)}")
+        if hit_k < 1:
+            raise ValueError("hit_k must be at least 1")
+        attributes = ("genre", "actor", "director", "writer") if writer else ("genre", "actor", "director")
+        low, high = {"core": (3, 5), "free": (1, 5), "attr": (1, 5)}[name]
+        if max_turns is not None:
+            if max_turns < 1:
+                raise ValueError("max_turns must be at least 1")
+            high, low = max_turns, min(low, max_turns)
+        return cls(name, low, high, hit_k=hit_k, attributes=attributes)
+
+    def describe(self) -> dict:
+        return {"name": self.name, "min_turns": self.min_turns, "max_turns": self.max_turns, "hit_k": self.hit_k,
+                "attributes": list(self.attributes)}
+
+
+@dataclass
+class Outcome:
+    """How one simulated dialogue went. ``status``: ``done``, ``failed`` (the system raised) or ``error``."""
+
+    conversation: Conversation
+    status: str = "done"
+    stop_reason: str = ""  # hit | max_turns | system_failed | simulator_error
+    first_hit_turn: int | None = None
+    system_turns: int = 0
+    error: str | None = None
+    extra: dict = field(default_factory=dict)
+
+    def result(self) -> dict:
+        turns = self.conversation.turns
+        leaks = [t.metadata.get("leak") for t in turns if t.metadata.get("leak")]
+        return {
+            "stop_reason": self.stop_reason,
+            "first_hit_turn": self.first_hit_turn,
+            "hit": self.first_hit_turn is not None,
+            "system_turns": self.system_turns,
+            "user_turns": sum(1 for t in turns if t.role == "user"),
+            "leaks_regenerated": sum(1 for x in leaks if x.get("regenerated")),
+            "leaks_redacted": sum(1 for x in leaks if x.get("redacted")),
+            "per_turn_lists": [[r.id for r in t.items] for t in turns if t.role == "system"],
+            **self.extra,
+        }
+
+
+def _hits(turn: Turn, target_ids: set[str], k: int) -> list[ItemRef]:
+    return [ref for ref in turn.items[:k] if ref.id in target_ids]
+
+
+def _ask_system(system: CRSSystem, conversation: Conversation, number: int) -> Turn:
+    turn = system.respond(conversation)
+    if not isinstance(turn, Turn) or turn.role != "system":
+        raise TypeError(f"{type(system).__name__}.respond returned {turn!r}, not a system Turn")
+    turn.metadata = {**turn.metadata, "sim_turn": number}
+    return turn
+
+
+def run_dialogue(case: Case, system: CRSSystem, user: SimulatedUser, protocol: Protocol, *,
+                 conversation: Conversation) -> Outcome:
+    """Play one dialogue into ``conversation`` (history and targets already set). Never raises for a
+    failing system (status ``failed``) or simulator (status ``error``)."""
+    outcome = Outcome(conversation)
+    history, opening = case.history_and_opening()
+    conversation.history = history
+    conversation.targets = [t.ref() for t in case.targets]
+    try:
+        if protocol.name == "attr":
+            _attribute_dialogue(system, user, protocol, outcome, opening)
+        else:
+            _free_dialogue(system, user, protocol, outcome, opening)
+    except SimulatorError as e:
+        outcome.status, outcome.stop_reason, outcome.error = "error", "simulator_error", str(e)
+    return outcome
+
+
+def _system_turn(system: CRSSystem, outcome: Outcome, number: int) -> Turn | None:
+    try:
+        turn = _ask_system(system, outcome.conversation, number)
+    except Exception as e:  # any fault of the system under test: the dialogue is marked failed
+        log.warning("system %s failed on turn %d: %s", outcome.conversation.system_id, number, e)
+        outcome.status, outcome.stop_reason = "failed", "system_failed"
+        outcome.error = f"the system failed on turn {number}: {type(e).__name__}: {e}"
+        return None
+    outcome.conversation.turns.append(turn)
+    outcome.system_turns = number
+    return turn
+
+
+def _free_dialogue(system, user: SimulatedUser, protocol: Protocol, outcome: Outcome, opening: Turn | None) -> None:
+    conversation = outcome.conversation
+    target_ids = {t.id for t in user.targets}
+    conversation.turns.append(opening or user.say(conversation, "open"))
+    asked_about: ItemRef | None = None
+    for number in range(1, protocol.max_turns + 1):
+        turn = _system_turn(system, outcome, number)
+        if turn is None:
+            return
+        hits = _hits(turn, target_ids, protocol.hit_k)
+        turn.metadata["hit"] = bool(hits)
+        if hits and outcome.first_hit_turn is None:
+            outcome.first_hit_turn = number
+        identified = outcome.first_hit_turn is not None
+        if identified and (protocol.name == "free" or number >= protocol.min_turns):
+            item = hits[0] if hits else asked_about
+            conversation.turns.append(user.say(conversation, "accept", title=item.title, allowed={item.id}))
+            outcome.stop_reason = "hit"
+            return
+        if number == protocol.max_turns:
+            outcome.stop_reason = "max_turns"
+            return
+        if identified:  # core: a hit before the third turn
+            if asked_about is None:
+                asked_about = hits[0]
+                reply = user.say(conversation, "tell_more", title=asked_about.title, allowed={asked_about.id})
+            else:
+                reply = user.say(conversation, "follow_up", title=asked_about.title, allowed={asked_about.id})
+        elif turn.items:
+            shown = ", ".join(r.title for r in turn.items[:3])
+            reply = user.say(conversation, "reject", shown=shown)
+        else:
+            reply = user.say(conversation, "no_list")
+        conversation.turns.append(reply)
+
+
+# -- attribute mode -------------------------------------------------------------------------------
+
+
+def _attribute_dialogue(system, user: SimulatedUser, protocol: Protocol, outcome: Outcome,
+                        opening: Turn | None) -> None:
+    conversation = outcome.conversation
+    target_ids = {t.id for t in user.targets}
+    conversation.turns.append(opening or user.template_turn("attr_opening"))
+    asked: list[str] = []
+    for number in range(1, protocol.max_turns + 1):
+        options = [a for a in protocol.attributes if a not in asked] + [RECOMMEND]
+        action, chooser = choose_action(system, conversation, protocol, options, asked, user.items_plural)
+        if action != RECOMMEND:
+            asked.append(action)
+            conversation.turns.append(Turn(role="system", text=prompt("simulator", f"ask_{action}"), metadata={
+                "sim_turn": number, "action": "ask", "attribute": action, "choice_by": chooser,
+                "source": "template"}))
+            outcome.system_turns = number
+            conversation.turns.append(user.answer_attribute(action))
+            if number == protocol.max_turns:
+                outcome.stop_reason = "max_turns"
+            continue
+        turn = _system_turn(system, outcome, number)
+        if turn is None:
+            return
+        turn.metadata.update({"action": "recommend", "choice_by": chooser})
+        hits = _hits(turn, target_ids, protocol.hit_k)
+        turn.metadata["hit"] = bool(hits)
+        if hits:
+            outcome.first_hit_turn = number
+            conversation.turns.append(user.template_turn("attr_accept"))
+            outcome.stop_reason = "hit"
+            return
+        if number == protocol.max_turns:
+            outcome.stop_reason = "max_turns"
+            return
+        conversation.turns.append(user.template_turn("attr_reject"))
+
+
+def choose_action(system, conversation: Conversation, protocol: Protocol, options: list[str], asked: list[str],
+                  items_plural: str) -> tuple[str, str]:
+    """The system's next move in attribute mode and who chose it (``system``, ``system-llm``, ``policy``)."""
+    own = getattr(system, "choose_action", None)
+    if callable(own):
+        choice = own(conversation, list(options))
+        if choice not in options:
+            raise ValueError(f"{type(system).__name__}.choose_action returned {choice!r}, not one of {options}")
+        return choice, "system"
+    client = getattr(system, "client", None)
+    if isinstance(client, LLMClient):
+        try:
+            return _llm_choice(client, conversation, options, asked, items_plural), "system-llm"
+        except LLMError as e:
+            log.warning("attribute choice by the system's model failed (%s); the fixed policy decides", e)
+            return options[0], "policy (model failed)"
+    return options[0], "policy"
+
+
+def _llm_choice(client: LLMClient, conversation: Conversation, options: list[str], asked: list[str],
+                items_plural: str) -> str:
+    letters = LETTERS[:len(options)]
+    lines = [f"{letter}: " + (prompt("simulator", "choice_recommend").format(items_plural=items_plural)
+                              if option == RECOMMEND else
+                              prompt("simulator", "choice_ask").format(attribute=option))
+             for letter, option in zip(letters, options)]
+    transcript = "\n".join(f"{'User' if t.role == 'user' else 'You'}: {t.text}" for t in conversation.all_turns[-8:])
+    messages = [
+        {"role": "system", "content": prompt("simulator", "choice_system").format(items_plural=items_plural)},
+        {"role": "user", "content": transcript + "\n\n" + prompt("simulator", "choice_menu").format(
+            options="\n".join(lines), asked=", ".join(asked) or prompt("simulator", "nothing_asked"))},
+    ]
+    dist = client.score(messages, list(letters))
+    best = max(letters, key=lambda letter: dist.probs.get(letter, 0.0))
+    return options[letters.index(best)]
+
+
+# -- after the dialogue -----------------------------------------------------------------------------
+
+
+def persuasiveness(conversation: Conversation, client: LLMClient, mode: str) -> dict:
+    """The simulated user's iEvaLM persuasiveness score (0-2) of the last explained recommendation.
+
+    An unreadable answer is recorded as an error with score None; ``retry`` says whether running again
+    could help (the endpoint failed).
+    """
+    result = score_persuasiveness(conversation, client, mode=mode)
+    return {"score": result.score, "mode": mode, "distribution": result.distribution, "error": result.error,
+            "rationale": result.rationale[:500], "retry": bool(result.error and "model call failed" in result.error)}
+
+
+def reliability_probe(system: CRSSystem, user: SimulatedUser, conversation: Conversation, *, k: int = 10) -> dict:
+    """CONCEPT reliability: the first user request paraphrased and sent again with the same history; the
+    overlap of the two lists. Errors are recorded, never raised."""
+    turns = conversation.turns
+    index = next((i for i in range(len(turns) - 1) if turns[i].role == "user" and turns[i + 1].role == "system"
+                  and turns[i + 1].items), None)
+    if index is None:
+        return {"error": "no user request followed by a recommendation list"}
+    original = turns[index]
+    try:
+        text = user.paraphrase(original.text, index)
+    except SimulatorError as e:
+        return {"error": str(e), "retry": True}
+    probe = Conversation(system_id=conversation.system_id, source="simulation", history=list(conversation.history),
+                         turns=[*turns[:index], Turn(role="user", text=text)], targets=list(conversation.targets))
+    try:
+        second = _ask_system(system, probe, index // 2 + 1)
+    except Exception as e:
+        return {"error": f"the system failed on the paraphrase: {type(e).__name__}: {e}"}
+    return {"turn": index, "original": original.text, "paraphrase": text,
+            "second_list": [r.id for r in second.items], **list_overlap(turns[index + 1].items, second.items, k=k)}
+
+
+def sincerity_signal(conversation: Conversation, case: Case, catalog: Catalog, k: int) -> dict:
+    """CONCEPT sincerity over the interaction (the dataset's own utterances are not the simulated user's)."""
+    spoken = [t for t in conversation.turns if t.metadata.get("source") != "dataset"]
+    return sincerity(spoken, case.targets, catalog, k=k)

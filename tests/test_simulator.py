@@ -1,0 +1,463 @@
+"""The LLM user simulator: protocols' stopping rules, leaks, persuasiveness, personas, batch runs and resume.
+
+Every model call goes over real HTTP to the fake OpenAI-compatible server (tests/fake_openai.py), routed by
+content (tests/simulator_script.py) unless a test queues particular answers.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+from click.testing import CliRunner
+from fake_openai import Error, Reply
+from simulator_script import RoutedFake, fake_env
+
+from arena.leaderboard import compute_leaderboard
+from catalog.catalog import get_catalog
+from crs_backends import registry
+from crs_backends.base import CRSSystem, SystemInfo
+from evaluators.cli import cli
+from evaluators.simulator import (
+    Protocol,
+    SimulatedUser,
+    SimulationConfig,
+    UnknownSystem,
+    run_dialogue,
+    run_simulation,
+)
+from evaluators.simulator.leaks import REDACTED, find_leaks, redact
+from evaluators.simulator.personas import accepts, list_overlap, persona_for, sincerity
+from evaluators.simulator.protocols import persuasiveness
+from evaluators.simulator.records import Case, read_records, select_cases
+from llm.base import LLMClient
+from llm.remote import OpenAICompatibleModel
+from storage.db import get_db
+from storage.records import Conversation, ItemRef, Turn
+from storage.simulations import run_dialogues
+
+TARGET = "Inception (2010)"
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return get_catalog("bundled")
+
+
+@pytest.fixture
+def fake():
+    with RoutedFake() as server:
+        yield server
+
+
+@pytest.fixture
+def routed_env(fake, monkeypatch):
+    for key, value in fake_env(fake).items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("CRS_CATALOG", raising=False)
+    return fake
+
+
+def client(fake, db_path) -> LLMClient:
+    return LLMClient(OpenAICompatibleModel("sim", base_url=fake.base_url, api_key="k", max_retries=0, timeout=5),
+                     role="simulator", db_path=db_path)
+
+
+class ScriptedSystem(CRSSystem):
+    """A system under test whose lists hold a target exactly on the given turns (and can fail on one)."""
+
+    def __init__(self, catalog, target_id: str, *, hits_at=(), fail_at: int | None = None, system_id="scripted"):
+        self.catalog, self.target_id, self.hits_at, self.fail_at, self.id = catalog, target_id, set(hits_at), fail_at, \
+            system_id
+        self.filler = [i for i in catalog.items if i.id != target_id]
+
+    @property
+    def info(self) -> SystemInfo:
+        return SystemInfo(self.id, "Scripted", "test system")
+
+    def respond(self, conversation: Conversation) -> Turn:
+        number = sum(1 for t in conversation.turns if t.role == "system") + 1
+        if number == self.fail_at:
+            raise RuntimeError("the model server is down")
+        items = [i.ref() for i in self.filler[number * 10:number * 10 + 10]]
+        if number in self.hits_at:
+            items.insert(3, self.catalog.get(self.target_id).ref())
+        return Turn("system", f"Here are my picks for turn {number}: {items[0].title}.", items=items)
+
+
+def case_for(catalog, title=TARGET, context=("Hi, I need a movie for tonight.",)) -> Case:
+    return Case(id=f"test:{title}", targets=(catalog.match(title),), context=tuple(context))
+
+
+def dialogue(fake, db_path, catalog, protocol, *, hits_at=(), fail_at=None, context=("Hi, I need a movie.",)):
+    case = case_for(catalog, context=context)
+    system = ScriptedSystem(catalog, case.targets[0].id, hits_at=hits_at, fail_at=fail_at)
+    user = SimulatedUser(client(fake, db_path), case.targets, seed=1)
+    conversation = Conversation(system_id="scripted", source="simulation")
+    return run_dialogue(case, system, user, protocol, conversation=conversation)
+
+
+def situations(outcome) -> list[str]:
+    return [t.metadata.get("situation") or t.metadata.get("source") for t in outcome.conversation.turns
+            if t.role == "user"]
+
+
+# -- stopping rules ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("hits_at, turns, first_hit, expected", [
+    ({1, 2, 3, 4, 5}, 3, 1, ["dataset", "tell_more", "follow_up", "accept"]),
+    ({3}, 3, 3, ["dataset", "reject", "reject", "accept"]),
+    (set(), 5, None, ["dataset", "reject", "reject", "reject", "reject"]),
+])
+def test_core_protocol_stopping_rules(fake, db_path, catalog, hits_at, turns, first_hit, expected):
+    outcome = dialogue(fake, db_path, catalog, Protocol.named("core"), hits_at=hits_at)
+    assert outcome.status == "done"
+    assert outcome.system_turns == turns and outcome.first_hit_turn == first_hit
+    assert outcome.stop_reason == ("hit" if first_hit else "max_turns")
+    assert situations(outcome) == expected
+    turns_ = outcome.conversation.turns
+    assert turns_[0].text == "Hi, I need a movie." and outcome.conversation.history == []
+    if first_hit == 1:  # the early hit: the user asks about that very item, naming it is allowed
+        assert "Inception (2010)" in turns_[2].text and "tell me more" in turns_[2].text.lower()
+        assert "leak" not in turns_[2].metadata
+    result = outcome.result()
+    assert len(result["per_turn_lists"]) == turns and all(len(lst) >= 10 for lst in result["per_turn_lists"])
+
+
+def test_core_early_hit_on_turn_one_ends_at_turn_three_even_when_the_item_is_not_listed_again(fake, db_path, catalog):
+    outcome = dialogue(fake, db_path, catalog, Protocol.named("core"), hits_at={1})
+    assert outcome.system_turns == 3 and outcome.stop_reason == "hit"
+    assert situations(outcome)[1:] == ["tell_more", "follow_up", "accept"]
+
+
+@pytest.mark.parametrize("hits_at, turns, first_hit", [({1}, 1, 1), ({3}, 3, 3), (set(), 5, None)])
+def test_free_protocol_stops_at_the_first_hit(fake, db_path, catalog, hits_at, turns, first_hit):
+    outcome = dialogue(fake, db_path, catalog, Protocol.named("free"), hits_at=hits_at)
+    assert outcome.system_turns == turns and outcome.first_hit_turn == first_hit
+    user_situations = situations(outcome)
+    assert user_situations[-1] == ("accept" if first_hit else "reject")
+    assert "tell_more" not in user_situations
+
+
+def test_free_protocol_hit_needs_the_target_within_top_k(fake, db_path, catalog):
+    # the target sits at position 4 of the list: top-3 misses it, top-50 (published) finds it
+    assert dialogue(fake, db_path, catalog, Protocol.named("free", hit_k=3), hits_at={1}).first_hit_turn is None
+    assert dialogue(fake, db_path, catalog, Protocol.named("free", hit_k=50), hits_at={1}).first_hit_turn == 1
+
+
+def test_empty_context_makes_the_simulated_user_open(fake, db_path, catalog):
+    outcome = dialogue(fake, db_path, catalog, Protocol.named("free"), hits_at={1}, context=())
+    first = outcome.conversation.turns[0]
+    assert first.metadata["situation"] == "open" and "Christopher Nolan" in first.text
+    assert "inception" not in first.text.lower()
+
+
+@pytest.mark.parametrize("hits_at, expected_turns", [({4}, 4), (set(), 5)])
+def test_attribute_protocol_policy_asks_then_recommends(fake, db_path, catalog, hits_at, expected_turns):
+    outcome = dialogue(fake, db_path, catalog, Protocol.named("attr"), hits_at=hits_at)
+    turns = outcome.conversation.turns
+    asks = [t for t in turns if t.role == "system" and t.metadata.get("action") == "ask"]
+    assert [t.metadata["attribute"] for t in asks] == ["genre", "actor", "director"]
+    assert all(t.metadata["choice_by"] == "policy" for t in asks)
+    answers = [t.text for t in turns if t.metadata.get("attribute") and t.role == "user"]
+    assert "sci-fi" in answers[0] and "Leonardo DiCaprio" in answers[1] and "Christopher Nolan" in answers[2]
+    assert outcome.system_turns == expected_turns
+    if hits_at:
+        assert turns[-1].metadata.get("template") == "attr_accept" and outcome.stop_reason == "hit"
+    else:  # five rounds: three questions, two recommendations without a hit
+        assert turns[-1].role == "system" and outcome.stop_reason == "max_turns"
+        assert [t.metadata.get("template") for t in turns if t.role == "user"][-1] == "attr_reject"
+    assert fake.chat_requests() == []  # attribute mode: the user is templates only
+
+
+def test_attribute_protocol_with_a_system_model_chooses_by_its_own_scores(routed_env, db_path, catalog):
+    chatcrs = registry.get_system("chatcrs", db_path=db_path)
+    case = case_for(catalog)
+    user = SimulatedUser(None, case.targets)
+    protocol = Protocol.named("attr", writer=True, max_turns=2)
+    outcome = run_dialogue(case, chatcrs, user, protocol, conversation=Conversation(system_id="chatcrs",
+                                                                                    source="simulation"))
+    asks = [t for t in outcome.conversation.turns if t.metadata.get("action") == "ask"]
+    assert [t.metadata["choice_by"] for t in asks] == ["system-llm", "system-llm"]  # "A" = the first open option
+    assert [t.metadata["attribute"] for t in asks] == ["genre", "actor"]
+
+
+def test_a_system_that_fails_on_a_turn_marks_the_dialogue_failed(fake, db_path, catalog):
+    outcome = dialogue(fake, db_path, catalog, Protocol.named("core"), fail_at=2)
+    assert outcome.status == "failed" and outcome.stop_reason == "system_failed"
+    assert "turn 2" in outcome.error and "the model server is down" in outcome.error
+    assert outcome.system_turns == 1  # the first turn is kept
+
+
+def test_a_simulator_endpoint_fault_is_an_error_not_a_turn(fake, db_path, catalog):
+    fake.enqueue(Error(500))
+    outcome = dialogue(fake, db_path, catalog, Protocol.named("core"))
+    assert outcome.status == "error" and "simulator model failed" in outcome.error
+
+
+# -- leaks --------------------------------------------------------------------------------------------
+
+
+def test_find_leaks_catches_titles_with_typos_articles_and_years(catalog):
+    inception, matrix, up = catalog.match("Inception (2010)"), catalog.match("The Matrix (1999)"), catalog.match("Up")
+    assert [x.item_id for x in find_leaks("I loved Incepton (2010) so much", [inception])] == ["inception-2010"]
+    assert find_leaks("Something like matrix would be nice", [matrix])
+    assert find_leaks("A dream heist with layers, by Nolan", [inception]) == []
+    assert find_leaks("Pick me up later; looking up films", [up]) == []  # ordinary words
+    assert find_leaks("I'd watch Up again", [up]) and find_leaks("up (2009) is great", [up])
+    text = "Maybe Inception (2010)? Or The Matrix."
+    assert redact(text, find_leaks(text, [inception, matrix])) == f"Maybe {REDACTED}? Or {REDACTED}."
+
+
+def test_a_leaking_reply_is_regenerated(fake, db_path, catalog):
+    case = case_for(catalog, context=())
+    user = SimulatedUser(client(fake, db_path), case.targets, seed=3)
+    fake.enqueue(Reply("I want Inception, the dream one."), Reply("A mind-bending heist by Christopher Nolan."))
+    turn = user.say(Conversation(system_id="x"), "open")
+    assert turn.text == "A mind-bending heist by Christopher Nolan."
+    assert turn.metadata["leak"] == {"titles": ["Inception (2010)"], "regenerated": True, "redacted": False}
+    reminder = fake.chat_requests()[1]["messages"]
+    assert reminder[-2] == {"role": "assistant", "content": "I want Inception, the dream one."}
+    assert "gave away the title" in reminder[-1]["content"]
+    assert user.leaks == {"regenerated": 1, "redacted": 0}
+
+
+def test_a_reply_that_keeps_leaking_is_redacted_and_counted(fake, db_path, catalog):
+    case = case_for(catalog, context=())
+    user = SimulatedUser(client(fake, db_path), case.targets, seed=4)
+    fake.enqueue(Reply("I want Inception."), Reply("Really, Inception (2010) please."))
+    turn = user.say(Conversation(system_id="x"), "open")
+    assert turn.text == f"Really, {REDACTED} please." and "Inception" not in turn.text
+    assert turn.metadata["leak"]["redacted"] is True and user.leaks == {"regenerated": 1, "redacted": 1}
+
+
+def test_an_empty_answer_is_asked_again_then_is_an_error(fake, db_path, catalog):
+    from evaluators.simulator import SimulatorError
+
+    user = SimulatedUser(client(fake, db_path), case_for(catalog).targets)
+    fake.enqueue(Reply("   "), Reply("User: Something tense, please."))
+    assert user.say(Conversation(system_id="x"), "open").text == "Something tense, please."
+    fake.enqueue(Reply(""), Reply('""'))
+    with pytest.raises(SimulatorError, match="empty message twice"):
+        user.say(Conversation(system_id="x", turns=[Turn("user", "hi")]), "open")
+
+
+# -- persuasiveness -------------------------------------------------------------------------------------
+
+
+def _finished(catalog) -> Conversation:
+    target = catalog.match(TARGET)
+    return Conversation(system_id="x", targets=[target.ref()], turns=[
+        Turn("user", "A twisty heist?"), Turn("system", "Inception (2010): a heist inside dreams.", items=[target.ref()])])
+
+
+def test_persuasiveness_parsing(fake, db_path, catalog):
+    c = client(fake, db_path)
+    probability = persuasiveness(_finished(catalog), c, "probability")
+    assert probability["score"] == pytest.approx(1.89, abs=0.02) and probability["error"] is None
+    fake.enqueue(Reply("Convincing, it names what I wanted. <score>2</score>"))
+    assert persuasiveness(_finished(catalog), c, "reasoned")["score"] == 2.0
+    fake.enqueue(Reply("I think it is fine."), Reply("maybe two"))  # no tag, and the repair has none either
+    broken = persuasiveness(_finished(catalog), LLMClient(c.model, role="simulator"), "reasoned")
+    assert broken["score"] is None and "unparseable" in broken["error"] and broken["retry"] is False
+    fake.enqueue(Error(503))
+    down = persuasiveness(_finished(catalog), LLMClient(c.model, role="simulator"), "probability")
+    assert down["score"] is None and down["retry"] is True
+
+
+# -- personas, sincerity, reliability -------------------------------------------------------------------
+
+
+def test_personas_are_fixed_by_seed_and_case_and_shape_the_prompt(fake, db_path, catalog):
+    assert persona_for("redial:1:1", 0) == persona_for("redial:1:1", 0)
+    spread = {persona_for(f"redial:{i}:1", 0).id for i in range(200)}
+    assert len(spread) > 30  # of the 48 combinations
+    persona = persona_for("redial:1:1", 0)
+    user = SimulatedUser(client(fake, db_path), case_for(catalog).targets, persona=persona)
+    emotion, age = persona.texts()
+    assert emotion in user.system_prompt() and age in user.system_prompt()
+    assert "Inception" not in user.system_prompt() and "Christopher Nolan" in user.system_prompt()
+
+
+def test_sincerity_flags_an_acceptance_with_nothing_matching(catalog):
+    inception, toy = catalog.match(TARGET), catalog.match("Toy Story (1995)")
+    assert accepts("Sounds perfect, I'll watch it tonight!") and not accepts("That's not what I want.")
+    assert not accepts("I won't watch that")
+    turns = [Turn("user", "hi"), Turn("system", "Try Toy Story", items=[toy.ref()]),
+             Turn("user", "Sounds perfect, I'll watch it!", metadata={"source": "simulator", "situation": "reject"})]
+    flagged = sincerity(turns, (inception,), catalog, k=50)
+    assert flagged == {"accepted": True, "accepted_turn": 2, "matched": False, "deception_suspected": True}
+    turns[1] = Turn("system", "Try this", items=[toy.ref(), inception.ref()])
+    assert sincerity(turns, (inception,), catalog, k=50)["deception_suspected"] is False
+    assert sincerity(turns, (inception,), catalog, k=1)["deception_suspected"] is True  # beyond the top k
+    assert sincerity(turns[:2], (inception,), catalog, k=50)["accepted"] is False
+    a, b = [ItemRef(x, x) for x in "abcd"], [ItemRef(x, x) for x in "bcxy"]
+    assert list_overlap(a, b, k=4) == {"overlap": 0.5, "jaccard": pytest.approx(2 / 6), "same_top1": False}
+
+
+# -- records ----------------------------------------------------------------------------------------------
+
+
+def write_records(path, rows):
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    return path
+
+
+RECORDS = [
+    {"dialog_id": "1", "turn_id": 1, "context": ["Hi! Any good sci-fi?"], "rec": ["Inception (2010)"]},
+    {"dialog_id": "2", "turn_id": 3, "context": ["Hello", "Hi, what do you like?", "Tense crime films."],
+     "rec": ["Heat (1995)", "A Film Nobody Made (1931)"]},
+    {"dialog_id": "3", "turn_id": 1, "context": ["Something for the kids?"], "rec": ["Toy Story (1995)"]},
+    {"dialog_id": "4", "turn_id": 1, "context": [], "rec": ["Jaws (1975)"]},
+    {"dialog_id": "5", "turn_id": 1, "context": ["I want a movie"], "rec": []},
+    {"dialog_id": "6", "turn_id": 1, "context": ["Old stuff"], "rec": ["Completely Unknown Picture (1920)"]},
+    {"dialog_id": "7", "turn_id": 1, "context": ["A remake?"], "rec": ["Heat (1972)"]},  # another year: not Heat (1995)
+]
+
+
+def test_record_selection_reports_what_it_skipped(tmp_path, catalog):
+    records = read_records(write_records(tmp_path / "test_data_processed.jsonl", RECORDS), dataset="toy")
+    cases, selection = select_cases(records, catalog, 10, seed=0, source="toy")
+    assert len(cases) == 4 and selection.available == 4 and selection.requested == 10
+    assert selection.no_targets == 1 and selection.unmatched_records == 2 and selection.unmatched_targets == 1
+    assert selection.empty_context == 1
+    notes = " ".join(selection.notes())
+    assert "Only 4 usable records" in notes and "no targets" in notes and "none of their targets" in notes
+    heat = next(c for c in cases if c.id == "toy:2:3")
+    assert [t.id for t in heat.targets] == ["heat-1995"] and heat.unmatched_targets == ("A Film Nobody Made (1931)",)
+    history, opening = heat.history_and_opening()
+    assert [t.role for t in history] == ["user", "system"] and opening.text == "Tense crime films."
+    again, _ = select_cases(records, catalog, 2, seed=0)
+    assert [c.id for c in again] == [c.id for c in cases[:2]]  # a smaller n is a prefix of a larger one
+    with pytest.raises(ValueError):
+        read_records(write_records(tmp_path / "bad.jsonl", [{"context": "not a list", "rec": []}]))
+
+
+# -- batch runs -----------------------------------------------------------------------------------------------
+
+
+def config(tmp_path, **kw) -> SimulationConfig:
+    (tmp_path / "toy_eval").mkdir(exist_ok=True)
+    records = write_records(tmp_path / "toy_eval" / "test_data_processed.jsonl", RECORDS)
+    base = dict(systems=["retrieval", "chatcrs"], dataset=str(records), n=4, protocol="core", seed=0, scorer="proxy",
+                concurrency=4, out_dir=tmp_path / "report")
+    return SimulationConfig(**(base | kw))
+
+
+def conversation_count(db_path) -> int:
+    return get_db(db_path)["conversations"].count_where("source = 'simulation'")
+
+
+def test_unknown_systems_are_refused_with_the_known_ones(routed_env, db_path, tmp_path):
+    with pytest.raises(UnknownSystem, match="unknown system.*no_such_system.*known systems: .*chatcrs.*retrieval"):
+        run_simulation(config(tmp_path, systems=["retrieval", "no_such_system"]), db_path=db_path)
+    result = CliRunner().invoke(cli, ["simulate", "--systems", "nope", "--dataset", str(tmp_path / "x.jsonl")])
+    assert result.exit_code != 0 and "known systems" in result.output
+
+
+def test_batch_run_stores_evaluates_reports_and_feeds_the_leaderboard(routed_env, db_path, tmp_path):
+    result = run_simulation(config(tmp_path), db_path=db_path)
+    assert result.counts["done"] == 8 and result.counts["evaluated"] == 8
+    rows = run_dialogues(get_db(db_path), result.run_id)
+    assert len(rows) == 8 and all(r["evaluation_id"] for r in rows)
+    assert all(r["result"]["persuasiveness"]["score"] == pytest.approx(1.89, abs=0.02) for r in rows)
+    assert 3 <= min(r["result"]["system_turns"] for r in rows) and max(r["result"]["system_turns"] for r in rows) <= 5
+    lines = [json.loads(x) for x in (result.out_dir / "conversations.jsonl").read_text().splitlines()]
+    assert len(lines) == 8
+    first = lines[0]["conversation"]
+    assert first["targets"] and first["source"] == "simulation" and first["turns"][0]["metadata"]["source"] == "dataset"
+    assert all(t["items"] for t in first["turns"] if t["role"] == "system")
+    assert lines[0]["evaluation"]["metrics"]["persuasiveness"] == pytest.approx(1.89, abs=0.02)
+    html = (result.out_dir / "report.html").read_text()
+    assert "plotly" in html and "Recall@k per system" in html and "none of their targets" in html
+    summary = (result.out_dir / "summary.csv").read_text().splitlines()
+    assert summary[0].startswith("system,dialogues,done") and len(summary) == 3
+    board = {r["system"]: r for r in compute_leaderboard(get_db(db_path))[0]}
+    assert board["retrieval"]["simulations"] == 4 and board["chatcrs"]["simulations"] == 4
+    assert board["retrieval"]["recall@50"] is not None and board["retrieval"]["judged"] == 4
+
+
+def test_an_interrupted_run_resumes_without_duplicates_or_losses(routed_env, db_path, tmp_path):
+    stop = threading.Event()
+
+    def progress(p):
+        if p.done >= 3:
+            stop.set()
+
+    first = run_simulation(config(tmp_path, concurrency=2), db_path=db_path, progress=progress, stop=stop)
+    finished = first.counts.get("done", 0)
+    assert 3 <= finished < 8 and first.counts.get("evaluated") is None  # stopped: evaluation waits
+    # a dialogue killed mid-way (its row says running, its conversation half-written) is redone
+    db = get_db(db_path)
+    killed = next(r for r in run_dialogues(db, first.run_id) if r["status"] == "done")
+    db["sim_dialogues"].update((first.run_id, killed["case_id"], killed["system_id"]), {"status": "running"})
+    before = len(routed_env.chat_requests())
+    second = run_simulation(config(tmp_path, concurrency=2), db_path=db_path)
+    assert second.counts["done"] == 8 and second.counts["skipped_now"] == finished - 1
+    assert conversation_count(db_path) == 8 and len(run_dialogues(db, second.run_id)) == 8
+    assert len((second.out_dir / "conversations.jsonl").read_text().splitlines()) == 8
+    assert len(routed_env.chat_requests()) > before
+    before = len(routed_env.chat_requests())
+    third = run_simulation(config(tmp_path, concurrency=2), db_path=db_path)
+    assert third.counts["skipped_now"] == 8 and len(routed_env.chat_requests()) == before  # nothing to redo
+    assert conversation_count(db_path) == 8
+
+
+def test_endpoint_faults_leave_gaps_that_a_rerun_completes(routed_env, db_path, tmp_path):
+    routed_env.enqueue(*[Error(500)] * 3)
+    first = run_simulation(config(tmp_path, systems=["retrieval"], concurrency=1), db_path=db_path)
+    assert first.counts.get("error", 0) >= 1 and first.counts["done"] + first.counts["error"] == 4
+    second = run_simulation(config(tmp_path, systems=["retrieval"], concurrency=1), db_path=db_path)
+    assert second.counts["done"] == 4 and conversation_count(db_path) == 4
+
+
+def test_a_failing_system_is_marked_failed_and_the_batch_continues(routed_env, db_path, tmp_path, catalog,
+                                                                    monkeypatch):
+    monkeypatch.setitem(registry.SYSTEMS, "flaky", ("Flaky", lambda _db: ScriptedSystem(
+        catalog, "no-target", fail_at=2, system_id="flaky")))
+    result = run_simulation(config(tmp_path, systems=["flaky", "retrieval"]), db_path=db_path)
+    assert result.counts["failed"] == 4 and result.counts["done"] == 4
+    rows = [r for r in run_dialogues(get_db(db_path), result.run_id) if r["system_id"] == "flaky"]
+    assert all("turn 2" in r["error"] for r in rows)
+    summary = {r["system"]: r for r in result.report["summary_records"]}
+    assert summary["flaky"]["failed"] == 4 and summary["flaky"]["recall@1"] is None
+    again = run_simulation(config(tmp_path, systems=["flaky", "retrieval"]), db_path=db_path)
+    assert again.counts["skipped_now"] == 8  # failed is final unless --retry-failed
+
+
+def test_a_fixed_seed_gives_the_same_results(routed_env, tmp_path):
+    def transcript(db_file):
+        result = run_simulation(config(tmp_path, personas=True, reliability=True, out_dir=db_file.parent / "r"),
+                                db_path=db_file)
+        rows = run_dialogues(get_db(db_file), result.run_id)
+        return result.run_id, [(r["case_id"], r["system_id"], r["status"], json.dumps(r["result"], sort_keys=True),
+                                [(t.role, t.text, [i.id for i in t.items]) for t in
+                                 _conversation(db_file, r["conversation_id"]).turns]) for r in rows]
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first, second = transcript(tmp_path / "a" / "x.db"), transcript(tmp_path / "b" / "y.db")
+    assert first == second
+    results = [json.loads(r[3]) for r in first[1]]
+    assert all(r["persona"] for r in results)
+    assert all(r["reliability"]["overlap"] is not None for r in results)
+    assert all("Put differently" in r["reliability"]["paraphrase"] for r in results)
+
+
+def _conversation(db_file, conversation_id):
+    from storage.conversations import get_conversation
+
+    return get_conversation(get_db(db_file), conversation_id)
+
+
+def test_cli_simulate_writes_the_report(routed_env, db_path, tmp_path):
+    records = write_records(tmp_path / "records.jsonl", RECORDS)
+    out = tmp_path / "cli-report"
+    result = CliRunner().invoke(cli, ["simulate", "--systems", "retrieval", "--dataset", str(records), "--n", "50",
+                                      "--protocol", "free", "--scorer", "proxy", "--out", str(out),
+                                      "--db", str(db_path)])
+    assert result.exit_code == 0, result.output
+    assert "Only 4 usable records" in result.output and "4 dialogue(s) done" in result.output
+    assert (out / "report.html").exists() and (out / "dialogues.csv").exists()

@@ -1,0 +1,37 @@
+"""The Simulate tab in the real app (`python app.py`), driven with gradio_client; models on the fake server."""
+
+from __future__ import annotations
+
+import pytest
+from app_server import AppServer
+from gradio_client import Client
+from simulator_script import RoutedFake, fake_env
+
+from storage.db import open_db
+
+
+@pytest.fixture
+def app_with_fake(shared_data, tmp_path):
+    with RoutedFake() as fake:
+        env = fake_env(fake) | {"CRS_LLM_JUDGE_MODEL": "embedded", "CRS_NEURAL_BUILD": "never"}
+        with AppServer(tmp_path / "app.db", env=env) as server:
+            yield server, fake
+
+
+def test_simulate_tab_runs_a_batch_and_shows_the_report(app_with_fake):
+    server, fake = app_with_fake
+    client = Client(server.url, verbose=False)
+    assert "/simulate" in client.view_api(return_format="dict", print_info=False)["named_endpoints"]
+    status, table, factors, overall, recall, files = client.predict(
+        ["retrieval"], "redial", "attr", 2, 0, False, api_name="/simulate")
+    assert "2 dialogue(s) done" in status and "scorer(s): proxy" in status
+    assert table["headers"][:3] == ["system", "done", "failed"] and table["data"][0][:2] == ["retrieval", 2]
+    assert factors and overall and recall
+    assert sorted(f.rsplit("/", 1)[-1] for f in files) == ["conversations.jsonl", "dialogues.csv", "report.html",
+                                                           "summary.csv"]
+    db = open_db(server.db_path)
+    assert db["conversations"].count_where("source = 'simulation' and system_id = 'retrieval'") == 2
+    again = client.predict(["retrieval"], "redial", "attr", 2, 0, False, api_name="/simulate")[0]
+    assert "2 were already finished" in again  # the same settings resume: nothing is redone
+    error = client.predict([], "redial", "core", 2, 0, False, api_name="/simulate")[0]
+    assert "Choose at least one system" in error
