@@ -13,6 +13,8 @@ browser:
 	@bash scripts/ensure_chromium.sh
 
 run: setup
+	@# the small local versions of KBRD/BARCOR/UniCRS, built once (a few minutes); a failure is reported, the app still starts
+	-@$(PY) -m crs_backends.neural.small ensure
 	$(PY) app.py
 
 test: setup browser

@@ -1,0 +1,67 @@
+"""Recall@1/10/50 of the small KBRD, BARCOR and UniCRS configurations trained on ReDial, beside the published numbers.
+
+The small configurations (``size="small"``, the step budget of the small local versions in
+:data:`crs_backends.neural.small.TRAIN_SETTINGS`) are trained on the ReDial KG with the
+``redial_eval/valid_data_processed.jsonl`` records (ReDial's training split is not in the data folder),
+once, into ``--models`` (resumable), then evaluated on ``redial_eval/test_data_processed.jsonl``:
+one sample per (test record, gold item in the KG), as CRSLab / iEvaLM count Recall@k. The published
+numbers are the full-size iEvaLM checkpoints (KBRD .028/.169/.366, BARCOR .031/.170/.372, UniCRS
+.050/.215/.413): this is a report, not a gate.
+
+    python bench/crs_quality.py [--models DIR] [--limit 1000] [--systems kbrd,barcor,unicrs]
+
+Same as ``python -m crs_backends.train report --models DIR --data redial`` once the models are trained.
+Skips (exit 0) when the research data is not there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from catalog.catalog import data_dir  # noqa: E402
+from crs_backends.neural.small import TRAIN_SETTINGS, VERSION, cache_root  # noqa: E402
+from crs_backends.train import (SYSTEMS, TqdmProgress, format_report, has_published_layout,  # noqa: E402
+                                load_train_data, quality_report, train_system)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--models", type=Path, default=None,
+                        help="where the ReDial-trained small models live (default <cache>/models/quality-redial-small-vN)")
+    parser.add_argument("--systems", default=",".join(SYSTEMS))
+    parser.add_argument("--limit", type=int, default=1000, help="test records to use (0: all 3,341)")
+    parser.add_argument("--retrain", action="store_true", help="train again from scratch")
+    parser.add_argument("--quiet", action="store_true")
+    args = parser.parse_args()
+    base = data_dir()
+    if base is None or not (base / "redial" / "entity2id.json").exists():
+        print("research data not found (CRS_DATA_DIR or ../shared/data): skipped")
+        return
+    models = args.models or cache_root() / "models" / f"quality-redial-small-v{VERSION}"
+    systems = [s for s in args.systems.split(",") if s]
+    todo = [s for s in systems if args.retrain or not has_published_layout(models, s, "redial")]
+    if todo:
+        from crs_backends.neural.engine import TrainConfig
+
+        data = load_train_data(str(base / "redial"))
+        print(f"training the small configurations on ReDial into {models}: {data.describe()}")
+        for system in todo:
+            config = TrainConfig(size="small", seed=0, resume=not args.retrain, progress=not args.quiet,
+                                 **TRAIN_SETTINGS[system])
+            bar = TqdmProgress(f"{system} ", enabled=not args.quiet)
+            try:
+                _model, report = train_system(system, data, models, config, progress=bar)
+            finally:
+                bar.close()
+            print(format_report(report))
+    quality_report(models, str(base / "redial"), base / "redial_eval" / "test_data_processed.jsonl",
+                   systems=systems, limit=args.limit or None, progress=not args.quiet)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,120 @@
+"""The training command line: data resolution, the published layout, resuming, the quality report."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from click.testing import CliRunner
+
+from crs_backends.train import cli, load_train_data, resolve_data_dir
+
+
+def run(*args: str):
+    result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
+    return result.exit_code, result.output
+
+
+def test_bad_data_gives_a_clear_error(tmp_path):
+    code, out = run("kbrd", "--data", str(tmp_path / "nope"), "--out", str(tmp_path / "m"))
+    assert code != 0 and "no such directory" in out and "iEvaLM layout" in out
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    code, out = run("kbrd", "--data", str(empty), "--out", str(tmp_path / "m"))
+    assert code != 0 and "missing entity2id.json" in out
+    code, out = run("barcor", "--data", "bundled", "--out", str(tmp_path / "m"), "--records", str(tmp_path / "x.jsonl"))
+    assert code != 0 and "records file not found" in out
+    code, out = run("unicrs", "--data", "bundled", "--out", str(tmp_path / "m"), "--max-steps", "-1")
+    assert code != 0 and "--max-steps" in out
+    code, out = run("nosuch", "--data", "bundled", "--out", str(tmp_path / "m"))
+    assert code != 0
+    assert not (tmp_path / "m").exists()
+
+
+def test_a_kg_without_records_names_what_was_looked_for(tmp_path, shared_data):
+    kg_only = tmp_path / "mykg"
+    kg_only.mkdir()
+    for f in ("entity2id.json", "relation2id.json", "kg.json", "item_ids.json"):
+        (kg_only / f).write_bytes((shared_data / "redial" / f).read_bytes())
+    code, out = run("kbrd", "--data", str(kg_only), "--out", str(tmp_path / "m"))
+    assert code != 0 and "mykg_eval/train_data_processed.jsonl" in out and "--records" in out
+    (kg_only / "kg.json").write_text("{not json", encoding="utf-8")
+    code, out = run("kbrd", "--data", str(kg_only), "--out", str(tmp_path / "m"), "--records",
+                    str(shared_data / "redial_eval" / "test_data_processed.jsonl"))
+    assert code != 0 and "kg.json" in out
+
+
+def test_default_records_and_names(shared_data):
+    assert resolve_data_dir("redial") == shared_data / "redial"
+    data = load_train_data(str(shared_data / "redial"), limit=7)
+    assert data.dataset == "redial" and len(data.records) == 7
+    assert data.source.endswith("redial_eval/valid_data_processed.jsonl")  # no train split is published for ReDial
+    odkg = load_train_data("opendialkg", limit=3)
+    assert odkg.source.endswith("opendialkg_eval/train_data_processed.jsonl")
+    bundled = load_train_data("bundled", dialogues=10)
+    assert bundled.dataset == "bundled" and bundled.kg_dir is None and 20 <= len(bundled.records) <= 40
+
+
+def _steps(out: str) -> dict[str, int]:
+    return {part: int(n) for part, n in re.findall(r"^\s+(rec|conv): (\d+) steps", out, flags=re.M)}
+
+
+def test_train_writes_the_published_layout_and_resumes(tmp_path, shared_data):
+    out_dir = tmp_path / "models"
+    args = ["kbrd", "--data", str(shared_data / "redial"), "--out", str(out_dir), "--limit", "64",
+            "--batch-size", "8", "--quiet"]
+    code, out = run(*args, "--max-steps", "3")
+    assert code == 0, out
+    assert "64 records" in out and "3 new steps" in out
+    assert _steps(out) == {"rec": 2, "conv": 1}
+    assert (out_dir / "kbrd_rec_redial" / "model.pt").exists()
+    assert (out_dir / "kbrd_conv_redial" / "config.json").exists()
+    assert (out_dir / "kbrd_conv_redial" / "tokenizer.json").exists()
+
+    code, out = run(*args, "--max-steps", "6")  # a second run continues where the first stopped
+    assert code == 0, out
+    assert "continuing" in out and "3 new steps" in out
+    assert _steps(out) == {"rec": 3, "conv": 3}
+
+    code, out = run("report", "--models", str(out_dir), "--data", str(shared_data / "redial"), "--limit", "30",
+                    "--quiet")
+    assert code == 0, out
+    assert "0.169" in out and "not trained" in out  # published numbers beside ours; barcor/unicrs skipped
+    assert re.search(r"^BENCH kbrd_recall_at_10 \d\.\d{3} ratio target >= 0.169$", out, flags=re.M)
+
+
+def test_small_builder_publishes_atomically_and_once(tmp_path, monkeypatch):
+    from crs_backends.neural import small, sources
+    from crs_backends.neural.checkpoints import read_manifest
+
+    monkeypatch.setenv("CRS_ARENA_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(small, "N_DIALOGUES", 40)
+    monkeypatch.setattr(small, "TRAIN_SETTINGS", {"kbrd": {"epochs": 1, "max_steps": 2, "batch_size": 8, "lr": 1e-3}})
+    assert small.small_models_root() is None
+    root = small.ensure_small_models(systems=("kbrd",), show_bar=False, log=lambda m: None)
+    assert root == small.small_models_root() == small.small_models_dir()
+    assert sorted(p.name for p in root.iterdir()) == ["data", "kbrd_conv_bundled", "kbrd_rec_bundled", "kg_bundled",
+                                                       "manifest.json"]
+    assert not list(root.parent.glob(".small-v*"))  # no temp or old dirs left behind
+    manifest = read_manifest(root)
+    assert manifest["complete"] is True and manifest["dataset"] == "bundled" and manifest["systems"] == ["kbrd"]
+    assert manifest["losses"]["kbrd"]["rec"]["steps"] == 1 and manifest["seconds"]["total"] > 0
+    assert manifest["data"]["dialogues"] == 40
+    # built once: a second call returns at once; the app's source resolution finds it
+    stamp = (root / "manifest.json").stat().st_mtime_ns
+    assert small.ensure_small_models(systems=("kbrd",), show_bar=False, log=lambda m: None) == root
+    assert (root / "manifest.json").stat().st_mtime_ns == stamp
+    found = sources.small_source("kbrd")
+    assert found is not None and found.dataset == "bundled"
+
+
+def test_small_builder_failure_leaves_nothing(tmp_path, monkeypatch):
+    from crs_backends.neural import small
+
+    monkeypatch.setenv("CRS_ARENA_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(small, "N_DIALOGUES", 10)
+    with pytest.raises(small.SmallBuildError, match="nosuch"):
+        small.ensure_small_models(systems=("nosuch",), show_bar=False, log=lambda m: None)
+    assert small.small_models_root() is None
+    assert not small.small_models_dir().exists()
+    assert not list((tmp_path / "cache" / "models").glob(".small-v*"))
