@@ -50,7 +50,6 @@ from crs_backends.neural.checkpoints import (
     save_state_dict,
 )
 from crs_backends.neural.engine import (
-    MOVIE_SLOT,
     TOP_K,
     ConvInput,
     NeuralModel,
@@ -58,6 +57,7 @@ from crs_backends.neural.engine import (
     Record,
     TrainConfig,
     TrainReport,
+    fill_slots,
 )
 from crs_backends.neural.kg import KGData
 
@@ -118,18 +118,6 @@ def response_prefix(context: list[str]) -> str:
 def strip_system(text: str) -> str:
     """As published: a character-set ``lstrip('System;:')``, then ``strip()``."""
     return text.lstrip("System;:").strip()
-
-
-def fill_slots(text: str, items: list[str] | None) -> str:
-    """Replace ``MOVIE_SLOT`` occurrences with ``items`` in order (cycling); left as is without items."""
-    if MOVIE_SLOT not in text or not items:
-        return text
-    pieces = text.split(MOVIE_SLOT)
-    out = [pieces[0]]
-    for i, rest in enumerate(pieces[1:]):
-        out.append(items[i % len(items)])
-        out.append(rest)
-    return "".join(out)
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -21,6 +21,19 @@ TOP_K = 50  # items kept per turn, as published
 MOVIE_SLOT = "<movie>"  # what our models and the adapter use for "an item goes here"
 
 
+
+def fill_slots(text: str, items: list[str] | None) -> str:
+    """Replace each ``MOVIE_SLOT`` with the next of ``items`` (cycling when there are more slots than items);
+    the text is left as it is without items (the adapter then rephrases, see ``system.repair_text``)."""
+    if MOVIE_SLOT not in text or not items:
+        return text
+    pieces = text.split(MOVIE_SLOT)
+    out = [pieces[0]]
+    for i, rest in enumerate(pieces[1:]):
+        out.append(items[i % len(items)])
+        out.append(rest)
+    return "".join(out)
+
 @dataclass
 class ConvInput:
     """``conv_dict`` of the published code: context (user first, alternating; '' if the system spoke first) and entities."""

@@ -29,7 +29,6 @@ from crs_backends.neural.checkpoints import (
     save_state_dict,
 )
 from crs_backends.neural.engine import (
-    MOVIE_SLOT,
     TOP_K,
     ConvInput,
     NeuralModel,
@@ -37,6 +36,7 @@ from crs_backends.neural.engine import (
     Record,
     TrainConfig,
     TrainReport,
+    fill_slots,
 )
 from crs_backends.neural.kbrd_modules import OPTIONAL_CONV_KEYS, KBRDforConv, KBRDforRec, conv_config
 from crs_backends.neural.kg import KGData
@@ -271,18 +271,6 @@ class KBRD(NeuralModel):
         scores = out.scores[-1][0]
         values = [float(scores[t]) + (-1e5 if o in used else 0.0) for o, t in zip(options, token_ids)]
         return options[max(range(len(options)), key=values.__getitem__)]
-
-
-def fill_slots(text: str, items: list[str] | None) -> str:
-    """Replace each ``<movie>`` the model emits with the next item; never leaves an empty slot."""
-    if MOVIE_SLOT not in text or not items:
-        return text
-    parts = text.split(MOVIE_SLOT)
-    out = [parts[0]]
-    for i, part in enumerate(parts[1:]):
-        out.append(items[i % len(items)])
-        out.append(part)
-    return "".join(out)
 
 
 def _default_tokenizer(kg: KGData, texts: Iterable[str] | None, size: str):
