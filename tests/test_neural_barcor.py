@@ -17,41 +17,18 @@ from crs_backends.neural.engine import MOVIE_SLOT, ConvInput, Record, TrainConfi
 from crs_backends.neural.kg import KGData, load_kg
 from crs_backends.neural.tokenizer import train_tokenizer
 
+from neural_fixtures import CONVS, TEXTS, one_thread  # noqa: F401 (one_thread: an autouse fixture)
+from neural_fixtures import tiny_kg as shared_tiny_kg
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-TITLES = ["The Shining (1980)", "Alien (1979)", "Heat (1995)", "Up (2009)", "Jaws (1975)", "Se7en (1995)",
-          "Amélie (2001)", "Spirited Away (2001)"]
-OTHERS = ["horror", "comedy", "drama", "Tom Hanks", "Sigourney Weaver", "Steven Spielberg"]
-TEXTS = [
-    "Hi, what kind of movies do you like?", "I like horror movies like The Shining (1980).",
-    "Have you seen Alien (1979)? It is a classic.", "I loved Heat (1995), great cast.",
-    "Something funny please, maybe with Tom Hanks.", "You might like Up (2009), it is sweet and sad.",
-    "Ich mag französische Filme wie Amélie (2001).", "我喜欢宫崎骏的电影，比如千与千寻。",
-    "Thanks, I will watch it tonight!", "Jaws (1975) is scary, Steven Spielberg directed it.",
-] * 3
-CONVS = [
-    ConvInput(["", "Hi, what kind of movies do you like?", "I like horror movies like The Shining (1980)."],
-              ["horror", "The Shining (1980)"]),
-    ConvInput(["Something funny please"]),
-]
 # tiny published-style sizes for fabricated checkpoints
 TINY = dict(d_model=16, encoder_layers=1, decoder_layers=2, encoder_attention_heads=2, decoder_attention_heads=2,
             encoder_ffn_dim=24, decoder_ffn_dim=24, max_position_embeddings=256)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny models on a shared 2-core machine: one intra-op thread avoids OpenMP spin contention."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def tiny_kg() -> KGData:
-    names = TITLES + OTHERS
-    return KGData({n: i for i, n in enumerate(names)}, {"genre": 0, "star": 1}, {"0": [[0, 8]], "3": [[1, 11]]},
-                  list(range(len(TITLES))), name="tiny")
+    return shared_tiny_kg({"0": [[0, 8]], "3": [[1, 11]]})
 
 
 @pytest.fixture(scope="module")
