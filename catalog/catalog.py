@@ -48,6 +48,15 @@ class Catalog:
     def match(self, title: str) -> Item | None:
         return self.matcher.match(title)
 
+    def match_name(self, name: str) -> Item | None:
+        """The item a dataset name such as "Heat (1995)" denotes: the title match, unless both years are known
+        and differ by more than one (then it is another film of the same title)."""
+        item = self.match(name)
+        _, year = split_name(name)
+        if item is not None and year is not None and item.year is not None and abs(item.year - year) > 1:
+            return None
+        return item
+
     def mentions(self, text: str) -> list[Mention]:
         return find_mentions(text, self.matcher)
 

@@ -136,3 +136,10 @@ def test_bundled_facts_agree_with_redial(bundled, shared_data):
             wrong.append(("year", item.name, sorted(same_director_years)))
     assert checked >= 200, f"only {checked} bundled movies found in ReDial"
     assert not wrong, wrong
+
+
+def test_match_name_rejects_a_film_of_the_same_title_from_another_year(bundled):
+    assert bundled.match_name("Heat (1995)").id == "heat-1995"
+    assert bundled.match_name("Heat (1996)").id == "heat-1995"  # dataset years are often off by one
+    assert bundled.match_name("Heat (1972)") is None  # another film called Heat
+    assert bundled.match_name("Heat").id == "heat-1995"  # no year: nothing to check

@@ -29,7 +29,7 @@ from functools import lru_cache
 import torch
 
 from catalog.catalog import Catalog
-from catalog.items import Item, split_name
+from catalog.items import Item
 from crs_backends.base import DEFAULT_LIST_SIZE, CRSSystem, SystemInfo
 from crs_backends.neural.engine import MOVIE_SLOT, TOP_K, ConvInput, NeuralModel
 from crs_backends.neural.kg import KGData, load_kg
@@ -136,10 +136,7 @@ class NeuralCRS(CRSSystem):
             name = self.kg.entity_name(entity_id)
             item = self._by_name.get(name)
             if item is None and name and name != "<pad>":
-                candidate = self.catalog.match(name)
-                _, year = split_name(name)
-                if candidate is not None and (year is None or candidate.year is None or abs(candidate.year - year) <= 1):
-                    item = candidate
+                item = self.catalog.match_name(name)
             self._item_of[entity_id] = item
         return self._item_of[entity_id]
 

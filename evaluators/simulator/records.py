@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from catalog.catalog import Catalog, data_dir
-from catalog.items import Item, split_name
+from catalog.items import Item
 from storage.records import Turn
 
 SPLITS = ("test", "valid", "train")
@@ -155,21 +155,12 @@ def read_records(path: str | Path, *, dataset: str | None = None) -> list[Record
     return records
 
 
-def match_target(name: str, catalog: Catalog) -> Item | None:
-    """The catalog item a target name denotes, or None (a fuzzy hit with another year is a different film)."""
-    item = catalog.match(name)
-    _, year = split_name(name)
-    if item is not None and year is not None and item.year is not None and abs(item.year - year) > 1:
-        return None
-    return item
-
-
 def to_case(record: Record, catalog: Catalog) -> tuple[Case | None, int]:
     """The case for ``record`` (None when no target is in the catalog) and the number of dropped targets."""
     matched: dict[str, Item] = {}
     unmatched = []
     for name in record.targets:
-        item = match_target(name, catalog)
+        item = catalog.match_name(name)
         if item is None:
             unmatched.append(name)
         else:
