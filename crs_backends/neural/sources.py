@@ -21,7 +21,9 @@ in one rename, so a corrupt archive leaves nothing half-extracted.
 
 The published checkpoints need the iEvaLM knowledge graph of their dataset:
 ``<set>/kg_<dataset>/`` if the set carries one, else ``CRS_DATA_DIR/<dataset>/``
-(:func:`catalog.catalog.data_dir`). The small versions carry theirs in ``<root>/kg_<dataset>/``.
+(:func:`catalog.catalog.data_dir`), else the copy ``fetch`` downloads into ``<cache>/datasets/<dataset>/``
+(:mod:`crs_backends.neural.datasets`). A set found without them raises :class:`DatasetFilesMissing`,
+whose message names ``fetch --datasets <dataset>``. The small versions carry theirs in ``<root>/kg_<dataset>/``.
 """
 
 from __future__ import annotations
@@ -64,6 +66,16 @@ Progress = Callable[[str, int, int], None]  # (phase, done, total), as engine.Pr
 
 class SourceError(RuntimeError):
     """No usable checkpoint, or a download / archive that failed; the message says what to do."""
+
+
+class DatasetFilesMissing(SourceError):
+    """Published checkpoints were found, but not the dataset files (KG, item metadata) they need.
+
+    Not a reason to fall back to the small local versions silently: the message names the fetch command."""
+
+    def __init__(self, message: str, dataset: str = ""):
+        super().__init__(message)
+        self.dataset = dataset
 
 
 @dataclass(frozen=True)
@@ -181,17 +193,11 @@ def datasets_in(root: Path, system: str) -> list[str]:
 
 
 def kg_dir_for(root: Path, dataset: str) -> Path | None:
-    """The KG of ``dataset``: ``<root>/kg_<dataset>/`` if the set carries one, else ``CRS_DATA_DIR/<dataset>/``."""
-    from catalog.catalog import data_dir
+    """The KG of ``dataset``: ``<root>/kg_<dataset>/`` if the set carries one, else ``CRS_DATA_DIR/<dataset>/``,
+    else the fetched copy ``<cache>/datasets/<dataset>/`` (see :func:`crs_backends.neural.datasets.find_dataset_dir`)."""
+    from crs_backends.neural.datasets import find_dataset_dir
 
-    candidates = [root / f"kg_{dataset}"]
-    base = data_dir()
-    if base is not None:
-        candidates.append(Path(base) / dataset)
-    for c in candidates:
-        if all((c / f).exists() for f in KG_FILES):
-            return c
-    return None
+    return find_dataset_dir(dataset, KG_FILES, root)
 
 
 def _published_candidates(dataset: str) -> list[tuple[str, Path | None, str]]:
@@ -246,9 +252,21 @@ def _read_json(path: Path) -> dict:
 
 def published_source(system: str, dataset: str | None = None) -> tuple[CheckpointSource | None, list[str]]:
     """The first published (or locally trained, published-layout) set for ``system``; else None and the reasons."""
+    found, reasons, _lacking = _published_search(system, dataset)
+    return found, reasons
+
+
+def sets_lacking_dataset_files(system: str, dataset: str | None = None) -> list[tuple[str, Path]]:
+    """(origin, set root) of the sets holding ``system``'s checkpoints for ``dataset`` but not its KG."""
+    return _published_search(system, dataset)[2]
+
+
+def _published_search(system: str, dataset: str | None
+                      ) -> tuple[CheckpointSource | None, list[str], list[tuple[str, Path]]]:
     _check_system(system)
     dataset = dataset or published_dataset()
     reasons: list[str] = []
+    lacking: list[tuple[str, Path]] = []
     for origin, root, why in _published_candidates(dataset):
         if root is None:
             reasons.append(why)
@@ -259,12 +277,13 @@ def published_source(system: str, dataset: str | None = None) -> tuple[Checkpoin
             continue
         kg = kg_dir_for(set_root, dataset)
         if kg is None:
+            lacking.append((origin, set_root))
             reasons.append(f"{origin} {set_root} has {system} checkpoints for {dataset}, but the iEvaLM knowledge graph "
-                           f"of {dataset} is missing: put it in {set_root / ('kg_' + dataset)}/ or set CRS_DATA_DIR to a "
-                           f"folder holding {dataset}/entity2id.json, kg.json, relation2id.json, item_ids.json")
+                           f"of {dataset} is missing: run `{FETCH_COMMAND} --datasets {dataset}`, or set CRS_DATA_DIR "
+                           f"to a folder holding {dataset}/entity2id.json, kg.json, relation2id.json, item_ids.json")
             continue
-        return CheckpointSource(system, set_root, dataset, kg, origin, _version_of(set_root, origin)), reasons
-    return None, reasons
+        return CheckpointSource(system, set_root, dataset, kg, origin, _version_of(set_root, origin)), reasons, lacking
+    return None, reasons, lacking
 
 
 def _small_module():
@@ -324,9 +343,14 @@ def resolve(system: str, dataset: str | None = None, *, build: bool = False,
     ``build``: build the small local versions when nothing else is there. Raises :class:`SourceError`
     listing what was looked for and the commands that fetch or build each source.
     """
-    found, reasons = published_source(system, dataset)
+    found, reasons, lacking = _published_search(system, dataset)
     if found is not None:
         return found
+    if lacking:  # the checkpoints are there: say which command completes them rather than run something else
+        from crs_backends.neural.datasets import missing_message
+
+        dataset = dataset or published_dataset()
+        raise DatasetFilesMissing(missing_message(LABELS[system], dataset, lacking), dataset)
     if allow_small:
         small = small_source(system)
         if small is None and build:
@@ -631,24 +655,43 @@ def main(argv: list[str] | None = None) -> int:
         logging.basicConfig(level=os.environ.get("LOG_LEVEL", "WARNING"))
 
     @cli.command(help=f"Download the CRS Arena checkpoint archive (default {DEFAULT_URL}, or CRS_MODELS_URL) into "
-                      "the cache, or a Hugging Face Hub repository with --hub.")
+                      "the cache, or a Hugging Face Hub repository with --hub, then the dataset files (iEvaLM "
+                      "knowledge graph, item metadata) its checkpoints need. --datasets alone fetches only those files.")
     @click.option("--url", default=None, help="archive URL (default: CRS_MODELS_URL or the CRS Arena archive)")
     @click.option("--sha256", default=None, help="expected SHA-256 of the archive (default: CRS_MODELS_SHA256)")
     @click.option("--hub", "hub", default=None, help="a Hugging Face Hub repository (owner/name) instead of the archive")
     @click.option("--revision", default=None, help="Hub revision (with --hub)")
     @click.option("--keep-archive", is_flag=True, help="keep the downloaded .tar.gz beside the extracted set")
-    def fetch(url, sha256, hub, revision, keep_archive) -> None:
+    @click.option("--datasets", "dataset_list", default=None,
+                  help="comma-separated datasets whose files to fetch (redial, opendialkg); without --url/--hub, "
+                       "only these files are fetched, not the checkpoints")
+    @click.option("--data-url", default=None, help="base URL of the dataset files (default: CRS_DATA_BASE_URL or the "
+                                                   "pinned RUCAIBox/iEvaLM-CRS commit); a file is <base>/<dataset>/<file>")
+    def fetch(url, sha256, hub, revision, keep_archive, dataset_list, data_url) -> None:
+        from crs_backends.neural import datasets as dataset_files
+
         try:
+            wanted = [d.strip() for d in (dataset_list or "").split(",") if d.strip()]
+            for d in wanted:
+                dataset_files.check_name(d)
+                dataset_files.known_files(d)  # an unknown dataset fails before any download
+            root = None
             if hub:
                 root = fetch_hub(hub, revision=revision)
-            else:
+            elif url or not wanted:
                 root = fetch_archive(url, sha256=sha256, keep_archive=keep_archive)
+            if root is not None:
+                click.echo(f"checkpoints ready in {root}")
+                for system in SYSTEMS:
+                    sets = datasets_in(root, system)
+                    click.echo(f"  {LABELS[system]}: {', '.join(sets) if sets else 'none'}")
+                if not wanted:  # the datasets the set needs and finds nowhere yet
+                    wanted = dataset_files.needed_datasets(root)
+            for d in wanted:
+                folder = dataset_files.fetch_dataset(d, url=data_url)
+                click.echo(f"dataset files of {d} ready in {folder}")
         except SourceError as e:
             raise click.ClickException(str(e)) from None
-        click.echo(f"checkpoints ready in {root}")
-        for system in SYSTEMS:
-            sets = datasets_in(root, system)
-            click.echo(f"  {LABELS[system]}: {', '.join(sets) if sets else 'none'}")
 
     @cli.command("build-small", help="Build (train) the small local versions of the three systems if they are absent.")
     def build_small_command() -> None:
@@ -660,14 +703,18 @@ def main(argv: list[str] | None = None) -> int:
             found = small_source(system)
             click.echo(f"{LABELS[system]}: {found.variant + ' in ' + str(found.root) if found else 'not built'}")
 
-    @cli.command(help="Show which checkpoint set each system runs from.")
+    @cli.command(help="Show which checkpoint set each system runs from, and where each dataset's files come from.")
     def status() -> None:
+        from crs_backends.neural import datasets as dataset_files
+
         for system in SYSTEMS:
             try:
                 found = resolve(system)
                 click.echo(f"{LABELS[system]}: {found.variant} — {found.root} (KG {found.kg_dir})")
             except SourceError as e:
                 click.echo(str(e))
+        for dataset in dataset_files.DATASET_FILES:
+            click.echo(dataset_files.describe(dataset))
 
     try:
         cli.main(args=argv, prog_name="python -m crs_backends.neural.sources", standalone_mode=False)
