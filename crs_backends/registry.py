@@ -88,7 +88,9 @@ def _neural(system_id: str) -> Callable[..., CRSSystem]:
         try:
             source = sources.resolve(system_id)
         except sources.SourceError as missing:
-            if not neural_build_allowed() or not _small_builder_present():
+            # checkpoints without their dataset files: name the fetch command, do not build something else instead
+            if isinstance(missing, sources.DatasetFilesMissing) or not neural_build_allowed() \
+                    or not _small_builder_present():
                 raise SystemUnavailable(str(missing)) from None
             source = _build_and_resolve(system_id)
         try:
@@ -217,6 +219,12 @@ def _describe_neural(system_id: str) -> SystemInfo:
     try:
         source = sources.resolve(system_id)
         return SystemInfo(id=system_id, label=label, variant=source.variant, demo=source.small)
+    except sources.DatasetFilesMissing as e:
+        from crs_backends.neural.datasets import fetch_command
+
+        return SystemInfo(id=system_id, label=label,
+                          variant=f"not available: published checkpoints without their dataset files (run "
+                                  f"`{fetch_command(e.dataset)}`)")
     except sources.SourceError:
         pass
     except Exception as e:  # a broken manifest or folder: describe, do not crash the page
