@@ -248,19 +248,24 @@ def fetch_at_start() -> list[str]:
         return []
     dataset = sources.published_dataset()
     done: list[str] = []
+
+    def report(line: str, level: int = logging.WARNING) -> None:
+        done.append(line)
+        log.log(level, "CRS_FETCH_AT_START: %s", line)
+
     try:
         check_name(dataset)
         if not any(sources.published_source(s, dataset)[0] or _set_without_files(s, dataset) for s in sources.SYSTEMS):
             repo = sources.hub_repo()
             root = sources.fetch_hub(repo) if repo else sources.fetch_archive(progress=False)
-            done.append(f"checkpoints fetched into {root}")
+            report(f"checkpoints fetched into {root}")
         if find_dataset_dir(dataset, REQUIRED_FILES) is None:
-            done.append(f"dataset files of {dataset} fetched into {fetch_dataset(dataset, progress=False)}")
+            report(f"dataset files of {dataset} fetched into {fetch_dataset(dataset, progress=False)}")
     except SourceError as e:
-        log.error("CRS_FETCH_AT_START: %s", e)
-        done.append(f"fetch at start failed: {e}")
-    for line in done:
-        log.warning("CRS_FETCH_AT_START: %s", line)
+        report(f"fetch at start failed: {e}", logging.ERROR)
+    except Exception as e:  # whatever else (a missing huggingface_hub, a full disk): the app still starts
+        log.exception("CRS_FETCH_AT_START failed")
+        done.append(f"fetch at start failed: {type(e).__name__}: {e}")
     return done
 
 
