@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 
 from arena import hub_sync
+from arena.board import Refresher
+from storage.db import DatabasePathError
 from ui.app import build_app
 from ui.services import Services
+from ui.startup import ConfigError, resolve_endpoint_models
 
 
 def warm_up(services: Services) -> None:
@@ -39,11 +43,32 @@ if os.environ.get("CRS_FETCH_AT_START"):
 
     fetch_at_start()
 
-services = Services.from_env()
+def start_services() -> Services:
+    """Check the configuration, open the database (marking evaluations a crash cut off as
+    interrupted); a mistake stops the start with a message naming the setting."""
+    try:
+        notices = resolve_endpoint_models()
+        services = Services.from_env()
+    except (ConfigError, DatabasePathError) as e:
+        print(f"CRS Arena cannot start: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
+    services.notices = notices
+    for notice in notices:
+        print(notice, file=sys.stderr)
+    if services.interrupted:
+        print(f"{services.interrupted} evaluation(s) were cut off by a stop while judging and are marked "
+              "'interrupted': resume them from the Evaluate tab or with `python -m evaluators resume`.",
+              file=sys.stderr)
+    return services
+
+
+services = start_services()
 demo = build_app(services)
 
 if __name__ == "__main__":
     logging.basicConfig(level=os.environ.get("LOG_LEVEL", "WARNING"))
     threading.Thread(target=warm_up, args=(services,), daemon=True).start()
+    services.refresher = Refresher(services.db_path).start()  # stores the leaderboard when votes/evaluations change
     hub_sync.start_from_env(services.db_path)  # publishes JSONL to a HF dataset only when configured
-    demo.queue(default_concurrency_limit=4).launch(show_error=True)
+    # show_error=False: a Python error's text never reaches a user (handlers give their own messages)
+    demo.queue(default_concurrency_limit=4).launch(show_error=False, max_file_size="20mb")

@@ -7,10 +7,11 @@ from pathlib import Path
 import click
 
 from arena.crsarena_import import export_jsonl, import_crsarena
-from arena.leaderboard import compute_leaderboard
+from arena.board import read_board, refresh_board
 from catalog.catalog import data_dir, get_catalog
 from evaluators.adapters import LogFormatError
-from storage.db import default_db_path, get_db
+from storage.db import DatabasePathError, default_db_path, get_db
+from storage.stats import promote_uploads
 
 DB_OPTION = click.option(
     "--db", "db_path", type=click.Path(path_type=Path), default=None,
@@ -28,9 +29,12 @@ def cli() -> None:
 @click.option("--catalog", "catalog_name", default="redial", show_default=True,
               help="Catalog that listed titles are matched to (a dataset folder name under the data "
                    "directory), or 'none' to keep titles as they are written.")
+@click.option("--score/--no-score", default=True, show_default=True,
+              help="Also score the imported conversations with the proxy (LLM-free, about 10 ms each).")
 @DB_OPTION
-def import_command(directory: Path | None, catalog_name: str, db_path: Path | None) -> None:
-    """Import CRSArena-Dial dialogues and votes (DIR default: <data dir>/crsarena). Idempotent.
+def import_command(directory: Path | None, catalog_name: str, score: bool, db_path: Path | None) -> None:
+    """Import CRSArena-Dial dialogues and votes (DIR default: <data dir>/crsarena) and score the
+    conversations with the proxy. Idempotent.
 
     Example:
 
@@ -47,13 +51,14 @@ def import_command(directory: Path | None, catalog_name: str, db_path: Path | No
             catalog = get_catalog(catalog_name)
         except FileNotFoundError as e:
             raise click.UsageError(f"{e} (use --catalog none to import without one)") from None
-    db = get_db(db_path or default_db_path())
+    db = get_db(_db(db_path))
     try:
-        report = import_crsarena(db, directory, catalog=catalog)
+        report = import_crsarena(db, directory, catalog=catalog, score=score)
     except (FileNotFoundError, LogFormatError) as e:
         raise click.ClickException(str(e)) from None
     click.echo(report.summary())
-    rows, _ = compute_leaderboard(db)
+    refresh_board(db)
+    rows = read_board(db).rows
     click.echo("Leaderboard (Bradley–Terry, 95% interval):")
     for row in rows:
         if row["rating"] is not None:
@@ -72,8 +77,36 @@ def export_command(out: Path, db_path: Path | None) -> None:
 
         python -m arena export --out arena.jsonl
     """
-    counts = export_jsonl(get_db(db_path or default_db_path()), out)
+    counts = export_jsonl(get_db(_db(db_path)), out)
     click.echo(f"wrote {out}: " + ", ".join(f"{n} {name}" for name, n in counts.items()))
+
+
+@cli.command("promote-uploads")
+@click.option("--system", "systems", multiple=True,
+              help="Only this uploaded system (upload:<name>); repeat for several. Default: every upload.")
+@DB_OPTION
+def promote_command(systems: tuple[str, ...], db_path: Path | None) -> None:
+    """Put uploaded conversations on the main leaderboard: the operator's deliberate import.
+
+    Uploads from the Evaluate tab are anonymous and stay off the board; this makes them source
+    'import' (their system ids keep the 'upload:' mark). Setting CRS_ARENA_LEADERBOARD_UPLOADS=1
+    shows every upload instead, without changing the data.
+
+    Example:
+
+        python -m arena promote-uploads --system upload:my-crs
+    """
+    db = get_db(_db(db_path))
+    changed = promote_uploads(db, list(systems) or None)
+    refresh_board(db)
+    click.echo(f"{changed} uploaded conversation(s) now count on the main leaderboard")
+
+
+def _db(db_path: Path | None) -> Path:
+    try:
+        return db_path or default_db_path()
+    except DatabasePathError as e:
+        raise click.ClickException(str(e)) from None
 
 
 if __name__ == "__main__":

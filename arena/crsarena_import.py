@@ -36,7 +36,7 @@ from pathlib import Path
 from sqlite_utils import Database
 
 from catalog.catalog import Catalog
-from evaluators.adapters import LogFormatError, Skipped, read_crsarena_dial
+from evaluators.adapters import LogFormatError, Skipped, checked, read_crsarena_dial
 from storage.arena import save_battle, save_vote
 from storage.conversations import save_conversation
 from storage.export import EXPORTS
@@ -61,14 +61,21 @@ class ImportReport:
     repeated_rows: int = 0  # rows for a battle that another row already gave (the later row counts)
     sides_without_conversation: int = 0  # battle sides whose dialogue is not in the files
     skipped: list[Skipped] = field(default_factory=list)
+    scored: int | None = None  # conversations with a finished proxy evaluation after the import (None: not asked)
+    score_failed: int = 0
 
     def summary(self) -> str:
-        return (
+        line = (
             f"{self.conversations_added} of {self.conversations_read} conversations added; "
             f"{self.battles_added} of {self.battles} battles and {self.votes_added} votes added "
             f"from {self.vote_rows} vote rows ({self.repeated_rows} repeated rows merged, "
             f"{self.sides_without_conversation} battle sides without a dialogue in the files)"
         )
+        if self.scored is not None:
+            line += f"; {self.scored} of {self.conversations_read} conversations scored with the proxy"
+            if self.score_failed:
+                line += f" ({self.score_failed} could not be scored)"
+        return line
 
 
 def crsarena_files(directory: str | Path) -> list[Path]:
@@ -78,9 +85,12 @@ def crsarena_files(directory: str | Path) -> list[Path]:
     return [directory / n for n in names if (directory / n).is_file()]
 
 
-def import_crsarena(db: Database, directory: str | Path, *, catalog: Catalog | None = None) -> ImportReport:
+def import_crsarena(db: Database, directory: str | Path, *, catalog: Catalog | None = None,
+                    score: bool = False) -> ImportReport:
     """Import CRSArena-Dial dialogues and votes from ``directory``; ``catalog`` maps listed titles
-    to catalog items (without one they keep ``title:`` ids).
+    to catalog items (without one they keep ``title:`` ids). With ``score``, every imported
+    conversation is also scored with the proxy (a finished proxy evaluation is reused), so the
+    leaderboard shows votes and automatic scores side by side; the report says how many.
 
     :raises FileNotFoundError: the folder has none of the CRSArena-Dial files
     :raises LogFormatError: a file does not follow the format
@@ -92,12 +102,14 @@ def import_crsarena(db: Database, directory: str | Path, *, catalog: Catalog | N
             "crs_arena_dial_closed.json, votes_open.csv, votes_closed.csv)"
         )
     report = ImportReport()
+    imported = []
     for setting in SETTINGS:
         path = directory / f"crs_arena_dial_{setting}.json"
         if path.is_file():
-            result = read_crsarena_dial(path, catalog)
+            result = checked(read_crsarena_dial(path, catalog), path)
             report.skipped.extend(result.skipped)
             report.conversations_read += len(result.conversations)
+            imported += [c.id for c in result.conversations]
             present = existing_ids(db, "conversations", [c.id for c in result.conversations])
             for conversation in result.conversations:
                 if conversation.id not in present:
@@ -107,7 +119,32 @@ def import_crsarena(db: Database, directory: str | Path, *, catalog: Catalog | N
         path = directory / f"votes_{setting}.csv"
         if path.is_file():
             _import_votes(db, path, setting, report)
+    if score:
+        report.scored, report.score_failed = _score_with_proxy(db, imported, catalog)
     return report
+
+
+def _score_with_proxy(db: Database, conversation_ids: list[str], catalog: Catalog | None) -> tuple[int, int]:
+    """Proxy-score the stored conversations (as stored, so an id taken by another conversation is
+    scored as that conversation says); returns (scored, failed)."""
+    from evaluators.pipeline import EvaluationSetup, evaluate_conversation
+    from evaluators.calibration import load_proxy_judge
+    from storage.conversations import get_conversation
+
+    db_file = next(db.query("pragma database_list"))["file"] or None
+    setup = EvaluationSetup(proxy=load_proxy_judge(), catalog=catalog)
+    scored = failed = 0
+    for conversation_id in conversation_ids:
+        conversation = get_conversation(db, conversation_id)
+        if conversation is None or not any(t.role == "system" for t in conversation.turns):
+            continue
+        try:
+            evaluation = evaluate_conversation(conversation, setup, db_path=db_file)
+        except ValueError:
+            failed += 1
+            continue
+        scored += evaluation.status in ("done", "partial")
+    return scored, failed
 
 
 def _import_votes(db: Database, path: Path, setting: str, report: ImportReport) -> None:

@@ -15,7 +15,13 @@ Filters: ``domain`` (the battle's and the conversation's domain) and ``dataset``
 training set, read from its id suffix, e.g. ``kbrd_redial`` → ``redial``; :data:`OTHER` selects the
 systems whose id names none, such as this app's own; a battle counts when both of its systems pass).
 Systems that never met, directly or through others, fall into separate rating ``group`` s (see
-:func:`arena.ratings.comparison_groups`). Every recompute is written as a snapshot.
+:func:`arena.ratings.comparison_groups`).
+
+A system with fewer than :data:`PROVISIONAL_BATTLES` voted battles is ``provisional``: its rating is
+shown but it never shares rank 1 with a system of its group that has enough battles. Anonymous
+uploads (source ``upload``) are left out unless the operator asks (``uploads=True``, see
+:mod:`arena.uploads`). Computing writes nothing: :mod:`arena.board` stores snapshots when the data
+changed.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ from sqlite_utils import Database
 from arena.ratings import compute_ratings, win_rate_matrix
 from evaluators.factors import FACTORS
 from evaluators.metrics import KS
-from storage.arena import save_leaderboard_snapshot, voted_battles
+from storage.arena import voted_battles
 from storage.jsonutil import loads
 from storage.stats import factor_means, latest_evaluations, scorer_counts
 
@@ -41,7 +47,9 @@ OTHER = "other"  # the dataset filter value for systems whose id names no datase
 RECALL_COLUMNS = tuple(f"recall@{k}" for k in KS)
 RATING_COLUMNS = ("rank", "group", "rating", "ci_low", "ci_high", "battles", "wins", "ties", "losses", "elo")
 SCORE_COLUMNS = ("overall_mean", "overall_ci_low", "overall_ci_high", "judged", *FACTORS)
-COLUMNS = ("system", "dataset", *RATING_COLUMNS, *SCORE_COLUMNS, *RECALL_COLUMNS, "simulations")
+COLUMNS = ("system", "dataset", *RATING_COLUMNS, "provisional", *SCORE_COLUMNS, *RECALL_COLUMNS, "simulations")
+PROVISIONAL_BATTLES = 10  # fewer voted battles than this: the rating is provisional
+DEMO_SCORER_MARKS = ("smollm2-135m", "llm:embedded")  # the embedded demo judge: never the default scorer
 
 
 def dataset_of(system_id: str) -> str | None:
@@ -49,9 +57,20 @@ def dataset_of(system_id: str) -> str | None:
     return next((d for d in DATASETS if system_id.endswith(f"_{d}")), None)
 
 
-def scorers(db: Database) -> list[str]:
-    """Scorers with finished evaluations, the most used first (the first is the default)."""
-    return [name for name, _ in scorer_counts(db)]
+def is_demo_scorer(name: str) -> bool:
+    """A scorer that is (or includes) the embedded 135M demo judge."""
+    return any(mark in name.lower() for mark in DEMO_SCORER_MARKS)
+
+
+def scorers(db: Database, *, uploads: bool = False) -> list[str]:
+    """Scorers with finished evaluations; the first is the default. The proxy comes first when no
+    capable LLM judge is configured, then the others by use; the demo judge comes last, so it is
+    shown only when someone chooses it."""
+    from evaluators.setup import judge_is_demo
+
+    names = [name for name, _ in scorer_counts(db, uploads=uploads)]
+    proxy_first = "proxy" in names and judge_is_demo()
+    return sorted(names, key=lambda n: (is_demo_scorer(n), not (proxy_first and n == "proxy")))
 
 
 def compute_leaderboard(
@@ -62,12 +81,20 @@ def compute_leaderboard(
     scorer: str | None = None,
     seed: int = 0,
     rounds: int = 200,
+    uploads: bool | None = None,
 ) -> tuple[list[dict], dict[str, go.Figure]]:
     """Rows (see :data:`COLUMNS`; missing values are None) best first, and the figures
-    (``win_rate``: the pairwise win-rate heatmap). The rows are saved as a leaderboard snapshot.
+    (``win_rate``: the pairwise win-rate heatmap). Nothing is written.
+
+    :param uploads: count anonymous uploads' scores (default: the operator's setting,
+        ``CRS_ARENA_LEADERBOARD_UPLOADS``)
     """
+    if uploads is None:
+        from arena.uploads import uploads_on_leaderboard
+
+        uploads = uploads_on_leaderboard()
     if scorer is None:
-        available = scorers(db)
+        available = scorers(db, uploads=uploads)
         scorer = available[0] if available else None
     wanted = None if dataset == OTHER else dataset
     keep = (lambda s: dataset_of(s) == wanted) if dataset else (lambda s: True)
@@ -83,14 +110,12 @@ def compute_leaderboard(
     rows: dict[str, dict] = {}
     for record in compute_ratings(battles, rounds=rounds, seed=seed).to_dict("records"):
         _row(rows, record["system"]).update({c: _plain(record[c]) for c in RATING_COLUMNS})
+    _mark_provisional(rows)
     if scorer is not None:
-        _add_scores(db, rows, scorer=scorer, domain=domain, keep=keep, rounds=rounds, seed=seed)
-    _add_recall(db, rows, domain=domain, keep=keep)
+        _add_scores(db, rows, scorer=scorer, domain=domain, keep=keep, rounds=rounds, seed=seed, uploads=uploads)
+    _add_recall(db, rows, domain=domain, keep=keep, uploads=uploads)
 
     ordered = sorted(rows.values(), key=_order)
-    save_leaderboard_snapshot(
-        db, ordered, scorer=scorer or "", filters={"domain": domain, "dataset": dataset, "seed": seed, "rounds": rounds}
-    )
     order = [r["system"] for r in ordered if r["rating"] is not None]
     return ordered, {"win_rate": win_rate_figure(battles, order)}
 
@@ -100,12 +125,25 @@ def _row(rows: dict[str, dict], system: str) -> dict:
     return rows.setdefault(system, {c: None for c in COLUMNS} | {"system": system, "dataset": dataset_of(system)})
 
 
+def _mark_provisional(rows: dict[str, dict]) -> None:
+    """Fewer than PROVISIONAL_BATTLES battles: provisional, and never rank 1 beside an established system
+    of the same group."""
+    established = {r["group"] for r in rows.values() if r["rating"] is not None
+                   and (r["battles"] or 0) >= PROVISIONAL_BATTLES}
+    for r in rows.values():
+        if r["rating"] is None:
+            continue
+        r["provisional"] = (r["battles"] or 0) < PROVISIONAL_BATTLES
+        if r["provisional"] and r["group"] in established and r["rank"] is not None:
+            r["rank"] = max(int(r["rank"]), 2)
+
+
 def _add_scores(db: Database, rows: dict[str, dict], *, scorer: str, domain: str | None,
-                keep: Callable[[str], bool], rounds: int, seed: int) -> None:
+                keep: Callable[[str], bool], rounds: int, seed: int, uploads: bool = False) -> None:
     """Debate overall mean and interval, judged conversations and factor means, all of ``scorer``."""
     overall: dict[str, list[float]] = defaultdict(list)
     judged: dict[str, int] = defaultdict(int)
-    for e in latest_evaluations(db, scorer=scorer, domain=domain):
+    for e in latest_evaluations(db, scorer=scorer, domain=domain, uploads=uploads):
         if keep(e["system_id"]):
             judged[e["system_id"]] += 1
             if e["overall"] is not None:
@@ -115,16 +153,17 @@ def _add_scores(db: Database, rows: dict[str, dict], *, scorer: str, domain: str
         low, high = mean_interval(values, rounds=rounds, seed=seed)
         _row(rows, system).update({"judged": n, "overall_mean": float(np.mean(values)) if values else None,
                                    "overall_ci_low": low, "overall_ci_high": high})
-    for f in factor_means(db, scorer=scorer, domain=domain):
+    for f in factor_means(db, scorer=scorer, domain=domain, uploads=uploads):
         if keep(f["system_id"]) and f["factor"] in FACTORS:
             _row(rows, f["system_id"])[f["factor"]] = f["mean"]
 
 
-def _add_recall(db: Database, rows: dict[str, dict], *, domain: str | None, keep: Callable[[str], bool]) -> None:
+def _add_recall(db: Database, rows: dict[str, dict], *, domain: str | None, keep: Callable[[str], bool],
+                uploads: bool = False) -> None:
     """Recall@k means over each system's simulation conversations (latest evaluation, any scorer)."""
     recalls: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     simulations: dict[str, int] = defaultdict(int)
-    for e in latest_evaluations(db, source="simulation", domain=domain):
+    for e in latest_evaluations(db, source="simulation", domain=domain, uploads=uploads):
         if keep(e["system_id"]):
             simulations[e["system_id"]] += 1
             metrics = loads(e["metrics"], {})
@@ -182,7 +221,7 @@ def win_rate_figure(battles: pd.DataFrame, order: list[str]) -> go.Figure:
 def _order(row: dict) -> tuple:
     """Rated systems by rank then rating; the others after them, by debate score."""
     if row["rating"] is not None:
-        return (0, row["rank"], -row["rating"], row["system"])
+        return (0, row["rank"], bool(row["provisional"]), -row["rating"], row["system"])
     overall = row["overall_mean"]
     return (1, 0, -overall if overall is not None else math.inf, row["system"])
 

@@ -11,6 +11,7 @@ from llm.types import LLMError
 from storage.conversations import append_turns, set_status
 from storage.db import get_db
 from storage.records import Conversation, Turn
+from storage.text import clean_text
 
 log = logging.getLogger(__name__)
 
@@ -28,16 +29,21 @@ class UserMessage:
 
 
 def prepare_user_message(text: str | None, *, limit: int = MAX_MESSAGE_CHARS) -> UserMessage:
-    """Validate a message: empty ones are refused, long ones truncated with a notice."""
-    text = (text or "").replace("\x00", "").strip()
-    if not text:
+    """Validate a message: empty ones are refused, long ones truncated with a notice; characters no
+    file can store (lone surrogates, control characters) are replaced or removed, with a notice."""
+    text = text if isinstance(text, str) else ""
+    cleaned = clean_text(text)
+    notice = "Some characters of your message could not be stored and were replaced (�) or removed." \
+        if cleaned != text else None
+    text = cleaned.strip()
+    if not text or not any(c.isprintable() and not c.isspace() for c in text):
         raise EmptyMessage("Please type a message first: an empty message is not sent.")
     if len(text) > limit:
         return UserMessage(
             text[:limit],
             notice=f"Your message had {len(text):,} characters; only the first {limit:,} were sent.",
         )
-    return UserMessage(text)
+    return UserMessage(text, notice)
 
 
 class ChatSession:

@@ -19,6 +19,15 @@ Every imported conversation has ``source="import"``. Malformed input raises :cla
 naming the file, the record and what was expected; well-formed records that cannot become a
 conversation (no utterances) are not dropped silently but listed in :attr:`ReadResult.skipped`.
 
+Limits (:data:`LIMITS`; a file over one is refused with a message naming the limit, the place and the
+value, and nothing from it is used): a file of at most 20 MB, a JSONL line of at most 1 MB, at most 200
+turns per conversation (history and judged turns together), at most 10,000 characters per turn and at most
+2,000 conversations per file. The largest real logs here are far below them: CRSArena-Dial 551 KB per
+file, 36 turns, 1,398 characters per turn; iEvaLM dataset records 5.7 KB per line, 35 context turns.
+JSON nested too deeply to read, text that is not UTF-8, lone surrogates (``"\ud800"`` escapes) and
+control characters are handled here too: the first two are refused with a message, the last two are
+cleaned (U+FFFD, removed), as storage would.
+
 Recommended items: CRS Arena and iEvaLM print the recommender's list into the system text as
 ``I would recommend the following items: 1: Title (Year) 2: …``; for the CRS Arena formats that block
 is parsed into the turn's ``items``. Titles are mapped to catalog items when a catalog is given;
@@ -36,8 +45,23 @@ from typing import Any, Iterable
 
 from catalog.catalog import Catalog
 from storage.records import Conversation, ItemRef, Turn
+from storage.text import clean_text, clean_value
 
 FORMATS = ("jsonl", "ievalm", "crsarena_dial", "crsarena_eval")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one uploaded or imported log may hold (see the module docstring for the real maxima)."""
+
+    file_bytes: int = 20_000_000
+    line_bytes: int = 1_000_000
+    turns: int = 200
+    turn_chars: int = 10_000
+    conversations: int = 2_000
+
+
+LIMITS = Limits()
 
 _LIST_HEADER = re.compile(r"I would recommend the following items\s*:?", re.IGNORECASE)
 _LIST_ENTRY = re.compile(r"(?<!\S)(\d{1,3})(?::|\s{2,}|[.)](?=\s))\s*(?=\S)")
@@ -94,17 +118,76 @@ def read_logs(path: str | os.PathLike, format: str = "auto", catalog: Catalog | 
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"no such file or folder: {path}")
+    if format not in ("auto", *FORMATS):
+        raise ValueError(f"unknown log format {format!r}; expected one of {FORMATS} or 'auto'")
+    if path.is_file():
+        _check_size(path)
     if format == "auto":
         format = detect_format(path)
     if format == "jsonl":
-        return read_jsonl(path)
-    if format == "ievalm":
-        return read_ievalm(path, catalog)
-    if format == "crsarena_dial":
-        return read_crsarena_dial(path, catalog)
-    if format == "crsarena_eval":
-        return read_crsarena_eval(path, catalog)
-    raise ValueError(f"unknown log format {format!r}; expected one of {FORMATS} or 'auto'")
+        result = read_jsonl(path)
+    elif format == "ievalm":
+        result = read_ievalm(path, catalog)
+    elif format == "crsarena_dial":
+        result = read_crsarena_dial(path, catalog)
+    else:
+        result = read_crsarena_eval(path, catalog)
+    return checked(result, path)
+
+
+def _guarded(reader):
+    """A reader whose unexpected field types (a list where an object belongs, …) raise
+    :class:`LogFormatError` instead of a Python error."""
+
+    def read(path, *args, **kwargs):
+        try:
+            return reader(path, *args, **kwargs)
+        except (TypeError, AttributeError, KeyError, IndexError) as e:
+            raise LogFormatError(path, "a record", f"the fields of the {reader.__name__[5:]} format with their "
+                                                   f"types ({type(e).__name__})") from None
+        except RecursionError:
+            raise LogFormatError(path, "top level", "JSON nested at most a few hundred levels deep") from None
+
+    read.__name__, read.__doc__, read.__wrapped__ = reader.__name__, reader.__doc__, reader
+    return read
+
+
+def checked(result: ReadResult, path: str | os.PathLike, limits: Limits = LIMITS) -> ReadResult:
+    """``result`` with every text cleaned (:func:`storage.text.clean_text`), after checking the
+    per-conversation limits; raises :class:`LogFormatError` naming the first conversation over one."""
+    if len(result.conversations) > limits.conversations:
+        raise LogFormatError(path, "file", f"at most {limits.conversations:,} conversations per file "
+                                           f"(it has {len(result.conversations):,}); split it into smaller files")
+    for conversation in result.conversations:
+        where = f"conversation {clean_text(str(conversation.id))[:80]!r}"
+        turns = conversation.all_turns
+        if len(turns) > limits.turns:
+            raise LogFormatError(path, where, f"at most {limits.turns} turns per conversation (it has {len(turns):,})")
+        for k, turn in enumerate(turns):
+            if len(turn.text) > limits.turn_chars:
+                raise LogFormatError(path, f"{where}, turn {k + 1}",
+                                     f"at most {limits.turn_chars:,} characters per turn (it has {len(turn.text):,})")
+        _clean_conversation(conversation)
+    return result
+
+
+def _clean_conversation(c: Conversation) -> None:
+    c.id = clean_text(str(c.id))
+    c.system_id = clean_text(str(c.system_id))
+    c.domain = clean_text(str(c.domain))
+    c.metadata = clean_value(c.metadata)
+    c.targets = [ItemRef(id=clean_text(t.id), title=clean_text(t.title)) for t in c.targets]
+    for turn in c.all_turns:
+        turn.text = clean_text(turn.text)
+        turn.items = [ItemRef(id=clean_text(i.id), title=clean_text(i.title)) for i in turn.items]
+        turn.metadata = clean_value(turn.metadata)
+
+
+def _check_size(path: Path, limits: Limits = LIMITS) -> None:
+    size = path.stat().st_size
+    if size > limits.file_bytes:
+        raise LogFormatError(path, "file", f"at most {limits.file_bytes / 1e6:g} MB per file "
+                                           f"(it has {size / 1e6:.1f} MB); split it into smaller files")
 
 
 def detect_format(path: str | os.PathLike) -> str:
@@ -137,18 +220,34 @@ def read_jsonl(path: str | os.PathLike) -> ReadResult:
     """One ``Conversation.to_dict()`` per line; blank lines are allowed. ``source`` becomes ``import``."""
     path = Path(path)
     result = ReadResult("jsonl")
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
+    _check_size(path)
+    with open(path, "rb") as f:
+        n = 0
+        while True:
+            raw = f.readline(LIMITS.line_bytes + 1)
+            if not raw:
+                break
+            n += 1
+            if len(raw) > LIMITS.line_bytes and not (len(raw) == LIMITS.line_bytes + 1 and raw.endswith(b"\n")):
+                raise LogFormatError(path, f"line {n}", f"lines of at most {LIMITS.line_bytes / 1e6:g} MB "
+                                                        "(this one is longer)")
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise LogFormatError(path, f"line {n}", f"UTF-8 text (byte {e.start + 1} of the line is not)") from None
             if not line.strip():
                 continue
             try:
                 data = json.loads(line)
             except json.JSONDecodeError as e:
                 raise LogFormatError(path, f"line {n}", f"one JSON object per line ({e.msg})") from None
+            except RecursionError:
+                raise LogFormatError(path, f"line {n}", "JSON nested at most a few hundred levels deep") from None
             if not isinstance(data, dict):
                 raise LogFormatError(path, f"line {n}", "a JSON object (a conversation)")
             try:
                 conversation = Conversation.from_dict({**data, "source": "import"})
+                _check_types(conversation)
             except (KeyError, TypeError, ValueError, AttributeError) as e:
                 raise LogFormatError(
                     path, f"line {n}", f"a conversation with system_id and turns of role/text ({_describe(e)})"
@@ -158,6 +257,21 @@ def read_jsonl(path: str | os.PathLike) -> ReadResult:
                 continue
             result.conversations.append(conversation)
     return result
+
+
+def _check_types(c: Conversation) -> None:
+    """Fields that storage writes as text must be text (an id may be a number)."""
+    if not isinstance(c.id, (str, int)) or isinstance(c.id, bool):
+        raise ValueError("id must be a string")
+    c.id = str(c.id)
+    for name in ("system_id", "domain", "status", "created_at"):
+        if not isinstance(getattr(c, name), str):
+            raise ValueError(f"{name} must be a string")
+    if not c.system_id.strip():
+        raise ValueError("system_id must not be empty")
+    for turn in c.all_turns:
+        if not isinstance(turn.text, str):
+            raise ValueError("every turn's text must be a string")
 
 
 def write_jsonl(conversations: Iterable[Conversation], path: str | os.PathLike) -> Path:
@@ -298,13 +412,17 @@ def read_crsarena_dial(path: str | os.PathLike, catalog: Catalog | None = None) 
         if not isinstance(extra, dict):
             raise LogFormatError(path, f"{where} ({conv_id}) metadata", "an object")
         metadata = {"format": "crsarena_dial", "file": str(path), "dataset": _dataset_of(system_id),
-                    "user_id": (record.get("user") or {}).get("id"), **extra}
+                    "user_id": _user_id(record.get("user")), **extra}
         if setting:
             metadata["setting"] = setting
         result.conversations.append(
             Conversation(system_id=system_id, id=conv_id, source="import", turns=turns, metadata=metadata)
         )
     return result
+
+
+def _user_id(user: Any) -> str | None:
+    return user.get("id") if isinstance(user, dict) and isinstance(user.get("id"), (str, int)) else None
 
 
 # -- CRSArena-Eval ---------------------------------------------------------
@@ -428,12 +546,23 @@ def _field(path: Path, where: str, record: dict, key: str, kind: type) -> Any:
 
 
 def _load_json(path: Path) -> Any:
+    _check_size(path)
     try:
         with open(path, encoding="utf-8") as f:
             return json.load(f)
     except json.JSONDecodeError as e:
         raise LogFormatError(path, f"line {e.lineno} column {e.colno}", f"valid JSON ({e.msg})") from None
+    except UnicodeDecodeError as e:
+        raise LogFormatError(path, f"byte {e.start + 1}", "UTF-8 text") from None
+    except RecursionError:
+        raise LogFormatError(path, "top level", "JSON nested at most a few hundred levels deep") from None
 
 
 def _describe(error: Exception) -> str:
     return f"missing field {error}" if isinstance(error, KeyError) else str(error)
+
+
+read_jsonl = _guarded(read_jsonl)
+read_ievalm = _guarded(read_ievalm)
+read_crsarena_dial = _guarded(read_crsarena_dial)
+read_crsarena_eval = _guarded(read_crsarena_eval)

@@ -20,7 +20,7 @@ from evaluators.factors import FACTORS
 from evaluators.pipeline import evaluate_conversation
 from evaluators.reporting import result_row
 from evaluators.setup import SCORERS, build_setup, default_scorer
-from storage.db import default_db_path
+from storage.db import DatabasePathError, default_db_path, get_db
 
 
 @click.group()
@@ -67,7 +67,7 @@ def evaluate(logs, fmt, scorer, embeddings, judge_models, mode, debate, debate_m
     Results are stored in SQLite as they arrive; running the same command again
     reuses finished evaluations and fills the gaps of unfinished ones.
     """
-    db_path = db_path or default_db_path()
+    db_path = _db(db_path)
     try:
         read = read_logs(logs, fmt, get_catalog(catalog_name))
     except (LogFormatError, FileNotFoundError, ValueError) as e:
@@ -75,6 +75,20 @@ def evaluate(logs, fmt, scorer, embeddings, judge_models, mode, debate, debate_m
     conversations = read.conversations[:limit] if limit else read.conversations
     for skipped in read.skipped:
         click.echo(f"skipped {skipped.where}: {skipped.reason}", err=True)
+    # the operator's import: system ids kept (checked), source 'import'; a taken id gets a new one
+    from arena.uploads import UploadRefused, store
+
+    try:
+        stored = store(get_db(db_path), [c for c in conversations if any(t.role == "system" for t in c.turns)],
+                       upload=False)
+    except UploadRefused as e:
+        raise click.ClickException(str(e)) from None
+    for note in stored.notes():
+        click.echo(note, err=True)
+    renamed = {asked: given for asked, given in stored.renamed}
+    by_id = {c.id: c for c in stored.conversations}
+    read.labels.update({renamed[k]: v for k, v in list(read.labels.items()) if k in renamed})
+    conversations = [by_id.get(renamed.get(c.id, c.id), c) for c in conversations]
     chosen = default_scorer(judge_models) if scorer == "auto" else scorer
     try:
         setup = build_setup(db_path=db_path, scorer=chosen, judge_models=judge_models, mode=mode, debate=debate,
@@ -318,7 +332,7 @@ def simulate(systems, dataset, split, n, protocol, seed, hit_k, max_turns, perso
     from evaluators.simulator import (RecordError, SimulationConfig, SystemNotReady, UnknownSystem,
                                       run_simulation)
 
-    db_path = db_path or default_db_path()
+    db_path = _db(db_path)
     try:
         config = SimulationConfig(systems=systems.split(","), dataset=dataset, split=split, n=n, protocol=protocol,
                                   seed=seed, hit_k=hit_k, max_turns=max_turns, personas=personas,
@@ -353,6 +367,46 @@ def simulate(systems, dataset, split, n, protocol, seed, hit_k, max_turns, perso
     click.echo(summary[columns].round(3).to_string(index=False))
     click.echo(result.summary_line())
     click.echo(f"report: {result.out_dir / 'report.html'} (and summary.csv, dialogues.csv, conversations.jsonl)")
+
+
+@cli.command("resume")
+@click.option("--db", "db_path", type=click.Path(path_type=Path), default=None,
+              help="SQLite file (default: CRS_ARENA_DB or ./data/crs_arena.db).")
+@click.option("--limit", type=int, default=None, help="Resume at most N evaluations.")
+@click.option("--include-running", is_flag=True,
+              help="First mark evaluations left 'running' as interrupted (only when nothing else is judging: "
+                   "the app does this itself at start).")
+def resume_command(db_path, limit, include_running):
+    """Finish evaluations a crash left unfinished: stored scores are kept, only the gaps are judged.
+
+    Evaluations still 'running' when the app starts are marked 'interrupted'; --include-running marks
+    them here too (after a command-line run was killed, with no app running).
+
+    Example:
+
+        python -m evaluators resume
+    """
+    from evaluators.resume import interrupted, resume_interrupted
+    from storage.evaluations import mark_interrupted
+
+    db_path = _db(db_path)
+    marked = mark_interrupted(get_db(db_path)) if include_running else 0
+    if marked:
+        click.echo(f"marked {marked} evaluation(s) left running as interrupted", err=True)
+    waiting = interrupted(db_path)
+    if not waiting:
+        click.echo("no interrupted evaluation")
+        return
+    with tqdm(total=min(len(waiting), limit or len(waiting)), unit="eval", file=sys.stderr, disable=None) as bar:
+        report = resume_interrupted(db_path, limit=limit, progress=lambda n, total: bar.update(1))
+    click.echo(report.summary())
+
+
+def _db(db_path):
+    try:
+        return db_path or default_db_path()
+    except DatabasePathError as e:
+        raise click.ClickException(str(e)) from None
 
 
 def _pick(row: dict, key: str):

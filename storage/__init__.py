@@ -1,6 +1,7 @@
 """SQLite storage: the lowest layer and the only package that writes SQL."""
 
 from storage.db import (
+    DatabasePathError,
     close_thread_connections,
     default_db_path,
     get_db,
@@ -10,6 +11,7 @@ from storage.db import (
 )
 
 __all__ = [
+    "DatabasePathError",
     "close_thread_connections",
     "default_db_path",
     "get_db",

@@ -9,6 +9,7 @@ from sqlite_utils import Database
 from storage.db import write_transaction
 from storage.jsonutil import dumps, loads
 from storage.records import Battle, Vote, utc_now
+from storage.text import clean_text
 
 
 class DuplicateVote(Exception):
@@ -56,7 +57,7 @@ def save_vote(db: Database, vote: Vote) -> Vote:
             db.execute(
                 "insert into votes (battle_id, choice, feedback, voter, created_at) "
                 "values (?, ?, ?, ?, ?)",
-                [vote.battle_id, vote.choice, vote.feedback, vote.voter, vote.created_at],
+                [vote.battle_id, vote.choice, clean_text(vote.feedback), clean_text(vote.voter), vote.created_at],
             )
     except sqlite3.IntegrityError as e:
         if "UNIQUE" in str(e):
@@ -101,19 +102,56 @@ def battle_counts(db: Database) -> dict[tuple[str, str], int]:
     return counts
 
 
+SNAPSHOTS_KEPT = 20  # per filter key: older snapshots are deleted when a new one is written
+
+
+def board_version(db: Database) -> int:
+    """The leaderboard's data version: bumped by triggers on every vote, evaluation and
+    conversation system/source change (migration m004). A pure read."""
+    row = next(db.query("select version from board_state where id = 1"), None)
+    return int(row["version"]) if row else 0
+
+
 def save_leaderboard_snapshot(
-    db: Database, rows: list[dict], *, scorer: str = "", filters: dict | None = None
-) -> int:
+    db: Database, rows: list[dict], *, scorer: str = "", filters: dict | None = None,
+    version: int | None = None, key: str = "",
+) -> int | None:
+    """Store a computed board for ``key`` (the filters, canonical) at data ``version``.
+
+    Nothing is written when the latest snapshot of ``key`` already has this version (the board did
+    not change). Only the newest :data:`SNAPSHOTS_KEPT` snapshots of a key are kept. Returns the new
+    snapshot's id, or None when nothing was written.
+    """
     with write_transaction(db):
+        if version is not None:
+            latest = next(db.query("select version from leaderboard_snapshots where key = ? order by id desc limit 1",
+                                   [key]), None)
+            if latest is not None and latest["version"] == version:
+                return None
         table = db["leaderboard_snapshots"].insert(
-            {"created_at": utc_now(), "filters": dumps(filters or {}), "scorer": scorer, "rows": dumps(rows)}
+            {"created_at": utc_now(), "filters": dumps(filters or {}), "scorer": scorer, "rows": dumps(rows),
+             "version": version, "key": key}
         )
-        return table.last_pk
+        new_id = table.last_pk
+        db.execute(
+            "delete from leaderboard_snapshots where key = ? and id not in "
+            "(select id from leaderboard_snapshots where key = ? order by id desc limit ?)",
+            [key, key, SNAPSHOTS_KEPT],
+        )
+        return new_id
 
 
-def latest_leaderboard_snapshot(db: Database) -> dict | None:
-    rows = list(db["leaderboard_snapshots"].rows_where(order_by="id desc", limit=1))
+def latest_leaderboard_snapshot(db: Database, key: str | None = None) -> dict | None:
+    """The newest snapshot (of ``key`` when given), with its rows and filters decoded."""
+    if key is None:
+        rows = list(db["leaderboard_snapshots"].rows_where(order_by="id desc", limit=1))
+    else:
+        rows = list(db["leaderboard_snapshots"].rows_where("key = ?", [key], order_by="id desc", limit=1))
     if not rows:
         return None
     r = rows[0]
     return {**r, "filters": loads(r["filters"], {}), "rows": loads(r["rows"], [])}
+
+
+def count_leaderboard_snapshots(db: Database) -> int:
+    return db["leaderboard_snapshots"].count

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Iterable
 
 from sqlite_utils import Database
 
 from storage.db import write_transaction
 from storage.jsonutil import dumps, loads
-from storage.records import Conversation, ItemRef, Turn, utc_now
+from storage.records import Conversation, ItemRef, Turn, new_id, utc_now
+from storage.text import clean_text
 
 
 def save_conversation(db: Database, conversation: Conversation) -> Conversation:
@@ -25,6 +26,53 @@ def save_conversation(db: Database, conversation: Conversation) -> Conversation:
         if rows:
             db["turns"].insert_all(rows)
     return conversation
+
+
+def store_new_conversation(db: Database, conversation: Conversation) -> tuple[Conversation, str | None]:
+    """Store an uploaded or imported conversation without touching any stored one.
+
+    * no conversation has its id: it is stored as it is;
+    * the stored one with its id is the same conversation (system, source, every turn's role, text
+      and items): nothing is written and the stored one is used (uploading a file again re-uses it);
+    * otherwise it gets a new id (``<id>~<8 hex digits>``), is stored under that id, and the id it
+      asked for is returned as the second value so the caller can say so.
+
+    Everything happens in one write transaction, so two uploads racing for one id cannot both take it.
+    """
+    with write_transaction(db):
+        existing = get_conversation(db, conversation.id)
+        if existing is None:
+            _insert_whole(db, conversation)
+            return conversation, None
+        if _same_content(existing, conversation):
+            return existing, None
+        asked = conversation.id
+        while True:
+            candidate = f"{asked[:80]}~{new_id()[:8]}"
+            if db["conversations"].count_where("id = ?", [candidate]) == 0:
+                break
+        renamed = replace(conversation, id=candidate, metadata={**conversation.metadata, "uploaded_id": asked})
+        _insert_whole(db, renamed)
+        return renamed, asked
+
+
+def _insert_whole(db: Database, conversation: Conversation) -> None:
+    db["conversations"].insert(_conversation_row(conversation))
+    rows = [
+        _turn_row(conversation.id, part, idx, turn)
+        for part, turns in (("history", conversation.history), ("interaction", conversation.turns))
+        for idx, turn in enumerate(turns)
+    ]
+    if rows:
+        db["turns"].insert_all(rows)
+
+
+def _same_content(a: Conversation, b: Conversation) -> bool:
+    def key(c: Conversation):
+        return (c.system_id, c.source, [(t.role, clean_text(t.text), [i.id for i in t.items]) for t in c.history],
+                [(t.role, clean_text(t.text), [i.id for i in t.items]) for t in c.turns])
+
+    return key(a) == key(b)
 
 
 def append_turns(db: Database, conversation: Conversation, turns: Iterable[Turn]) -> None:
@@ -99,11 +147,11 @@ def count_turns(db: Database, conversation_id: str) -> int:
 
 def _conversation_row(c: Conversation) -> dict:
     return {
-        "id": c.id,
-        "system_id": c.system_id,
-        "domain": c.domain,
+        "id": clean_text(c.id),
+        "system_id": clean_text(c.system_id),
+        "domain": clean_text(c.domain),
         "source": c.source,
-        "status": c.status,
+        "status": clean_text(c.status),
         "targets": dumps([asdict(t) for t in c.targets]),
         "metadata": dumps(c.metadata),
         "created_at": c.created_at,
@@ -117,7 +165,7 @@ def _turn_row(conversation_id: str, part: str, idx: int, turn: Turn) -> dict:
         "part": part,
         "idx": idx,
         "role": turn.role,
-        "text": turn.text,
+        "text": clean_text(turn.text),
         "items": dumps([asdict(i) for i in turn.items]),
         "metadata": dumps(turn.metadata),
         "created_at": utc_now(),

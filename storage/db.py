@@ -26,18 +26,42 @@ _migrated: set[str] = set()
 _migrate_lock = threading.Lock()
 
 
+class DatabasePathError(ValueError):
+    """``CRS_ARENA_DB`` names a file the app must not create (its folder does not exist)."""
+
+
+def on_space() -> bool:
+    """Running on a Hugging Face Space (``SYSTEM=spaces`` or ``SPACE_ID`` set)."""
+    return os.environ.get("SYSTEM") == "spaces" or bool(os.environ.get("SPACE_ID"))
+
+
+def persistent_dir() -> Path:
+    """The Space's persistent disk: ``/data``, or ``CRS_ARENA_PERSISTENT_DIR`` (tests use a temporary one)."""
+    return Path(os.environ.get("CRS_ARENA_PERSISTENT_DIR") or "/data")
+
+
 def default_db_path() -> Path:
     """Where the database lives.
 
-    ``CRS_ARENA_DB`` wins; on a Hugging Face Space with persistent storage
-    (``/data`` exists and is writable) the database goes there; otherwise
-    ``./data/crs_arena.db``.
+    ``CRS_ARENA_DB`` wins, and its folder must exist: a mistyped path is refused with
+    :class:`DatabasePathError` rather than silently starting an empty board somewhere new. On a
+    Hugging Face Space with persistent storage (``/data`` exists and is writable) the database goes
+    there; otherwise ``./data/crs_arena.db`` (the default folders are created when missing).
     """
-    configured = os.environ.get("CRS_ARENA_DB")
+    configured = os.environ.get("CRS_ARENA_DB", "").strip()
     if configured:
-        return Path(configured)
-    if os.environ.get("SYSTEM") == "spaces" and os.access("/data", os.W_OK):
-        return SPACE_DB_PATH
+        path = Path(configured).expanduser()
+        if path.is_dir():
+            raise DatabasePathError(f"CRS_ARENA_DB={configured} is a folder; it must name a database file "
+                                    f"(e.g. {path / 'crs_arena.db'})")
+        if not path.parent.is_dir():
+            raise DatabasePathError(f"CRS_ARENA_DB={configured}: the folder {path.parent} does not exist. "
+                                    "Create it first, or fix the path (the app does not create folders for "
+                                    "a configured database, so a typo cannot start an empty board)")
+        return path
+    data = persistent_dir()
+    if on_space() and data.is_dir() and os.access(data, os.W_OK):
+        return data / SPACE_DB_PATH.name
     return DEFAULT_DB_PATH
 
 
@@ -47,8 +71,12 @@ def open_db(path: str | os.PathLike | None = None) -> sqlite_utils.Database:
     The connection belongs to the calling thread; use :func:`get_db` to reuse one.
     """
     path = Path(path) if path is not None else default_db_path()
-    if str(path) != ":memory:":
-        path.parent.mkdir(parents=True, exist_ok=True)
+    if str(path) != ":memory:" and not path.parent.is_dir():
+        if not os.environ.get("CRS_ARENA_DB", "").strip() or path.resolve() != Path(
+                os.environ["CRS_ARENA_DB"].strip()).expanduser().resolve():
+            path.parent.mkdir(parents=True, exist_ok=True)  # a default or programmatic path
+        else:
+            raise DatabasePathError(f"CRS_ARENA_DB={path}: the folder {path.parent} does not exist")
     conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S)
     conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
     conn.execute("PRAGMA foreign_keys = ON")

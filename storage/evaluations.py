@@ -7,6 +7,7 @@ from sqlite_utils import Database
 from storage.db import write_transaction
 from storage.jsonutil import dumps, loads
 from storage.records import DebateMessage, Evaluation, FactorScore, utc_now
+from storage.text import clean_text
 
 
 def start_evaluation(db: Database, evaluation: Evaluation) -> Evaluation:
@@ -38,9 +39,9 @@ def save_factor_score(db: Database, evaluation_id: str, score: FactorScore) -> N
                 "judge": score.judge,
                 "score": score.score,
                 "distribution": dumps(score.distribution) if score.distribution is not None else None,
-                "rationale": score.rationale,
+                "rationale": clean_text(score.rationale),
                 "rubric_version": score.rubric_version,
-                "error": score.error,
+                "error": clean_text(score.error),
                 "metadata": dumps(score.metadata),
                 "created_at": utc_now(),
             },
@@ -56,10 +57,10 @@ def save_debate_message(db: Database, evaluation_id: str, message: DebateMessage
                 "round": message.round,
                 "role": message.role,
                 "model": message.model,
-                "statement": message.statement,
+                "statement": clean_text(message.statement),
                 "score": message.score,
-                "error": message.error,
-                "raw": message.raw,
+                "error": clean_text(message.error),
+                "raw": clean_text(message.raw),
                 "created_at": utc_now(),
             },
             pk=("evaluation_id", "round", "role"),
@@ -83,7 +84,7 @@ def finish_evaluation(
         "overall": overall,
         "rounds_used": rounds_used,
         "consensus": None if consensus is None else int(consensus),
-        "error": error,
+        "error": clean_text(error),
         "finished_at": utc_now(),
     }
     if metrics is not None:
@@ -158,3 +159,36 @@ def clear_debate(db: Database, evaluation_id: str) -> None:
     """Remove an evaluation's debate messages before the debate is run again."""
     with write_transaction(db):
         db["debate_messages"].delete_where("evaluation_id = ?", [evaluation_id])
+
+
+def mark_interrupted(db: Database) -> int:
+    """At start: evaluations still ``running`` were cut off (a crash or a kill); mark them
+    ``interrupted``, keeping every factor score and debate message they stored. Returns how many."""
+    with write_transaction(db):
+        db.execute(
+            "update evaluations set status = 'interrupted', "
+            "error = 'interrupted (the app stopped while judging); resume to fill the gaps' "
+            "where status = 'running'"
+        )
+        return db.conn.execute("select changes()").fetchone()[0]
+
+
+def evaluations_with_status(db: Database, status: str, *, limit: int | None = None) -> list[dict]:
+    """Evaluations in ``status`` (oldest first): id, conversation id, scorer, config (decoded),
+    created_at, the conversation's system and source, and how many factor scores they hold."""
+    sql = (
+        "select e.id, e.conversation_id, e.scorer, e.config, e.fingerprint, e.created_at, c.system_id, c.source, "
+        "(select count(*) from factor_scores f where f.evaluation_id = e.id and f.score is not null) as scored "
+        "from evaluations e join conversations c on c.id = e.conversation_id where e.status = ? "
+        "order by e.created_at, e.rowid"
+    )
+    args: list = [status]
+    if limit:
+        sql += " limit ?"
+        args.append(limit)
+    return [{**r, "config": loads(r["config"], {})} for r in db.query(sql, args)]
+
+
+def set_evaluation_status(db: Database, evaluation_id: str, status: str) -> None:
+    with write_transaction(db):
+        db["evaluations"].update(evaluation_id, {"status": status})

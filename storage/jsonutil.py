@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from storage.text import clean_text
+
 
 def dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=_default)
+    """JSON text that SQLite can store: lone surrogates inside become U+FFFD (see :mod:`storage.text`)."""
+    return clean_text(json.dumps(value, ensure_ascii=False, sort_keys=True, default=_default))
 
 
 def loads(text: str | None, default: Any = None) -> Any:

@@ -231,3 +231,30 @@ def m003_simulations(db: Database) -> None:
     )
     db["sim_dialogues"].create_index(["run_id", "status"])
     db["sim_dialogues"].create_index(["conversation_id"])
+
+
+@migrations()
+def m004_board_version_and_uploads(db: Database) -> None:
+    """The leaderboard as a read model, and uploads in their own namespace.
+
+    ``board_state.version`` counts changes to what the leaderboard is computed from: triggers bump it
+    whenever a vote or an evaluation is written or a conversation changes system or source. A
+    snapshot records the version it was computed at (``version``) and the filters it is for (``key``),
+    so a reader knows without computing whether the stored board is current, and a new snapshot is
+    written only when the version moved. Uploaded logs are conversations with source ``upload``.
+    """
+    db["board_state"].create({"id": int, "version": int, "changed_at": str}, pk="id")
+    db.execute("insert into board_state (id, version, changed_at) values (1, 0, datetime('now'))")
+    bump = "update board_state set version = version + 1, changed_at = datetime('now') where id = 1;"
+    for table, events in (("votes", ("insert", "update", "delete")),
+                          ("evaluations", ("insert", "update", "delete")),
+                          ("battles", ("delete",))):
+        for event in events:
+            db.execute(f"create trigger board_{table}_{event} after {event} on {table} begin {bump} end")
+    db.execute("create trigger board_conversations_update after update of system_id, source on conversations "
+               f"begin {bump} end")
+    db.execute(f"create trigger board_conversations_delete after delete on conversations begin {bump} end")
+    db["leaderboard_snapshots"].add_column("version", int)
+    db["leaderboard_snapshots"].add_column("key", str)
+    db["leaderboard_snapshots"].create_index(["key", "id"])
+    db["evaluations"].create_index(["status"])

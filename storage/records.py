@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 ROLES = ("user", "system")
-SOURCES = ("chat", "arena", "simulation", "import")
+SOURCES = ("chat", "arena", "simulation", "import", "upload")  # upload: an anonymous log upload
 VOTE_CHOICES = ("a", "b", "tie", "both_bad")
 
 

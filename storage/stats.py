@@ -17,9 +17,13 @@ FINISHED = ("done", "partial")
 _FINISHED_SQL = "(" + ", ".join(f"'{status}'" for status in FINISHED) + ")"
 
 
-def _latest_evaluations_sql(*, scorer: str | None, source: str | None, domain: str | None) -> tuple[str, list]:
-    """A ``latest`` CTE: one row per conversation, its latest finished evaluation (of ``scorer``)."""
+def _latest_evaluations_sql(*, scorer: str | None, source: str | None, domain: str | None,
+                            uploads: bool = False) -> tuple[str, list]:
+    """A ``latest`` CTE: one row per conversation, its latest finished evaluation (of ``scorer``).
+    Anonymous uploads (source ``upload``) are left out unless ``uploads``."""
     where = [f"e.status in {_FINISHED_SQL}"]
+    if not uploads:
+        where.append("c.source != 'upload'")
     args: list = []
     for column, value in (("e.scorer", scorer), ("c.source", source), ("c.domain", domain)):
         if value is not None:
@@ -41,24 +45,25 @@ def _latest_evaluations_sql(*, scorer: str | None, source: str | None, domain: s
 
 
 def latest_evaluations(
-    db: Database, *, scorer: str | None = None, source: str | None = None, domain: str | None = None
+    db: Database, *, scorer: str | None = None, source: str | None = None, domain: str | None = None,
+    uploads: bool = False,
 ) -> list[dict]:
     """The latest finished evaluation of each conversation, optionally of one scorer only.
 
     Rows: ``id, conversation_id, scorer, overall, metrics (JSON text), status, system_id, source,
     domain``.
     """
-    cte, args = _latest_evaluations_sql(scorer=scorer, source=source, domain=domain)
+    cte, args = _latest_evaluations_sql(scorer=scorer, source=source, domain=domain, uploads=uploads)
     return list(db.query(cte + " select * from latest order by system_id, conversation_id", args))
 
 
-def factor_means(db: Database, *, scorer: str, domain: str | None = None) -> list[dict]:
+def factor_means(db: Database, *, scorer: str, domain: str | None = None, uploads: bool = False) -> list[dict]:
     """Mean factor score per system over the latest evaluations of ``scorer``.
 
     Several judges of one factor (an ensemble) are averaged within the conversation first.
     Rows: ``system_id, factor, mean, n`` (n = conversations with a score for the factor).
     """
-    cte, args = _latest_evaluations_sql(scorer=scorer, source=None, domain=domain)
+    cte, args = _latest_evaluations_sql(scorer=scorer, source=None, domain=domain, uploads=uploads)
     sql = cte + """,
         per_conversation as (
             select l.system_id, f.factor, avg(f.score) as score
@@ -72,11 +77,14 @@ def factor_means(db: Database, *, scorer: str, domain: str | None = None) -> lis
     return list(db.query(sql, args))
 
 
-def scorer_counts(db: Database) -> list[tuple[str, int]]:
-    """Each scorer with the number of conversations it finished, most used first."""
+def scorer_counts(db: Database, *, uploads: bool = False) -> list[tuple[str, int]]:
+    """Each scorer with the number of conversations it finished, most used first (uploads left out
+    unless ``uploads``)."""
     rows = db.query(
-        "select scorer, count(distinct conversation_id) as n from evaluations "
-        f"where status in {_FINISHED_SQL} group by scorer order by n desc, scorer"
+        "select e.scorer, count(distinct e.conversation_id) as n from evaluations e "
+        "join conversations c on c.id = e.conversation_id "
+        f"where e.status in {_FINISHED_SQL}" + ("" if uploads else " and c.source != 'upload'")
+        + " group by e.scorer order by n desc, e.scorer"
     )
     return [(r["scorer"], r["n"]) for r in rows]
 
@@ -104,3 +112,18 @@ def voted_ids(db: Database, battle_ids: Iterable[str]) -> set[str]:
         "select battle_id from votes where battle_id in (select value from json_each(?))", [dumps(list(battle_ids))]
     )
     return {r["battle_id"] for r in rows}
+
+
+def promote_uploads(db: Database, system_ids: Iterable[str] | None = None) -> int:
+    """The operator's deliberate import: uploaded conversations (of ``system_ids``, or all) become
+    source ``import`` and so count on the main leaderboard; their ``upload:`` system ids stay.
+    Returns how many conversations changed."""
+    from storage.db import write_transaction
+
+    with write_transaction(db):
+        if system_ids is None:
+            db.execute("update conversations set source = 'import' where source = 'upload'")
+        else:
+            db.execute("update conversations set source = 'import' where source = 'upload' "
+                       "and system_id in (select value from json_each(?))", [dumps(list(system_ids))])
+        return db.conn.execute("select changes()").fetchone()[0]

@@ -92,13 +92,73 @@ def test_a_column_never_mixes_scorers(populated):
     assert {r["system"] for r in everything} == {"x", "y", "z"}
 
 
-def test_every_recompute_writes_a_snapshot(populated):
-    rows, _ = compute_leaderboard(populated, domain="movies", seed=3, rounds=50)
+def test_reading_never_writes_and_a_snapshot_is_stored_only_on_change(populated):
+    from arena.board import read_board, refresh_board
+    from storage.arena import board_version, count_leaderboard_snapshots
+
+    assert count_leaderboard_snapshots(populated) == 0
+    version = board_version(populated)
+    for _ in range(5):  # anonymous reads: no row, no version change
+        board = read_board(populated, domain="movies")
+    assert count_leaderboard_snapshots(populated) == 0 and board_version(populated) == version
+    assert board.rows == compute_leaderboard(populated, domain="movies")[0]
+    first = refresh_board(populated)
+    assert first is not None and refresh_board(populated) is None  # unchanged data: nothing written
     snapshot = latest_leaderboard_snapshot(populated)
-    assert snapshot["rows"] == rows and snapshot["scorer"] == "proxy"
-    assert snapshot["filters"] == {"domain": "movies", "dataset": None, "seed": 3, "rounds": 50}
-    compute_leaderboard(populated)
-    assert latest_leaderboard_snapshot(populated)["id"] == snapshot["id"] + 1
+    assert snapshot["id"] == first and snapshot["version"] == version and snapshot["scorer"] == "proxy"
+    assert read_board(populated).source in ("cache", "snapshot")
+    battle(populated, "x", "y", "tie")  # a vote moves the version: the next refresh stores a new board
+    assert board_version(populated) > version
+    votes_before = {r["system"]: r["battles"] for r in read_board(populated).rows}
+    assert votes_before["x"] == 10  # a read right after the vote already counts it (computed in memory)
+    assert refresh_board(populated) == first + 1
+
+
+def test_snapshots_are_kept_to_a_bounded_number(db_path):
+    from arena.board import refresh_board
+    from storage.arena import SNAPSHOTS_KEPT, count_leaderboard_snapshots
+
+    db = get_db(db_path)
+    for _ in range(SNAPSHOTS_KEPT + 5):
+        battle(db, "x", "y", "a")
+        refresh_board(db)
+    assert count_leaderboard_snapshots(db) == SNAPSHOTS_KEPT
+
+
+def test_few_battles_are_provisional_and_never_share_rank_one(db_path):
+    db = get_db(db_path)
+    battle(db, "a", "b", "tie", 12)
+    battle(db, "a", "c", "tie", 6)
+    battle(db, "c", "b", "a", 2)  # c: 8 battles, unbeaten against b, level with a
+    rows = {r["system"]: r for r in compute_leaderboard(db)[0]}
+    assert rows["c"]["provisional"] is True and rows["a"]["provisional"] is False
+    assert rows["a"]["rank"] == 1 and rows["c"]["rank"] >= 2
+
+
+def test_the_demo_judge_is_never_the_default_scorer(db_path):
+    db = get_db(db_path)
+    for _ in range(3):
+        evaluate(db, conversation(db, "x"), "llm:SmolLM2-135M-Instruct", 50.0, {"coherence": 2.0})
+    evaluate(db, conversation(db, "x"), "proxy", 40.0, {"coherence": 1.0})
+    assert scorers(db) == ["proxy", "llm:SmolLM2-135M-Instruct"]
+    rows, _ = compute_leaderboard(db)
+    assert rows[0]["overall_mean"] == 40.0
+
+
+def test_uploads_stay_off_the_board_unless_the_operator_imports_them(db_path, monkeypatch):
+    from storage.stats import promote_uploads
+
+    db = get_db(db_path)
+    evaluate(db, conversation(db, "upload:fake", source="upload"), "proxy", 99.0, {"coherence": 4.0})
+    evaluate(db, conversation(db, "kbrd"), "proxy", 30.0, {"coherence": 1.0})
+    assert {r["system"] for r in compute_leaderboard(db)[0]} == {"kbrd"}
+    monkeypatch.setenv("CRS_ARENA_LEADERBOARD_UPLOADS", "1")
+    assert {r["system"] for r in compute_leaderboard(db)[0]} == {"kbrd", "upload:fake"}
+    monkeypatch.delenv("CRS_ARENA_LEADERBOARD_UPLOADS")
+    result = CliRunner().invoke(cli, ["promote-uploads", "--system", "upload:fake", "--db", str(db_path)])
+    assert result.exit_code == 0 and "1 uploaded conversation(s)" in result.output
+    assert {r["system"] for r in compute_leaderboard(db)[0]} == {"kbrd", "upload:fake"}
+    assert promote_uploads(db) == 0
 
 
 def test_dataset_filter_keeps_battles_within_one_training_set(db_path):
@@ -117,8 +177,11 @@ def test_dataset_filter_keeps_battles_within_one_training_set(db_path):
 
 
 def test_empty_database_gives_an_empty_board(db_path):
+    from arena.board import refresh_board
+
     rows, figures = compute_leaderboard(get_db(db_path))
     assert rows == [] and "win_rate" in figures
+    refresh_board(get_db(db_path))
     assert latest_leaderboard_snapshot(get_db(db_path))["rows"] == []
 
 
@@ -129,7 +192,7 @@ def test_crsarena_import_is_idempotent_and_puts_chatgpt_first(db_path, shared_da
     assert (report.vote_rows, report.battles, report.battles_added, report.votes_added) == (185, 184, 184, 184)
     assert report.repeated_rows == 1 and report.sides_without_conversation == 3
     again = CliRunner().invoke(cli, ["import-crsarena", str(shared_data / "crsarena"), "--catalog", "none",
-                                     "--db", str(db_path)])
+                                     "--no-score", "--db", str(db_path)])
     assert again.exit_code == 0, again.output
     assert "0 of 474 conversations added; 0 of 184 battles and 0 votes added" in again.output
     assert db["votes"].count == 184 and db["battles"].count == 184 and db["conversations"].count == 474

@@ -8,7 +8,7 @@ from ui import chat_tab
 from ui import arena_tab, leaderboard_tab
 from ui import evaluate_tab, settings_tab
 from ui import simulate_tab
-from ui.render import roles_notice
+from ui.render import roles_notice, safe_text
 from ui.services import Services
 
 TITLE = "CRS Arena"
@@ -21,13 +21,19 @@ def build_app(services: Services) -> gr.Blocks:
             "and judge them."
         )
         gr.Markdown(roles_notice(services.role_configs()), elem_id="roles-notice")
+        if services.notices:
+            gr.Markdown("\n\n".join(f"ℹ️ {safe_text(n)}" for n in services.notices), elem_id="startup-notices")
         with gr.Tabs():
             with gr.Tab("Chat", id="chat"):
                 chat_tab.build(services)
             with gr.Tab("Arena", id="arena"):
-                arena_tab.build(services)
-            with gr.Tab("Leaderboard", id="leaderboard"):
-                leaderboard_tab.build(services)
+                votes = arena_tab.build(services)
+            with gr.Tab("Leaderboard", id="leaderboard") as leaderboard:
+                refresh_board_after = leaderboard_tab.build(services)
+            # the board is current when its tab is opened and right after a vote
+            refresh_board_after(leaderboard.select)
+            for vote in votes:
+                refresh_board_after(vote.then)
             with gr.Tab("Evaluate", id="evaluate"):
                 evaluate_tab.build(services)
             with gr.Tab("Simulate", id="simulate"):

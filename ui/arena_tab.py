@@ -26,6 +26,7 @@ from crs_backends.registry import catalog_for_chat
 from crs_backends.session import EmptyMessage, prepare_user_message
 from storage.arena import get_battle
 from storage.db import get_db
+from storage.text import clean_text
 from ui.render import safe_text
 from ui.services import Services
 
@@ -38,7 +39,8 @@ INTRO = (
 )
 
 
-def build(services: Services) -> None:
+def build(services: Services) -> list:
+    """The tab's components; returns the vote events (the leaderboard refreshes after them)."""
     gr.Markdown(INTRO)
     with gr.Row():
         chat_a = gr.Chatbot(label="System A", height=420, sanitize_html=True)
@@ -85,11 +87,15 @@ def build(services: Services) -> None:
                 raise gr.Error("No battle yet: send a message first.")
             voter = request.session_hash if request is not None else ""
             try:
-                reveal = vote(get_db(services.db_path), battle_id, choice, feedback_text, voter=voter or "")
+                reveal = vote(get_db(services.db_path), battle_id, choice, clean_text(feedback_text or "")[:2000],
+                              voter=voter or "")
             except DuplicateVote:
                 raise gr.Error("This battle already has its vote. Start a new battle to vote again.") from None
             except BattleNotReady as e:
                 raise gr.Error(str(e)) from None
+            except KeyError:
+                raise gr.Error("This battle does not exist (any more): press New battle to start one.") from None
+            services.board_changed()
             return (
                 f"**System A was {safe_text(reveal.label_a)}** (`{safe_text(reveal.system_a)}`)",
                 f"**System B was {safe_text(reveal.label_b)}** (`{safe_text(reveal.system_b)}`)",
@@ -122,18 +128,22 @@ def build(services: Services) -> None:
         api_name="arena_send",
         concurrency_limit=4,
     ).then(controls, inputs=[battle], outputs=control_outputs, api_visibility="private")
+    votes = []
     for choice, button in buttons.items():
-        button.click(
+        voted = button.click(
             on_vote(choice),
             inputs=[feedback, battle],
             outputs=[name_a, name_b, status, feedback],
             api_name=f"arena_vote_{choice}",
-        ).then(controls, inputs=[battle], outputs=control_outputs, api_visibility="private")
+        )
+        voted.then(controls, inputs=[battle], outputs=control_outputs, api_visibility="private")
+        votes.append(voted)
     new.click(
         on_new,
         outputs=[chat_a, chat_b, name_a, name_b, status, battle, message, feedback],
         api_name="arena_new",
     ).then(controls, inputs=[battle], outputs=control_outputs, api_visibility="private")
+    return votes
 
 
 def _panes(view: BattleView | None) -> tuple[list[dict], list[dict]]:

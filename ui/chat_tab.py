@@ -7,6 +7,7 @@ generator, which yields the updated table, radar chart and debate transcript.
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
 
@@ -33,7 +34,12 @@ from llm.types import LLMError
 from storage.conversations import get_conversation
 from storage.db import get_db
 from ui.render import chat_messages, items_table, safe_text
+from evaluators.adapters import LIMITS
+from storage.text import clean_text
 from ui.services import Services
+
+log = logging.getLogger(__name__)
+MAX_TURNS = LIMITS.turns  # turns one chat conversation holds: the same limit an uploaded log has
 
 
 def build(services: Services) -> None:
@@ -72,16 +78,33 @@ def build(services: Services) -> None:
     (judge_button, auto_judge, mode, debate, rounds, scorer), judge_views = _judge_section()
 
     def on_send(text, system_id, st):
-        """Stream one exchange; the DB holds the canonical conversation."""
+        """Stream one exchange; the DB holds the canonical conversation. No Python error text reaches the user."""
+        try:
+            yield from send_turn(text, system_id, st)
+        except Exception:  # a bug or a fault below: log it, tell the user plainly, keep what is saved
+            log.exception("chat turn failed")
+            message = "⚠️ Something went wrong on our side while answering. Your message is saved; send again to retry."
+            yield gr.skip(), gr.skip(), message, gr.skip(), gr.skip(), gr.skip()
+
+    def send_turn(text, system_id, st):
         st = dict(st or {})
+        if system_id not in ids:
+            message = "Unknown system: choose one from the list."
+            yield gr.skip(), gr.skip(), message, st, gr.skip(), gr.skip()
+            return
         conversation = None
         if st.get("conversation_id") and st.get("system_id") == system_id:
             conversation = get_conversation(get_db(services.db_path), st["conversation_id"])
         try:
-            user_message = prepare_user_message(text)
+            user_message = prepare_user_message(text if isinstance(text, str) else None)
         except EmptyMessage as e:
             gr.Warning(str(e))
             yield chat_messages(conversation), gr.skip(), str(e), st, gr.skip(), gr.skip()
+            return
+        if conversation is not None and len(conversation.turns) + 2 > MAX_TURNS:
+            message = (f"This conversation has reached {MAX_TURNS} turns, the most one conversation holds. "
+                       "Press **New conversation** to go on.")
+            yield chat_messages(conversation), gr.skip(), message, st, gr.skip(), gr.skip()
             return
         try:
             chosen = services.system(system_id)
@@ -114,6 +137,7 @@ def build(services: Services) -> None:
     def on_judge(conv_id, judge_mode, with_debate, max_rounds, scorer_choice="auto"):
         """Judge the conversation, streaming each factor and debate message as it arrives."""
         yield from _judge(services, conv_id, judge_mode, with_debate, max_rounds, scorer_choice)
+        services.board_changed()
 
     def on_auto_judge(auto, conv_id, judge_mode, with_debate, max_rounds, scorer_choice="auto"):
         """After a reply, judge again when the box is ticked and the last turn is the system's."""
@@ -136,10 +160,11 @@ def build(services: Services) -> None:
         concurrency_limit=4,
     )
     judge_inputs = [conversation_id, mode, debate, rounds, scorer]
+    # live judging has its own queue: bulk uploads (Evaluate tab, queue "judge_bulk") cannot hold its slots
     judge_button.click(on_judge, inputs=judge_inputs, outputs=judge_views, api_name="judge",
-                       concurrency_id="judge", concurrency_limit=2)
+                       concurrency_id="judge_live", concurrency_limit=2)
     chat_event.success(on_auto_judge, inputs=[auto_judge, *judge_inputs], outputs=judge_views,
-                       api_visibility="private", concurrency_id="judge", concurrency_limit=2)
+                       api_visibility="private", concurrency_id="judge_live", concurrency_limit=2)
     new_outputs = [chatbot, items, status, state, conversation_id, variant]
     new.click(on_new, inputs=[system], outputs=new_outputs, api_name="new_conversation")
     system.change(on_new, inputs=[system], outputs=new_outputs, api_visibility="undocumented")
@@ -174,13 +199,18 @@ def _judge_section() -> tuple[list, list]:
 def _judge(services: Services, conversation_id: str | None, mode: str, with_debate: bool, rounds,
            scorer: str = "auto"):
     """Yield (status, factor table, radar, debate transcript) as the evaluation progresses."""
-    if not conversation_id:
+    if not conversation_id or not isinstance(conversation_id, str) or not conversation_id.strip():
         message = "Chat first: there is no conversation to judge yet."
         gr.Warning(message)
         yield message, gr.skip(), gr.skip(), gr.skip()
         return
-    conversation = get_conversation(get_db(services.db_path), conversation_id)
-    if conversation is None or not any(t.role == "system" for t in conversation.turns):
+    conversation = get_conversation(get_db(services.db_path), clean_text(conversation_id.strip()))
+    if conversation is None:
+        message = f"No conversation with the id `{safe_text(clean_text(conversation_id.strip())[:120])}` exists."
+        gr.Warning("Unknown conversation id")
+        yield message, gr.skip(), gr.skip(), gr.skip()
+        return
+    if not any(t.role == "system" for t in conversation.turns):
         message = "Nothing to judge yet: the conversation has no system reply."
         gr.Warning(message)
         yield message, gr.skip(), gr.skip(), gr.skip()
@@ -203,7 +233,9 @@ def _judge(services: Services, conversation_id: str | None, mode: str, with_deba
                 on_debate=lambda message: events.put(("debate", message)),
             )
             events.put(("done", evaluation))
-        except Exception as e:  # shown to the user below; the worker must always report back
+        except Exception as e:  # reported to the user below; the worker must always report back
+            if not isinstance(e, (LLMError, ValueError)):
+                log.exception("judging %s failed", conversation.id)
             events.put(("error", e))
 
     threading.Thread(target=work, name="judge", daemon=True).start()
@@ -231,7 +263,9 @@ def _judge(services: Services, conversation_id: str | None, mode: str, with_deba
                    radar_figure(scores.values(), setup.scorer, demo), _debate_view(messages))
     kind, value = finished
     if kind == "error":
-        yield (_status(label, f"⚠️ Judging stopped: {safe_text(str(value))}. What finished is saved."),
+        reason = (safe_text(str(value)) if isinstance(value, (LLMError, ValueError))
+                  else "an internal error (it is logged)")
+        yield (_status(label, f"⚠️ Judging stopped: {reason}. What finished is saved."),
                factor_table(scores.values()), radar_figure(scores.values(), setup.scorer, demo), _debate_view(messages))
         return
     evaluation = value

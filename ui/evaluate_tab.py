@@ -2,19 +2,25 @@
 
 The same pipeline as ``python -m evaluators evaluate``: every result is stored
 as it is computed, and evaluating the same logs again with the same settings
-reuses what is stored.
+reuses what is stored. Uploads are anonymous: their conversations are stored in
+their own namespace (:mod:`arena.uploads`: system ``upload:<name>``, a taken id gets
+a new one) and stay off the main leaderboard. Bulk judging has its own queue
+("judge_bulk"), so a huge upload cannot hold the Chat tab's live judging.
 """
 
 from __future__ import annotations
 
+import logging
 import tempfile
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 import gradio as gr
 
+from arena.uploads import UploadRefused
+from arena.uploads import store as store_uploads
 from catalog.catalog import get_catalog
-from evaluators.adapters import FORMATS, LogFormatError, read_logs
+from evaluators.adapters import FORMATS, LIMITS, LogFormatError, read_logs
 from evaluators.factor_judge import MODES
 from evaluators.pipeline import evaluate_conversation
 from evaluators.reporting import (
@@ -26,12 +32,17 @@ from evaluators.reporting import (
     scorer_label,
     write_reports,
 )
+from evaluators.resume import interrupted, resume_interrupted
 from evaluators.setup import build_setup
 from llm.types import LLMError
+from storage.db import get_db
+from storage.text import clean_text
 from ui.render import safe_text
 from ui.services import Services
 
 WORKERS = 2  # conversations judged at the same time (each runs its factor calls concurrently too)
+MAX_FILES = 20  # files per upload
+log = logging.getLogger(__name__)
 
 FORMAT_HELP = (
     "Formats: **our JSONL** (one conversation per line, as exported by this app), **iEvaLM** chat logs "
@@ -61,31 +72,54 @@ def build(services: Services) -> None:
         overall = gr.Plot(label="Overall scores")
     downloads = gr.File(label="Download the results (CSV, JSONL)", file_count="multiple", interactive=False,
                         height=120, elem_id="evaluate-downloads")
+    with gr.Accordion("Interrupted evaluations", open=bool(services.interrupted)):
+        interrupted_status = gr.Markdown(_interrupted_line(services), elem_id="evaluate-interrupted")
+        resume = gr.Button("Resume interrupted evaluations", elem_id="evaluate-resume")
 
     def on_evaluate(files, log_format, judge_mode, with_debate, max_rounds, at_most, scorer_choice="auto",
                     progress=gr.Progress()):
         """Read every upload, judge each conversation, and return the table, plots and report files.
 
-        A file that cannot be read stops the run before anything is judged, with a
-        message naming the file and the place; what is on screen stays.
+        A file that cannot be read stops the run before anything is stored or judged, with a
+        message naming the file and the place; what is on screen stays. No Python error text is shown.
         """
+        try:
+            return evaluate(files, log_format, judge_mode, with_debate, max_rounds, at_most, scorer_choice, progress)
+        except Exception:
+            log.exception("evaluating an upload failed")
+            return ("⚠️ Something went wrong on our side while evaluating. What finished is saved; "
+                    "evaluate again with the same settings to fill the gaps.", *(gr.skip(),) * 4)
+
+    def evaluate(files, log_format, judge_mode, with_debate, max_rounds, at_most, scorer_choice, progress):
         keep = (gr.skip(),) * 4
         if not files:
             return ("Upload one or more log files first.", *keep)
+        if not isinstance(files, list):
+            files = [files]
+        if len(files) > MAX_FILES:
+            return (f"⚠️ At most {MAX_FILES} files per upload (you sent {len(files)}). Nothing was evaluated.", *keep)
+        if log_format not in ("auto", *FORMATS):
+            return (f"⚠️ Unknown format: choose one of auto, {', '.join(FORMATS)}. Nothing was evaluated.", *keep)
         conversations, labels, skipped = [], {}, []
         for file in files:
-            path = Path(file)
+            path = Path(file if isinstance(file, str) else getattr(file, "path", None) or str(file))
+            name = clean_text(path.name)
             try:
                 read = read_logs(path, log_format, get_catalog())
             except LogFormatError as e:
-                return (_unreadable(path.name, f"{e.where}: expected {e.expected}"), *keep)
+                return (_unreadable(name, f"{clean_text(e.where)}: expected {clean_text(e.expected)}"), *keep)
             except UnicodeDecodeError:
-                return (_unreadable(path.name, "the file is not UTF-8 text"), *keep)
-            except (ValueError, FileNotFoundError) as e:
-                return (_unreadable(path.name, str(e).replace(str(path), path.name)), *keep)
+                return (_unreadable(name, "the file is not UTF-8 text"), *keep)
+            except (ValueError, FileNotFoundError, OSError) as e:
+                reason = clean_text(str(e)).replace(clean_text(str(path)), name) if isinstance(e, ValueError) \
+                    else "the file could not be opened"
+                return (_unreadable(name, reason), *keep)
             conversations += read.conversations
             labels.update(read.labels)
-            skipped += [f"{Path(s.where).name}: {s.reason}" for s in read.skipped]
+            skipped += [f"{clean_text(Path(s.where).name)}: {s.reason}" for s in read.skipped]
+        if len(conversations) > LIMITS.conversations:
+            return (f"⚠️ At most {LIMITS.conversations:,} conversations per upload (these files hold "
+                    f"{len(conversations):,}). Nothing was evaluated.", *keep)
         judgeable, seen = [], set()
         for c in conversations:
             if c.id in seen:
@@ -95,10 +129,17 @@ def build(services: Services) -> None:
             else:
                 judgeable.append(c)
             seen.add(c.id)
-        if at_most:
+        if at_most and at_most > 0:
             judgeable = judgeable[: int(at_most)]
         if not judgeable:
             return ("No conversation with a system turn to judge." + _skipped_note(skipped), *keep)
+        try:
+            stored = store_uploads(get_db(services.db_path), judgeable, upload=True)
+        except UploadRefused as e:
+            return (f"⚠️ **Upload refused**: {safe_text(str(e))}. Nothing was stored or evaluated.", *keep)
+        labels = {new: labels[old] for old, new in zip((c.id for c in judgeable), (c.id for c in stored.conversations))
+                  if old in labels}
+        judgeable = stored.conversations
         try:
             setup = build_setup(db_path=services.db_path, scorer=scorer_choice or "auto", mode=judge_mode,
                                 debate=bool(with_debate), rounds=int(max_rounds))
@@ -115,6 +156,9 @@ def build(services: Services) -> None:
                     results.append((conversation, future.result()))
                 except (LLMError, ValueError) as e:
                     failures.append(f"{conversation.id}: {e}")
+                except Exception:
+                    log.exception("judging %s failed", conversation.id)
+                    failures.append(f"{conversation.id}: an internal error (it is logged)")
                 progress((n, len(judgeable)), desc="Judging", unit="conversations")
         order = {c.id: i for i, c in enumerate(judgeable)}
         results.sort(key=lambda pair: order[pair[0].id])
@@ -131,17 +175,52 @@ def build(services: Services) -> None:
         )
         if failures:
             summary += "\n\n⚠️ Failed: " + "; ".join(safe_text(f) for f in failures)
+        notes = stored.notes()
+        if notes:
+            summary += "\n\n" + " ".join(safe_text(n) + "." for n in notes)
+        summary += ("\n\nUploads are stored as systems `upload:<name>` and do not appear on the main leaderboard.")
         summary += _skipped_note(skipped)
         return summary, rows, factor_means_figure(rows), overall_figure(rows), files_out
+
+    def on_resume(progress=gr.Progress()):
+        """Finish the evaluations a crash cut off, filling only their gaps."""
+        try:
+            waiting = len(interrupted(services.db_path))
+            if not waiting:
+                return "No interrupted evaluation is waiting."
+            report = resume_interrupted(services.db_path,
+                                        progress=lambda n, total: progress((n, total), desc="Resuming"))
+        except Exception:
+            log.exception("resuming interrupted evaluations failed")
+            return "⚠️ Resuming failed on our side (it is logged). What finished is saved; try again."
+        services.board_changed()
+        return safe_text(report.summary()) + ". " + _interrupted_line(services)
 
     run.click(
         on_evaluate,
         inputs=[uploads, fmt, mode, debate, rounds, limit, scorer],
         outputs=[status, table, bars, overall, downloads],
         api_name="evaluate",
-        concurrency_id="judge",
-        concurrency_limit=2,
+        concurrency_id="judge_bulk",  # not the Chat tab's "judge_live" queue
+        concurrency_limit=1,
     )
+    resume.click(on_resume, outputs=[interrupted_status], api_name="resume_interrupted",
+                 concurrency_id="judge_bulk", concurrency_limit=1)
+    gr.on(triggers=None, fn=lambda: _interrupted_line(services), outputs=[interrupted_status],
+          api_name="interrupted")
+
+
+def _interrupted_line(services: Services) -> str:
+    """How many evaluations a crash left unfinished (shown as ``interrupted``)."""
+    rows = interrupted(services.db_path)
+    if not rows:
+        return "No interrupted evaluations."
+    shown = ", ".join(f"`{safe_text(r['id'][:12])}` ({safe_text(r['system_id'])}, {r['scored']}/12 factors)"
+                      for r in rows[:5])
+    more = f" and {len(rows) - 5} more" if len(rows) > 5 else ""
+    return (f"**{len(rows)} evaluation(s) interrupted** (the app stopped while judging): {shown}{more}. "
+            "Resume them here or with `python -m evaluators resume`; stored scores are kept and only the gaps "
+            "are judged.")
 
 
 def _unreadable(name: str, reason: str) -> str:

@@ -6,7 +6,8 @@ import gradio as gr
 import pandas as pd
 
 from arena.crsarena_import import crsarena_files, import_crsarena
-from arena.leaderboard import DATASETS, OTHER, RECALL_COLUMNS, compute_leaderboard, scorers
+from arena.board import read_board
+from arena.leaderboard import DATASETS, OTHER, PROVISIONAL_BATTLES, RECALL_COLUMNS, is_demo_scorer
 from catalog.catalog import data_dir, get_catalog
 from evaluators.adapters import LogFormatError
 from evaluators.factors import FACTORS, LABELS
@@ -24,11 +25,14 @@ EXPLANATION = (
     "**Rank**: 1 + the number of systems whose interval lies entirely above this one, so systems with "
     "overlapping intervals share a rank. **Elo** (K = 16, in vote order) is shown for reference only. "
     "**Debate overall** (0–100), the twelve factor means (0–4) and **Judged** come from one scorer at a "
-    "time; **R@k** is Recall@k over simulated conversations."
+    "time (the proxy by default when no capable LLM judge is configured); **R@k** is Recall@k over simulated "
+    f"conversations. A rank marked **provisional** rests on fewer than {PROVISIONAL_BATTLES} battles; it never "
+    "shares rank 1 with a system that has more. Anonymous uploads from the Evaluate tab are not on this board."
 )
 
 
-def build(services: Services) -> None:
+def build(services: Services):
+    """The tab's components; returns ``refresh_after(event)``, which shows the current board after ``event``."""
     gr.Markdown(EXPLANATION)
     with gr.Row():
         domain = gr.Dropdown(choices=[ALL], value=ALL, label="Domain", scale=1)
@@ -50,20 +54,21 @@ def build(services: Services) -> None:
         import_status = gr.Markdown("", elem_id="leaderboard-import-status")
 
     def on_refresh(domain_choice, dataset_choice, scorer_choice):
-        """Recompute the leaderboard (and save it as a snapshot) for the chosen filters."""
+        """The leaderboard for the chosen filters, as of the latest vote and evaluation (reading writes nothing)."""
         db = get_db(services.db_path)
-        available = scorers(db)
-        chosen = scorer_choice if scorer_choice in available else (available[0] if available else None)
-        rows, figures = compute_leaderboard(
+        board = read_board(
             db,
             domain=None if domain_choice in (None, ALL) else domain_choice,
             dataset=None if dataset_choice in (None, ALL) else dataset_choice,
-            scorer=chosen,
+            scorer=scorer_choice,
         )
+        rows, figures, chosen, available = board.rows, board.figures, board.scorer, board.available_scorers
         votes = sum(r["battles"] or 0 for r in rows) // 2
         rated = sum(1 for r in rows if r["rating"] is not None)
         scored = f"automatic scores from scorer `{safe_text(chosen)}`" if chosen else "no automatic scores yet"
-        line = f"{votes} vote{'' if votes == 1 else 's'} among {rated} systems; {scored}. Saved as a snapshot."
+        if chosen and is_demo_scorer(chosen):
+            scored += " (the 135M demo judge: not validated, its scores are not meaningful)"
+        line = f"{votes} vote{'' if votes == 1 else 's'} among {rated} systems; {scored}."
         groups = {r["group"] for r in rows if r["group"] is not None}
         if len(groups) > 1:
             line += (f" **The votes form {len(groups)} groups of systems that never met** (column Group): "
@@ -89,9 +94,10 @@ def build(services: Services) -> None:
         except FileNotFoundError:
             catalog = None  # listed titles keep their written form
         try:
-            report = import_crsarena(get_db(services.db_path), folder, catalog=catalog)
+            report = import_crsarena(get_db(services.db_path), folder, catalog=catalog, score=True)
         except LogFormatError as e:
             return f"Import failed: {safe_text(str(e))}"
+        services.board_changed()
         return f"Imported: {safe_text(report.summary())}."
 
     outputs = [table, heatmap, status, domain, scorer]
@@ -102,10 +108,19 @@ def build(services: Services) -> None:
         inputs=[domain, dataset, scorer],
         outputs=outputs,
         api_name="leaderboard",
+        concurrency_limit=4,
     )
-    import_button.click(on_import, outputs=[import_status], api_name="import_crsarena").then(
+    import_button.click(on_import, outputs=[import_status], api_name="import_crsarena",
+                        concurrency_id="judge_bulk", concurrency_limit=1).then(
         on_refresh, inputs=[domain, dataset, scorer], outputs=outputs, api_visibility="private"
     )
+
+    def refresh_after(event) -> None:
+        """Show the current board after ``event`` (opening the tab, a vote)."""
+        event(on_refresh, inputs=[domain, dataset, scorer], outputs=outputs, api_visibility="private",
+              concurrency_limit=4)
+
+    return refresh_after
 
 
 def _table(rows: list[dict]) -> pd.DataFrame:
@@ -113,7 +128,7 @@ def _table(rows: list[dict]) -> pd.DataFrame:
     records = []
     for r in rows:
         record = {
-            "Rank": r["rank"] if r["rank"] is not None else "",
+            "Rank": (f"{r['rank']} (provisional)" if r.get("provisional") else r["rank"]) if r["rank"] is not None else "",
             "Group": r["group"] if r["group"] is not None else "",
             "System": r["system"],
             "Dataset": r["dataset"] or "",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from crs_backends.base import CRSSystem, SystemInfo
 from crs_backends.registry import get_system, ready_system_ids, system_ids, system_info
@@ -20,12 +21,24 @@ from storage.db import default_db_path, get_db
 class Services:
     db_path: Path
     env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
+    refresher: Any = None  # arena.board.Refresher once the app runs
+    interrupted: int = 0  # evaluations found cut off (status running) at start, now 'interrupted'
+    notices: list[str] = field(default_factory=list)  # what the start-up checks decided (shown on every page)
 
     @classmethod
     def from_env(cls) -> "Services":
+        """Open (create and migrate) the database at start, so a bad path fails loudly, and mark
+        evaluations a crash left ``running`` as ``interrupted``."""
+        from storage.evaluations import mark_interrupted
+
         path = default_db_path()
-        get_db(path)  # create and migrate at start, so a bad path fails loudly
-        return cls(db_path=path)
+        interrupted = mark_interrupted(get_db(path))
+        return cls(db_path=path, interrupted=interrupted)
+
+    def board_changed(self) -> None:
+        """Votes or evaluations changed: let the leaderboard's refresher store the new board soon."""
+        if self.refresher is not None:
+            self.refresher.poke()
 
     def system_ids(self) -> list[str]:
         return system_ids()

@@ -1,0 +1,153 @@
+"""The leaderboard as a read model: computed when votes or evaluations change, never written on read.
+
+``board_state.version`` (storage migration m004) is bumped by triggers on every vote, evaluation
+and conversation system/source change. A board is computed for one set of filters at one version:
+
+* :func:`read_board` (the Leaderboard tab, ``/leaderboard``) reads the version, then returns the
+  board from this process's cache, or from the stored snapshot of that version, or computes it in
+  memory. It never writes to the database, so anonymous reads cost no write and leave no rows.
+* :func:`refresh_board` (after a vote, after judging, after an import, at start, and from the
+  background :class:`Refresher` that catches writes by other processes such as the command line)
+  stores a snapshot of the default board when the version moved since the last one; older
+  snapshots beyond :data:`storage.arena.SNAPSHOTS_KEPT` per filter set are deleted.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+import pandas as pd
+import plotly.graph_objects as go
+from sqlite_utils import Database
+
+from arena.leaderboard import compute_leaderboard, dataset_of, scorers, win_rate_figure
+from arena.uploads import uploads_on_leaderboard
+from storage.arena import board_version, latest_leaderboard_snapshot, save_leaderboard_snapshot, voted_battles
+from storage.db import close_thread_connections, get_db
+
+log = logging.getLogger(__name__)
+
+CACHE_SIZE = 32
+_cache: OrderedDict[tuple, "Board"] = OrderedDict()
+_cache_lock = threading.Lock()
+
+
+@dataclass
+class Board:
+    rows: list[dict]
+    figures: dict[str, go.Figure]
+    scorer: str | None
+    version: int
+    available_scorers: list[str] = field(default_factory=list)
+    source: str = "computed"  # computed | snapshot | cache
+
+
+def board_key(*, domain: str | None, dataset: str | None, scorer: str | None, uploads: bool) -> str:
+    return json.dumps({"domain": domain, "dataset": dataset, "scorer": scorer, "uploads": uploads}, sort_keys=True)
+
+
+def read_board(db: Database, *, domain: str | None = None, dataset: str | None = None,
+               scorer: str | None = None) -> Board:
+    """The board for these filters at the current data version. Never writes."""
+    version = board_version(db)
+    uploads = uploads_on_leaderboard()
+    available = scorers(db, uploads=uploads)
+    chosen = scorer if scorer in available else (available[0] if available else None)
+    key = board_key(domain=domain, dataset=dataset, scorer=chosen, uploads=uploads)
+    cache_key = (_db_file(db), key, version)
+    with _cache_lock:
+        hit = _cache.get(cache_key)
+        if hit is not None:
+            _cache.move_to_end(cache_key)
+            return Board(hit.rows, hit.figures, hit.scorer, version, available, "cache")
+    snapshot = latest_leaderboard_snapshot(db, key)
+    if snapshot is not None and snapshot["version"] == version:
+        rows = snapshot["rows"]
+        board = Board(rows, {"win_rate": _figure(db, domain, dataset, rows)}, chosen, version, available, "snapshot")
+    else:
+        rows, figures = compute_leaderboard(db, domain=domain, dataset=dataset, scorer=chosen, uploads=uploads)
+        board = Board(rows, figures, chosen, version, available, "computed")
+    _remember(cache_key, board)
+    return board
+
+
+def refresh_board(db: Database) -> int | None:
+    """Store a snapshot of the default board (no filters, default scorer) if the data changed since
+    the last one. Returns the snapshot id, or None when it was already current."""
+    version = board_version(db)
+    board = read_board(db)
+    if board.version != version:
+        return None
+    key = board_key(domain=None, dataset=None, scorer=board.scorer, uploads=uploads_on_leaderboard())
+    return save_leaderboard_snapshot(db, board.rows, scorer=board.scorer or "", key=key, version=version,
+                                     filters={"domain": None, "dataset": None, "scorer": board.scorer})
+
+
+class Refresher:
+    """A daemon thread that calls :func:`refresh_board` when the data version moves (checked every
+    ``every`` seconds, or at once after :meth:`poke`)."""
+
+    def __init__(self, db_path, *, every: float = 5.0):
+        self.db_path = db_path
+        self.every = every
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="board-refresher", daemon=True)
+        self._seen: int | None = None
+
+    def start(self) -> "Refresher":
+        self._thread.start()
+        return self
+
+    def poke(self) -> None:
+        self._wake.set()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                try:
+                    db = get_db(self.db_path)
+                    version = board_version(db)
+                    if version != self._seen:
+                        refresh_board(db)
+                        self._seen = version
+                except Exception:  # never let the refresher die; readers compute in memory meanwhile
+                    log.exception("leaderboard refresh failed")
+                self._wake.wait(self.every)
+                self._wake.clear()
+        finally:
+            close_thread_connections()
+
+
+def _remember(key: tuple, board: Board) -> None:
+    with _cache_lock:
+        _cache[key] = board
+        _cache.move_to_end(key)
+        while len(_cache) > CACHE_SIZE:
+            _cache.popitem(last=False)
+
+
+def _figure(db: Database, domain: str | None, dataset: str | None, rows: list[dict]) -> go.Figure:
+    from arena.leaderboard import OTHER
+
+    wanted = None if dataset == OTHER else dataset
+    keep = (lambda s: dataset_of(s) == wanted) if dataset else (lambda s: True)
+    battles = pd.DataFrame(
+        [{"model_a": b["system_a"], "model_b": b["system_b"], "winner": b["choice"]}
+         for b in voted_battles(db, domain=domain) if keep(b["system_a"]) and keep(b["system_b"])],
+        columns=["model_a", "model_b", "winner"],
+    )
+    return win_rate_figure(battles, [r["system"] for r in rows if r["rating"] is not None])
+
+
+def _db_file(db: Database) -> str:
+    row = next(db.query("pragma database_list"), None)
+    return row["file"] if row else ""
