@@ -207,6 +207,13 @@ _STOPWORDS = frozenset(
 UNKNOWN_SHARE = 0.3  # a reply with at least this share of unknown words is gibberish
 RUN_ON_WORDS = 60  # more words than this without sentence punctuation: a run-on
 REPEAT_SIMILARITY = 0.8  # lexical overlap above which a reply repeats an earlier one
+# Degenerate text (a phrase or a token repeated over and over): at least DEGENERATE_WORDS words of which
+# under DEGENERATE_DISTINCT are distinct, or one word making up over DEGENERATE_TOP of them. No reply of
+# the 93 CRSArena-Eval or 474 CRSArena-Dial dialogues comes near (their lowest distinct share over 40
+# words is 0.40).
+DEGENERATE_WORDS = 40
+DEGENERATE_DISTINCT = 0.2
+DEGENERATE_TOP = 0.5
 ENGLISH_SHARE = 0.5  # below this share of known words, the user text does not look English
 REQUEST_SIMILARITY = {LEXICAL: 0.6, MINILM: 0.75}  # a reaction this similar to the request repeats it
 
@@ -271,6 +278,7 @@ class _Reply:
     accepted: bool = False
     clean_text: str = ""
     flags: dict[str, bool] = field(default_factory=dict)
+    degenerate: bool = False  # massive repetition within the reply (see DEGENERATE_*)
 
     @property
     def flagged(self) -> bool:
@@ -281,7 +289,7 @@ class _Reply:
     def gibberish(self) -> bool:
         """Mostly unknown words, stuttering, or no words and no items at all."""
         return ((self.words >= 3 and self.unknown / self.words >= UNKNOWN_SHARE) or self.stutters >= 2
-                or (not _WORD.search(self.turn.text) and not self.turn.items))
+                or (not _WORD.search(self.turn.text) and not self.turn.items) or self.degenerate)
 
     @property
     def recommends(self) -> bool:
@@ -408,6 +416,23 @@ def _stutters(text: str) -> int:
     return sum(1 for a, b in zip(words, words[1:]) if a == b and a != _TITLE.lower())
 
 
+def _degenerate(text: str) -> bool:
+    """Massive repetition: few distinct words among many, or one word making up most of them."""
+    words = [w.lower() for w in _WORD.findall(text)]
+    if len(words) < DEGENERATE_WORDS:
+        return False
+    counts: dict[str, int] = {}
+    for w in words:
+        counts[w] = counts.get(w, 0) + 1
+    return len(counts) / len(words) < DEGENERATE_DISTINCT or max(counts.values()) / len(words) > DEGENERATE_TOP
+
+
+def _effective_words(r: "_Reply") -> int:
+    """The reply's word count; a degenerate reply counts its distinct words only (repeating adds nothing)."""
+    words = _WORD.findall(r.turn.text)
+    return len({w.lower() for w in words}) if r.degenerate else len(words)
+
+
 def _clean(text: str, mentions: list[Mention]) -> str:
     """The reply without its numbered list, each title it names replaced by the word "Title" (a capitalised
     word, so a name to the spelling check, and the sentence around it stays whole)."""
@@ -444,12 +469,13 @@ def _analyse(conversation: Conversation, catalog: _MemoCatalog, res: _Resources,
         before = next((t.text for t in reversed(turns[:k]) if t.role == "user"), None)
         after = turns[k + 1].text if k + 1 < len(turns) and turns[k + 1].role == "user" else None
         reply = _Reply(turn, before, after, catalog.mentions(turn.text))
+        reply.degenerate = _degenerate(turn.text)
         reply.clean_text = _clean(turn.text, reply.mentions)
         reply.words, reply.unknown = _unknown_words(reply.clean_text, res.lexicon)
         reply.stutters = _stutters(reply.clean_text)
         reply.unfinished = len(UNFINISHED.findall(reply.clean_text))
         content = _content(turn.text)
-        reply.repeats_earlier = any(
+        reply.repeats_earlier = reply.degenerate or any(
             (content and _overlap(content, _content(r.turn.text)) >= REPEAT_SIMILARITY)
             or turn.text.strip().lower() == r.turn.text.strip().lower() for r in replies)
         question = "?" in reply.clean_text
@@ -548,7 +574,7 @@ def _unnatural(r: _Reply) -> bool:
 def _naturalness(replies: list[_Reply], english: bool) -> ProxyFactor:
     if not english:
         return ProxyFactor(None, None, "not measurable: the conversation does not look English")
-    weights = [max(1, len(_WORD.findall(r.turn.text))) for r in replies]
+    weights = [max(1, len(_WORD.findall(r.turn.text))) for r in replies]  # a degenerate reply weighs in full
     bad = sum(w for r, w in zip(replies, weights) if _unnatural(r))
     share = bad / sum(weights)
     return ProxyFactor(_band("naturalness", share), share,
@@ -674,7 +700,7 @@ def _features(replies: list[_Reply], hallucination: float | None) -> dict[str, f
         "question_rate": rate([r.flags["question"] for r in replies], n),
         "list_rate": rate([bool(r.turn.items) for r in replies], n),
         "hallucination_rate": hallucination,
-        "log_system_words": math.log1p(sum(len(_WORD.findall(r.turn.text)) for r in replies) / n),
+        "log_system_words": math.log1p(sum(_effective_words(r) for r in replies) / n),
         "log_system_turns": math.log(n),
     }
 
