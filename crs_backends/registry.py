@@ -146,6 +146,13 @@ SYSTEMS: dict[str, tuple[str, Callable[..., CRSSystem]]] = {
     **{s: (NEURAL_LABELS[s], _neural(s)) for s in NEURAL},
 }
 
+# Systems the operator registered in the systems file (CRS_SYSTEMS_FILE): remote HTTP systems and plug-ins.
+# They join SYSTEMS, so the Chat selector, the arena, the simulator and the leaderboard see them; a file
+# that cannot be used stops the start with its line number (crs_backends/systems_file.py).
+from crs_backends.systems_file import operator_systems  # noqa: E402
+
+SYSTEMS.update(operator_systems(reserved=SYSTEMS))
+
 _built: dict[tuple[str, str], CRSSystem] = {}
 _locks: dict[tuple[str, str], threading.Lock] = {}
 _locks_guard = threading.Lock()
