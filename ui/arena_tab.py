@@ -27,7 +27,7 @@ from crs_backends.session import EmptyMessage, prepare_user_message
 from storage.arena import get_battle
 from storage.db import get_db
 from storage.text import clean_text
-from ui.render import safe_text
+from ui.render import safe_markdown, safe_text
 from ui.services import Services
 
 VOTES = {"a": "👈 A is better", "b": "👉 B is better", "tie": "🤝 Tie", "both_bad": "👎 Both are bad"}
@@ -43,8 +43,8 @@ def build(services: Services) -> list:
     """The tab's components; returns the vote events (the leaderboard refreshes after them)."""
     gr.Markdown(INTRO)
     with gr.Row():
-        chat_a = gr.Chatbot(label="System A", height=420, sanitize_html=True)
-        chat_b = gr.Chatbot(label="System B", height=420, sanitize_html=True)
+        chat_a = gr.Chatbot(label="System A", height=420, sanitize_html=True, allow_tags=False)
+        chat_b = gr.Chatbot(label="System B", height=420, sanitize_html=True, allow_tags=False)
     with gr.Row():
         name_a = gr.Markdown("", elem_id="arena-name-a")
         name_b = gr.Markdown("", elem_id="arena-name-b")
@@ -157,9 +157,9 @@ def _messages(side: SideView) -> list[dict]:
     messages = []
     for turn in side.turns:
         if turn.role == "user":
-            messages.append({"role": "user", "content": safe_text(turn.text)})
+            messages.append({"role": "user", "content": safe_markdown(turn.text)})
             continue
-        content = safe_text(turn.text)
+        content = safe_markdown(turn.text)
         titles = [safe_text(i.title) for i in turn.items[:SHOWN_ITEMS] if i.title]
         if titles:
             content += "\n\n*Recommended:* " + " · ".join(f"{n}. {t}" for n, t in enumerate(titles, 1))

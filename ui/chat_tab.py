@@ -33,7 +33,7 @@ from evaluators.setup import build_setup
 from llm.types import LLMError
 from storage.conversations import get_conversation
 from storage.db import get_db
-from ui.render import chat_messages, items_table, safe_text
+from ui.render import chat_messages, items_table, safe_markdown, safe_text
 from evaluators.adapters import LIMITS
 from storage.text import clean_text
 from ui.services import Services
@@ -54,7 +54,7 @@ def build(services: Services) -> None:
         variant = gr.Markdown(_variant_line(services, ids[0]))
     with gr.Row():
         with gr.Column(scale=3):
-            chatbot = gr.Chatbot(label="Conversation", height=460, sanitize_html=True)
+            chatbot = gr.Chatbot(label="Conversation", height=460, sanitize_html=True, allow_tags=False)
             with gr.Row():
                 message = gr.Textbox(
                     placeholder="Tell the system what you would like to watch…",
@@ -192,7 +192,7 @@ def _judge_section() -> tuple[list, list]:
                                interactive=False, wrap=True, scale=3,
                                column_widths=["13%", "12%", "7%", "16%", "37%", "15%"], elem_id="judge-factors")
         radar = gr.Plot(value=radar_figure([]), label="Factors", scale=2, elem_id="judge-radar")
-    debate_view = gr.Chatbot(label="Debate", height=420, sanitize_html=True, elem_id="debate")
+    debate_view = gr.Chatbot(label="Debate", height=420, sanitize_html=True, allow_tags=False, elem_id="debate")
     return [judge_button, auto_judge, mode, debate, rounds, scorer], [judge_status, factors, radar, debate_view]
 
 
@@ -290,7 +290,7 @@ def _debate_view(messages, outcome: str | None = None) -> list[dict]:
     ``outcome`` (our own summary line) closes it."""
     view = []
     for line in debate_lines(messages):
-        content = safe_text(line.statement)
+        content = safe_markdown(line.statement)  # shown as written: "<discussion>" reads <discussion>
         if line.error:
             content = f"{content}\n\n⚠️ {safe_text(line.error)}".strip()
         view.append({"role": "assistant", "content": content,

@@ -7,6 +7,7 @@ Markdown/HTML, so "<script>" shows as text and never runs.
 from __future__ import annotations
 
 import html
+import re
 
 import pandas as pd
 
@@ -22,15 +23,33 @@ def safe_text(text: str) -> str:
     return html.escape(text or "", quote=False)
 
 
+_CODE = re.compile(r"(?s)(```.*?(?:```|$)|(`+)(?!`).+?(?<!`)\2(?!`))")
+
+
+def safe_markdown(text: str) -> str:
+    """Model or user text for a Markdown component (a Chatbot with ``allow_tags=False``), shown as
+    written: HTML is escaped outside code, and code spans and fences are left alone, because Markdown
+    shows code literally (escaping it there would show ``&lt;discussion&gt;`` instead of ``<discussion>``).
+    Nothing in the text can become a tag either way."""
+    text = text or ""
+    out, last = [], 0
+    for m in _CODE.finditer(text):
+        out.append(safe_text(text[last:m.start()]))
+        out.append(m.group(0))
+        last = m.end()
+    out.append(safe_text(text[last:]))
+    return "".join(out)
+
+
 def chat_messages(conversation: Conversation | None, pending: str | None = None) -> list[dict]:
     """A conversation as Gradio 6 chat messages; ``pending`` is a reply being streamed."""
     messages = []
     if conversation is not None:
         for turn in conversation.turns:
             role = "user" if turn.role == "user" else "assistant"
-            messages.append({"role": role, "content": safe_text(turn.text)})
+            messages.append({"role": role, "content": safe_markdown(turn.text)})
     if pending is not None:
-        messages.append({"role": "assistant", "content": safe_text(pending) or "…"})
+        messages.append({"role": "assistant", "content": safe_markdown(pending) or "…"})
     return messages
 
 
