@@ -317,3 +317,50 @@ def cached_check(system_id: str, *, max_age: float = 60.0) -> Report:
         report = check(system_id)
         _reports[system_id] = (time.monotonic(), report)
         return report
+
+
+# -- the Settings tab's table --------------------------------------------------------------------------
+
+TABLE_COLUMNS = ["system", "rule", "result", "detail"]
+
+
+def registered_table(*, max_age: float = 60.0) -> list[list[str]]:
+    """One row per rule for every system of the systems file (reports younger than ``max_age`` s reused);
+    a system that cannot be checked gets one row saying why. No URL and no key appear."""
+    from crs_backends.systems_file import registered
+
+    rows: list[list[str]] = []
+    for entry in registered():
+        name = f"{entry.label} ({entry.id})"
+        try:
+            report = cached_check(entry.id, max_age=max_age)
+        except Exception as e:  # e.g. a plug-in that cannot be loaded: SystemUnavailable says why in words
+            rows.append([name, "—", "not checked", str(e) if isinstance(e, RuntimeError) else type(e).__name__])
+            continue
+        rows += [[name, r.rule, "pass" if r.passed else "FAIL", r.detail] for r in report.rules]
+    return rows
+
+
+def registered_summary() -> str:
+    """Markdown lines about the systems file: which systems, what kind, whether their key variable is set."""
+    import os
+
+    from crs_backends.systems_file import ENV, configured_path, registered
+
+    path = configured_path()
+    if path is None:
+        return (f"No systems file: set `{ENV}` to a TOML file to register remote (HTTP) systems and plug-ins "
+                "(see docs/remote-crs.md). Only the operator can register systems.")
+    lines = []
+    for e in registered():
+        how = "HTTP" if e.kind == "http" else f"plug-in `{e.entry_point}`"
+        if e.key_env:
+            how += f", key from `{e.key_env}` ({'set' if os.environ.get(e.key_env) else 'not set'})"
+        lines.append(f"- **{_md(e.label)}** (`{e.id}`): {_md(e.variant)} — {how}")
+    return f"Systems file `{path.name}`: {len(lines)} system(s).\n\n" + "\n".join(lines)
+
+
+def _md(text: str) -> str:
+    import html
+
+    return html.escape(text, quote=False).replace("*", "\\*").replace("_", "\\_").replace("`", "'")

@@ -40,6 +40,8 @@ def build(services: Services) -> None:
     check.click(lambda: health_table(configs), outputs=[health], api_name="settings_health",
                 concurrency_limit=1)
 
+    _registered_systems()
+
     gr.Markdown("### Settings (environment variables)\n\nNothing is required; values are never shown, "
                 "only whether a variable is set.\n\n" + settings_markdown(services.env))
     db = get_db(services.db_path)
@@ -50,6 +52,18 @@ def build(services: Services) -> None:
         f"- SQLite library: {db.execute('select sqlite_version()').fetchone()[0]}"
     )
     gr.Markdown("### Versions\n\n" + "\n".join(f"- {name}: {version}" for name, version in versions()))
+
+
+def _registered_systems() -> None:
+    """The systems file's systems and, on request, the conformance checker's report for each (#14)."""
+    from crs_backends.conformance import TABLE_COLUMNS, registered_summary, registered_table
+
+    gr.Markdown("### Registered systems\n\n" + registered_summary(), elem_id="settings-systems")
+    button = gr.Button("Check the registered systems", elem_id="settings-conformance")
+    table = gr.Dataframe(headers=TABLE_COLUMNS, label="Conformance (python -m crs_backends check), per rule",
+                         interactive=False, wrap=True, elem_id="settings-conformance-table")
+    button.click(lambda: pd.DataFrame(registered_table(), columns=TABLE_COLUMNS), outputs=[table],
+                 api_name="settings_conformance", concurrency_limit=1)
 
 
 def role_table(configs: list[RoleConfig]) -> pd.DataFrame:
