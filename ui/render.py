@@ -30,15 +30,20 @@ def safe_markdown(text: str) -> str:
     """Model or user text for a Markdown component (a Chatbot with ``allow_tags=False``), shown as
     written: HTML is escaped outside code, and code spans and fences are left alone, because Markdown
     shows code literally (escaping it there would show ``&lt;discussion&gt;`` instead of ``<discussion>``).
-    Nothing in the text can become a tag either way."""
+    Nothing in the text can become a tag, a link or an image either way."""
     text = text or ""
     out, last = [], 0
     for m in _CODE.finditer(text):
-        out.append(safe_text(text[last:m.start()]))
+        out.append(_plain(text[last:m.start()]))
         out.append(m.group(0))
         last = m.end()
-    out.append(safe_text(text[last:]))
+    out.append(_plain(text[last:]))
     return "".join(out)
+
+
+def _plain(text: str) -> str:
+    """Outside code: HTML escaped, and brackets escaped so no link or image (``![x](http://…)``) forms."""
+    return safe_text(text).replace("[", "\\[").replace("]", "\\]")
 
 
 def chat_messages(conversation: Conversation | None, pending: str | None = None) -> list[dict]:
