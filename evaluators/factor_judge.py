@@ -2,28 +2,35 @@
 
 API::
 
-    config = JudgeConfig(clients=[judge], mode="probability", max_concurrency=6)
+    config = JudgeConfig(clients=[judge])          # default mode: reasoned+probability (CoRE)
     scores = judge_conversation(conversation, config, catalog=catalog,
                                 factors=None, on_result=show)   # -> list[FactorScore]
 
 Modes (``JudgeConfig.mode``):
 
+``reasoned+probability`` (the default: CoRE's procedure, §4.1)
+    The judge explains its judgement step by step, then ends with
+    ``<rating>n</rating>``, in one answer. The score is the expected value over
+    "0".."4" read **at the rating token** of that answer
+    (:meth:`LLMClient.read_answer`, :mod:`llm.probability`): the endpoint's top-20
+    log-probabilities of the token after the last rating tag, or the embedded
+    model's logits there. When the endpoint returns no log-probabilities, or the
+    digits hold less than ``min_mass`` of the probability at that token, the
+    written rating is the score (``method="explicit"``, the reason in
+    ``fallback``) — so on an endpoint without log-probabilities this mode *is*
+    ``reasoned``. The reasons are the factor's rationale and reach the debate.
 ``reasoned``
-    The judge explains, then ends with ``<rating>n</rating>``; the *last* tag
-    counts. Without a valid tag (none, not an integer, outside 0-4) one repair
-    message asks for the tag alone. If that fails too, the factor's score is
-    None with ``error="rating_parse_failure"``: never a silent 0.
-``probability``
-    The judge answers with the tag only; the score is the expected value over
-    "0".."4" from :meth:`LLMClient.score` after the prefix ``<rating>``
-    (token log-probabilities, the embedded model's logits, or sampling). The
-    distribution is kept in ``FactorScore.distribution``.
-``reasoned+probability``
-    The judge first writes its explanation without a score; then, with that
-    explanation in the conversation as its own (assistant) turn, a follow-up
-    user message asks for the rating and the distribution is read as in
-    ``probability``. This works on every OpenAI-compatible endpoint, since no
-    assistant message has to be prefilled.
+    The same answer; the written rating alone is the score.
+``probability`` (the fast rating-only option)
+    The judge answers with the tag only (no reasons); the score is the expected
+    value over "0".."4" from :meth:`LLMClient.score` after the prefix
+    ``<rating>``. Cheaper, but not CoRE's procedure: the debate then gets scores
+    without reasons.
+
+In the reasoned modes the *last* rating tag counts. Without a valid tag (none,
+not an integer, outside 0-4) one repair message asks for the tag alone (its
+rating token is read the same way). If that fails too, the factor's score is
+None with ``error="rating_parse_failure"``: never a silent 0.
 
 On the embedded model every answer that must be a bare rating is constrained by
 the grammar :data:`RATING_GRAMMAR`; remote endpoints ignore grammars.
@@ -46,7 +53,11 @@ locking); an exception it raises stops the run. ``factors=`` limits the run to
 a subset, e.g. the factors a previous run left without a score.
 
 Every score records ``rubric_version`` and, in ``metadata``, the mode, the
-judge prompts' version and each model's raw answers.
+judge prompts' version and, per model, the raw answers and how the score was
+read: ``method`` (logprobs | logits | sampling | explicit), ``position`` (the
+rating token's index in the answer), ``mass`` (probability on the digits
+there), ``parsed`` (the written rating) and ``fallback`` (why the written
+rating was used, when it was).
 """
 
 from __future__ import annotations
@@ -63,11 +74,13 @@ from evaluators.factors import FACTORS
 from evaluators.render import MAX_CHARS, MAX_ITEMS, MAX_TURNS, RenderedLog, factor_messages, render_log
 from evaluators.rubric import Rubric, load_rubric
 from llm.base import LLMClient
+from llm.probability import MIN_MASS
 from llm.prompts import prompt, prompts_version
 from llm.types import LLMError, Message
 from storage.records import Conversation, FactorScore
 
-MODES = ("reasoned", "probability", "reasoned+probability")
+MODES = ("reasoned+probability", "reasoned", "probability")
+DEFAULT_MODE = "reasoned+probability"  # CoRE §4.1: reasons first, then the rating
 OPTIONS = ("0", "1", "2", "3", "4")
 RATING_PREFIX = "<rating>"
 RATING_GRAMMAR = 'root ::= "<rating>" [0-4] "</rating>"'
@@ -86,11 +99,12 @@ class JudgeConfig:
     :param seed: sampling seed sent with every chat call
     :param samples: sampled answers per distribution where an endpoint gives no log-probabilities
     :param rubric_version: rubric to judge with (default: the current one)
+    :param min_mass: below this probability on the digits at the rating token, the written rating is used
     :param max_turns, max_log_chars, max_items: log limits passed to :func:`render_log`
     """
 
     clients: list[LLMClient]
-    mode: str = "probability"
+    mode: str = DEFAULT_MODE
     per_factor: dict[str, list[LLMClient]] = field(default_factory=dict)
     max_concurrency: int = 6
     temperature: float = 0.0
@@ -98,6 +112,7 @@ class JudgeConfig:
     seed: int = 0
     samples: int = 10
     rubric_version: str | None = None
+    min_mass: float = MIN_MASS
     max_turns: int = MAX_TURNS
     max_log_chars: int = MAX_CHARS
     max_items: int = MAX_ITEMS
@@ -198,56 +213,55 @@ class _Verdict:
 def _ask(client: LLMClient, log: RenderedLog, rubric: Rubric, factor_id: str, config: JudgeConfig) -> _Verdict:
     label = rubric.factor(factor_id).label.lower()
     try:
-        if config.mode == "reasoned":
-            return _reasoned(client, factor_messages(log, rubric, factor_id, answer="reasoned"), label, config)
         if config.mode == "probability":
             return _probability(client, factor_messages(log, rubric, factor_id, answer="rating_only"), config)
-        return _reasoned_probability(
-            client, factor_messages(log, rubric, factor_id, answer="rationale_only"), label, config
-        )
+        return _reasoned(client, factor_messages(log, rubric, factor_id, answer="reasoned"), label, config,
+                         read=config.mode == "reasoned+probability")
     except LLMError as e:
         return _Verdict(model=client.name, score=None, error=f"{e.kind}: {e}")
 
 
-def _reasoned(client: LLMClient, messages: list[Message], label: str, config: JudgeConfig) -> _Verdict:
-    answer = client.chat(messages, temperature=config.temperature, max_tokens=config.max_tokens, seed=config.seed)
-    rating = parse_rating(answer.text)
-    raw = [answer.text]
+def _reasoned(client: LLMClient, messages: list[Message], label: str, config: JudgeConfig, *, read: bool
+              ) -> _Verdict:
+    """Reasons, then ``<rating>n</rating>`` (CoRE §4.1); with ``read`` the score is read at the rating token."""
+
+    def answer(msgs: list[Message], max_tokens: int, grammar: str | None):
+        if read:
+            return client.rate(msgs, OPTIONS, tag="rating", min_mass=config.min_mass, temperature=config.temperature,
+                               max_tokens=max_tokens, seed=config.seed, grammar=grammar)
+        return client.chat(msgs, temperature=config.temperature, max_tokens=max_tokens, seed=config.seed,
+                           grammar=grammar), None
+
+    first, dist = answer(messages, config.max_tokens, None)
+    rating = parse_rating(first.text)
+    raw = [first.text]
     if rating is None:
         repair = [
             *messages,
-            {"role": "assistant", "content": answer.text},
+            {"role": "assistant", "content": first.text},
             {"role": "user", "content": prompt("judge", "repair").format(label=label)},
         ]
-        retry = client.chat(repair, temperature=config.temperature, max_tokens=_RATING_MAX_TOKENS,
-                            seed=config.seed, grammar=RATING_GRAMMAR)
+        retry, dist = answer(repair, _RATING_MAX_TOKENS, RATING_GRAMMAR)
         rating = parse_rating(retry.text)
         raw.append(retry.text)
-    details = {"raw": raw, "repaired": len(raw) > 1}
+    details: dict[str, Any] = {"raw": raw, "repaired": len(raw) > 1, "parsed": rating}
     if rating is None:
-        return _Verdict(model=client.name, score=None, rationale=answer.text, error=PARSE_FAILURE, details=details)
-    return _Verdict(model=client.name, score=float(rating), rationale=_before_rating(answer.text), details=details)
+        details["method"] = None
+        return _Verdict(model=client.name, score=None, rationale=first.text, error=PARSE_FAILURE, details=details)
+    rationale = _before_rating(first.text)
+    if dist is None:  # reasoned: the written rating
+        details["method"] = "explicit"
+        return _Verdict(model=client.name, score=float(rating), rationale=rationale, details=details)
+    details.update(dist.record(), parsed=rating)
+    distribution = dict(dist.probs) if dist.method != "explicit" else None
+    return _Verdict(model=client.name, score=dist.expected(), distribution=distribution, rationale=rationale,
+                    details=details)
 
 
 def _probability(client: LLMClient, messages: list[Message], config: JudgeConfig) -> _Verdict:
-    dist = client.score(messages, OPTIONS, prefix=RATING_PREFIX, samples=config.samples)
-    details = {"method": dist.method, "mass": dist.mass}
-    if dist.method == "sampling":
-        details.update(samples=dist.samples, invalid=dist.invalid)
-    return _Verdict(model=client.name, score=dist.expected(), distribution=dict(dist.probs), details=details)
-
-
-def _reasoned_probability(client: LLMClient, messages: list[Message], label: str, config: JudgeConfig) -> _Verdict:
-    rationale = client.chat(messages, temperature=config.temperature, max_tokens=config.max_tokens,
-                            seed=config.seed, stop=[RATING_PREFIX])
-    follow_up = [
-        *messages,
-        {"role": "assistant", "content": rationale.text},
-        {"role": "user", "content": prompt("judge", "rating_after_rationale").format(label=label)},
-    ]
-    verdict = _probability(client, follow_up, config)
-    verdict.rationale = rationale.text.strip()
-    return verdict
+    dist = client.score(messages, OPTIONS, prefix=RATING_PREFIX, samples=config.samples, min_mass=config.min_mass)
+    distribution = dict(dist.probs) if dist.method != "explicit" else None
+    return _Verdict(model=client.name, score=dist.expected(), distribution=distribution, details=dist.record())
 
 
 def _before_rating(text: str) -> str:

@@ -43,7 +43,7 @@ from llm.prompts import prompt
 from llm.types import Message
 from storage.records import Conversation, ItemRef, Turn
 
-Answer = Literal["reasoned", "rating_only", "rationale_only"]
+Answer = Literal["reasoned", "rating_only"]
 
 MAX_TURNS = 40
 MAX_CHARS = 6000
@@ -158,9 +158,8 @@ def session_recommendations(conversation: Conversation) -> list[ItemRef]:
 def factor_messages(log: RenderedLog, rubric: Rubric, factor_id: str, *, answer: Answer) -> list[Message]:
     """The two messages of one factor's call: shared instructions and log first, the factor last.
 
-    :param answer: what the reply must contain: ``reasoned`` (explanation, then
-        the rating tag), ``rating_only`` (just the tag) or ``rationale_only``
-        (an explanation; the rating is asked for in a follow-up message)
+    :param answer: what the reply must contain: ``reasoned`` (reasons, then
+        the rating tag: CoRE §4.1) or ``rating_only`` (just the tag)
     """
     factor = rubric.factor(factor_id)
     parts: list[str] = []

@@ -17,6 +17,7 @@ from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass
 from typing import Any, Iterator, Sequence
 
+from llm.probability import MIN_MASS, TOP_LOGPROBS, check_mass, explicit, find_answer, read_logprobs
 from llm.types import Completion, Distribution, LLMError, Message, Usage
 from storage.db import get_db
 from storage.llm_log import cache_get, cache_put, log_call
@@ -30,6 +31,9 @@ class Model(ABC):
     """One model behind one backend."""
 
     backend: str = "abstract"
+    # True when the backend can give the next-token distribution after any text (the embedded model):
+    # an answer's distribution is then read from logits at the answer token, not from log-probabilities.
+    reads_logits: bool = False
 
     def __init__(self, name: str):
         self.name = name
@@ -160,6 +164,7 @@ class LLMClient:
         sample: int | None = None,
         grammar: str | None = None,
         json_mode: bool = False,
+        logprobs: int | None = None,
     ) -> Completion:
         """Complete a chat.
 
@@ -167,10 +172,15 @@ class LLMClient:
         :param grammar: a GBNF grammar the answer must follow; the embedded model
             enforces it, remote endpoints ignore it (describe the format in the prompt too)
         :param json_mode: ask remote endpoints for a JSON object (``response_format``)
+        :param logprobs: ask remote endpoints for this many top log-probabilities per
+            generated token (``Completion.logprobs``; None when the endpoint gives none).
+            The embedded model ignores it: :meth:`read_answer` reads its logits instead.
         """
         messages = clean_messages(messages)
+        if self.model.reads_logits:
+            logprobs = None
         params = _params(temperature=temperature, max_tokens=max_tokens, seed=seed, stop=stop, sample=sample,
-                         grammar=grammar, json_mode=json_mode or None)
+                         grammar=grammar, json_mode=json_mode or None, logprobs=logprobs)
         *_, completion = self._complete(messages, params, streaming=False)
         return completion
 
@@ -230,19 +240,25 @@ class LLMClient:
         *,
         prefix: str = "",
         samples: int = 10,
+        min_mass: float | None = MIN_MASS,
     ) -> Distribution:
-        """Probability of each option being the model's answer.
+        """Probability of each option being the model's (short) answer: option scoring.
 
-        Uses token log-probabilities where the backend has them and falls back
-        to ``samples`` sampled answers otherwise. ``prefix`` is text the answer
-        starts with (e.g. ``"<rating>"``): the embedded model continues after it;
-        remote endpoints are sent it as an instruction-free continuation hint.
+        Read at the answer token (:mod:`llm.probability`): remote endpoints generate the answer
+        with log-probabilities and the alternatives of the token that holds the option are read;
+        the embedded model's next-token logits after ``prefix`` are read. Where the options hold
+        less than ``min_mass`` of the probability there, the written answer is used instead
+        (``method="explicit"``, ``fallback`` says why); an embedded answer that names no option is
+        then an :class:`LLMError`. Endpoints without log-probabilities are sampled ``samples`` times.
+        ``prefix`` is text the answer starts with (e.g. ``"<rating>"``): the embedded model continues
+        after it; remote endpoints are asked to begin with it. The result records ``method``,
+        ``mass``, ``position`` and ``parsed`` (:meth:`Distribution.record`).
         """
         messages = clean_messages(messages)
         options = [str(o) for o in options]
         if len(set(options)) != len(options) or not options:
             raise ValueError("options must be distinct and non-empty")
-        params = {"options": options, "prefix": prefix, "samples": samples}
+        params = {"options": options, "prefix": prefix, "samples": samples, "min_mass": min_mass}
         key = cache_key(self.model, "score", messages, params)
         cached = self._cache_get(key)
         if cached is not None:
@@ -251,13 +267,67 @@ class LLMClient:
             return dist
         start = time.perf_counter()
         try:
-            dist = self.model._score(messages, options, {"prefix": prefix, "samples": samples})
+            dist = self.model._score(messages, options, {"prefix": prefix, "samples": samples, "min_mass": min_mass})
         except LLMError as e:
             self._log("score", Usage(), _ms(start), error=str(e))
             raise
         self._cache_put(key, messages, params, dist.to_cache())
         self._log("score", Usage(), _ms(start))
         return dist
+
+    def read_answer(
+        self,
+        messages: Sequence[dict],
+        completion: Completion,
+        options: Sequence[str] = DEFAULT_OPTIONS,
+        *,
+        tag: str | None = "rating",
+        min_mass: float | None = MIN_MASS,
+    ) -> Distribution | None:
+        """The distribution over ``options`` at the token of the answer ``completion`` wrote.
+
+        ``completion`` is this client's answer to ``messages`` (asked with ``logprobs=TOP_LOGPROBS``
+        on remote endpoints). The answer is the last ``<tag>…</tag>`` (or, with ``tag=None``, the
+        first stand-alone option). Remote: the returned alternatives of that token; embedded: the
+        next-token logits after the prompt and the answer up to that token. Below ``min_mass`` on
+        the options, or without log-probabilities, the written answer is used (``explicit``).
+
+        :returns: None when the answer names no option (a parse failure: the caller's error)
+        """
+        options = [str(o) for o in options]
+        found = find_answer(completion.text, options, tag=tag)
+        if found is None:
+            return None
+        option, offset = found
+        if self.model.reads_logits:
+            before = completion.text.encode("utf-8")[:offset].decode("utf-8", "ignore")
+            try:
+                dist = self.score(messages, options, prefix=before, min_mass=None)
+            except LLMError as e:
+                return explicit(option, options, f"the model's probabilities could not be read: {e}")
+            dist = check_mass(dist, option, options, min_mass)
+        else:
+            dist = read_logprobs(completion.logprobs, completion.text, option, offset, options, min_mass=min_mass)
+        dist.model = self.model.name
+        return dist
+
+    def rate(
+        self,
+        messages: Sequence[dict],
+        options: Sequence[str] = DEFAULT_OPTIONS,
+        *,
+        tag: str = "rating",
+        min_mass: float | None = MIN_MASS,
+        temperature: float = 0.0,
+        max_tokens: int = 512,
+        seed: int | None = 0,
+        grammar: str | None = None,
+    ) -> tuple[Completion, Distribution | None]:
+        """One answer that ends with ``<tag>option</tag>`` (reasoning first, as CoRE §4.1 asks) and its
+        distribution read at the answer token (:meth:`read_answer`); None when no tag holds an option."""
+        completion = self.chat(messages, temperature=temperature, max_tokens=max_tokens, seed=seed,
+                               grammar=grammar, logprobs=TOP_LOGPROBS)
+        return completion, self.read_answer(messages, completion, options, tag=tag, min_mass=min_mass)
 
     def health(self) -> tuple[bool, str]:
         return self.model.health()

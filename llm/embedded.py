@@ -24,6 +24,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from llm.base import Model
+from llm.probability import explicit
 from llm.types import Completion, Distribution, LLMError, Message, Usage
 
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -63,6 +64,7 @@ def get_embedded_model(gguf_path: str | os.PathLike | None = None) -> "EmbeddedM
 
 class EmbeddedModel(Model):
     backend = "embedded"
+    reads_logits = True
 
     def __init__(self, path: Path, *, n_ctx: int = N_CTX, n_threads: int | None = None):
         from llama_cpp import Llama
@@ -206,7 +208,12 @@ class EmbeddedModel(Model):
         yield Completion(text=text.strip(), model=self.name, usage=usage, finish_reason=finish)
 
     def _score(self, messages: list[Message], options: Sequence[str], params: dict[str, Any]) -> Distribution:
+        """Option probabilities from the next-token logits right after the prompt and ``prefix``: the
+        answer token by construction. Below ``min_mass`` on the options the distribution is not
+        trusted: the answer is the option a decoder constrained to the options writes (the most
+        probable one, as the rating grammar would give), recorded as ``explicit`` with the reason."""
         prefix = params.get("prefix") or ""
+        min_mass = params.get("min_mass")
         prompt = self.prompt(self._fit(messages, 16)) + prefix
         tokens = self._tokens(prompt)
         option_tokens = {o: self._tokens(o) for o in options}
@@ -217,7 +224,16 @@ class EmbeddedModel(Model):
         if mass <= 0:
             raise LLMError(f"{self.name} gave no probability to any option", kind="bad_response", model=self.name)
         probs = {o: math.exp(v) / mass for o, v in scores.items()}
-        return Distribution(probs=probs, method="logits", mass=min(1.0, mass), model=self.name)
+        dist = Distribution(probs=probs, method="logits", mass=min(1.0, mass), model=self.name)
+        if min_mass is None or dist.mass >= min_mass:
+            return dist
+        constrained = max(options, key=lambda o: probs[o])
+        dist = explicit(constrained, options,
+                        f"only {dist.mass:.3f} of the probability at the answer token is on the options "
+                        f"(threshold {min_mass:g}); the answer constrained to the options is used",
+                        mass=dist.mass)
+        dist.model = self.name
+        return dist
 
     def _option_logprobs(self, tokens: list[int], option_tokens: dict[str, list[int]]) -> dict[str, float]:
         """Log-probability of each option's tokens after ``tokens`` (worker thread only)."""

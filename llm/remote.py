@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import math
 import re
 from typing import Any, Iterator, Sequence
 
 import openai
 
 from llm.base import Model
+from llm.probability import TOP_LOGPROBS, find_answer, logprobs_from_openai, read_logprobs
 from llm.types import Completion, Distribution, LLMError, Message, Usage
 
 # USD per million tokens (input, output). Unknown models cost 0 unless priced
@@ -83,14 +83,30 @@ class OpenAICompatibleModel(Model):
         return request
 
     def _chat(self, messages: list[Message], params: dict[str, Any]) -> Completion:
-        with _errors(self):
-            response = self._client.chat.completions.create(**self._request(messages, params))
+        request = self._request(messages, params)
+        top = params.get("logprobs")
+        if top:
+            request.update(logprobs=True, top_logprobs=int(top))
+        try:
+            with _errors(self):
+                response = self._client.chat.completions.create(**request)
+        except LLMError as e:
+            if not top or e.kind != "bad_request":
+                raise
+            # the endpoint refuses log-probabilities (HTTP 400): the plain answer, without them
+            request.pop("logprobs"), request.pop("top_logprobs")
+            with _errors(self):
+                response = self._client.chat.completions.create(**request)
         choice = _first_choice(self, response)
+        logprobs = None
+        if top:
+            logprobs = logprobs_from_openai(getattr(getattr(choice, "logprobs", None), "content", None))
         return Completion(
             text=choice.message.content or "",
             model=getattr(response, "model", None) or self.name,
             usage=_usage(response),
             finish_reason=choice.finish_reason or "stop",
+            logprobs=logprobs,
         )
 
     def _stream(self, messages: list[Message], params: dict[str, Any]) -> Iterator[str | Completion]:
@@ -117,36 +133,53 @@ class OpenAICompatibleModel(Model):
         yield Completion(text="".join(pieces), model=model, usage=usage, finish_reason=finish)
 
     def _score(self, messages: list[Message], options: Sequence[str], params: dict[str, Any]) -> Distribution:
+        """The answer is generated with log-probabilities and read at the token holding the option
+        (:mod:`llm.probability`); endpoints without log-probabilities are sampled instead."""
         prefix = params.get("prefix") or ""
+        min_mass = params.get("min_mass")
         if prefix:
             messages = [*messages[:-1], {**messages[-1], "content": messages[-1]["content"] +
                                          f"\n\nBegin your answer with {prefix} followed directly by the answer."}]
+        longest = max(len(o) for o in options)
         try:
-            with _errors(self):
-                response = self._client.chat.completions.create(
-                    model=self.name, messages=messages, max_tokens=max(8, len(prefix) + 4),
-                    temperature=0.0, logprobs=True, top_logprobs=20,
-                )
-            dist = _from_logprobs(response, options, prefix)
+            answer = self._chat(messages, {"temperature": 0.0, "max_tokens": max(8, len(prefix) + longest + 6),
+                                           "logprobs": TOP_LOGPROBS})
         except LLMError as e:
             if e.kind != "bad_request":
                 raise
-            dist = None  # the endpoint refuses logprobs: sample instead
-        if dist is not None:
-            dist.model = self.name
-            return dist
+            answer = None
+        if answer is not None and answer.logprobs:
+            found = find_answer(answer.text, options, prefix=prefix)
+            if found is not None:
+                option, offset = found
+                dist = read_logprobs(answer.logprobs, answer.text, option, offset, options, min_mass=min_mass)
+                dist.model = self.name
+                return dist
+        # no log-probabilities, or an answer that names no option: sample
         return self._score_by_sampling(messages, options, prefix, int(params.get("samples") or 10))
 
     def _score_by_sampling(self, messages, options, prefix, samples: int) -> Distribution:
+        """``samples`` answers at temperature 1, asked for in one request (``n``); an endpoint that
+        returns fewer choices is asked again, one answer per request, for the rest."""
         counts = {o: 0 for o in options}
+        texts: list[str] = []
+        request = {**self._request(messages, {"temperature": 1.0, "max_tokens": 16, "seed": 0}), "n": samples}
+        try:
+            with _errors(self):
+                response = self._client.chat.completions.create(**request)
+            texts = [c.message.content or "" for c in (response.choices or [])][:samples]
+        except LLMError as e:
+            if e.kind != "bad_request":
+                raise
+        for i in range(len(texts), samples):
+            texts.append(self._chat(messages, {"temperature": 1.0, "max_tokens": 16, "seed": i}).text)
         invalid = 0
-        for i in range(samples):
-            completion = self._chat(messages, {"temperature": 1.0, "max_tokens": 16, "seed": i})
-            answer = _option_in(completion.text, options, prefix)
-            if answer is None:
+        for text in texts:
+            found = find_answer(text, options, prefix=prefix)
+            if found is None:
                 invalid += 1
             else:
-                counts[answer] += 1
+                counts[found[0]] += 1
         valid = samples - invalid
         if valid == 0:
             raise LLMError(
@@ -157,38 +190,6 @@ class OpenAICompatibleModel(Model):
             probs={o: c / valid for o, c in counts.items()}, method="sampling",
             samples=samples, invalid=invalid, model=self.name,
         )
-
-
-def _from_logprobs(response, options: Sequence[str], prefix: str) -> Distribution | None:
-    """Option probabilities at the first answer position that can hold an option.
-
-    The answer may start with ``prefix`` (e.g. ``<rating>``, spread over several
-    tokens) or with the option itself; the first of the first few positions
-    whose top alternatives include an option is read.
-    """
-    choice = response.choices[0] if response.choices else None
-    content = getattr(getattr(choice, "logprobs", None), "content", None)
-    if not content:
-        return None
-    for position in content[: len(prefix) + 4]:
-        mass = {o: 0.0 for o in options}
-        for top in position.top_logprobs or []:
-            token = top.token.strip()
-            if token in mass:
-                mass[token] += math.exp(top.logprob)
-        total = sum(mass.values())
-        if total > 0:
-            return Distribution(probs={o: m / total for o, m in mass.items()}, method="logprobs", mass=total)
-    return None
-
-
-def _option_in(text: str, options: Sequence[str], prefix: str) -> str | None:
-    """The first option written as a stand-alone token (after ``prefix`` if it appears)."""
-    if prefix and prefix in text:
-        text = text.split(prefix, 1)[1]
-    alternatives = "|".join(re.escape(o) for o in sorted(options, key=len, reverse=True))
-    match = re.search(rf"(?<![\w.])({alternatives})(?![\w]|\.\d)", text)
-    return match.group(1) if match else None
 
 
 def _first_choice(model: Model, response):

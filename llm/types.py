@@ -29,14 +29,21 @@ class Completion:
     finish_reason: str = "stop"
     cache_hit: bool = False
     duration_ms: int = 0
+    # Per generated token, when asked for (``chat(logprobs=k)``) and the endpoint gave them:
+    # {"token": str, "bytes": int (UTF-8 length), "logprob": float, "top": [[token, logprob], ...]}.
+    # None: not asked for, or the endpoint returned none.
+    logprobs: list[dict[str, Any]] | None = None
 
     def to_cache(self) -> dict[str, Any]:
-        return {
+        data = {
             "text": self.text,
             "model": self.model,
             "finish_reason": self.finish_reason,
             "usage": {"prompt_tokens": self.usage.prompt_tokens, "completion_tokens": self.usage.completion_tokens},
         }
+        if self.logprobs is not None:
+            data["logprobs"] = self.logprobs
+        return data
 
     @classmethod
     def from_cache(cls, data: dict[str, Any]) -> "Completion":
@@ -47,6 +54,7 @@ class Completion:
             usage=Usage(usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)),
             finish_reason=data.get("finish_reason", "stop"),
             cache_hit=True,
+            logprobs=data.get("logprobs"),
         )
 
 
@@ -54,11 +62,18 @@ class Completion:
 class Distribution:
     """A probability distribution over a fixed set of option strings.
 
-    ``method`` says how it was obtained: ``logprobs`` (token log-probabilities),
-    ``logits`` (the embedded model's next-token logits) or ``sampling``
-    (repeated sampling; ``samples`` answers were drawn, ``invalid`` of them
-    matched no option). ``mass`` is the probability the model put on the
-    options before renormalisation (1.0 for sampling).
+    ``method`` says how it was obtained: ``logprobs`` (the endpoint's top
+    log-probabilities at the answer token), ``logits`` (the embedded model's
+    next-token logits at the answer position), ``sampling`` (repeated sampling;
+    ``samples`` answers were drawn, ``invalid`` of them matched no option) or
+    ``explicit`` (the written answer alone, all probability on it: used when the
+    probabilities at the answer token could not be trusted; ``fallback`` says why).
+
+    ``mass`` is the probability the model put on the options at the answer token
+    before renormalisation (1.0 for sampling); ``position`` is that token's index
+    in the generated answer (None where no answer was generated, e.g. logits read
+    after a prefix); ``parsed`` is the option the answer wrote, when one was read.
+    See :mod:`llm.probability`.
     """
 
     probs: dict[str, float]
@@ -68,6 +83,9 @@ class Distribution:
     invalid: int = 0
     model: str = ""
     cache_hit: bool = False
+    parsed: str | None = None
+    position: int | None = None
+    fallback: str | None = None
 
     def expected(self, values: dict[str, float] | None = None) -> float:
         """Expected value; option strings are read as numbers unless ``values`` maps them."""
@@ -81,7 +99,20 @@ class Distribution:
             "samples": self.samples,
             "invalid": self.invalid,
             "model": self.model,
+            "parsed": self.parsed,
+            "position": self.position,
+            "fallback": self.fallback,
         }
+
+    def record(self) -> dict[str, Any]:
+        """What a score stores about how it was read: method, answer position, option mass, parsed answer."""
+        out: dict[str, Any] = {"method": self.method, "mass": round(self.mass, 6), "position": self.position,
+                               "parsed": self.parsed}
+        if self.fallback:
+            out["fallback"] = self.fallback
+        if self.method == "sampling":
+            out.update(samples=self.samples, invalid=self.invalid)
+        return out
 
     @classmethod
     def from_cache(cls, data: dict[str, Any]) -> "Distribution":

@@ -10,11 +10,25 @@ Usage::
         client = openai.OpenAI(base_url=fake.base_url, api_key="sk-test")
         ...
         assert fake.requests[0]["headers"]["authorization"] == "Bearer sk-test"
+
+Log-probabilities behave like a real endpoint's: when a request asks for them, the answer text is
+split into tokens the way BPE tokenizers split it (words with their leading space, digits one by
+one, tags in pieces: ``<rating>`` is ``<`` ``rating`` ``>``, ``</rating>`` is ``</`` ``rating`` ``>``;
+see :func:`tokenize`), and every position gets up to 20 alternatives: the sampled token first, filler
+words after it, and **stray digits among the alternatives of the first positions** (a real model
+always gives a "4" some tiny probability somewhere). ``Reply(at={...})`` sets a position's
+alternatives, by index or as ``"answer"``: the token holding the content of the last ``<tag>…</tag>``
+(e.g. the digit of ``<rating>2</rating>``). A digit at an answer position with no ``at`` entry gets
+0.85 and its neighbours the rest. ``Reply(logprobs={...})`` is the old one-position form (the whole
+text is one token); ``Reply(no_logprobs=True)`` ignores the request, as some endpoints do.
+``n`` in a request returns that many choices (the next queued replies, or the same one repeated).
 """
 
 from __future__ import annotations
 
 import json
+import math
+import re
 import threading
 import time
 import uuid
@@ -23,7 +37,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["FakeOpenAI", "Reply", "Error", "Delay", "Garbage"]
+__all__ = ["FakeOpenAI", "Reply", "Error", "Delay", "Garbage", "tokenize", "answer_position"]
 
 _HOST = "127.0.0.1"
 
@@ -38,10 +52,12 @@ class Reply:
     """A successful chat completion."""
 
     text: str
-    logprobs: dict[str, float] | None = None
+    logprobs: dict[str, float] | None = None  # the old form: one position, the whole text as one token
     prompt_tokens: int = 10
     completion_tokens: int | None = None  # None: number of words of text
     finish_reason: str = "stop"
+    at: dict[int | str, dict[str, float]] | None = None  # alternatives (probabilities) per position
+    no_logprobs: bool = False  # answer without log-probabilities even when asked
 
     def n_completion_tokens(self) -> int:
         if self.completion_tokens is not None:
@@ -118,9 +134,81 @@ def _split_pieces(text: str, n: int = 3) -> list[str]:
     return ["".join(words[i : i + size]) for i in range(0, len(words), size)]
 
 
-def _logprobs_payload(reply: Reply, top_n: int | None) -> dict[str, Any] | None:
-    if reply.logprobs is None:
+_TOKEN = re.compile(r"</|<|>|\s?\d|\s?[A-Za-z]+|\s+|[^\sA-Za-z\d]")
+_FILLERS = (" the", " a", " and", " of", " it", " to", " is", " in", " this", " that", " for", " with",
+            " on", " user", " system", " but", ".", ",", " not", " as", " be", " The", " I")
+_STRAY = {"4": 0.0006, "3": 0.0003}  # digits a real model leaves among early alternatives
+
+
+def tokenize(text: str) -> list[str]:
+    """Tokens the way BPE tokenizers cut chat answers; they join back to ``text``."""
+    tokens = _TOKEN.findall(text)
+    assert "".join(tokens) == text, "the fake's tokenizer lost characters"
+    return tokens
+
+
+def answer_position(tokens: list[str], text: str) -> int | None:
+    """Index of the token holding the content of the last ``<tag>…</tag>`` of ``text``."""
+    found = list(re.finditer(r"<(\w+)>\s*(.*?)</\1>", text, re.DOTALL))
+    if not found:
         return None
+    offset = found[-1].start(2)
+    start = 0
+    for index, token in enumerate(tokens):
+        if start <= offset < start + len(token):
+            return index
+        start += len(token)
+    return None
+
+
+def _alternatives(reply: Reply, tokens: list[str], index: int, answer: int | None) -> dict[str, float]:
+    token = tokens[index]
+    given = (reply.at or {}).get(index)
+    if given is None and index == answer:
+        given = (reply.at or {}).get("answer")
+    if given is not None:
+        probs = dict(given)
+        if token not in probs:
+            probs[token] = max(1e-6, 1.0 - sum(probs.values()))
+        return probs
+    if index == answer and token.strip().isdigit():
+        d = int(token.strip())
+        near = [str(v) for v in (d - 1, d + 1) if 0 <= v <= 9]
+        probs = {token: 0.85}
+        probs.update({token[:-1] + n: 0.15 / len(near) for n in near})
+        return probs
+    probs = {token: 0.92}
+    if index < 3:
+        probs.update({k: v for k, v in _STRAY.items() if k != token.strip()})
+    return probs
+
+
+def _position(token: str, probs: dict[str, float], top_n: int | None) -> dict[str, Any]:
+    ranked = sorted(probs.items(), key=lambda kv: kv[1], reverse=True)
+    filler = 0.9 * min(p for _, p in ranked) if ranked else 0.01
+    for word in _FILLERS:  # fill the list to 20, as real endpoints do
+        if len(ranked) >= 20:
+            break
+        if word not in probs:
+            filler *= 0.5
+            ranked.append((word, filler))
+    entries = ranked[:20] if top_n is None else ranked[: max(0, min(top_n, 20))]
+    return {
+        "token": token,
+        "logprob": math.log(probs[token]),
+        "bytes": list(token.encode("utf-8")),
+        "top_logprobs": [{"token": t, "logprob": math.log(p), "bytes": list(t.encode("utf-8"))} for t, p in entries],
+    }
+
+
+def _logprobs_payload(reply: Reply, top_n: int | None) -> dict[str, Any] | None:
+    if reply.no_logprobs:
+        return None
+    if reply.logprobs is None:
+        tokens = tokenize(reply.text)
+        answer = answer_position(tokens, reply.text)
+        return {"content": [_position(t, _alternatives(reply, tokens, i, answer), top_n)
+                            for i, t in enumerate(tokens)], "refusal": None}
     ranked = sorted(reply.logprobs.items(), key=lambda kv: kv[1], reverse=True)
     if not ranked:
         return {"content": []}
@@ -311,7 +399,7 @@ class _Handler(BaseHTTPRequestHandler):
                     "index": i,
                     "message": {"role": "assistant", "content": r.text, "refusal": None},
                     "finish_reason": r.finish_reason,
-                    "logprobs": _logprobs_payload(r, top_n),
+                    "logprobs": _logprobs_payload(r, top_n) if body.get("logprobs") else None,
                 }
                 for i, r in enumerate(replies)
             ],
@@ -348,7 +436,7 @@ class _Handler(BaseHTTPRequestHandler):
                 )
             )
             for j, piece in enumerate(_split_pieces(r.text)):
-                lp = _logprobs_payload(r, top_n) if j == 0 else None
+                lp = _logprobs_payload(r, top_n) if j == 0 and body.get("logprobs") and r.logprobs else None
                 events.append(
                     chunk(
                         [{"index": i, "delta": {"content": piece}, "logprobs": lp, "finish_reason": None}],

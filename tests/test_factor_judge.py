@@ -4,7 +4,7 @@ import math
 import threading
 
 import pytest
-from fake_openai import Delay, Error, Reply
+from fake_openai import Delay, Error, Reply, tokenize
 
 from catalog.catalog import get_catalog
 from evaluators.factor_judge import JudgeConfig, judge_conversation, judge_name, parse_rating
@@ -73,7 +73,7 @@ def test_a_valid_rating(fake_openai):
     [score] = _judge(fake_openai)
     assert score.factor == "coherence" and score.score == 3.0 and score.error is None
     assert score.rationale == "Each reply follows the request."
-    assert score.judge == "llm:judge-a" and score.rubric_version == "core-v1"
+    assert score.judge == "llm:judge-a" and score.rubric_version == "core-v2"
     assert score.metadata["prompt_version"].startswith("judge@") and score.metadata["mode"] == "reasoned"
     assert score.metadata["models"][0]["repaired"] is False
     assert len(fake_openai.requests) == 1
@@ -141,19 +141,90 @@ def test_probability_mode_by_sampling(fake_openai):
     first = fake_openai.requests[0]["json"]
     assert first["logprobs"] is True and "<rating>" in first["messages"][-1]["content"]
     assert "Write nothing else" in first["messages"][-1]["content"]
-    assert len(fake_openai.requests) == 3
+    assert len(fake_openai.requests) == 2 and fake_openai.requests[1]["json"]["n"] == 2
 
 
-def test_reasoned_then_probability(fake_openai):
-    fake_openai.enqueue(Reply("The replies follow the user closely."), Reply("-"), Reply("4"), Reply("4"))
-    [score] = _judge(fake_openai, mode="reasoned+probability", samples=2)
-    assert score.score == 4.0 and score.distribution["4"] == 1.0
-    assert score.rationale == "The replies follow the user closely."
-    rationale, rating = fake_openai.requests[0]["json"], fake_openai.requests[1]["json"]
-    assert rationale["stop"] == ["<rating>"] and "do not give the score" in rationale["messages"][1]["content"]
-    assert [m["role"] for m in rating["messages"]] == ["system", "user", "assistant", "user"]
-    assert rating["messages"][2]["content"] == "The replies follow the user closely."
-    assert "Given your assessment above" in rating["messages"][3]["content"]
+def test_the_default_mode_is_cores_reasoning_then_the_rating():
+    assert JudgeConfig(clients=[object()]).mode == "reasoned+probability"
+
+
+# The issue's reproduction: a short reason, a stray "4" (p = 0.0006) among the first token's
+# alternatives, and at the rating token 1 (0.90), 2 (0.08), 0 (0.02). Read at the rating token the
+# score is 0.9 * 1 + 0.08 * 2 = 1.06, never 4.
+STRAY = Reply("Replies mostly follow the user.\n<rating>1</rating>",
+              at={0: {"Replies": 0.9, "4": 0.0006}, "answer": {"1": 0.90, "2": 0.08, "0": 0.02}})
+
+
+def test_the_stray_digit_case_reads_the_rating_token(fake_openai):
+    fake_openai.enqueue(STRAY)
+    [score] = _judge(fake_openai, mode="reasoned+probability")
+    assert score.score == pytest.approx(1.06) and score.error is None
+    model = score.metadata["models"][0]
+    assert model["method"] == "logprobs" and model["parsed"] == 1 and "fallback" not in model
+    assert model["mass"] == pytest.approx(1.0)
+    # "Replies", " mostly", " follow", " the", " user", ".", "\n", "<", "rating", ">", "1": index 10
+    assert tokenize(STRAY.text)[10] == "1" and model["position"] == 10
+    assert score.distribution == pytest.approx({"0": 0.02, "1": 0.90, "2": 0.08, "3": 0.0, "4": 0.0})
+    assert score.rationale == "Replies mostly follow the user."
+    sent = fake_openai.requests[0]["json"]
+    assert sent["logprobs"] is True and sent["top_logprobs"] == 20 and "stop" not in sent
+    assert "First reason step by step" in sent["messages"][1]["content"]
+
+
+def test_numbers_in_the_reasons_before_the_rating_are_not_read(fake_openai):
+    text = "3 of the 5 items fit, and 4 replies out of 4 stay on topic.\n<rating>2</rating>"
+    fake_openai.enqueue(Reply(text, at={"answer": {"2": 0.7, "3": 0.3}}))
+    [score] = _judge(fake_openai, mode="reasoned+probability")
+    model = score.metadata["models"][0]
+    assert model["parsed"] == 2 and model["method"] == "logprobs"
+    assert score.score == pytest.approx(2.3)
+    assert score.rationale.startswith("3 of the 5 items fit")
+
+
+def test_a_missing_rating_tag_is_a_recorded_parse_failure_and_no_score(fake_openai):
+    fake_openai.enqueue(Reply("The system is coherent, I would give it 3 of 4."), Reply("three"))
+    [score] = _judge(fake_openai, mode="reasoned+probability")
+    assert score.score is None and score.distribution is None and score.error == "rating_parse_failure"
+    model = score.metadata["models"][0]
+    assert model["parsed"] is None and model["raw"][0].startswith("The system is coherent")
+    assert len(fake_openai.requests) == 2  # one repair, read the same way
+    assert fake_openai.requests[1]["json"]["logprobs"] is True
+
+
+def test_low_digit_mass_at_the_rating_token_falls_back_to_the_written_rating(fake_openai):
+    fake_openai.enqueue(Reply("Fine.\n<rating>3</rating>", at={"answer": {"3": 0.2, "three": 0.7, "2": 0.05}}))
+    [score] = _judge(fake_openai, mode="reasoned+probability")
+    model = score.metadata["models"][0]
+    assert score.score == 3.0 and score.distribution is None
+    assert model["method"] == "explicit" and model["mass"] == pytest.approx(0.25)
+    assert "threshold 0.5" in model["fallback"]
+
+
+def test_an_endpoint_without_log_probabilities_gives_the_written_rating(fake_openai):
+    fake_openai.enqueue(Reply("Fine.\n<rating>3</rating>", no_logprobs=True))
+    [score] = _judge(fake_openai, mode="reasoned+probability")
+    model = score.metadata["models"][0]
+    assert score.score == 3.0 and model["method"] == "explicit"
+    assert model["fallback"] == "the endpoint returned no log-probabilities"
+
+
+def test_an_endpoint_refusing_log_probabilities_is_asked_again_without(fake_openai):
+    fake_openai.enqueue(Error(400, "logprobs are not supported"), Reply("Fine.\n<rating>2</rating>"))
+    [score] = _judge(fake_openai, mode="reasoned+probability")
+    assert score.score == 2.0 and score.metadata["models"][0]["method"] == "explicit"
+    assert "logprobs" not in fake_openai.requests[1]["json"]
+
+
+def test_the_default_judge_end_to_end_on_twelve_factors(fake_openai):
+    """Every factor reasons, then rates; each score is the rating token's distribution."""
+    fake_openai.default = STRAY
+    config = JudgeConfig(clients=[_client(fake_openai)])
+    scores = judge_conversation(_conversation(), config, catalog=get_catalog())
+    assert [s.factor for s in scores] == list(FACTORS)
+    assert all(s.score == pytest.approx(1.06) for s in scores)
+    assert all(s.metadata["mode"] == "reasoned+probability" for s in scores)
+    assert all(s.rationale == "Replies mostly follow the user." for s in scores)
+    assert len(fake_openai.requests) == 12
 
 
 # -- models ------------------------------------------------------------------
@@ -293,8 +364,12 @@ def test_the_embedded_model_judges_all_twelve_factors(embedded_model):
         assert all(s.judge == f"llm:{embedded_model.name}" for s in results)
         for s in results:
             assert (s.score is not None and 0 <= s.score <= 4) or s.error, s
-    for s in scores["probability"]:
-        assert sum(s.distribution.values()) == pytest.approx(1.0)
-        assert s.metadata["models"][0]["method"] == "logits"
+    for s in scores["probability"]:  # logits at the rating token, or below the digit mass threshold the
+        model = s.metadata["models"][0]  # answer constrained to the digits, with the reason
+        assert model["method"] in ("logits", "explicit") and model["mass"] > 0
+        if model["method"] == "logits":
+            assert sum(s.distribution.values()) == pytest.approx(1.0)
+        else:
+            assert "threshold" in model["fallback"] and s.score == int(s.score)
     for s in scores["reasoned"]:
         assert s.score == int(s.score)  # the grammar-constrained repair always yields a digit

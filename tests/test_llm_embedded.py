@@ -26,7 +26,7 @@ def test_a_chat_turn(embedded_model, db_path):
 
 def test_score_over_digits_is_a_distribution(embedded_model):
     client = LLMClient(embedded_model)
-    dist = client.score(JUDGE, ["0", "1", "2", "3", "4"], prefix="<rating>")
+    dist = client.score(JUDGE, ["0", "1", "2", "3", "4"], prefix="<rating>", min_mass=None)
     assert set(dist.probs) == {"0", "1", "2", "3", "4"}
     assert sum(dist.probs.values()) == pytest.approx(1.0, abs=1e-6)
     assert all(p >= 0 for p in dist.probs.values())
@@ -34,21 +34,41 @@ def test_score_over_digits_is_a_distribution(embedded_model):
     assert 0 <= dist.expected() <= 4
 
 
+def test_low_option_mass_falls_back_to_the_constrained_answer(embedded_model):
+    client = LLMClient(embedded_model)
+    raw = client.score(JUDGE, ["0", "1", "2", "3", "4"], prefix="<rating>", min_mass=None)
+    dist = client.score(JUDGE, ["0", "1", "2", "3", "4"], prefix="<rating>", min_mass=1.01)
+    assert dist.method == "explicit" and "threshold 1.01" in dist.fallback
+    assert dist.mass == pytest.approx(raw.mass) and dist.parsed == max(raw.probs, key=raw.probs.get)
+    assert dist.probs[dist.parsed] == 1.0
+
+
+def test_an_answers_rating_is_read_from_the_logits_at_its_token(embedded_model):
+    """read_answer: the logits after the prompt and the answer up to the rating digit."""
+    client = LLMClient(embedded_model)
+    answer = Completion(text="It stays on topic.\n<rating>3</rating>", model=embedded_model.name)
+    dist = client.read_answer(JUDGE, answer, min_mass=None)
+    direct = client.score(JUDGE, ["0", "1", "2", "3", "4"], prefix="It stays on topic.\n<rating>", min_mass=None)
+    assert dist.method == "logits" and dist.parsed == "3"
+    assert dist.probs == pytest.approx(direct.probs)
+    assert client.read_answer(JUDGE, Completion(text="no tag here", model="m")) is None
+
+
 def test_prefix_reuse_gives_the_same_numbers(embedded_model):
     """Scoring after an unrelated prompt (fresh KV) equals scoring after a prompt sharing the prefix."""
     client = LLMClient(embedded_model)
-    client.score([{"role": "user", "content": "Something else entirely."}], ["0", "1"])
-    fresh = client.score(JUDGE, ["0", "1", "2", "3", "4"], prefix="<rating>")
+    client.score([{"role": "user", "content": "Something else entirely."}], ["0", "1"], min_mass=None)
+    fresh = client.score(JUDGE, ["0", "1", "2", "3", "4"], prefix="<rating>", min_mass=None)
     longer = [*JUDGE[:-1], {"role": "user", "content": JUDGE[-1]["content"] + " Be strict."}]
-    client.score(longer, ["0", "1", "2", "3", "4"], prefix="<rating>")
-    again = LLMClient(embedded_model).score(JUDGE, ["0", "1", "2", "3", "4"], prefix="<rating>")
+    client.score(longer, ["0", "1", "2", "3", "4"], prefix="<rating>", min_mass=None)
+    again = LLMClient(embedded_model).score(JUDGE, ["0", "1", "2", "3", "4"], prefix="<rating>", min_mass=None)
     for option in fresh.probs:
         assert again.probs[option] == pytest.approx(fresh.probs[option], abs=1e-3)
 
 
 def test_multi_token_options(embedded_model):
     dist = LLMClient(embedded_model).score(
-        [{"role": "user", "content": "Is the sky blue? Answer yes or no."}], ["yes", "no", "maybe not"]
+        [{"role": "user", "content": "Is the sky blue? Answer yes or no."}], ["yes", "no", "maybe not"], min_mass=None
     )
     assert sum(dist.probs.values()) == pytest.approx(1.0)
 

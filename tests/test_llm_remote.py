@@ -70,12 +70,13 @@ def test_score_reads_log_probabilities(fake_openai, db_path):
 
 
 def test_score_falls_back_to_sampling_without_logprobs(fake_openai, db_path):
-    fake_openai.enqueue(Reply("2"), Reply("Rating: 3"), Reply("3"), Reply("no idea"), Reply("3."))
+    fake_openai.enqueue(Reply("2", no_logprobs=True), Reply("Rating: 3"), Reply("3"), Reply("no idea"), Reply("3."))
     dist = _client(fake_openai, db_path).score(MSGS, ["0", "1", "2", "3", "4"], samples=4)
-    # the first reply had no logprobs, so four samples follow
+    # the first reply had no logprobs, so four samples follow, asked for in one request (n = 4)
     assert dist.method == "sampling" and dist.samples == 4 and dist.invalid == 1
     assert dist.probs == {"0": 0.0, "1": 0.0, "2": 0.0, "3": 1.0, "4": 0.0}
-    assert len(fake_openai.requests) == 5 and fake_openai.requests[1]["json"]["temperature"] == 1.0
+    assert len(fake_openai.requests) == 2
+    assert fake_openai.requests[1]["json"]["temperature"] == 1.0 and fake_openai.requests[1]["json"]["n"] == 4
 
 
 def test_rate_limit_then_success_is_retried(fake_openai, db_path):
@@ -167,8 +168,8 @@ def test_usage_totals_per_client_and_clone(fake_openai, db_path):
 
 
 def test_sampled_answers_in_tags_are_read(fake_openai, db_path):
-    fake_openai.enqueue(Reply("<rating>3</rating>"), Reply("<rating>3</rating>"), Reply("<rating>4</rating>"),
-                        Reply("Score: 3.5"), Reply("<rating>x</rating>"))
+    fake_openai.enqueue(Reply("<rating>3</rating>", no_logprobs=True), Reply("<rating>3</rating>"),
+                        Reply("<rating>4</rating>"), Reply("Score: 3.5"), Reply("<rating>x</rating>"))
     dist = _client(fake_openai, db_path).score(MSGS, ["0", "1", "2", "3", "4"], prefix="<rating>", samples=4)
     assert dist.method == "sampling" and dist.invalid == 2
     assert dist.probs["3"] == pytest.approx(0.5) and dist.probs["4"] == pytest.approx(0.5)
