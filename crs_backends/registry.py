@@ -82,7 +82,7 @@ def _neural(system_id: str) -> Callable[..., CRSSystem]:
         from crs_backends.neural import sources
         from crs_backends.neural.checkpoints import CheckpointError
         from crs_backends.neural.kg import KGError
-        from crs_backends.neural.system import NeuralCRS, load_model
+        from crs_backends.neural.system import NeuralCRS, item_catalog_for, load_model, policy_setting
 
         label = NEURAL_LABELS[system_id]
         try:
@@ -94,6 +94,7 @@ def _neural(system_id: str) -> Callable[..., CRSSystem]:
                 raise SystemUnavailable(str(missing)) from None
             source = _build_and_resolve(system_id)
         try:
+            items = item_catalog_for(source, catalog_for_chat())  # a published set ranks over its dataset's items
             model = load_model(source)
         except ImportError as e:
             raise SystemUnavailable(f"{label}'s model code is not installed ({e}).") from None
@@ -103,7 +104,10 @@ def _neural(system_id: str) -> Callable[..., CRSSystem]:
             log.exception("loading %s from %s failed", system_id, source.root)
             raise SystemUnavailable(f"{label} could not load its checkpoint ({source.variant}, {source.root}): "
                                     f"{type(e).__name__}: {e}") from None
-        return NeuralCRS(model, catalog_for_chat(), source=source)
+        try:
+            return NeuralCRS(model, items, source=source, policy=policy_setting())
+        except ValueError as e:  # CRS_NEURAL_POLICY names no policy
+            raise SystemUnavailable(f"{label}: {e} (setting CRS_NEURAL_POLICY)") from None
 
     return factory
 

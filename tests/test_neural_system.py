@@ -1,4 +1,4 @@
-"""The common adapter (NeuralCRS) and the registry entries of KBRD, BARCOR and UniCRS.
+"""The common adapter (NeuralCRS, its ``enhanced`` policy) and the registry entries of KBRD, BARCOR and UniCRS.
 
 Adapter behaviour is pinned with a minimal NeuralModel subclass (a scripted model: the test double of
 the interface the adapter consumes); the whole path — save in the published layout, resolve, load,
@@ -81,7 +81,7 @@ def test_turn_items_top_list_and_slots(catalog, kg):
     godfather = item_named(catalog, "The Godfather (1972)")
     order = [kg.entity2id[godfather.name]] + [e for e in kg.item_ids if e != kg.entity2id[godfather.name]]
     model = ScriptedModel(kg, order, ["Have you seen <movie>? Or <movie> ?"])
-    crs = NeuralCRS(model, catalog, list_size=5)
+    crs = NeuralCRS(model, catalog, list_size=5, policy="enhanced")
     turn = crs.respond(conversation(("user", "I loved The Godfather (1972), something like it?")))
     ids = [r.id for r in turn.items]
     assert len(ids) == 5 and godfather.id not in ids  # the user's own title is not recommended back
@@ -97,7 +97,7 @@ def test_turn_items_top_list_and_slots(catalog, kg):
 @pytest.mark.parametrize("reply", ["Have you seen ?", "Have you seen <pad> ?", "", "   ", "<unk>", '"" ?'])
 def test_no_empty_slot_or_empty_reply_survives(catalog, kg, reply):
     model = ScriptedModel(kg, kg.item_ids, [reply])
-    crs = NeuralCRS(model, catalog, list_size=3)
+    crs = NeuralCRS(model, catalog, list_size=3, policy="enhanced")
     turn = crs.respond(conversation(("user", "anything")))
     first = turn.items[0].title
     assert first in turn.text
@@ -119,7 +119,7 @@ def test_items_outside_the_chat_catalog_are_skipped(catalog, kg):
     entity2id = {"Made Up Film (2031)": 0, "The Godfather (1950)": 1, "Heat (1995)": 2, "Crime": 3}
     small = KGData(entity2id, {"genre": 0}, {"0": [[0, 3]], "2": [[0, 3]]}, [0, 1, 2])
     model = ScriptedModel(small, [0, 1, 2], ["Try <movie>."])
-    turn = NeuralCRS(model, catalog).respond(conversation(("user", "a crime movie")))
+    turn = NeuralCRS(model, catalog, policy="enhanced").respond(conversation(("user", "a crime movie")))
     assert [r.title for r in turn.items] == ["Heat (1995)"] and turn.text == "Try Heat (1995)."
 
 
@@ -160,7 +160,8 @@ def configured(kbrd_set, tmp_path, monkeypatch):
 
 
 def test_real_kbrd_answers_through_the_adapter(configured, catalog):
-    crs = load_neural_system("kbrd", catalog)
+    """The enhanced policy end to end (CRS Arena's policy: tests/test_neural_policy.py)."""
+    crs = load_neural_system("kbrd", catalog, policy="enhanced")
     assert crs.source.origin == "local dir" and crs.info.label == "KBRD" and not crs.info.demo
     conv = conversation(("user", "Hi! I love crime movies like The Godfather (1972) with Al Pacino"))
     turn = crs.respond(conv)

@@ -53,6 +53,7 @@ from crs_backends.neural.engine import (
     TOP_K,
     ConvInput,
     NeuralModel,
+    WordRepeatGuard,
     ProgressFn,
     Record,
     TrainConfig,
@@ -67,7 +68,6 @@ CONTEXT_MAX_LENGTH = 200  # published context_max_length (tokens, left-truncated
 RESP_MAX_LENGTH = 128  # published resp_max_length: generate(max_length=128) and the training target length
 NO_REPEAT_NGRAM = 3
 CHOICE_NEW_TOKENS = 5  # get_choice: exactly 5 new tokens, scores of the 4th step
-USED_OPTION_PENALTY = -1e5
 
 # Tied aliases of model.shared.weight: present in a transformers-4.x pytorch_model.bin, absent in safetensors.
 REC_ALIASES = ("model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight")
@@ -87,9 +87,9 @@ SIZES: dict[str, dict] = {
              "decoder_attention_heads": 12, "encoder_ffn_dim": 3072, "decoder_ffn_dim": 3072, "vocab_size": 50265,
              "max_position_embeddings": 1024, "max_new_tokens": 48},
 }
-# Interactive cap for loaded bart-base-sized checkpoints (the published ones): trained models end their replies
-# with </s> long before it (ReDial replies: median 25, p99 65 target tokens); None = the published 127.
-LOADED_MAX_NEW_TOKENS = 64
+# Loaded bart-base-sized checkpoints (the published ones) generate as CRS Arena serves them: max_length 128
+# (None here); trained models end their replies with </s> long before (ReDial replies: median 25, p99 65 tokens).
+LOADED_MAX_NEW_TOKENS: int | None = None
 AUTO = "auto"
 _ARCH_KEYS = ("d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads", "decoder_attention_heads",
               "encoder_ffn_dim", "decoder_ffn_dim", "max_position_embeddings")
@@ -240,6 +240,7 @@ class _VocabLimit:
 # ---------------------------------------------------------------------------------------------------------------
 
 class BARCOR(NeuralModel):
+    penalty_rule = "set"  # BARCOR.get_response: state[i] = -1e5
     system = SYSTEM
 
     def __init__(self, kg: KGData, tokenizer, rec_model, conv_model, *, gen: dict | None = None,
@@ -294,7 +295,7 @@ class BARCOR(NeuralModel):
         """The published layout under ``root``; every key and shape checked, nothing half-loaded.
 
         ``max_new_tokens``: interactive cap on the new tokens per reply; ``None``: the published max_length 128;
-        ``"auto"``: the small size's cap for our small versions, else ``LOADED_MAX_NEW_TOKENS``.
+        ``"auto"``: the small size's cap for our small versions, else ``LOADED_MAX_NEW_TOKENS`` (published).
         """
         from transformers import BartForConditionalGeneration, BartForSequenceClassification
 
@@ -391,6 +392,10 @@ class BARCOR(NeuralModel):
         extra = LogitsProcessorList()
         if len(self.tokenizer) < self.conv_model.config.vocab_size:
             extra.append(_VocabLimit(len(self.tokenizer)))
+        if self.size == "small":
+            if getattr(self, "_guard", None) is None:
+                self._guard = WordRepeatGuard(self.tokenizer)
+            extra.append(self._guard)
         return extra
 
     def _generation_config(self, **overrides):
@@ -427,13 +432,17 @@ class BARCOR(NeuralModel):
                                        logits_processor=self._processors(), **kwargs)
         return out[0].tolist()
 
+    def reply_text(self, inp: ConvInput) -> str:
+        """The reply as BARCOR.get_response shows it: decoded, then ``lstrip("System;:").strip()``."""
+        return strip_system(self.tokenizer.decode(self.generate_ids(inp), skip_special_tokens=True))
+
     def generate(self, inp: ConvInput, *, items: list[str] | None = None) -> str:
-        text = self.tokenizer.decode(self.generate_ids(inp), skip_special_tokens=True)
-        return fill_slots(strip_system(text), items)
+        return fill_slots(self.reply_text(inp), items)
 
     @torch.inference_mode()
-    def choose(self, inp: ConvInput, options: list[str], used: set[str] = frozenset()) -> str:
-        """get_choice as published: 5 new tokens; the processed scores of the 4th step decide (leading space)."""
+    def option_scores(self, inp: ConvInput, options: list[str]) -> list[float]:
+        """get_choice as iai-group/iEvaLM-CRS ``src/model/BARCOR.py`` computes it: 5 new tokens; the processed
+        scores of the 4th step at each option's first token with a leading space (" A")."""
         if not options:
             raise ValueError("no options to choose from")
         ids = self.context_ids(inp.context)
@@ -450,9 +459,7 @@ class BARCOR(NeuralModel):
         for op in options:
             enc = self.tokenizer.encode(f" {op}", add_special_tokens=False)
             option_ids.append(enc[0] if enc else self.tokenizer.unk_token_id)
-        scores = step[torch.tensor(option_ids, device=step.device)].float()
-        state = torch.tensor([USED_OPTION_PENALTY if op in used else 0.0 for op in options], device=step.device)
-        return options[int(torch.argmax(scores + state))]
+        return [float(step[i]) for i in option_ids]
 
 
 def _size_name(cfg) -> str:

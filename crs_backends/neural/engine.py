@@ -21,7 +21,6 @@ TOP_K = 50  # items kept per turn, as published
 MOVIE_SLOT = "<movie>"  # what our models and the adapter use for "an item goes here"
 
 
-
 def fill_slots(text: str, items: list[str] | None) -> str:
     """Replace each ``MOVIE_SLOT`` with the next of ``items`` (cycling when there are more slots than items);
     the text is left as it is without items (the adapter then rephrases, see ``system.repair_text``)."""
@@ -127,14 +126,65 @@ class NeuralModel(ABC):
         """The reply text. ``items`` (top recommended item names) fill movie slots when the model emits them;
         a model that emits slots returns them as ``MOVIE_SLOT`` when ``items`` is None."""
 
+    def reply_text(self, inp: ConvInput) -> str:
+        """The reply as the published ``get_response`` shows it when it does not recommend, before any item
+        fills the model's placeholder (see :attr:`placeholder`)."""
+        return self.generate(inp, items=None)
+
+    @property
+    def placeholder(self) -> str:
+        """The token the CRS Arena policy replaces with ranked item names, in order."""
+        return MOVIE_SLOT
+
     def stream(self, inp: ConvInput, *, items: list[str] | None = None) -> Iterator[str]:
         yield self.generate(inp, items=items)
 
+    def option_scores(self, inp: ConvInput, options: list[str]) -> list[float]:
+        """The model's raw score for each option letter (iEvaLM's ``get_choice``, before the state is added).
+
+        Each model reads the letters at the step its published ``get_choice`` reads them; see the overrides."""
+        raise NotImplementedError(f"{self.system} has no option scores")
+
+    # how the published get_response penalises the option just chosen: KBRD and UniCRS add -1e5 to its state
+    # (``state[i] += -1e5``), BARCOR sets it (``state[i] = -1e5``); see crs_backends.neural.policy
+    penalty_rule: str = "add"
+
     def choose(self, inp: ConvInput, options: list[str], used: set[str] = frozenset()) -> str:
-        """iEvaLM attribute mode: which option letter (e.g. A genre, B actor, C director, D recommend) to take."""
-        remaining = [o for o in options if o not in used]
-        return remaining[-1] if remaining else options[-1]
+        """iEvaLM attribute mode: the option letter with the highest score, options already used penalised."""
+        if not options:
+            raise ValueError("no options to choose from")
+        scores = self.option_scores(inp, options)
+        values = [score + (-1e5 if option in used else 0.0) for option, score in zip(options, scores)]
+        return options[max(range(len(options)), key=values.__getitem__)]
 
     @property
     def description(self) -> str:
         return self.system
+
+
+class WordRepeatGuard:
+    """Forbids a token that would repeat the previous word back to back ("The The"), for the small local
+    versions only: the published systems decode with ``no_repeat_ngram_size`` 3 alone, which lets a
+    small model stutter. A token's word is its text stripped and lower-cased (letters only)."""
+
+    def __init__(self, tokenizer):
+        self.word_of: dict[int, str] = {}
+        by_word: dict[str, list[int]] = {}
+        for token_id in range(len(tokenizer)):
+            word = tokenizer.decode([token_id], skip_special_tokens=True).strip().lower()
+            if len(word) > 1 and word.isalpha():
+                self.word_of[token_id] = word
+                by_word.setdefault(word, []).append(token_id)
+        self.ids_of = by_word
+
+    def banned(self, previous: int) -> list[int]:
+        word = self.word_of.get(int(previous))
+        return self.ids_of.get(word, []) if word else []
+
+    def __call__(self, input_ids, scores):
+        """As a transformers ``LogitsProcessor``."""
+        for row in range(input_ids.shape[0]):
+            ids = self.banned(int(input_ids[row, -1]))
+            if ids:
+                scores[row, ids] = -float("inf")
+        return scores

@@ -32,6 +32,7 @@ from crs_backends.neural.engine import (
     TOP_K,
     ConvInput,
     NeuralModel,
+    WordRepeatGuard,
     ProgressFn,
     Record,
     TrainConfig,
@@ -250,27 +251,41 @@ class KBRD(NeuralModel):
         with torch.no_grad():
             out = self.conv.generate(
                 input_ids=ids, attention_mask=torch.ones_like(ids), decoder_user_embeds=user,
-                generation_config=self.generation_config(max_new_tokens, min_new_tokens, use_cache, return_scores))
+                generation_config=self.generation_config(max_new_tokens, min_new_tokens, use_cache, return_scores),
+                logits_processor=self._processors())
         return out
 
-    def generate(self, inp: ConvInput, *, items: list[str] | None = None) -> str:
+    def _processors(self):
+        from transformers import LogitsProcessorList
+
+        extra = LogitsProcessorList()
+        if self.size == "small":
+            if getattr(self, "_guard", None) is None:
+                self._guard = WordRepeatGuard(self.tokenizer)
+            extra.append(self._guard)
+        return extra
+
+    def reply_text(self, inp: ConvInput) -> str:
+        """The reply as KBRD.get_conv decodes it (special tokens skipped); slots of the small versions kept."""
         seq = self.generate_ids(inp)[0, 1:].tolist()
         text = self.tokenizer.decode(seq, skip_special_tokens=True, clean_up_tokenization_spaces=False)
-        return fill_slots(" ".join(text.split()), items)
+        return " ".join(text.split())
 
-    def choose(self, inp: ConvInput, options: list[str], used: set[str] = frozenset()) -> str:
-        """§5.2 get_choice: exactly 2 new tokens, option-letter scores at step 2, used options get −1e5."""
+    def generate(self, inp: ConvInput, *, items: list[str] | None = None) -> str:
+        return fill_slots(self.reply_text(inp), items)
+
+    def option_scores(self, inp: ConvInput, options: list[str]) -> list[float]:
+        """get_choice as iai-group/iEvaLM-CRS ``src/model/KBRD.py`` computes it: exactly 2 new tokens from the
+        conversation inputs; the scores of step 2 at each option letter's first token (no leading space)."""
         if not options:
             raise ValueError("no options to choose from")
-        letters = [o.strip() if len(o.strip()) == 1 else chr(ord("A") + i) for i, o in enumerate(options)]
         token_ids = []
-        for letter in letters:
-            ids = _encode(self.tokenizer, letter)
+        for option in options:
+            ids = _encode(self.tokenizer, option)
             token_ids.append(ids[0] if ids else self.tokenizer.unk_token_id)
         out = self.generate_ids(inp, max_new_tokens=2, min_new_tokens=2, return_scores=True)
         scores = out.scores[-1][0]
-        values = [float(scores[t]) + (-1e5 if o in used else 0.0) for o, t in zip(options, token_ids)]
-        return options[max(range(len(options)), key=values.__getitem__)]
+        return [float(scores[t]) for t in token_ids]
 
 
 def _default_tokenizer(kg: KGData, texts: Iterable[str] | None, size: str):

@@ -34,7 +34,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable
 
-VERSION = 1  # bump when the data, the settings or a model's small size changes: the set is rebuilt
+VERSION = 2  # bump when the data, the settings or a model's small size changes: the set is rebuilt
 DATASET = "bundled"
 SYSTEMS = ("kbrd", "barcor", "unicrs")
 N_DIALOGUES = 2000

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Iterable
 
 from crs_backends.neural.engine import MOVIE_SLOT, Record
+from crs_backends.neural.facts import genre_word
 
 KINDS = ("genre", "director", "actor", "decade", "similar")
 N_DIALOGUES = 2000
@@ -106,7 +107,8 @@ ACCEPT = ("Sounds great, thanks!", "Perfect, I'll watch it tonight.", "ok thanks
 CLOSE = ("Enjoy the movie!", "You're welcome, have fun!", "Glad I could help. Enjoy!", "Have a great movie night!")
 REC_ONE = ("You might like {t}: {r}.", "How about {t}? {R}.", "I'd recommend {t}, {r}.", "Have you seen {t}? {R}.",
            "Try {t}. {R}.", "You should watch {t}: {r}.")
-REC_TWO = ("You could try {t} or {t2}; {r}.", "I'd suggest {t} and {t2}. {R}.", "How about {t} or {t2}? {R}.")
+REC_TWO = ("You could try {t}: {r}. {t2} is another option.", "I'd suggest {t}. {R}. Or maybe {t2}.",
+           "How about {t}? {R}. {t2} could work too.")
 REC_AFTER_SEEN = ("Then how about {t}? {R}.", "Oh, okay. Maybe {t} then: {r}.", "In that case, try {t}. {R}.")
 REC_OLDER = ("If you want something older, try {t}: {r}.", "An older one: {t}. {R}.", "Going back a bit, how about {t}? {R}.")
 REC_NEWER = ("For something newer, try {t}: {r}.", "A more recent one is {t}. {R}.", "How about {t}? It is newer: {r}.")
@@ -120,6 +122,7 @@ class Turn:
     text: str
     entities: list[str] = field(default_factory=list)  # KG entity names mentioned in this turn, in order
     items: list[str] = field(default_factory=list)  # recommended item names (system turns)
+    template: str = ""  # the reply with titles and facts as slots (<movie>, <genre>, …): the training target
 
 
 @dataclass
@@ -134,7 +137,7 @@ class Dialogue:
         for i, turn in enumerate(self.turns):
             if turn.role == "system":
                 out.append(Record(context=[t.text for t in self.turns[:i]], entity=list(seen), rec=list(turn.items),
-                                  resp=turn.text, dialog_id=self.dialog_id, turn_id=i))
+                                  resp=turn.template or turn.text, dialog_id=self.dialog_id, turn_id=i))
             for e in turn.entities:
                 if e not in seen:
                     seen.append(e)
@@ -291,15 +294,18 @@ class _Generator:
         return sorted(rng.sample(head, min(k, len(head))), key=lambda n: cands.index(n))
 
     # ------------------------------------------------------------ explanations
-    def reason(self, n: int, cons: dict, rng: random.Random) -> tuple[str, list[str]]:
-        """Why item ``n`` fits: text plus the entities it mentions."""
+    def reason(self, n: int, cons: dict, rng: random.Random) -> tuple[str, str, list[str]]:
+        """Why item ``n`` fits: the text, the same text with each fact as a slot, and the entities it mentions.
+
+        Facts are one genre, a director, an actor and a year; the slots are filled from the catalog at answer
+        time (:mod:`crs_backends.neural.facts`), preferring the value the user asked for, as here."""
         item = self.items[n]
         ents: list[str] = []
-        bits: list[str] = []
+        bits: list[tuple[str, str]] = []
         genres = [g for g in cons.get("genre", ()) if g in item.genres]
         if "like" in cons:
             seed = self.items[cons["like"]]
-            genres = genres or [g for g in item.genres if g in seed.genres][:2]
+            genres = genres or [g for g in item.genres if g in seed.genres][:1]
         genres = genres or list(item.genres[:1])
         directors = [d for d in cons.get("director", ()) if d in item.directors]
         stars = [a for a in cons.get("star", ()) if a in item.cast]
@@ -308,40 +314,28 @@ class _Generator:
             directors = directors or [d for d in item.directors if d in seed.directors]
             stars = stars or [a for a in item.cast if a in seed.cast][:1]
         directors = directors or (list(item.directors[:1]) if rng.random() < 0.6 else [])
-        g_words = [GENRE_WORDS[g][0] if g in GENRE_WORDS else g.lower() for g in genres[:2]]
-        ents += [e for g in genres[:2] if (e := self.ent("genre", g))]
-        head = f"it is {_article(g_words[0])} {' '.join(g_words)} film" if g_words else "it is a film"
+        if genres:
+            word = genre_word(genres[0])
+            bits.append((f"it is {_article(word)} {word} film", "it is a <genre> film"))
+            ents += [e for e in [self.ent("genre", genres[0])] if e]
+        else:
+            bits.append(("it is a film", "it is a film"))
         if directors:
-            head += f" directed by {directors[0]}"
+            bits[-1] = (bits[-1][0] + f" directed by {directors[0]}", bits[-1][1] + " directed by <director>")
             ents += [e for e in [self.ent("director", directors[0])] if e]
-        bits.append(head)
         if stars:
-            bits.append(f"starring {stars[0]}")
+            bits.append((f"starring {stars[0]}", "starring <actor>"))
             ents += [e for e in [self.ent("star", stars[0])] if e]
         elif rng.random() < 0.4 and item.cast and item.cast[0] not in directors:
-            bits.append(f"with {item.cast[0]}")
+            bits.append((f"with {item.cast[0]}", "with <actor>"))
             ents += [e for e in [self.ent("star", item.cast[0])] if e]
         if "decade" in cons and item.decade in cons["decade"]:
-            bits.append(f"from {item.year}")
-        text = ", ".join(bits)
+            bits.append((f"from {item.year}", "from <year>"))
+        text, template = ", ".join(b[0] for b in bits), ", ".join(b[1] for b in bits)
         if "like" in cons:
-            text += rng.choice((", like the one you mentioned", ", much like your favorite", ", so it should be close"))
-        return text, ents
-
-    def shared_reason(self, chosen: list[int], cons: dict) -> tuple[str, list[str]]:
-        items = [self.items[n] for n in chosen]
-        genres = [g for g in items[0].genres if all(g in i.genres for i in items)]
-        genres = [g for g in cons.get("genre", ()) if g in genres] or genres[:1]
-        words = [GENRE_WORDS[g][0] if g in GENRE_WORDS else g.lower() for g in genres]
-        text = f"both are {' '.join(words)} films" if words else "both fit what you asked for"
-        ents = [e for g in genres if (e := self.ent("genre", g))]
-        for rel, label in (("director", "directed by"), ("star", "starring")):
-            for v in cons.get(rel, ()):
-                text += f" {label} {v}"
-                ents += [e for e in [self.ent(rel, v)] if e]
-        if "like" in cons:
-            text += " and close to the one you mentioned"
-        return text, ents
+            tail = rng.choice((", like the one you mentioned", ", much like your favorite", ", so it should be close"))
+            text, template = text + tail, template + tail
+        return text, template, ents
 
     def recommend(self, cons: dict, exclude: set[int], rng: random.Random, templates=REC_ONE,
                   two: bool = True) -> Turn | None:
@@ -360,17 +354,15 @@ class _Generator:
             return None
         k = 2 if two and templates is REC_ONE and len(cands) >= 2 and rng.random() < 0.25 else 1
         chosen = self.pick(cands, rng, k)
-        reason, ents = self.reason(chosen[0], cons, rng) if k == 1 else self.shared_reason(chosen, cons)
+        reason, reason_slots, ents = self.reason(chosen[0], cons, rng)
         if relaxed:
             templates = REC_RELAXED
-        if k == 2:
-            text = rng.choice(REC_TWO)
-        else:
-            text = rng.choice(templates)
+        pattern = rng.choice(REC_TWO if k == 2 else templates)
         names = [self.items[n].name for n in chosen]
-        text = text.format(t=names[0], t2=names[-1], r=reason, R=_cap(reason))
+        text = pattern.format(t=names[0], t2=names[-1], r=reason, R=_cap(reason))
+        template = pattern.format(t=MOVIE_SLOT, t2=MOVIE_SLOT, r=reason_slots, R=_cap(reason_slots))
         entities = list(dict.fromkeys(names + ents))
-        return Turn("system", text, entities, names)
+        return Turn("system", text, entities, names, template)
 
     # ------------------------------------------------------------ preferences
     def preference(self, kind: str, rng: random.Random) -> tuple[str, list[str], dict]:

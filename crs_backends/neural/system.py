@@ -1,39 +1,43 @@
 """KBRD, BARCOR and UniCRS behind the common interface: a :class:`NeuralCRS` wraps any loaded
-:class:`~crs_backends.neural.engine.NeuralModel`, its knowledge graph and the chat catalog.
+:class:`~crs_backends.neural.engine.NeuralModel`, its knowledge graph and the catalog its ranking is named in.
 
-Each turn, the conversation is given to the model the way CRS Arena does it:
+Two reply policies (:mod:`crs_backends.neural.policy`):
 
-- **context**: the utterances, user first (``''`` first when the system spoke first), alternating;
-  consecutive turns of one side are joined, so the "User:"/"System:" parity the models rely on holds;
-- **entities**: for every utterance in order, the KG entities found by fuzzy linking
-  (:meth:`KGData.link`, rapidfuzz WRatio ≥ 90) followed by the catalog titles mentioned exactly
-  (:meth:`Catalog.mentions`) whose names are KG entities; duplicates are kept, as CRS Arena keeps them.
+- ``crs_arena`` (default): as CRS Arena serves these systems. The conversation is given to the model as
+  ``crs_fighter`` builds it (every message in order; entities fuzzy-linked per message, rapidfuzz WRatio
+  >= 90); the model generates, chooses an option by its letter scores plus the conversation's option state
+  (kept on each turn's ``metadata["choice"]``), and either lists the top 3 of its ranking over its dataset's
+  item set ("I would recommend the following items: …") or answers with the generated text. ``Turn.items``
+  are the items the reply names; the whole top 50 is in ``metadata["top_items"]``.
+- ``enhanced`` (ours): the conversation with same-side turns joined and exact catalog mentions added to the
+  entities; the ranking mapped to the chat catalog (items the user mentioned skipped), a top-10 list every
+  turn, and the reply's movie slots filled by those items with no empty slot left (:func:`repair_text`).
 
-The model's ranked item entities become catalog items (by name: exact, then the catalog's title matcher
-with the year checked); items the chat catalog lacks and items the user mentioned are skipped. The top
-:data:`~crs_backends.neural.engine.TOP_K` are kept in ``Turn.metadata["top_items"]``, the top
-``list_size`` are the turn's ``items``. The reply is the model's text with every movie slot filled by
-those items in order; no empty slot ("Have you seen ?"), placeholder token or empty reply survives
-(:func:`repair_text`).
+The small local versions emit fact slots as well as movie slots; both policies fill them from the catalog
+(:mod:`crs_backends.neural.facts`), so what their replies say about a title is true.
 """
 
 from __future__ import annotations
 
 import importlib
 import logging
+import os
 import re
 import threading
 import time
 from functools import lru_cache
+from pathlib import Path
 
 import torch
 
-from catalog.catalog import Catalog
+from catalog.catalog import Catalog, get_catalog
 from catalog.items import Item
 from crs_backends.base import DEFAULT_LIST_SIZE, CRSSystem, SystemInfo
+from crs_backends.neural import facts, policy
 from crs_backends.neural.engine import MOVIE_SLOT, TOP_K, ConvInput, NeuralModel
 from crs_backends.neural.kg import KGData, load_kg
-from crs_backends.neural.sources import LABELS, CheckpointSource, Progress, resolve
+from crs_backends.neural.policy import DEFAULT_POLICY, check_policy
+from crs_backends.neural.sources import LABELS, CheckpointSource, Progress, SourceError, resolve
 from storage.records import Conversation, Turn
 
 log = logging.getLogger(__name__)
@@ -63,7 +67,8 @@ class NeuralCRS(CRSSystem):
     """A KBRD / BARCOR / UniCRS model answering through the common interface."""
 
     def __init__(self, model: NeuralModel, catalog: Catalog, *, source: CheckpointSource | None = None,
-                 list_size: int = DEFAULT_LIST_SIZE, variant: str | None = None):
+                 list_size: int = DEFAULT_LIST_SIZE, variant: str | None = None, policy: str = DEFAULT_POLICY):
+        self.policy = check_policy(policy)
         self.model = model
         self.kg: KGData = model.kg
         self.catalog = catalog
@@ -79,6 +84,7 @@ class NeuralCRS(CRSSystem):
             if entity_name:
                 self._by_name.setdefault(str(entity_name), item)
         self._link = lru_cache(maxsize=LINK_CACHE)(self._link_uncached)
+        self._fuzzy = lru_cache(maxsize=LINK_CACHE)(lambda text: tuple(self.kg.link(text)))
 
     # ------------------------------------------------------------------ identity
     @property
@@ -184,6 +190,104 @@ class NeuralCRS(CRSSystem):
 
     # ------------------------------------------------------------------ answering
     def respond(self, conversation: Conversation) -> Turn:
+        if self.policy == "enhanced":
+            return self._respond_enhanced(conversation)
+        return self._respond_crs_arena(conversation)
+
+    def arena_input(self, conversation: Conversation) -> ConvInput:
+        """The conversation as crs_fighter builds it: every message in order (``''`` first only when the
+        system spoke first), and for each the KG entities fuzzy-linked (WRatio >= 90), nothing else."""
+        context = [" ".join((t.text or "").split()) for t in conversation.all_turns]
+        if conversation.all_turns and conversation.all_turns[0].role == "system":
+            context.insert(0, "")
+        entities: list[str] = []
+        for text in context:
+            entities += list(self._fuzzy(text)) if text else []
+        return ConvInput(context=context, entities=entities)
+
+    def _respond_crs_arena(self, conversation: Conversation) -> Turn:
+        """One turn of CRS Arena's policy (see :mod:`crs_backends.neural.policy`)."""
+        start = time.perf_counter()
+        info = self.info
+        dataset = self.source.dataset if self.source else ""
+        notes: list[str] = []
+        with self._lock, torch.no_grad():
+            inp = self.arena_input(conversation)
+            generated = self.model.reply_text(inp)  # get_conv
+            menu = [letter for letter, _ in policy.options_for(dataset)]
+            choice = None
+            try:  # get_choice
+                scores = self.model.option_scores(inp, menu)
+                choice = policy.choose(scores, policy.previous_state(conversation.all_turns, info.id), dataset,
+                                       rule=self.model.penalty_rule)
+            except Exception as e:  # noqa: BLE001 - the generated reply still answers; the turn records why
+                log.warning("%s: option choice failed (%s: %s); answering with the generated reply",
+                            info.id, type(e).__name__, e)
+                notes.append(f"option choice failed ({type(e).__name__}); the generated reply was used")
+            n_items = len(self.kg.item_ids)
+            ranked = self.model.recommend(inp, k=min(TOP_K, n_items)) if n_items else []  # get_rec
+        names = [self.kg.entity_name(int(e)) for e, _ in ranked]
+        ranked_items = [self.item_of(int(e)) for e, _ in ranked]
+        if choice is not None and choice.recommend:
+            shown = names[: policy.LIST_SIZE]
+            text = policy.list_reply(shown)
+            listed = [i for i in ranked_items[: policy.LIST_SIZE] if i is not None]
+        else:
+            text = generated
+            if self.small:  # ours: the small versions' fact slots come from the catalog
+                text = facts.fill(text, ranked_items, names, self._mentioned_values(inp))
+            else:
+                text = policy.fill_placeholders(text, self.model.placeholder, names)
+            listed = self._named_items(text, ranked_items)
+        if not text.strip():
+            notes.append("the model generated an empty reply")
+        return Turn(
+            role="system",
+            text=text,
+            items=[i.ref() for i in listed],
+            metadata={
+                **self._identity_metadata(info),
+                "policy": "crs_arena",
+                "choice": choice.record() if choice is not None else None,
+                "recommended": bool(choice is not None and choice.recommend),
+                "entities": list(inp.entities),
+                "top_items": [{"id": i.id, "title": i.name} if i is not None else {"id": None, "title": n}
+                              for i, n in zip(ranked_items, names)],
+                "generated": generated,
+                "notes": notes,
+                "latency_ms": int((time.perf_counter() - start) * 1000),
+                "catalog": self.catalog.name,
+            },
+        )
+
+    @property
+    def small(self) -> bool:
+        return bool(self.source and self.source.small) or getattr(self.model, "size", "") == "small"
+
+    def _mentioned_values(self, inp: ConvInput) -> set[str]:
+        return {e.split(" [")[0] for e in inp.entities}
+
+    def _named_items(self, text: str, ranked: list[Item | None]) -> list[Item]:
+        """The items a reply names: ranked items whose name it contains, then other catalog titles it names."""
+        lowered = text.lower()
+        out = [i for i in ranked if i is not None and i.name.lower() in lowered]
+        for mention in self.catalog.mentions(text):
+            if mention.item is not None and mention.item not in out:
+                out.append(mention.item)
+        return out[: self.list_size]
+
+    def _identity_metadata(self, info: SystemInfo) -> dict:
+        return {
+            "system": info.id,
+            "variant": info.variant,
+            "version": self.source.version if self.source else "",
+            "origin": self.source.origin if self.source else "",
+            "dataset": self.source.dataset if self.source else "",
+            "demo": info.demo,
+        }
+
+    def _respond_enhanced(self, conversation: Conversation) -> Turn:
+        """Ours: generate, fill slots with the chat catalog's top items, repair, show a top-10 list."""
         start = time.perf_counter()
         with self._lock, torch.no_grad():
             inp = self.conv_input(conversation)
@@ -192,6 +296,8 @@ class NeuralCRS(CRSSystem):
             shown = items[: self.list_size]
             names = [i.name for i in shown]
             generated = self.model.generate(inp, items=names)
+        if self.small:
+            generated = facts.fill(generated, shown, names, self._mentioned_values(inp))
         text, repaired = repair_text(generated, names)
         info = self.info
         return Turn(
@@ -199,12 +305,8 @@ class NeuralCRS(CRSSystem):
             text=text,
             items=[i.ref() for i in shown],
             metadata={
-                "system": info.id,
-                "variant": info.variant,
-                "version": self.source.version if self.source else "",
-                "origin": self.source.origin if self.source else "",
-                "dataset": self.source.dataset if self.source else "",
-                "demo": info.demo,
+                **self._identity_metadata(info),
+                "policy": "enhanced",
                 "entities": list(inp.entities),
                 "top_items": [{"id": i.id, "title": i.name} for i in items],
                 "model_top_entities": [self.kg.entity_name(e) for e, _ in model_top[:10]],
@@ -265,11 +367,36 @@ def load_model(source: CheckpointSource, *, device: str = "cpu") -> NeuralModel:
     return model_class(source.system).load(source.root, source.dataset, kg, device=device)
 
 
+def item_catalog_for(source: CheckpointSource, chat_catalog: Catalog) -> Catalog:
+    """The catalog a set's ranking is named in: for a published set its dataset's own item set (``id2info.json``
+    beside its KG: ReDial 6,583 movies), as CRS Arena ranks; for the small versions the chat catalog they were
+    trained on."""
+    if source.small or source.dataset == chat_catalog.name:
+        return chat_catalog
+    from crs_backends.neural.datasets import dataset_file, fetch_command
+
+    info = Path(source.kg_dir) / "id2info.json"
+    if not info.exists():
+        info = dataset_file(source.dataset, "id2info.json", Path(source.root)) or info
+    if not info.exists():
+        raise SourceError(f"{LABELS.get(source.system, source.system)}: the item metadata of {source.dataset!r} "
+                          f"(id2info.json) is missing beside its knowledge graph in {source.kg_dir}; fetch the "
+                          f"dataset files with: {fetch_command(source.dataset)}")
+    return get_catalog(str(info.parent))
+
+
+def policy_setting() -> str:
+    """``CRS_NEURAL_POLICY``: ``crs_arena`` (default) or ``enhanced``."""
+    return check_policy(os.environ.get("CRS_NEURAL_POLICY") or DEFAULT_POLICY)
+
+
 def load_neural_system(system: str, catalog: Catalog, *, dataset: str | None = None, build: bool = False,
-                       progress: Progress | None = None, list_size: int = DEFAULT_LIST_SIZE) -> NeuralCRS:
+                       progress: Progress | None = None, list_size: int = DEFAULT_LIST_SIZE,
+                       policy: str | None = None) -> NeuralCRS:
     """Resolve ``system``'s checkpoints (published first, else the small local version, built when ``build``)
     and wrap the loaded model. Raises :class:`~crs_backends.neural.sources.SourceError`,
     :class:`~crs_backends.neural.checkpoints.CheckpointError` or :class:`~crs_backends.neural.kg.KGError`."""
     source = resolve(system, dataset, build=build, progress=progress)
+    items = item_catalog_for(source, catalog)
     model = load_model(source)
-    return NeuralCRS(model, catalog, source=source, list_size=list_size)
+    return NeuralCRS(model, items, source=source, list_size=list_size, policy=policy or policy_setting())

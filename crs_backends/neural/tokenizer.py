@@ -8,14 +8,19 @@ treats ours and theirs alike:
 - ``roberta``: ``bart`` plus the ``<movie>`` slot token (UniCRS's prompt encoder).
 - ``gpt2``: ``<|endoftext|>`` as bos/eos/unk, ``<pad>`` and ``<movie>`` added, no template
   (microsoft/DialoGPT-small after UniCRS adds its tokens).
+
+Every style also carries the small versions' slots (``<movie>``, ``<genre>``, ``<director>``, ``<actor>``,
+``<year>``, see :mod:`crs_backends.neural.facts`) as single tokens that decoding keeps.
 """
 
 from __future__ import annotations
 
 from typing import Iterable
 
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
+
+from crs_backends.neural.facts import SLOT_TOKENS
 
 STYLES = ("bart", "roberta", "gpt2")
 
@@ -34,6 +39,8 @@ def train_tokenizer(texts: Iterable[str], *, style: str = "bart", vocab_size: in
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=specials,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
     tok.train_from_iterator((t for t in texts if t), trainer=trainer)
+    # the small versions' slots stay one token each and survive decoding (they are not "special")
+    tok.add_tokens([AddedToken(slot, special=False, normalized=False) for slot in SLOT_TOKENS if slot not in specials])
     if style == "gpt2":
         fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|endoftext|>", eos_token="<|endoftext|>",
                                        unk_token="<|endoftext|>", pad_token="<pad>",

@@ -36,6 +36,7 @@ Deviations from the 2023 code, on purpose:
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import re
@@ -50,9 +51,11 @@ from torch import nn
 from crs_backends.neural.checkpoints import (CheckpointError, hf_weights_file, load_tokenizer, part_dir,
                                              read_state_dict, save_state_dict)
 from crs_backends.neural.engine import (MOVIE_SLOT, TOP_K, ConvInput, NeuralModel, ProgressFn, Record,
-                                        TrainConfig, TrainReport)
+                                        TrainConfig, TrainReport, WordRepeatGuard)
 from crs_backends.neural.kg import KGData
 from crs_backends.neural.unicrs_prompt import KGPrompt, prefix_sizes
+
+log = logging.getLogger(__name__)
 
 SYSTEM = "unicrs"
 GPT2_HUB = "microsoft/DialoGPT-small"
@@ -173,6 +176,16 @@ def _prepare_hub_tokenizers(gpt2_tok, prompt_tok, movie: str):
     prompt_tok.add_special_tokens({"additional_special_tokens": [movie]})
     gpt2_tok.padding_side = "left"
     return gpt2_tok, prompt_tok
+
+
+PUBLISHED_SEED = 42  # data/arena/crs_config/UniCRS/unicrs_*.yaml
+
+
+def _without_prefix(state: dict) -> dict:
+    dropped = [k for k in state if k.startswith(("rec_prefix_", "conv_prefix_"))]
+    if dropped:
+        log.info("UniCRS: ignoring %d prefix tensors, as iEvaLM does: %s", len(dropped), ", ".join(sorted(dropped)))
+    return {k: v for k, v in state.items() if k not in dropped}
 
 
 def _load_backbone(directory: Path, kind: str):
@@ -325,7 +338,7 @@ class UniCRS(NeuralModel):
         gdir, pdir = root / f"unicrs_gpt2_{dataset}", root / f"unicrs_roberta_{dataset}"
         ent_len, resp_len, hub_movie = _DATASET_DEFAULTS.get(dataset, (43, 128, MOVIE_SLOT))
         settings = {"context_max_length": 128, "entity_max_length": ent_len, "resp_max_length": resp_len,
-                    "max_new_tokens": SIZES["full"]["max_new_tokens"], "frozen": True}
+                    "max_new_tokens": resp_len, "frozen": True}  # published: generate(max_new_tokens=resp_max_length)
         size, movie = "published", hub_movie
         if gdir.exists() or pdir.exists():
             for d in (gdir, pdir):
@@ -357,10 +370,16 @@ class UniCRS(NeuralModel):
                 raise CheckpointError(
                     f"UniCRS backbones: neither {gdir} nor the Hub models {GPT2_HUB} / {ROBERTA_HUB} are available "
                     f"({type(e).__name__}: {e})") from e
-            gpt2.resize_token_embeddings(len(gtok))
+            # iEvaLM (transformers 4.28, set_seed(42) from the CRS Arena config) resizes with the old default: the
+            # added <pad>/<movie> rows drawn from N(0, initializer_range), not transformers 5's mean resizing
+            torch.manual_seed(PUBLISHED_SEED)
+            gpt2.resize_token_embeddings(len(gtok), mean_resizing=False)
             gpt2.config.pad_token_id = gtok.pad_token_id
-            roberta.resize_token_embeddings(len(ptok))
+            roberta.resize_token_embeddings(len(ptok), mean_resizing=False)
             source = "hub"
+            # iEvaLM builds KGPrompt without n_prefix_rec/n_prefix_conv and loads with strict=False: prefix
+            # weights in a file are ignored there, so they are here
+            rec_state, conv_state = _without_prefix(rec_state), _without_prefix(conv_state)
         gtok.padding_side = "left"
         model = cls(kg, gpt2, roberta, gtok, ptok, size=size, movie_token=movie, settings=settings,
                     backbone_source=source, prefixes=(prefix_sizes(rec_state), prefix_sizes(conv_state)))
@@ -521,6 +540,10 @@ class UniCRS(NeuralModel):
                 hidden, _ = self._run(full, torch.ones_like(full), prefix)
             logits = self.gpt2.lm_head(hidden[0, -1])
             banned = self._ban_repeats(seq, no_repeat_ngram_size)
+            if self.size == "small":
+                if getattr(self, "_guard", None) is None:
+                    self._guard = WordRepeatGuard(self.tokenizer)
+                banned = banned + self._guard.banned(seq[-1])
             if banned:
                 logits[banned] = -math.inf
             token = int(torch.argmax(logits))
@@ -531,28 +554,42 @@ class UniCRS(NeuralModel):
             step_ids = torch.tensor([[token]], device=self.device)
         return new
 
-    def decode_reply(self, new_ids: list[int], items: Sequence[str] | None) -> str:
-        """Published decoding (CRS Arena fix): keep specials, text after the last ``System:``, drop eos, fill slots."""
+    def raw_reply(self, new_ids: list[int]) -> str:
+        """Published decoding (CRS Arena fix #19): specials kept, the text after the last ``System:`` with its
+        following character dropped (``rfind("System:") + len("System:") + 1``), eos removed, slots kept."""
         text = self.tokenizer.decode(list(self.bot_ids) + list(new_ids), skip_special_tokens=False)
-        text = text[text.rfind(BOT_PROMPT) + len(BOT_PROMPT):] if BOT_PROMPT in text else text
-        text = text.replace(self.tokenizer.eos_token, "")
-        text = fill_slots(text, items, (self.movie_token, MOVIE_SLOT, "<pad>"))
+        if BOT_PROMPT in text:
+            text = text[text.rfind(BOT_PROMPT) + len(BOT_PROMPT) + 1:]
+        return text.replace(self.tokenizer.eos_token, "")
+
+    def decode_reply(self, new_ids: list[int], items: Sequence[str] | None) -> str:
+        """The published decoding with every slot filled by ``items`` (the ``enhanced`` policy)."""
+        text = fill_slots(self.raw_reply(new_ids), items, (self.movie_token, MOVIE_SLOT, "<pad>"))
         return text or FALLBACK_REPLY
+
+    def reply_text(self, inp: ConvInput) -> str:
+        return self.raw_reply(self.generate_ids(inp))
+
+    @property
+    def placeholder(self) -> str:
+        """What the CRS Arena policy fills with the ranking: crs_fighter passes ``movie_token="<pad>"`` for the
+        published UniCRS; our small versions were trained with their own movie token."""
+        return "<pad>" if self.backbone_source == "hub" else self.movie_token
 
     def generate(self, inp: ConvInput, *, items: list[str] | None = None) -> str:
         return self.decode_reply(self.generate_ids(inp), items)
 
     @torch.inference_mode()
-    def choose(self, inp: ConvInput, options: list[str], used: set[str] = frozenset()) -> str:
-        """§5.2 get_choice: one new token from the conv inputs; argmax of the option letters' logits, used ones −1e5."""
+    def option_scores(self, inp: ConvInput, options: list[str]) -> list[float]:
+        """get_choice as iai-group/iEvaLM-CRS ``src/model/UNICRS.py`` computes it: one new token from the
+        conversation inputs ("System:" appended, conv prompt); the logits at each option letter's first token."""
         if not options:
-            raise ValueError("choose() needs at least one option")
+            raise ValueError("no options to choose from")
         ids = torch.tensor([self.conv_context(inp)], device=self.device)
         hidden, _ = self._run(ids, torch.ones_like(ids), self._prefix("conv", inp))
         logits = self.gpt2.lm_head(hidden[0, -1])
         letters = [self.tokenizer(o, add_special_tokens=False)["input_ids"][0] for o in options]
-        state = torch.tensor([-1e5 if o in used else 0.0 for o in options], device=logits.device)
-        return options[int(torch.argmax(logits[letters] + state))]
+        return [float(logits[t]) for t in letters]
 
     # ---- training pieces ----
     def example(self, record: Record) -> dict:

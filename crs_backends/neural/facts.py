@@ -1,0 +1,130 @@
+"""Facts in the small local versions' replies come from the catalog, never from the generator.
+
+The small KBRD, BARCOR and UniCRS are trained on replies whose titles *and* facts are slots:
+"You might like <movie>: it is a <genre> film directed by <director>." At answer time each
+``<movie>`` takes the next item of the model's ranking, and each fact slot after it is filled from
+that item's catalog record (preferring a value the user mentioned), so what a reply says about a
+title is what the catalog says. :func:`contradictions` checks any reply against the catalog; the
+fidelity benchmark and the tests count with it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable, Sequence
+
+from catalog.catalog import Catalog
+from catalog.items import Item
+
+MOVIE = "<movie>"
+FACT_SLOTS = {"<genre>": "genre", "<director>": "director", "<actor>": "actor", "<year>": "year"}
+SLOT_TOKENS = (MOVIE, *FACT_SLOTS)
+_SLOT = re.compile("|".join(re.escape(s) for s in SLOT_TOKENS))
+
+# how a genre reads in "a ___ film" (the synthetic dialogues use the same words)
+GENRE_ADJECTIVE = {
+    "Action": "action", "Adventure": "adventure", "Animation": "animated", "Biography": "biographical",
+    "Comedy": "comedy", "Crime": "crime", "Documentary": "documentary", "Drama": "drama", "Family": "family",
+    "Fantasy": "fantasy", "History": "historical", "Horror": "horror", "Music": "music", "Musical": "musical",
+    "Mystery": "mystery", "Romance": "romance", "Sci-Fi": "sci-fi", "Sport": "sports", "Thriller": "thriller",
+    "War": "war", "Western": "western",
+}
+_ADJECTIVE_GENRE = {v: k for k, v in GENRE_ADJECTIVE.items()}
+
+# a fact phrase whose value is missing is removed with its lead-in
+_DANGLING = (
+    re.compile(r",?\s*directed by\s*(?=[,.;:!?)]|$)"),
+    re.compile(r",?\s*(?:starring|with)\s*(?=[,.;:!?)]|$)"),
+    re.compile(r",?\s*from\s*(?=[,.;:!?)]|$)"),
+)
+_ARTICLE = re.compile(r"\b([Aa]n?) (?=(\w))")
+
+
+def genre_word(genre: str) -> str:
+    return GENRE_ADJECTIVE.get(genre, genre.lower())
+
+
+def _value(item: Item, slot: str, mentioned: set[str]) -> str:
+    kind = FACT_SLOTS[slot]
+    if kind == "year":
+        return str(item.year) if item.year else ""
+    values: Sequence[str] = {"genre": item.genres, "director": item.directors, "actor": item.cast}[kind]
+    if not values:
+        return ""
+    chosen = next((v for v in values if v.lower() in mentioned), values[0])
+    return genre_word(chosen) if kind == "genre" else chosen
+
+
+def fill(text: str, items: Sequence[Item | None], names: Sequence[str], mentioned: Iterable[str] = ()) -> str:
+    """Fill ``<movie>`` slots with ``names`` in order and each fact slot from the item of the last movie slot
+    (the first ranked item before any movie slot). A slot with no value drops its phrase."""
+    if not _SLOT.search(text):
+        return text
+    lowered = {m.lower() for m in mentioned}
+    queue = list(range(len(names)))
+    current: list[int] = [0]
+
+    def put(match: re.Match) -> str:
+        slot = match.group(0)
+        if slot == MOVIE:
+            if not queue:
+                return ""
+            current[0] = queue.pop(0)
+            return names[current[0]]
+        item = items[current[0]] if current[0] < len(items) else None
+        return _value(item, slot, lowered) if item is not None else ""
+
+    out = _SLOT.sub(put, text)
+    for pattern in _DANGLING:
+        out = pattern.sub("", out)
+    out = re.sub(r"\b(an?) (film|movie)\b", r"\1 \2", out)
+    out = _ARTICLE.sub(lambda m: (("An" if m.group(1)[0] == "A" else "an") if m.group(2).lower() in "aeiou"
+                                  else ("A" if m.group(1)[0] == "A" else "a")), out)
+    out = re.sub(r"\s+([,.;:!?])", r"\1", " ".join(out.split()))
+    return out
+
+
+# ----------------------------------------------------------------------------- checking
+_YEAR_CLAIM = re.compile(r"\bfrom (\d{4})\b")
+_DIRECTOR_CLAIM = re.compile(r"\bdirected by ([A-Z][\w.'-]*(?: [A-Z][\w.'-]*){0,3})")
+_ACTOR_CLAIM = re.compile(r"\b(?:starring|with) ([A-Z][\w.'-]*(?: [A-Z][\w.'-]*){0,3})")
+_GENRE_CLAIM = re.compile(r"\b(?:an?|both are) ((?:[\w-]+ ){0,2}?)(?:film|movie)s?\b", re.IGNORECASE)
+
+
+def contradictions(text: str, catalog: Catalog) -> list[str]:
+    """Facts the reply states about a catalog title that disagree with the catalog, one line each.
+
+    Each title the reply names (catalog mentions) owns the text up to the next title; in it a year
+    ("from 1995"), a director ("directed by …"), an actor ("starring …", "with …") or a genre ("a crime
+    film") must match that item's record."""
+    found = [m for m in catalog.mentions(text) if m.item is not None]
+    found.sort(key=lambda m: m.start)
+    problems: list[str] = []
+    for n, mention in enumerate(found):
+        item = mention.item
+        end = found[n + 1].start if n + 1 < len(found) else len(text)
+        clause = text[mention.start + len(mention.text):end]
+        for year in _YEAR_CLAIM.findall(clause):
+            if item.year and int(year) != item.year:
+                problems.append(f"{item.name}: year {year}")
+        for name in _DIRECTOR_CLAIM.findall(clause):
+            if not any(name.startswith(d) or d.startswith(name) for d in item.directors):
+                problems.append(f"{item.name}: directed by {name}")
+        for name in _ACTOR_CLAIM.findall(clause):
+            if name.split()[0] in ("The", "A", "An"):
+                continue  # "with The …" is not a person
+            people = item.cast + item.directors
+            if not any(name.startswith(p) or p.startswith(name) for p in people):
+                problems.append(f"{item.name}: with {name}")
+        for words in _GENRE_CLAIM.findall(clause):
+            for word in words.split():
+                genre = _ADJECTIVE_GENRE.get(word.lower())
+                if genre and genre not in item.genres:
+                    problems.append(f"{item.name}: {word} film")
+    return problems
+
+
+def stutters(text: str) -> list[str]:
+    """Words repeated back to back ("The The"), ignoring case and punctuation between them."""
+    words = re.findall(r"[A-Za-z']+", text)
+    return [a for a, b in zip(words, words[1:]) if a.lower() == b.lower() and len(a) > 1]

@@ -1,0 +1,246 @@
+"""CRS Arena's reply policy for KBRD / BARCOR / UniCRS (crs_backends.neural.policy) and the catalog facts of
+the small versions (crs_backends.neural.facts).
+
+The policy is pinned three ways: the option maths on its own (the -1e5 penalty, added for KBRD/UniCRS and
+set for BARCOR, as iai-group/iEvaLM-CRS ``src/model/*.py: get_response`` do); the adapter with a scripted
+model whose option scores are given (the test double of the model interface); and a real tiny KBRD saved in
+the published layout, whose first four turns must take each option once.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from catalog.catalog import Catalog, get_catalog
+from crs_backends.neural import facts, policy
+from crs_backends.neural.engine import TOP_K, NeuralModel
+from crs_backends.neural.kg import KGData, kg_from_catalog
+from crs_backends.neural.sources import CheckpointSource, SourceError
+from crs_backends.neural.system import NeuralCRS, item_catalog_for, load_neural_system
+from storage.records import Conversation, Turn
+
+
+@pytest.fixture(scope="module")
+def catalog() -> Catalog:
+    return get_catalog("bundled")
+
+
+@pytest.fixture(scope="module")
+def kg(catalog) -> KGData:
+    return kg_from_catalog(catalog)
+
+
+# ---------------------------------------------------------------- the option maths
+
+
+def test_choice_adds_the_penalty_for_kbrd_and_unicrs():
+    first = policy.choose([1.0, 5.0, 2.0, 9.0], None, "redial", rule="add")
+    assert first.letter == "D" and first.attribute == "recommend" and first.recommend
+    assert first.state_before == [0.0] * 4 and first.state_after == [0.0, 0.0, 0.0, -1e5]
+    second = policy.choose([1.0, 5.0, 2.0, 9.0], first.state_after, "redial", rule="add")
+    assert second.letter == "B" and not second.recommend
+    # after every option was used once, all carry -1e5 and the raw scores decide again
+    state = [-1e5, -1e5, -1e5, -1e5]
+    again = policy.choose([1.0, 5.0, 2.0, 9.0], state, "redial", rule="add")
+    assert again.letter == "D" and again.state_after == [-1e5, -1e5, -1e5, -2e5]
+
+
+def test_choice_sets_the_penalty_for_barcor():
+    state = [-1e5, -1e5, -1e5, -1e5]
+    chosen = policy.choose([1.0, 5.0, 2.0, 9.0], state, "redial", rule="set")
+    assert chosen.letter == "D" and chosen.state_after == [-1e5, -1e5, -1e5, -1e5]
+
+
+def test_choice_menu_follows_the_dataset_and_resets_a_foreign_state():
+    odkg = policy.choose([0, 0, 0, 0, 1], [-1e5, 0], "opendialkg")  # a state of the wrong length starts again
+    assert odkg.letters == ["A", "B", "C", "D", "E"] and odkg.attribute == "recommend"
+    assert odkg.state_before == [0.0] * 5
+    tie = policy.choose([3.0, 3.0, 1.0, 3.0], None, "bundled")
+    assert tie.letter == "A"  # torch.argmax takes the first maximum
+    with pytest.raises(ValueError):
+        policy.choose([1.0, 2.0], None, "redial")
+
+
+def test_list_template_and_placeholders_as_published():
+    text = policy.list_reply(["Heat (1995)", "Up (2009)", "Alien (1979)", "Jaws (1975)"])
+    assert text == ("I would recommend the following items:  \n1: Heat (1995)  \n2: Up (2009)  \n"
+                    "3: Alien (1979)  \n")
+    assert policy.fill_placeholders("Have you seen <pad>? or <pad>", "<pad>", ["Heat (1995)"]) == \
+        "Have you seen Heat (1995)? or "
+    with pytest.raises(ValueError):
+        policy.check_policy("greedy")
+
+
+# ---------------------------------------------------------------- the adapter, scripted model
+
+
+class ScriptedModel(NeuralModel):
+    """A model with a fixed ranking, a fixed generated reply and scripted option scores per turn."""
+
+    system = "unicrs"
+
+    def __init__(self, kg: KGData, order: list[int], reply: str, scores: list[list[float]] | None):
+        self.kg = kg
+        self.order = order
+        self.reply = reply
+        self.scores = list(scores) if scores is not None else None
+
+    def recommend(self, inp, k=TOP_K):
+        return [(e, float(-i)) for i, e in enumerate(self.order[:k])]
+
+    def generate(self, inp, *, items=None):
+        return self.reply
+
+    def option_scores(self, inp, options):
+        if self.scores is None:
+            raise RuntimeError("no logits")
+        return self.scores.pop(0)
+
+
+def _published(tmp_path, dataset="bundled") -> CheckpointSource:
+    return CheckpointSource("unicrs", tmp_path, dataset, tmp_path, "local dir", "test set")
+
+
+def _order(kg: KGData, catalog: Catalog, names: list[str]) -> list[int]:
+    return [kg.entity2id[n] for n in names] + [e for e in kg.item_ids if kg.entity_name(e) not in names]
+
+
+def test_recommend_choice_gives_exactly_the_list_template(kg, catalog, tmp_path):
+    names = ["Heat (1995)", "Alien (1979)", "Jaws (1975)"]
+    model = ScriptedModel(kg, _order(kg, catalog, names), "What genre do you like?",
+                          [[0.1, 0.2, 0.3, 4.0], [0.1, 0.2, 0.3, 4.0]])
+    crs = NeuralCRS(model, catalog, source=_published(tmp_path))
+    conv = Conversation(system_id="unicrs", turns=[Turn(role="user", text="Hi, I like crime films")])
+    turn = crs.respond(conv)
+    assert turn.text == policy.list_reply(names)
+    assert [r.title for r in turn.items] == names
+    meta = turn.metadata
+    assert meta["policy"] == "crs_arena" and meta["recommended"] is True
+    assert meta["choice"]["letter"] == "D" and meta["choice"]["scores"] == {"A": 0.1, "B": 0.2, "C": 0.3, "D": 4.0}
+    assert meta["choice"]["state_after"] == [0.0, 0.0, 0.0, -1e5]
+    assert [t["title"] for t in meta["top_items"][:3]] == names and len(meta["top_items"]) == TOP_K
+    # the state carried on the stored turn penalises "recommend": the next turn answers with the generated text
+    conv.turns += [turn, Turn(role="user", text="Something else?")]
+    second = crs.respond(conv)
+    assert second.metadata["choice"]["letter"] == "C" and second.text == "What genre do you like?"
+    assert second.metadata["choice"]["state_before"] == [0.0, 0.0, 0.0, -1e5]
+
+
+def test_generated_reply_fills_the_placeholder_with_the_ranking(kg, catalog, tmp_path):
+    names = ["Heat (1995)", "Alien (1979)"]
+    class PublishedUniCRS(ScriptedModel):
+        placeholder = "<pad>"  # crs_fighter's movie_token for UniCRS
+
+    model = PublishedUniCRS(kg, _order(kg, catalog, names), "Have you seen <pad>? It is like <pad>.", [[5, 0, 0, 0]])
+    crs = NeuralCRS(model, catalog, source=_published(tmp_path))
+    turn = crs.respond(Conversation(system_id="unicrs", turns=[Turn(role="user", text="hello")]))
+    assert turn.text == "Have you seen Heat (1995)? It is like Alien (1979)."
+    assert [r.title for r in turn.items] == names and turn.metadata["recommended"] is False
+
+
+def test_a_failing_option_choice_falls_back_to_the_generated_reply(kg, catalog, tmp_path):
+    model = ScriptedModel(kg, list(kg.item_ids), "Which director do you like?", None)
+    crs = NeuralCRS(model, catalog, source=_published(tmp_path))
+    turn = crs.respond(Conversation(system_id="unicrs", turns=[Turn(role="user", text="hi")]))
+    assert turn.text == "Which director do you like?" and turn.metadata["choice"] is None
+    assert "option choice failed" in turn.metadata["notes"][0]
+
+
+def test_the_enhanced_policy_stays_available(kg, catalog, tmp_path):
+    model = ScriptedModel(kg, list(kg.item_ids), "You might like <movie>.", None)
+    crs = NeuralCRS(model, catalog, source=_published(tmp_path), policy="enhanced")
+    turn = crs.respond(Conversation(system_id="unicrs", turns=[Turn(role="user", text="hi")]))
+    assert turn.metadata["policy"] == "enhanced" and len(turn.items) == crs.list_size
+    assert turn.items[0].title in turn.text
+
+
+# ---------------------------------------------------------------- the dataset's item set
+
+
+def test_published_sets_rank_over_their_dataset_items(tmp_path, catalog, monkeypatch):
+    monkeypatch.setenv("CRS_DATA_DIR", str(tmp_path / "no-data"))  # no other copy of the dataset files
+    monkeypatch.setenv("CRS_ARENA_CACHE", str(tmp_path / "cache"))
+    kg_dir = tmp_path / "kg_redial"
+    kg_dir.mkdir()
+    (kg_dir / "id2info.json").write_text(json.dumps({
+        "101": {"name": "Obscure Film (1971)", "genre": ["drama"], "director": ["A B"], "star": ["C D"]},
+        "102": {"name": "Heat (1995)", "genre": ["crime"], "director": ["Michael Mann"], "star": ["Al Pacino"]}}))
+    (kg_dir / "entity2id.json").write_text(json.dumps({"Obscure Film (1971)": 0, "Heat (1995)": 1}))
+    source = CheckpointSource("kbrd", tmp_path, "redial", kg_dir, "archive", "CRS Arena archive")
+    items = item_catalog_for(source, catalog)
+    assert {i.name for i in items.items} == {"Obscure Film (1971)", "Heat (1995)"}  # not the chat catalog
+    (kg_dir / "id2info.json").unlink()
+    with pytest.raises(SourceError) as err:
+        item_catalog_for(CheckpointSource("kbrd", tmp_path, "opendialkg", kg_dir, "archive", "x"), catalog)
+    assert "python -m crs_backends.neural.sources fetch" in str(err.value)
+    small = CheckpointSource("kbrd", tmp_path, "bundled", kg_dir, "small local", "v2")
+    assert item_catalog_for(small, catalog) is catalog
+
+
+# ---------------------------------------------------------------- a real tiny KBRD in the published layout
+
+
+@pytest.fixture(scope="module")
+def kbrd_set(tmp_path_factory, catalog, kg):
+    from crs_backends.neural.kbrd import KBRD
+
+    texts = [f"I like {i.name}. You should watch {i.name}" for i in catalog.items[:200]]
+    model = KBRD.create(kg, texts, size="small", seed=0)
+    root = tmp_path_factory.mktemp("models")
+    model.save(root, "bundled")
+    kg.save(root / "kg_bundled")
+    return root
+
+
+def test_real_kbrd_takes_each_option_once_in_its_first_four_turns(kbrd_set, catalog, monkeypatch, tmp_path):
+    monkeypatch.setenv("CRS_MODELS_DIR", str(kbrd_set))
+    monkeypatch.setenv("CRS_MODELS_DATASET", "bundled")
+    monkeypatch.setenv("CRS_ARENA_CACHE", str(tmp_path / "cache"))
+    crs = load_neural_system("kbrd", catalog)
+    assert crs.policy == "crs_arena"
+    conv = Conversation(system_id="kbrd", turns=[])
+    letters = []
+    for text in ("Hi! I love crime movies like Heat (1995)", "Something with Al Pacino?", "I've seen it.",
+                 "Anything more recent?"):
+        conv.turns.append(Turn(role="user", text=text))
+        turn = crs.respond(conv)
+        choice = turn.metadata["choice"]
+        letters.append(choice["letter"])
+        top3 = [t["title"] for t in turn.metadata["top_items"][:3]]
+        if choice["letter"] == "D":
+            assert turn.text == policy.list_reply(top3) and [r.title for r in turn.items] == top3
+        else:
+            assert turn.text == turn.metadata["generated"] or "<movie>" in turn.metadata["generated"]
+        conv.turns.append(turn)
+    assert sorted(letters) == ["A", "B", "C", "D"]  # the -1e5 penalty cycles through the menu
+
+
+# ---------------------------------------------------------------- facts of the small versions
+
+
+def test_fact_slots_are_filled_from_the_catalog(catalog):
+    heat = catalog.match_name("Heat (1995)")
+    alien = catalog.match_name("Alien (1979)")
+    text = facts.fill("You might like <movie>: it is a <genre> film directed by <director>, with <actor>. "
+                      "Or <movie>, from <year>.", [heat, alien], [heat.name, alien.name])
+    assert text.startswith(f"You might like {heat.name}: it is a") and f"directed by {heat.directors[0]}" in text
+    assert f"with {heat.cast[0]}" in text and f"{alien.name}, from {alien.year}." in text
+    assert not facts.contradictions(text, catalog) and not facts.stutters(text)
+
+
+def test_missing_fact_values_drop_their_phrase(catalog):
+    item = catalog.match_name("Heat (1995)")
+    bare = type(item)(id="x", title="Nameless", year=None)
+    text = facts.fill("Try <movie>: it is a <genre> film directed by <director>, from <year>.", [bare], ["Nameless"])
+    assert text == "Try Nameless: it is a film."
+
+
+def test_contradictions_and_stutters_are_found(catalog):
+    heat = catalog.match_name("Heat (1995)")
+    wrong = f"You might like {heat.name}: it is a comedy film directed by David Fincher, from 1972."
+    problems = facts.contradictions(wrong, catalog)
+    assert any("comedy" in p for p in problems) and any("Fincher" in p for p in problems)
+    assert any("1972" in p for p in problems)
+    assert facts.stutters("You should watch The The Godfather") == ["The"]
