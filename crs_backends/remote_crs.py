@@ -357,12 +357,13 @@ class RemoteCRS(CRSSystem):
         tries = lambda n: f"after {n} attempt{'s' if n > 1 else ''}"  # noqa: E731
         for attempt in range(retries + 1):
             wait = None
+            deadline = time.perf_counter() + self.config.timeout  # for the whole answer, body included
             try:
                 with self._client.stream("POST", self.config.url, content=body, headers=headers,
                                          timeout=self.config.timeout) as response:
                     status = response.status_code
                     if 200 <= status < 300:
-                        raw = self._read(response, request_id, time.perf_counter() + self.config.timeout)
+                        raw = self._read(response, request_id, deadline)
                         return raw, attempt + 1, _server_ms(response.headers)
                     if status in RETRY_STATUSES and attempt < retries:
                         wait = _retry_after(response.headers)
