@@ -10,24 +10,31 @@ so these metrics and the LLM judge use the same numbers.
 Empty input, metric by metric (``None`` means "not measurable", never 0):
 
 * session list: empty when no system turn has a list.
-* Recall@k, ground-truth hit: ``None`` without targets; with targets and an empty list, 0 / no hit.
+* ``recall@k`` (iEvaLM), ``session_recall@k`` (CoRE's session list), ground-truth hit: ``None``
+  without targets; with targets and no list, 0 / no hit.
 * hallucinated-item rate: ``None`` when the system text mentions no title.
 * semantic relevance share: ``None`` when the system text recommends no title; the band is then 0
   (CoRE: "no items recommended in the text" scores 0), or ``None`` with no system turn at all.
 * diversity: counts of 0 with an empty list; the band is ``None`` when no listed item is in the catalog.
-* novelty: ``None`` when the catalog has no popularity ranks or no listed item has one.
+* novelty: ``None`` when the catalog has no popularity (no ranks, no dataset mention counts) or no
+  listed item has one.
+
+Reference catalog: a conversation whose ``metadata["dataset"]`` names a dataset (``redial``,
+``opendialkg``) is checked against that dataset's catalog where the data is available (hallucinated
+titles, novelty), whatever catalog the evaluation was given; see :func:`reference_catalog`.
 * repetition: 0 when the user never rejects anything.
 * distinct-n: ``None`` when the system text has no n-gram.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from statistics import median
 from typing import Any
 
-from catalog.catalog import Catalog
+from catalog.catalog import Catalog, data_dir, get_catalog
 from catalog.items import Item
 from catalog.matcher import normalize_title
 from evaluators.rubric import load_rubric
@@ -69,11 +76,39 @@ def session_list(conversation: Conversation) -> list[ItemRef]:
     return out
 
 
-def recall_at_k(conversation: Conversation, ks: tuple[int, ...] = KS) -> dict[int, float] | None:
-    """Share of the targets found in the first k items of the session list (iEvaLM's per-label recall).
+def final_list(conversation: Conversation, hit_k: int = 50) -> list[ItemRef]:
+    """The list an iEvaLM dialogue ends on: the first system list with a target among its first
+    ``hit_k`` items (iEvaLM stops at that success), else the last system list that has items."""
+    targets = {t.id for t in conversation.targets}
+    lists = [turn.items for turn in _system_turns(conversation) if turn.items]
+    for items in lists:
+        if targets & {ref.id for ref in items[:hit_k]}:
+            return list(items)
+    return list(lists[-1]) if lists else []
 
-    ``None`` when the conversation has no targets.
+
+def recall_at_k(conversation: Conversation, ks: tuple[int, ...] = KS, *, hit_k: int = 50
+                ) -> dict[int, float] | None:
+    """iEvaLM's Recall@k: the share of the targets in the top k of the list the dialogue ended on.
+
+    iEvaLM (§4.2, and ``Rec_eval.py`` in its released code) scores the recommendation list of the
+    dialogue's last recommending turn, and its dialogues end at the first success (a target among
+    the first 50 items). A dialogue that went on after a hit (CoRE's protocol) is scored on the list
+    of that first hit, as iEvaLM would have stopped there (:func:`final_list`). Each target counts
+    once (iEvaLM's per-label recall); pooled over dialogues, weight each by its number of targets
+    (``recall_targets``) to get iEvaLM's mean over (example, label) pairs. ``None`` without targets.
     """
+    targets = {t.id for t in conversation.targets}
+    if not targets:
+        return None
+    ranked = [ref.id for ref in final_list(conversation, hit_k)]
+    return {k: len(targets & set(ranked[:k])) / len(targets) for k in ks}
+
+
+def session_recall_at_k(conversation: Conversation, ks: tuple[int, ...] = KS) -> dict[int, float] | None:
+    """Recall@k over CoRE's session list: every system list of the dialogue concatenated in order
+    (each item at its first position, :func:`session_list`). With ten items per turn, a target
+    ranked first at turn 3 sits at position 21: it counts from k = 21 on. ``None`` without targets."""
     targets = {t.id for t in conversation.targets}
     if not targets:
         return None
@@ -118,6 +153,8 @@ class Hallucination:
 
 
 def hallucinated_item_rate(conversation: Conversation, catalog: Catalog) -> Hallucination:
+    """Judged against :func:`reference_catalog`: the conversation's dataset catalog when known."""
+    catalog = reference_catalog(conversation, catalog)
     mentioned = 0
     unmatched: list[str] = []
     for turn in _system_turns(conversation):
@@ -130,8 +167,9 @@ def hallucinated_item_rate(conversation: Conversation, catalog: Catalog) -> Hall
 
 @dataclass(frozen=True)
 class SemanticRelevance:
-    """CoRE's semantic relevance computed exactly: of the titles a system turn names in its text,
-    the share that are in that same turn's list (pooled over turns), and CoRE's 0-4 band.
+    """A deterministic approximation of CoRE's semantic relevance: of the catalog titles a system turn
+    names in its text, the share that are in that same turn's list (pooled over turns), and CoRE's
+    0-4 band. It only sees titles the mention finder recognises (see the limits below).
 
     Every title named in a system turn counts as recommended there (telling a recommendation from a
     passing mention would need an LLM). A title is in the list when it resolves to a listed item's
@@ -173,8 +211,8 @@ def semantic_relevance(conversation: Conversation, catalog: Catalog) -> Semantic
 class Diversity:
     """Distinct metadata values per feature dimension over the session list's catalog items, and
     CoRE's band. The dimensions are the rubric's for the conversation's domain (movies: genre,
-    director, lead actors = the first three billed, decade); a dimension the catalog does not hold
-    counts 0."""
+    director, lead actor = the first-billed cast member, decade: rubric core-v2); a dimension the
+    catalog does not hold counts 0."""
 
     counts: dict[str, int]
     items: int
@@ -192,29 +230,148 @@ def diversity(conversation: Conversation, catalog: Catalog) -> Diversity:
 
 @dataclass(frozen=True)
 class Novelty:
-    """Share of the session list's items that are less known than the catalog's median item.
+    """Share of the session list's items that are less known in the reference catalog.
 
-    "Less known" = popularity rank worse (larger) than the median rank over the whole catalog.
-    Items without a rank (unknown ids, or a catalog without popularity) are left out, also from the
-    list length the band's share conditions use.
+    Popularity comes from the catalog in use (:func:`popularity`): a dataset catalog (ReDial,
+    OpenDialKG) by how many of that dataset's dialogues mention each item, the bundled catalog by its
+    popularity ranks. Items without popularity (unknown ids, a catalog without any) are left out, also
+    from the list length the band's share conditions use.
     """
 
     share: float | None
     less_known: int
     ranked: int
     score: int | None
+    basis: str | None = None  # how "less known" was decided (see Popularity.basis)
 
 
 def novelty(conversation: Conversation, catalog: Catalog) -> Novelty:
-    ranks = [i.popularity for i in catalog.items if i.popularity is not None]
-    items, _ = _catalog_items(session_list(conversation), catalog)
-    ranked = [i for i in items if i.popularity is not None]
-    if not ranks or not ranked:
-        return Novelty(None, 0, len(ranked), None)
-    cut = median(ranks)
-    less_known = sum(1 for i in ranked if i.popularity > cut)
-    return Novelty(less_known / len(ranked), less_known, len(ranked),
-                   load_rubric().factor("novelty").score_for(less_known, total=len(ranked)))
+    reference = reference_catalog(conversation, catalog)
+    known = popularity(reference)
+    if known is None:
+        return Novelty(None, 0, 0, None)
+    items = _resolve(session_list(conversation), catalog, reference)
+    judged = [i for i in items if known.judges(i)]
+    if not judged:
+        return Novelty(None, 0, 0, None, known.basis)
+    less_known = sum(1 for i in judged if known.less_known(i))
+    return Novelty(less_known / len(judged), less_known, len(judged),
+                   load_rubric().factor("novelty").score_for(less_known, total=len(judged)), known.basis)
+
+
+@dataclass(frozen=True)
+class Popularity:
+    """Which items of a catalog count as well known.
+
+    * ``mentions``: a dataset catalog. Each item's count is the number of the dataset's dialogues
+      (``<data dir>/<name>_eval/*_data_processed.jsonl``, all splits) that mention it in their
+      entities or recommendations. The well-known items are the *short head*: the most-mentioned
+      items that together hold half of all mentions (249 of 6,576 items for ReDial); every other
+      item, never-mentioned ones included, is less known. CoRE describes novel items as "not widely
+      known, with little media coverage"; mention counts in the dataset are the closest measure of
+      exposure the data holds.
+    * ``rank``: a catalog with popularity ranks (the bundled one): less known = a rank worse than the
+      median rank of the catalog. The bundled catalog holds only well-known films, so this is
+      relative to that catalog.
+    """
+
+    basis: str
+    well_known: frozenset[str] = frozenset()
+    ranks: dict[str, int] | None = None
+    cut: float = 0.0
+
+    def judges(self, item: Item) -> bool:
+        return self.ranks is None or item.id in self.ranks
+
+    def less_known(self, item: Item) -> bool:
+        if self.ranks is not None:
+            return self.ranks[item.id] > self.cut
+        return item.id not in self.well_known
+
+
+_popularity: dict[str, Popularity | None] = {}
+HEAD_SHARE = 0.5  # the well-known head holds this share of all mentions
+
+
+def popularity(catalog: Catalog) -> Popularity | None:
+    """The catalog's :class:`Popularity` (cached by catalog name), None when it has none."""
+    key = f"{catalog.name}:{len(catalog)}"
+    if key not in _popularity:
+        ranks = {i.id: i.popularity for i in catalog.items if i.popularity is not None}
+        if ranks:
+            _popularity[key] = Popularity("rank", ranks=ranks, cut=median(ranks.values()))
+        else:
+            counts = mention_counts(catalog)
+            _popularity[key] = None if counts is None else Popularity(
+                f"mentions in {catalog.name} dialogues", well_known=_head(counts))
+    return _popularity[key]
+
+
+def mention_counts(catalog: Catalog) -> dict[str, int] | None:
+    """Dialogues of the catalog's dataset that mention each item (entities or recommendations), by
+    item id; None when the dataset's processed dialogues are not in the data directory."""
+    base = data_dir()
+    folder = base / f"{catalog.name}_eval" if base else None
+    files = sorted(folder.glob("*_data_processed.jsonl")) if folder and folder.is_dir() else []
+    if not files:
+        return None
+    by_name: dict[str, str] = {}
+    for item in catalog.items:
+        by_name.setdefault(str(item.extra.get("entity_name") or item.name), item.id)
+    mentioned: dict[tuple[str, str], set[str]] = {}
+    for path in files:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                record = json.loads(line)
+                names = [*record.get("entity", []), *record.get("rec", [])]
+                dialogue = mentioned.setdefault((path.name, str(record.get("dialog_id"))), set())
+                dialogue.update(by_name[n] for n in names if n in by_name)
+    counts = {item.id: 0 for item in catalog.items}
+    for ids in mentioned.values():
+        for item_id in ids:
+            counts[item_id] += 1
+    return counts
+
+
+def _head(counts: dict[str, int]) -> frozenset[str]:
+    total = sum(counts.values())
+    head, held = [], 0
+    for item_id, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
+        if held >= HEAD_SHARE * total or n == 0:
+            break
+        head.append(item_id)
+        held += n
+    return frozenset(head)
+
+
+# -- the reference catalog ------------------------------------------------------------
+
+
+def reference_catalog(conversation: Conversation, catalog: Catalog) -> Catalog:
+    """The catalog a conversation's items and titles are checked against: its dataset's
+    (``metadata["dataset"]``, e.g. ``redial``) when known and loadable, else ``catalog``."""
+    dataset = (conversation.metadata or {}).get("dataset")
+    if not dataset or dataset == catalog.name:
+        return catalog
+    try:
+        return get_catalog(str(dataset))
+    except (FileNotFoundError, OSError, ValueError):
+        return catalog
+
+
+def _resolve(refs: list[ItemRef], catalog: Catalog, reference: Catalog) -> list[Item]:
+    """The listed items as items of ``reference``: by id in the catalog in use, by name across catalogs."""
+    items = []
+    for ref in refs:
+        if reference is catalog:
+            item = catalog.get(ref.id)
+        else:
+            own = catalog.get(ref.id)
+            name = own.name if own is not None else ref.title
+            item = reference.match_name(name) if name else None
+        if item is not None:
+            items.append(item)
+    return items
 
 
 # -- repetition and text statistics -------------------------------------------------
@@ -277,6 +434,7 @@ def distinct_n(conversation: Conversation, n: int) -> float | None:
 def compute_metrics(conversation: Conversation, catalog: Catalog) -> dict[str, Any]:
     """All metrics with stable keys (see :data:`METRIC_KEYS`); values are numbers, None or small lists."""
     recall = recall_at_k(conversation)
+    session_recall = session_recall_at_k(conversation)
     hit = ground_truth_hit(conversation)
     hallucination = hallucinated_item_rate(conversation, catalog)
     relevance = semantic_relevance(conversation, catalog)
@@ -284,11 +442,14 @@ def compute_metrics(conversation: Conversation, catalog: Catalog) -> dict[str, A
     nov = novelty(conversation, catalog)
     rep = repetition(conversation, catalog)
     out: dict[str, Any] = {f"recall@{k}": (recall[k] if recall else None) for k in KS}
+    out.update({f"session_recall@{k}": (session_recall[k] if session_recall else None) for k in KS})
     out.update({
+        "recall_targets": len({t.id for t in conversation.targets}) or None,
         "session_list_size": len(session_list(conversation)),
         "gt_hit": hit.hit,
         "gt_hit_turn": hit.turn,
         "hallucination_rate": hallucination.rate,
+        "reference_catalog": reference_catalog(conversation, catalog).name,
         "titles_mentioned": hallucination.mentioned,
         "hallucinated_titles": list(hallucination.unmatched),
         "semantic_relevance": relevance.share,
@@ -299,6 +460,7 @@ def compute_metrics(conversation: Conversation, catalog: Catalog) -> dict[str, A
         "novelty": nov.share,
         "novelty_less_known": nov.less_known,
         "novelty_score": nov.score,
+        "novelty_basis": nov.basis,
         "unknown_items": div.unknown,
         "rejections": rep.rejections,
         "repeated_items": len(rep.repeated),

@@ -11,19 +11,22 @@ from evaluators.metrics import (
     hallucinated_item_rate,
     is_rejection,
     novelty,
+    popularity,
     recall_at_k,
     repetition,
     semantic_relevance,
     session_list,
+    session_recall_at_k,
 )
 from storage.records import Conversation, ItemRef, Turn
 
 EXPECTED_KEYS = [
-    "recall@1", "recall@5", "recall@10", "recall@50", "session_list_size", "gt_hit", "gt_hit_turn",
-    "hallucination_rate", "titles_mentioned", "hallucinated_titles", "semantic_relevance",
+    "recall@1", "recall@5", "recall@10", "recall@50", "session_recall@1", "session_recall@5", "session_recall@10",
+    "session_recall@50", "recall_targets", "session_list_size", "gt_hit", "gt_hit_turn",
+    "hallucination_rate", "reference_catalog", "titles_mentioned", "hallucinated_titles", "semantic_relevance",
     "semantic_relevance_score", "diversity_genre", "diversity_director", "diversity_lead_actor",
     "diversity_decade", "diversity_items", "diversity_score", "novelty", "novelty_less_known", "novelty_score",
-    "unknown_items", "rejections", "repeated_items", "repeat_turns", "distinct_1", "distinct_2",
+    "novelty_basis", "unknown_items", "rejections", "repeated_items", "repeat_turns", "distinct_1", "distinct_2",
 ]
 
 
@@ -72,8 +75,50 @@ def test_session_list_concatenates_and_deduplicates(dialogue):
 
 def test_recall_and_hit(dialogue):
     assert recall_at_k(dialogue) == {1: 0.0, 5: 0.5, 10: 0.5, 50: 0.5}
+    assert session_recall_at_k(dialogue) == {1: 0.0, 5: 0.5, 10: 0.5, 50: 0.5}
     hit = ground_truth_hit(dialogue)
     assert hit.hit is True and hit.turn == 2
+
+
+def _turns(*lists, targets):
+    """A dialogue with one system turn per list of ids (user turns between), and the target ids."""
+    turns = []
+    for ids in lists:
+        turns += [Turn("user", "more please"), Turn("system", "here", items=[ItemRef(i, i) for i in ids])]
+    return Conversation(system_id="x", turns=turns, targets=[ItemRef(t, t) for t in targets])
+
+
+def _ten(turn):
+    return [f"t{turn}-{rank}" for rank in range(1, 11)]
+
+
+def test_recall_hand_computed_hit_at_turn_three_rank_one():
+    # three turns of ten items; the target is first in turn 3's list. iEvaLM scores the list the
+    # dialogue ends on (its first hit): rank 1. CoRE's session list holds it at position 21.
+    conv = _turns(_ten(1), _ten(2), ["goal", *_ten(3)[1:]], targets=["goal"])
+    assert recall_at_k(conv) == {1: 1.0, 5: 1.0, 10: 1.0, 50: 1.0}
+    assert session_recall_at_k(conv) == {1: 0.0, 5: 0.0, 10: 0.0, 50: 1.0}
+    assert session_list(conv)[20].id == "goal"
+
+
+def test_recall_hand_computed_hit_at_rank_twelve():
+    items = [f"i{rank}" for rank in range(1, 21)]
+    items[11] = "goal"  # rank 12
+    conv = _turns(items, targets=["goal", "other"])
+    assert recall_at_k(conv) == {1: 0.0, 5: 0.0, 10: 0.0, 50: 0.5}  # one of two targets
+    assert session_recall_at_k(conv) == {1: 0.0, 5: 0.0, 10: 0.0, 50: 0.5}
+
+
+def test_recall_hand_computed_no_hit():
+    conv = _turns(_ten(1), _ten(2), targets=["goal"])
+    assert recall_at_k(conv) == session_recall_at_k(conv) == {1: 0.0, 5: 0.0, 10: 0.0, 50: 0.0}
+
+
+def test_recall_scores_the_first_hit_list_when_the_dialogue_went_on():
+    # hit at rank 3 in turn 1, then first at turn 2: iEvaLM would have stopped after turn 1
+    conv = _turns(["a", "b", "goal"], ["goal", "c"], targets=["goal"])
+    assert recall_at_k(conv) == {1: 0.0, 5: 1.0, 10: 1.0, 50: 1.0}
+    assert recall_at_k(conv, hit_k=2)[1] == 1.0  # with success at top 2, turn 1 was no success
 
 
 def test_hallucinated_title_rate(dialogue, catalog):
@@ -91,19 +136,63 @@ def test_semantic_relevance_is_the_share_in_each_turns_list(dialogue, catalog):
 
 def test_diversity_counts_distinct_metadata(dialogue, catalog):
     result = diversity(dialogue, catalog)
-    # genres: Action Adventure Fantasy Sci-Fi Crime Drama Western; Harrison Ford leads twice
-    assert result.counts == {"genre": 7, "director": 5, "lead_actor": 14, "decade": 4}
+    # genres: Action Adventure Fantasy Sci-Fi Crime Drama Western; first-billed: Ford, Hamill, Brando,
+    # Wayne, Ladd; decades 1980s 1970s 1930s 1950s
+    assert result.counts == {"genre": 7, "director": 5, "lead_actor": 5, "decade": 4}
     assert (result.items, result.unknown, result.score) == (5, 1, 4)
     single = Conversation(system_id="x", turns=[Turn("system", "", items=[ref(catalog, "The Godfather")])])
     one = diversity(single, catalog)
-    assert one.counts == {"genre": 2, "director": 1, "lead_actor": 3, "decade": 1} and one.score == 1
+    assert one.counts == {"genre": 2, "director": 1, "lead_actor": 1, "decade": 1} and one.score == 1
+
+
+def _listing(catalog, *titles):
+    return Conversation(system_id="x", turns=[Turn("system", "", items=[ref(catalog, t) for t in titles])])
+
+
+def test_diversity_on_obvious_lists(catalog):
+    trilogy = diversity(_listing(catalog, "Raiders of the Lost Ark", "Indiana Jones and the Temple of Doom",
+                                 "Indiana Jones and the Last Crusade"), catalog)
+    # one director, one lead (Harrison Ford), one decade: only the two genres vary
+    assert trilogy.counts == {"genre": 2, "director": 1, "lead_actor": 1, "decade": 1} and trilogy.score == 1
+    varied = diversity(_listing(catalog, "Raiders of the Lost Ark", "The Godfather", "Stagecoach", "Shane", "Heat"),
+                       catalog)
+    assert varied.counts["director"] == varied.counts["lead_actor"] == varied.counts["decade"] == 5
+    assert varied.score == 4
 
 
 def test_novelty_counts_items_below_the_median_popularity(dialogue, catalog):
     result = novelty(dialogue, catalog)
     # ranks 3, 2, 1, 499, 500 against a median of 250.5; the unknown id has no rank
     assert (result.less_known, result.ranked) == (2, 5)
-    assert result.share == pytest.approx(0.4) and result.score == 3
+    assert result.share == pytest.approx(0.4) and result.score == 3 and result.basis == "rank"
+
+
+def test_novelty_on_obvious_lists(catalog):
+    famous = novelty(_listing(catalog, "The Godfather", "Star Wars", "Raiders of the Lost Ark"), catalog)
+    assert (famous.less_known, famous.ranked, famous.score) == (0, 3, 0)
+    obscure = novelty(_listing(catalog, "Stagecoach", "Shane"), catalog)
+    assert (obscure.less_known, obscure.share, obscure.score) == (2, 1.0, 4)
+
+
+def test_dataset_conversations_use_the_datasets_catalog_and_mention_counts(shared_data, catalog):
+    from catalog.catalog import get_catalog
+
+    redial = get_catalog("redial")
+    known = popularity(redial)
+    assert known.basis == "mentions in redial dialogues" and 100 < len(known.well_known) < 1000
+    hits = [redial.match_name(n).ref() for n in ("Black Panther (2018)", "Deadpool 2 (2018)",
+                                                  "Avengers: Infinity War (2018)")]
+    blockbusters = Conversation(system_id="x", turns=[Turn("system", "", items=hits)], metadata={"dataset": "redial"})
+    assert novelty(blockbusters, redial).score == 0
+    rare = [i.ref() for i in redial.items if i.id not in known.well_known][:4]
+    unseen = Conversation(system_id="x", turns=[Turn("system", "", items=rare)], metadata={"dataset": "redial"})
+    assert novelty(unseen, redial).score == 4 and novelty(unseen, redial).share == 1.0
+    # hallucinated titles: checked against the conversation's dataset catalog, whatever the given one
+    text = Turn("system", "You should watch Pari (1995).")
+    assert hallucinated_item_rate(Conversation(system_id="x", turns=[text]), catalog).rate == 1.0
+    in_redial = Conversation(system_id="x", turns=[text], metadata={"dataset": "redial"})
+    assert hallucinated_item_rate(in_redial, catalog).rate == 0.0
+    assert compute_metrics(in_redial, catalog)["reference_catalog"] == "redial"
 
 
 def test_repetition_after_the_user_rejects_a_named_title(dialogue, catalog):

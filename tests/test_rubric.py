@@ -16,12 +16,12 @@ def rubric():
 
 
 def _raw():
-    with open(rubric_path("core-v1"), "rb") as f:
+    with open(rubric_path("core-v2"), "rb") as f:
         return tomllib.load(f)
 
 
 def test_all_twelve_factors_with_levels_steps_and_dimension(rubric):
-    assert rubric.version == "core-v1"
+    assert rubric.version == "core-v2"
     assert list(rubric.factors) == list(FACTORS)
     for fid, factor in rubric.factors.items():
         assert factor.id == fid and factor.dimension == DIMENSION_OF[fid]
@@ -36,7 +36,8 @@ def test_only_effectiveness_sees_the_targets(rubric):
 
 
 def test_the_load_is_cached_and_versions_are_checked():
-    assert load_rubric() is load_rubric("core-v1")
+    assert load_rubric() is load_rubric("core-v2")
+    assert load_rubric("core-v1").version == "core-v1"  # kept: stored scores name it
     with pytest.raises(FileNotFoundError):
         load_rubric("core-v0")
 
@@ -135,13 +136,13 @@ def test_feature_values_come_from_catalog_items():
     values = {d.id: d.values(godfather) for d in features_for("movies")}
     assert values["director"] == ("Francis Ford Coppola",)
     assert values["decade"] == ("1970s",)
-    assert len(values["lead_actor"]) == 3 and values["lead_actor"][0] == "Marlon Brando"
+    assert values["lead_actor"] == ("Marlon Brando",)  # the first-billed actor only (core-v2)
     assert features_for("dining")[0].values(godfather) == ()
 
 
 def test_incomplete_or_unknown_entries_are_rejected():
     data = _raw()
-    assert rubric_from_dict(data).version == "core-v1"
+    assert rubric_from_dict(data).version == "core-v2"
 
     missing = _raw()
     del missing["factors"]["novelty"]
