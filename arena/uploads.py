@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from sqlite_utils import Database
 
 from storage.conversations import store_new_conversation
+from storage.db import write_transaction
 from storage.records import Conversation
 
 UPLOAD_PREFIX = "upload:"
@@ -96,13 +97,16 @@ def validate(conversations: list[Conversation], *, upload: bool = True) -> list[
 
 
 def store(db: Database, conversations: list[Conversation], *, upload: bool = True) -> StoreReport:
-    """Validate (:func:`validate`) and store every conversation without touching stored ones."""
+    """Validate (:func:`validate`) and store every conversation without touching stored ones, in one
+    transaction: an upload is stored whole or not at all."""
     report = StoreReport()
-    for c in validate(conversations, upload=upload):
-        stored, asked = store_new_conversation(db, c)
-        if asked is not None:
-            report.renamed.append((asked, stored.id))
-        elif stored is not c:
-            report.reused += 1
-        report.conversations.append(stored)
+    ready = validate(conversations, upload=upload)
+    with write_transaction(db):
+        for c in ready:
+            stored, asked = store_new_conversation(db, c)
+            if asked is not None:
+                report.renamed.append((asked, stored.id))
+            elif stored is not c:
+                report.reused += 1
+            report.conversations.append(stored)
     return report

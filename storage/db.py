@@ -6,6 +6,7 @@ for a connection it owns). Migrations run once per file per process.
 
 from __future__ import annotations
 
+import itertools
 import os
 import sqlite3
 import threading
@@ -22,6 +23,7 @@ DEFAULT_DB_PATH = Path("data") / "crs_arena.db"
 SPACE_DB_PATH = Path("/data") / "crs_arena.db"
 
 _local = threading.local()
+_savepoints = itertools.count()
 _migrated: set[str] = set()
 _migrate_lock = threading.Lock()
 
@@ -132,8 +134,21 @@ def write_transaction(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Databa
 
     Use this for every read-then-write sequence; a deferred transaction that
     read first fails with "database is locked" instead of waiting when another
-    connection wrote in between. sqlite-utils calls inside nest as savepoints.
+    connection wrote in between. sqlite-utils calls inside nest as savepoints, and so
+    does a ``write_transaction`` inside another one (all of it commits or none).
     """
+    if db.conn.in_transaction:  # nested: a savepoint inside the outer transaction, all or nothing with it
+        name = f"nested_{id(db)}_{threading.get_ident()}_{next(_savepoints)}"
+        db.conn.execute(f"SAVEPOINT {name}")
+        try:
+            yield db
+        except BaseException:
+            db.conn.execute(f"ROLLBACK TO {name}")
+            db.conn.execute(f"RELEASE {name}")
+            raise
+        else:
+            db.conn.execute(f"RELEASE {name}")
+        return
     db.conn.execute("BEGIN IMMEDIATE")
     try:
         yield db
