@@ -5,11 +5,15 @@ One row per system with
 * Bradley–Terry rating, its bootstrap 95% interval, rank by interval overlap, battle tallies and
   online Elo (K = 16) — from voted battles (:mod:`arena.ratings`);
 * the mean debate overall score (0–100) with a bootstrap 95% interval, the twelve factor means
-  (0–4) and the number of judged conversations — from the evaluations of **one scorer** (never a
-  mix: the default is the scorer that finished the most conversations);
-* Recall@k means over the system's simulation conversations (source ``simulation``). Recall is
-  computed from the catalog, not by the judge, so it is read from each conversation's latest
-  evaluation whatever its scorer.
+  (0–4) and the number of judged conversations — from the evaluations of **one judge setup**: the
+  scorer *and* its configuration fingerprint (judge models, mode, rubric and prompt versions, debate
+  settings), never a mix. :func:`scorers` names each setup (:func:`setup_label`); the default is
+  chosen as below;
+* Recall@k means over the system's simulation conversations (source ``simulation``), named by
+  source: ``recall@k`` is iEvaLM's (the list the dialogue ended on), ``session_recall@k`` is over
+  CoRE's session list (:mod:`evaluators.metrics`). Recall is computed from the catalog, not by the
+  judge, so it is read from each conversation's latest evaluation whatever its scorer, pooled over
+  targets as iEvaLM averages.
 
 Filters: ``domain`` (the battle's and the conversation's domain) and ``dataset`` (a system's
 training set, read from its id suffix, e.g. ``kbrd_redial`` → ``redial``; :data:`OTHER` selects the
@@ -40,11 +44,11 @@ from evaluators.factors import FACTORS
 from evaluators.metrics import KS
 from storage.arena import voted_battles
 from storage.jsonutil import loads
-from storage.stats import factor_means, latest_evaluations, scorer_counts
+from storage.stats import factor_means, judge_setups, latest_evaluations
 
 DATASETS = ("redial", "opendialkg")
 OTHER = "other"  # the dataset filter value for systems whose id names no dataset (e.g. this app's own)
-RECALL_COLUMNS = tuple(f"recall@{k}" for k in KS)
+RECALL_COLUMNS = tuple(f"recall@{k}" for k in KS) + tuple(f"session_recall@{k}" for k in KS)
 RATING_COLUMNS = ("rank", "group", "rating", "ci_low", "ci_high", "battles", "wins", "ties", "losses", "elo")
 SCORE_COLUMNS = ("overall_mean", "overall_ci_low", "overall_ci_high", "judged", *FACTORS)
 COLUMNS = ("system", "dataset", *RATING_COLUMNS, "provisional", *SCORE_COLUMNS, *RECALL_COLUMNS, "simulations")
@@ -63,14 +67,42 @@ def is_demo_scorer(name: str) -> bool:
 
 
 def scorers(db: Database, *, uploads: bool = False) -> list[str]:
-    """Scorers with finished evaluations; the first is the default. The proxy comes first when no
-    capable LLM judge is configured, then the others by use; the demo judge comes last, so it is
-    shown only when someone chooses it."""
+    """Judge setups with finished evaluations, by label (:func:`setup_label`); the first is the default.
+    The proxy comes first when no capable LLM judge is configured, then the others by use; the demo
+    judge comes last, so it is shown only when someone chooses it."""
     from evaluators.setup import judge_is_demo
 
-    names = [name for name, _ in scorer_counts(db, uploads=uploads)]
-    proxy_first = "proxy" in names and judge_is_demo()
-    return sorted(names, key=lambda n: (is_demo_scorer(n), not (proxy_first and n == "proxy")))
+    names = [label for label, _ in _setups(db, uploads=uploads)]
+    proxy_first = any(n.startswith("proxy ") for n in names) and judge_is_demo()
+    return sorted(names, key=lambda n: (is_demo_scorer(n), not (proxy_first and n.startswith("proxy "))))
+
+
+def setup_label(scorer: str, config: dict, fingerprint: str) -> str:
+    """A judge setup's name: scorer, mode, rubric, prompt versions and the fingerprint's start, e.g.
+    ``llm:gpt-4o-mini · reasoned+probability · core-v2 · judge@2026-11-23.2 · debate@… · #1a2b3c4d``."""
+    debate = config.get("debate") or {}
+    parts = [scorer, config.get("mode") or config.get("proxy_version"), config.get("rubric"),
+             config.get("judge_prompts"), debate.get("prompts")]
+    label = " · ".join(str(p) for p in parts if p)
+    return f"{label} · #{fingerprint[:8]}" if fingerprint else label
+
+
+def _setups(db: Database, *, uploads: bool) -> list[tuple[str, tuple[str, str]]]:
+    """(label, (scorer, fingerprint)) of every judge setup, most used first."""
+    return [(setup_label(r["scorer"], loads(r["config"], {}) or {}, r["fingerprint"]), (r["scorer"], r["fingerprint"]))
+            for r in judge_setups(db, uploads=uploads)]
+
+
+def _resolve_setup(db: Database, choice: str, *, uploads: bool) -> tuple[str, str | None]:
+    """(scorer, fingerprint) of a setup label; a bare scorer name means its most used setup."""
+    setups = _setups(db, uploads=uploads)
+    for label, setup in setups:
+        if label == choice:
+            return setup
+    for _, setup in setups:
+        if setup[0] == choice:
+            return setup
+    return choice, None
 
 
 def compute_leaderboard(
@@ -112,7 +144,9 @@ def compute_leaderboard(
         _row(rows, record["system"]).update({c: _plain(record[c]) for c in RATING_COLUMNS})
     _mark_provisional(rows)
     if scorer is not None:
-        _add_scores(db, rows, scorer=scorer, domain=domain, keep=keep, rounds=rounds, seed=seed, uploads=uploads)
+        name, fingerprint = _resolve_setup(db, scorer, uploads=uploads)
+        _add_scores(db, rows, scorer=name, domain=domain, keep=keep, rounds=rounds, seed=seed, uploads=uploads,
+                    fingerprint=fingerprint or None)
     _add_recall(db, rows, domain=domain, keep=keep, uploads=uploads)
 
     ordered = sorted(rows.values(), key=_order)
@@ -139,11 +173,13 @@ def _mark_provisional(rows: dict[str, dict]) -> None:
 
 
 def _add_scores(db: Database, rows: dict[str, dict], *, scorer: str, domain: str | None,
-                keep: Callable[[str], bool], rounds: int, seed: int, uploads: bool = False) -> None:
-    """Debate overall mean and interval, judged conversations and factor means, all of ``scorer``."""
+                keep: Callable[[str], bool], rounds: int, seed: int, uploads: bool = False,
+                fingerprint: str | None = None) -> None:
+    """Debate overall mean and interval, judged conversations and factor means, all of one judge setup
+    (``scorer`` with the configuration ``fingerprint``)."""
     overall: dict[str, list[float]] = defaultdict(list)
     judged: dict[str, int] = defaultdict(int)
-    for e in latest_evaluations(db, scorer=scorer, domain=domain, uploads=uploads):
+    for e in latest_evaluations(db, scorer=scorer, domain=domain, uploads=uploads, fingerprint=fingerprint):
         if keep(e["system_id"]):
             judged[e["system_id"]] += 1
             if e["overall"] is not None:
@@ -153,15 +189,16 @@ def _add_scores(db: Database, rows: dict[str, dict], *, scorer: str, domain: str
         low, high = mean_interval(values, rounds=rounds, seed=seed)
         _row(rows, system).update({"judged": n, "overall_mean": float(np.mean(values)) if values else None,
                                    "overall_ci_low": low, "overall_ci_high": high})
-    for f in factor_means(db, scorer=scorer, domain=domain, uploads=uploads):
+    for f in factor_means(db, scorer=scorer, domain=domain, uploads=uploads, fingerprint=fingerprint):
         if keep(f["system_id"]) and f["factor"] in FACTORS:
             _row(rows, f["system_id"])[f["factor"]] = f["mean"]
 
 
 def _add_recall(db: Database, rows: dict[str, dict], *, domain: str | None, keep: Callable[[str], bool],
                 uploads: bool = False) -> None:
-    """Recall@k means over each system's simulation conversations (latest evaluation, any scorer)."""
-    recalls: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    """Recall@k over each system's simulation conversations (latest evaluation, any scorer), pooled over
+    targets (each conversation weighted by ``recall_targets``, as iEvaLM averages over labels)."""
+    recalls: dict[str, dict[str, list[tuple[float, int]]]] = defaultdict(lambda: defaultdict(list))
     simulations: dict[str, int] = defaultdict(int)
     for e in latest_evaluations(db, source="simulation", domain=domain, uploads=uploads):
         if keep(e["system_id"]):
@@ -169,9 +206,11 @@ def _add_recall(db: Database, rows: dict[str, dict], *, domain: str | None, keep
             metrics = loads(e["metrics"], {})
             for column in RECALL_COLUMNS:
                 if metrics.get(column) is not None:
-                    recalls[e["system_id"]][column].append(float(metrics[column]))
+                    weight = int(metrics.get("recall_targets") or 1)
+                    recalls[e["system_id"]][column].append((float(metrics[column]), weight))
     for system, n in simulations.items():
-        _row(rows, system).update({"simulations": n, **{c: float(np.mean(v)) for c, v in recalls[system].items()}})
+        pooled = {c: sum(v * w for v, w in pairs) / sum(w for _, w in pairs) for c, pairs in recalls[system].items()}
+        _row(rows, system).update({"simulations": n, **pooled})
 
 
 def mean_interval(values: list[float], *, rounds: int, seed: int) -> tuple[float | None, float | None]:

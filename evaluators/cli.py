@@ -363,7 +363,7 @@ def simulate(systems, dataset, split, n, protocol, seed, hit_k, max_turns, perso
         click.echo(note, err=True)
     summary = result.report["summary"]
     columns = ["system", "done", "failed", "error", "hit_rate", "recall@1", "recall@10", "recall@50",
-               "persuasiveness", "overall", "factor_mean", "leaks_redacted"]
+               "session_recall@10", "session_recall@50", "persuasiveness", "overall", "factor_mean", "leaks_redacted"]
     click.echo(summary[columns].round(3).to_string(index=False))
     click.echo(result.summary_line())
     click.echo(f"report: {result.out_dir / 'report.html'} (and summary.csv, dialogues.csv, conversations.jsonl)")

@@ -295,7 +295,7 @@ HEAD_SHARE = 0.5  # the well-known head holds this share of all mentions
 
 def popularity(catalog: Catalog) -> Popularity | None:
     """The catalog's :class:`Popularity` (cached by catalog name), None when it has none."""
-    key = f"{catalog.name}:{len(catalog)}"
+    key = f"{catalog.name}:{len(catalog.items)}"
     if key not in _popularity:
         ranks = {i.id: i.popularity for i in catalog.items if i.popularity is not None}
         if ranks:

@@ -1,14 +1,21 @@
 """iEvaLM persuasiveness: would the user accept the last recommendation after its explanation?
 
 After the dialogue an LLM, speaking as the user, reads the conversation, the system's explanation
-of its last recommendation and, when known, the target items, and rates the explanation
-0 (not persuasive), 1 (partly) or 2 (fully: the user would accept now). iEvaLM gives 2 when the
-explanation names a target; the prompt keeps that rule when targets are given.
+of its last recommendation and, when known, the target items, and answers 0, 1 or 2. With targets
+the rules are iEvaLM's (appendix C.4), in its order: 2 when the explanation mentions a target; else
+0 when the recommended items are worse than the targets; else 1 when they are comparable; else 2
+when they are better. Without targets (not in iEvaLM) the user judges against the wishes it
+expressed, on the same 0/1/2 scale.
 
-Two modes:
+The score is the **integer answer**, as iEvaLM scores it (it reports the mean of the 0/1/2 answers
+over examples). Two modes:
 
-* ``probability``: ``client.score`` over the options "0", "1", "2"; the score is the expected value
-  (fractional) and the distribution is kept.
+* ``probability``: ``client.score`` over "0", "1", "2", read at the answer token
+  (:mod:`llm.probability`). The score is the answer the model wrote (the greedy answer; where no
+  answer was written, as with the embedded model's logits or sampling, the most probable option);
+  the expected value under the distribution is kept as the extra field ``expected``, and the
+  distribution too. iEvaLM's released code forces the answer onto these three tokens with a logit
+  bias and takes it; reading the probabilities is our addition.
 * ``reasoned``: the model explains first and ends with ``<score>N</score>``; one repair request
   follows an answer without that tag. An answer that still cannot be read is an error (score None),
   never a 0.
@@ -37,9 +44,11 @@ _SCORE_TAG = re.compile(r"<score>\s*([012])\s*</score>", re.IGNORECASE)
 
 @dataclass
 class Persuasiveness:
-    """One persuasiveness judgement. ``score`` is None exactly when ``error`` is set."""
+    """One persuasiveness judgement. ``score`` (the 0/1/2 answer) is None exactly when ``error`` is set;
+    ``expected`` is the expected value under ``distribution`` (probability mode only); ``reading`` says
+    how the answer was read (:meth:`llm.types.Distribution.record`)."""
 
-    score: float | None
+    score: int | None
     mode: str
     model: str
     prompt_version: str
@@ -47,6 +56,8 @@ class Persuasiveness:
     rationale: str = ""
     explanation: str = ""
     error: str | None = None
+    expected: float | None = None
+    reading: dict | None = None
 
 
 def score_persuasiveness(
@@ -72,8 +83,11 @@ def score_persuasiveness(
     try:
         if mode == "probability":
             dist = client.score(messages, OPTIONS)
-            result.distribution = dict(dist.probs)
-            result.score = dist.expected()
+            result.reading = dist.record()
+            result.score = int(dist.parsed if dist.parsed is not None else max(OPTIONS, key=lambda o: dist.probs[o]))
+            if dist.method != "explicit":
+                result.distribution = dict(dist.probs)
+                result.expected = dist.expected()
         else:
             _reasoned(client, messages, result)
     except LLMError as e:
@@ -128,7 +142,7 @@ def _reasoned(client: LLMClient, messages: list[Message], result: Persuasiveness
     if score is None:
         result.error = "unparseable answer: no <score>0|1|2</score> after one repair request"
     else:
-        result.score = float(score)
+        result.score = score
 
 
 def _explained_turn(conversation: Conversation) -> Turn | None:

@@ -214,8 +214,9 @@ def evaluate_conversation(
     metrics = compute_metrics(conversation, catalog)
     if run.persuasiveness is not None:
         p = score_persuasiveness(conversation, run.persuasiveness)
-        metrics.update({"persuasiveness": p.score, "persuasiveness_error": p.error,
-                        "persuasiveness_distribution": p.distribution})
+        metrics.update({"persuasiveness": p.score, "persuasiveness_expected": p.expected,
+                        "persuasiveness_error": p.error, "persuasiveness_distribution": p.distribution,
+                        "persuasiveness_prompts": p.prompt_version})
 
     failed = [s.factor for s in factor_scores if s.score is None]
     debate_failed = debate is not None and debate.final_score is None

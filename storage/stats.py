@@ -18,14 +18,16 @@ _FINISHED_SQL = "(" + ", ".join(f"'{status}'" for status in FINISHED) + ")"
 
 
 def _latest_evaluations_sql(*, scorer: str | None, source: str | None, domain: str | None,
-                            uploads: bool = False) -> tuple[str, list]:
-    """A ``latest`` CTE: one row per conversation, its latest finished evaluation (of ``scorer``).
-    Anonymous uploads (source ``upload``) are left out unless ``uploads``."""
+                            uploads: bool = False, fingerprint: str | None = None) -> tuple[str, list]:
+    """A ``latest`` CTE: one row per conversation, its latest finished evaluation (of ``scorer``, and of
+    one judge setup when ``fingerprint`` is given). Anonymous uploads (source ``upload``) are left out
+    unless ``uploads``."""
     where = [f"e.status in {_FINISHED_SQL}"]
     if not uploads:
         where.append("c.source != 'upload'")
     args: list = []
-    for column, value in (("e.scorer", scorer), ("c.source", source), ("c.domain", domain)):
+    for column, value in (("e.scorer", scorer), ("c.source", source), ("c.domain", domain),
+                          ("e.fingerprint", fingerprint)):
         if value is not None:
             where.append(f"{column} = ?")
             args.append(value)
@@ -46,24 +48,27 @@ def _latest_evaluations_sql(*, scorer: str | None, source: str | None, domain: s
 
 def latest_evaluations(
     db: Database, *, scorer: str | None = None, source: str | None = None, domain: str | None = None,
-    uploads: bool = False,
+    uploads: bool = False, fingerprint: str | None = None,
 ) -> list[dict]:
     """The latest finished evaluation of each conversation, optionally of one scorer only.
 
     Rows: ``id, conversation_id, scorer, overall, metrics (JSON text), status, system_id, source,
     domain``.
     """
-    cte, args = _latest_evaluations_sql(scorer=scorer, source=source, domain=domain, uploads=uploads)
+    cte, args = _latest_evaluations_sql(scorer=scorer, source=source, domain=domain, uploads=uploads,
+                                        fingerprint=fingerprint)
     return list(db.query(cte + " select * from latest order by system_id, conversation_id", args))
 
 
-def factor_means(db: Database, *, scorer: str, domain: str | None = None, uploads: bool = False) -> list[dict]:
+def factor_means(db: Database, *, scorer: str, domain: str | None = None, uploads: bool = False,
+                 fingerprint: str | None = None) -> list[dict]:
     """Mean factor score per system over the latest evaluations of ``scorer``.
 
     Several judges of one factor (an ensemble) are averaged within the conversation first.
     Rows: ``system_id, factor, mean, n`` (n = conversations with a score for the factor).
     """
-    cte, args = _latest_evaluations_sql(scorer=scorer, source=None, domain=domain, uploads=uploads)
+    cte, args = _latest_evaluations_sql(scorer=scorer, source=None, domain=domain, uploads=uploads,
+                                        fingerprint=fingerprint)
     sql = cte + """,
         per_conversation as (
             select l.system_id, f.factor, avg(f.score) as score
@@ -87,6 +92,21 @@ def scorer_counts(db: Database, *, uploads: bool = False) -> list[tuple[str, int
         + " group by e.scorer order by n desc, e.scorer"
     )
     return [(r["scorer"], r["n"]) for r in rows]
+
+
+def judge_setups(db: Database, *, uploads: bool = False) -> list[dict]:
+    """Each judge setup (scorer and configuration fingerprint) with finished evaluations, most used
+    first. Rows: ``scorer, fingerprint, config`` (JSON text of its latest evaluation), ``n``
+    (conversations it finished)."""
+    rows = db.query(
+        "select e.scorer, coalesce(e.fingerprint, '') as fingerprint, count(distinct e.conversation_id) as n, "
+        "max(e.created_at) as latest, (select e2.config from evaluations e2 where e2.scorer = e.scorer and "
+        "coalesce(e2.fingerprint, '') = coalesce(e.fingerprint, '') order by e2.created_at desc limit 1) as config "
+        "from evaluations e join conversations c on c.id = e.conversation_id "
+        f"where e.status in {_FINISHED_SQL}" + ("" if uploads else " and c.source != 'upload'")
+        + " group by e.scorer, coalesce(e.fingerprint, '') order by n desc, e.scorer, fingerprint"
+    )
+    return [dict(r) for r in rows]
 
 
 def battle_domains(db: Database) -> list[str]:

@@ -35,8 +35,11 @@ def test_probability_mode_reads_the_distribution(fake_openai, db_path):
     fake_openai.enqueue(Reply("2", logprobs={"2": math.log(0.6), "1": math.log(0.3), "0": math.log(0.1)}))
     result = score_persuasiveness(_conversation(), _client(fake_openai, db_path))
     assert result.error is None and result.mode == "probability"
-    assert result.score == pytest.approx(0.6 * 2 + 0.3 * 1)
+    # iEvaLM's score is the answer; the expected value is an extra field
+    assert result.score == 2 and isinstance(result.score, int)
+    assert result.expected == pytest.approx(0.6 * 2 + 0.3 * 1)
     assert result.distribution == pytest.approx({"0": 0.1, "1": 0.3, "2": 0.6})
+    assert result.reading["method"] == "logprobs" and result.reading["parsed"] == "2"
     assert result.prompt_version == prompts_version("persuasiveness") and result.model == "gpt-4o-mini"
     # the explanation is the last system turn that carries a list; the targets are shown
     assert result.explanation.startswith("Try Heat (1995)")
@@ -50,7 +53,7 @@ def test_reasoned_mode_parses_the_tag(fake_openai, db_path):
     fake_openai.enqueue(Reply("The reason is thin and it is not what I had in mind.\n<score>1</score>"))
     result = score_persuasiveness(_conversation(targets=False), _client(fake_openai, db_path), mode="reasoned",
                                   explanation="Because it is a great film.")
-    assert result.score == 1.0 and result.error is None and result.distribution is None
+    assert result.score == 1 and result.error is None and result.distribution is None
     assert result.rationale.startswith("The reason is thin")
     user = fake_openai.requests[0]["json"]["messages"][-1]["content"]
     assert "<explanation>\nBecause it is a great film." in user
@@ -60,7 +63,7 @@ def test_reasoned_mode_parses_the_tag(fake_openai, db_path):
 def test_reasoned_mode_repairs_once(fake_openai, db_path):
     fake_openai.enqueue(Reply("It convinces me completely."), Reply("<score>2</score>"))
     result = score_persuasiveness(_conversation(), _client(fake_openai, db_path), mode="reasoned")
-    assert result.score == 2.0 and len(fake_openai.requests) == 2
+    assert result.score == 2 and len(fake_openai.requests) == 2
     repair = fake_openai.requests[1]["json"]["messages"]
     assert repair[-2] == {"role": "assistant", "content": "It convinces me completely."}
 
@@ -94,3 +97,23 @@ def test_parse_score():
     assert parse_score("first <score>0</score> then <SCORE> 2 </SCORE>") == 2
     assert parse_score("<score>3</score>") is None
     assert parse_score("2") is None
+
+
+def test_the_answer_not_the_expectation_is_the_score(fake_openai, db_path):
+    """Hand-computed: a 'comparable' answer of 1 with 0.45 / 0.40 / 0.15 on 1 / 2 / 0 scores 1 (expected 1.25);
+    a stray '2' among the first alternatives of a longer answer is not read."""
+    fake_openai.enqueue(Reply("Score: 1", at={0: {"Score": 0.9, "2": 0.001}, 2: {" 1": 0.45, " 2": 0.40, " 0": 0.15}}))
+    result = score_persuasiveness(_conversation(), _client(fake_openai, db_path))
+    assert result.score == 1 and result.expected == pytest.approx(0.40 * 2 + 0.45)
+    assert result.reading["position"] == 2
+
+
+def test_the_rules_are_ievalms_in_its_order(fake_openai, db_path):
+    fake_openai.enqueue(Reply("1"))
+    score_persuasiveness(_conversation(), _client(fake_openai, db_path))
+    user = fake_openai.requests[0]["json"]["messages"][-1]["content"]
+    rules = [user.index(s) for s in ("mentions one of the things you were really looking for, give 2",
+                                     "worse than what you were looking for, give 0",
+                                     "comparable to what you were looking for, give 1",
+                                     "better than what you were looking for), give 2")]
+    assert rules == sorted(rules)

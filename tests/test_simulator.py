@@ -256,7 +256,9 @@ def _finished(catalog) -> Conversation:
 def test_persuasiveness_parsing(fake, db_path, catalog):
     c = client(fake, db_path)
     probability = persuasiveness(_finished(catalog), c, "probability")
-    assert probability["score"] == pytest.approx(1.89, abs=0.02) and probability["error"] is None
+    # iEvaLM's score is the answer (2); the expected value (~1.89) is the extra field
+    assert probability["score"] == 2 and probability["error"] is None
+    assert probability["expected"] == pytest.approx(1.89, abs=0.02)
     fake.enqueue(Reply("Convincing, it names what I wanted. <score>2</score>"))
     assert persuasiveness(_finished(catalog), c, "reasoned")["score"] == 2.0
     fake.enqueue(Reply("I think it is fine."), Reply("maybe two"))  # no tag, and the repair has none either
@@ -362,14 +364,15 @@ def test_batch_run_stores_evaluates_reports_and_feeds_the_leaderboard(routed_env
     assert result.counts["done"] == 8 and result.counts["evaluated"] == 8
     rows = run_dialogues(get_db(db_path), result.run_id)
     assert len(rows) == 8 and all(r["evaluation_id"] for r in rows)
-    assert all(r["result"]["persuasiveness"]["score"] == pytest.approx(1.89, abs=0.02) for r in rows)
+    assert all(r["result"]["persuasiveness"]["score"] == 2 for r in rows)
+    assert all(r["result"]["persuasiveness"]["expected"] == pytest.approx(1.89, abs=0.02) for r in rows)
     assert 3 <= min(r["result"]["system_turns"] for r in rows) and max(r["result"]["system_turns"] for r in rows) <= 5
     lines = [json.loads(x) for x in (result.out_dir / "conversations.jsonl").read_text().splitlines()]
     assert len(lines) == 8
     first = lines[0]["conversation"]
     assert first["targets"] and first["source"] == "simulation" and first["turns"][0]["metadata"]["source"] == "dataset"
     assert all(t["items"] for t in first["turns"] if t["role"] == "system")
-    assert lines[0]["evaluation"]["metrics"]["persuasiveness"] == pytest.approx(1.89, abs=0.02)
+    assert lines[0]["evaluation"]["metrics"]["persuasiveness"] == 2
     html = (result.out_dir / "report.html").read_text()
     assert "plotly" in html and "Recall@k per system" in html and "none of their targets" in html
     summary = (result.out_dir / "summary.csv").read_text().splitlines()

@@ -24,9 +24,10 @@ EXPLANATION = (
     "a tie or *both bad* counts as half a win each way), with a 95% bootstrap interval (200 rounds). "
     "**Rank**: 1 + the number of systems whose interval lies entirely above this one, so systems with "
     "overlapping intervals share a rank. **Elo** (K = 16, in vote order) is shown for reference only. "
-    "**Debate overall** (0–100), the twelve factor means (0–4) and **Judged** come from one scorer at a "
-    "time (the proxy by default when no capable LLM judge is configured); **R@k** is Recall@k over simulated "
-    f"conversations. A rank marked **provisional** rests on fewer than {PROVISIONAL_BATTLES} battles; it never "
+    "**Debate overall** (0–100), the twelve factor means (0–4) and **Judged** come from one judge setup at a "
+    "time (scorer, mode, rubric and prompt versions; the proxy by default when no capable LLM judge is "
+    "configured); over simulated conversations, **iEvaLM R@k** is Recall@k of the list the dialogue ended on "
+    f"(iEvaLM) and **session R@k** of all the dialogue's lists concatenated (CoRE). A rank marked **provisional** rests on fewer than {PROVISIONAL_BATTLES} battles; it never "
     "shares rank 1 with a system that has more. Anonymous uploads from the Evaluate tab are not on this board."
 )
 
@@ -38,7 +39,8 @@ def build(services: Services):
         domain = gr.Dropdown(choices=[ALL], value=ALL, label="Domain", scale=1)
         dataset = gr.Dropdown(choices=[ALL, *DATASETS, OTHER], value=ALL,
                               label="Dataset (the system's training set; other: this app's systems)", scale=1)
-        scorer = gr.Dropdown(choices=[], value=None, label="Scorer of the automatic scores", scale=2)
+        scorer = gr.Dropdown(choices=[], value=None, label="Judge setup of the automatic scores (scorer · mode · "
+                             "rubric · prompts)", scale=2)
         refresh = gr.Button("Refresh", variant="primary", scale=1)
     status = gr.Markdown("", elem_id="leaderboard-status")
     table = gr.Dataframe(interactive=False, wrap=False, pinned_columns=3, max_height=520, label="Systems", elem_id="leaderboard-table",
@@ -142,12 +144,12 @@ def _table(rows: list[dict]) -> pd.DataFrame:
             "Judged": r["judged"] if r["judged"] is not None else "",
         }
         record.update({LABELS[f]: _number(r[f], 2) for f in FACTORS})
-        record.update({c.replace("recall", "R"): _number(r[c], 3) for c in RECALL_COLUMNS})
+        record.update({_recall_label(c): _number(r[c], 3) for c in RECALL_COLUMNS})
         record["Simulations"] = r["simulations"] if r["simulations"] is not None else ""
         records.append(record)
     columns = ["Rank", "Group", "System", "Dataset", "Rating", "95% CI", "Battles", "W/T/L", "Elo", "Debate overall",
                "Debate 95% CI", "Judged", *(LABELS[f] for f in FACTORS),
-               *(c.replace("recall", "R") for c in RECALL_COLUMNS), "Simulations"]
+               *(_recall_label(c) for c in RECALL_COLUMNS), "Simulations"]
     if len({r["group"] for r in rows if r["group"] is not None}) < 2:
         columns.remove("Group")  # one group: the column says nothing
     return pd.DataFrame(records, columns=columns).astype(str)
@@ -159,3 +161,9 @@ def _number(value: float | None, digits: int) -> str:
 
 def _interval(low: float | None, high: float | None, digits: int) -> str:
     return "" if low is None or high is None else f"[{low:.{digits}f}, {high:.{digits}f}]"
+
+
+def _recall_label(column: str) -> str:
+    """``recall@10`` → ``iEvaLM R@10``; ``session_recall@10`` → ``session R@10``."""
+    return column.replace("session_recall", "session R") if column.startswith("session") else \
+        column.replace("recall", "iEvaLM R")

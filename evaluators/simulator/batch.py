@@ -341,6 +341,7 @@ def evaluate_run(run_id: str, rows: list[dict], config: SimulationConfig, catalo
         result = row["result"]
         extra = {
             "persuasiveness": (result.get("persuasiveness") or {}).get("score"),
+            "persuasiveness_expected": (result.get("persuasiveness") or {}).get("expected"),
             "persuasiveness_error": (result.get("persuasiveness") or {}).get("error"),
             "sim_hit": result.get("hit"),
             "sim_first_hit_turn": result.get("first_hit_turn"),

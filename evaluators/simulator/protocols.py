@@ -263,13 +263,15 @@ def _llm_choice(client: LLMClient, conversation: Conversation, options: list[str
 
 
 def persuasiveness(conversation: Conversation, client: LLMClient, mode: str) -> dict:
-    """The simulated user's iEvaLM persuasiveness score (0-2) of the last explained recommendation.
+    """The simulated user's iEvaLM persuasiveness answer (0, 1 or 2) of the last explained recommendation,
+    with the expected value under its distribution as the extra ``expected`` (probability mode).
 
     An unreadable answer is recorded as an error with score None; ``retry`` says whether running again
     could help (the endpoint failed).
     """
     result = score_persuasiveness(conversation, client, mode=mode)
-    return {"score": result.score, "mode": mode, "distribution": result.distribution, "error": result.error,
+    return {"score": result.score, "expected": result.expected, "mode": mode, "distribution": result.distribution,
+            "reading": result.reading, "error": result.error,
             "rationale": result.rationale[:500], "retry": bool(result.error and "model call failed" in result.error)}
 
 

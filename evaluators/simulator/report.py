@@ -3,9 +3,11 @@
 Means are over finished (``done``) dialogues; failed and errored ones are counted, never averaged in
 as zeros. A missing value (no evaluation, an unreadable persuasiveness answer) stays empty.
 
-Recall@k is computed on the session list (every system list of the dialogue concatenated, first
-occurrence kept), as the metrics module does for every conversation; iEvaLM's released code scores
-only the last list, which is never higher.
+Two recalls, named by source (:mod:`evaluators.metrics`): ``recall@k`` is iEvaLM's (§4.2; the top k of
+the list the dialogue ends on, its first hit among the first ``hit_k`` items, as iEvaLM stops there),
+``session_recall@k`` is over CoRE's session list (every system list concatenated, first occurrence
+kept). Per system both are pooled over targets (each dialogue weighted by its number of targets), as
+iEvaLM averages over (example, label) pairs. The leaderboard shows the same two.
 """
 
 from __future__ import annotations
@@ -20,14 +22,14 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from evaluators.factors import FACTORS, LABELS
-from evaluators.metrics import KS, recall_at_k
+from evaluators.metrics import KS, recall_at_k, session_recall_at_k
 from evaluators.pipeline import factor_mean
 from storage.conversations import get_conversation
 from storage.evaluations import get_evaluation
 
-RECALLS = tuple(f"recall@{k}" for k in KS)
+RECALLS = tuple(f"recall@{k}" for k in KS) + tuple(f"session_recall@{k}" for k in KS)
 DIALOGUE_COLUMNS = ("case_id", "system", "status", "stop_reason", "system_turns", "first_hit_turn", *RECALLS,
-                    "persuasiveness", "persona", "leaks_regenerated", "leaks_redacted", "accepted",
+                    "targets", "persuasiveness", "persuasiveness_expected", "persona", "leaks_regenerated", "leaks_redacted", "accepted",
                     "deception_suspected", "reliability_overlap", "scorer", "overall", "factor_mean", *FACTORS,
                     "conversation_id", "error")
 SUMMARY_COLUMNS = ("system", "dialogues", "done", "failed", "error", "hit_rate", "mean_system_turns", *RECALLS,
@@ -50,7 +52,7 @@ def evaluation_summary(db, evaluation_id: str | None) -> dict | None:
             "factors": {s.factor: s.score for s in evaluation.factor_scores}, "metrics": evaluation.metrics}
 
 
-def dialogue_rows(rows: list[dict], db) -> list[dict]:
+def dialogue_rows(rows: list[dict], db, *, hit_k: int = 50) -> list[dict]:
     out = []
     for row in rows:
         result = row.get("result") or {}
@@ -63,15 +65,19 @@ def dialogue_rows(rows: list[dict], db) -> list[dict]:
         }
         p = result.get("persuasiveness") or {}
         record["persuasiveness"] = p.get("score")
+        record["persuasiveness_expected"] = p.get("expected")
         sincerity = result.get("sincerity") or {}
         record["accepted"] = sincerity.get("accepted")
         record["deception_suspected"] = sincerity.get("deception_suspected")
         record["reliability_overlap"] = (result.get("reliability") or {}).get("overlap")
         if row["status"] == "done":
             conversation = get_conversation(db, row["conversation_id"])
-            recall = recall_at_k(conversation) if conversation is not None else None
+            recall = recall_at_k(conversation, hit_k=hit_k) if conversation is not None else None
+            session = session_recall_at_k(conversation) if conversation is not None else None
             for k in KS:
                 record[f"recall@{k}"] = recall[k] if recall else None
+                record[f"session_recall@{k}"] = session[k] if session else None
+            record["targets"] = len({t.id for t in conversation.targets}) if conversation is not None else None
         evaluation = evaluation_summary(db, row.get("evaluation_id"))
         if evaluation is not None:
             record.update({"scorer": evaluation["scorer"], "overall": evaluation["overall"],
@@ -84,6 +90,13 @@ def dialogue_rows(rows: list[dict], db) -> list[dict]:
 def _mean(values) -> float | None:
     values = [float(v) for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
     return sum(values) / len(values) if values else None
+
+
+def _pooled(dialogues: list[dict], column: str) -> float | None:
+    """Recall pooled over targets: iEvaLM's mean over (example, label) pairs."""
+    pairs = [(d[column], d["targets"] or 1) for d in dialogues if d[column] is not None]
+    weight = sum(w for _, w in pairs)
+    return sum(v * w for v, w in pairs) / weight if weight else None
 
 
 def summary_rows(dialogues: list[dict], systems: list[str]) -> list[dict]:
@@ -100,7 +113,7 @@ def summary_rows(dialogues: list[dict], systems: list[str]) -> list[dict]:
             "error": sum(1 for d in mine if d["status"] not in ("done", "failed")),
             "hit_rate": _mean([1.0 if d["first_hit_turn"] is not None else 0.0 for d in done]),
             "mean_system_turns": _mean([d["system_turns"] for d in done]),
-            **{r: _mean([d[r] for d in done]) for r in RECALLS},
+            **{r: _pooled(done, r) for r in RECALLS},
             "persuasiveness": _mean(persuasive), "persuasiveness_n": len(persuasive),
             "persuasiveness_errors": sum(1 for d in done if d["persuasiveness"] is None),
             "overall": _mean([d["overall"] for d in done]), "factor_mean": _mean([d["factor_mean"] for d in done]),
@@ -132,16 +145,17 @@ def overall_figure(summary: list[dict]) -> go.Figure:
 
 
 def recall_figure(summary: list[dict]) -> go.Figure:
-    figure = go.Figure([go.Bar(name=r["system"], x=[c.replace("recall", "R") for c in RECALLS],
-                               y=[r[c] for c in RECALLS]) for r in summary])
-    figure.update_layout(title="Recall@k per system (session list)", barmode="group", height=360,
+    labels = [c.replace("session_recall", "session R").replace("recall", "iEvaLM R") for c in RECALLS]
+    figure = go.Figure([go.Bar(name=r["system"], x=labels, y=[r[c] for c in RECALLS]) for r in summary])
+    figure.update_layout(title="Recall@k per system: iEvaLM (the list the dialogue ended on) and over the session list",
+                         barmode="group", height=360,
                          yaxis={"range": [0, 1], "title": "recall"})
     return figure
 
 
 def build_report(rows: list[dict], db, *, config: dict, selection: dict, demo: bool = False) -> dict:
     systems = list(config.get("systems") or dict.fromkeys(r["system_id"] for r in rows))
-    dialogues = dialogue_rows(rows, db)
+    dialogues = dialogue_rows(rows, db, hit_k=int(config.get("hit_k") or 50))
     summary = summary_rows(dialogues, systems)
     notes = list(selection.get("notes") or [])
     scorers = sorted({d["scorer"] for d in dialogues if d["scorer"]})
