@@ -1,0 +1,258 @@
+"""Load on the real app: N gradio_client sessions chatting, arena battles with racing votes, and
+anonymous leaderboard reads, against `python app.py` on 127.0.0.1.
+
+For N = 1, 16 and 50 concurrent sessions, each session sends a few chat turns to the retrieval
+baseline (and to the small neural systems when they are built; without them a note says so), while a
+few other sessions run arena battles and vote on each from two threads at once. Every level stops
+after its turns or its time limit, whichever comes first, so the whole run is bounded (about three
+minutes on two cores). Afterwards the database is checked: every answered turn stored exactly once,
+one vote per voted battle. Then 20 leaderboard reads must not write anything.
+
+    python bench/load.py            # figures, not pass/fail: it exits 0 even when a target is missed
+    python bench/load.py --quick    # a smoke run: N = 1 and 4, two turns each
+
+Prints per level turns/s, p50/p95 latency, errors, lost and duplicated turns and votes, the machine
+load, and the headline lines ``BENCH chat_p95_s_at_50``, ``BENCH lost_or_duplicated`` and
+``BENCH leaderboard_read_writes``.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from app_server import AppServer  # noqa: E402
+
+LEVELS = ((1, 10, 30.0), (16, 5, 45.0), (50, 3, 60.0))  # (sessions, turns per session, time limit s)
+ARENA_SESSIONS = {1: 1, 4: 1, 16: 2, 50: 2}
+BATTLES_PER_SESSION = 3
+MESSAGES = ("A tense heist thriller?", "Something with Al Pacino?", "Maybe a comedy instead.",
+            "Anything from the 90s?", "One more, please.", "What about sci-fi?", "A romantic film?",
+            "Something animated for kids?", "A war movie?", "Thanks, one last one?")
+
+
+@dataclass
+class Level:
+    n: int
+    latencies: list[float] = field(default_factory=list)
+    ok: dict[str, int] = field(default_factory=dict)  # conversation id -> answered turns
+    failed: dict[str, int] = field(default_factory=dict)  # conversation id -> calls that raised
+    errors: int = 0
+    battles: int = 0
+    votes_recorded: int = 0
+    vote_replies: list[str] = field(default_factory=list)
+    wall: float = 0.0
+    last_chat: float = 0.0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def chat_session(url: str, systems: list[str], turns: int, deadline: float, level: Level, k: int) -> None:
+    from gradio_client import Client
+
+    try:
+        client = Client(url, verbose=False)
+    except Exception:
+        with level.lock:
+            level.errors += 1
+        return
+    system = systems[k % len(systems)]
+    conversation = None
+    for t in range(turns):
+        if time.monotonic() > deadline:
+            return
+        start = time.perf_counter()
+        try:
+            _, _, status, conversation_id, _ = client.predict(MESSAGES[t % len(MESSAGES)], system, api_name="/chat")
+            elapsed = time.perf_counter() - start
+            with level.lock:
+                level.latencies.append(elapsed)
+                level.last_chat = time.perf_counter()
+                conversation = conversation_id or conversation
+                level.ok[conversation] = level.ok.get(conversation, 0) + 1
+        except Exception:
+            with level.lock:
+                level.errors += 1
+                if conversation:
+                    level.failed[conversation] = level.failed.get(conversation, 0) + 1
+
+
+def arena_session(url: str, deadline: float, level: Level, battles: int = BATTLES_PER_SESSION) -> None:
+    """A few battles (until the deadline at most); each voted from two threads at once (exactly one
+    must count)."""
+    from gradio_client import Client
+
+    client = Client(url, verbose=False)
+    for _ in range(battles):
+        if time.monotonic() > deadline - 5:
+            return
+        try:
+            client.predict("A funny film for tonight?", api_name="/arena_send")
+        except Exception:
+            with level.lock:
+                level.errors += 1
+            return
+        replies: list[str] = []
+
+        def vote(choice: str) -> None:
+            try:
+                replies.append(client.predict("", api_name=f"/arena_vote_{choice}")[2])
+            except Exception as e:  # the losing racer is told the battle has its vote
+                replies.append(str(e))
+
+        racers = [threading.Thread(target=vote, args=(c,)) for c in ("a", "tie")]
+        for r in racers:
+            r.start()
+        for r in racers:
+            r.join(60)
+        with level.lock:
+            level.battles += 1
+            level.votes_recorded += sum("recorded" in r for r in replies)
+            level.vote_replies += replies
+        try:
+            client.predict(api_name="/arena_new")
+        except Exception:
+            return
+
+
+def check(db_path: Path, level: Level, votes_before: int) -> tuple[int, int, int]:
+    """(lost, duplicated turns, vote problems) for this level, from the database file."""
+    db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=30)
+    try:
+        lost = duplicated = 0
+        for conversation, answered in level.ok.items():
+            stored = db.execute("select count(*) from turns where conversation_id = ?", [conversation]).fetchone()[0]
+            distinct = db.execute("select count(distinct part || ':' || idx) from turns where conversation_id = ?",
+                                  [conversation]).fetchone()[0]
+            failed = level.failed.get(conversation, 0)
+            lost += max(0, 2 * answered - stored)
+            duplicated += max(0, stored - 2 * (answered + failed)) + (stored - distinct)
+        votes = db.execute("select count(*) from votes").fetchone()[0] - votes_before
+        vote_problems = abs(votes - level.battles) + abs(level.votes_recorded - level.battles)
+        return lost, duplicated, vote_problems
+    finally:
+        db.close()
+
+
+def count_votes(db_path: Path) -> int:
+    db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=30)
+    try:
+        return db.execute("select count(*) from votes").fetchone()[0]
+    finally:
+        db.close()
+
+
+def leaderboard_read_writes(url: str, db_path: Path, reads: int = 20) -> int:
+    """Writes made while ``reads`` anonymous leaderboard reads run (after the refresher settled)."""
+    from gradio_client import Client
+
+    watcher = sqlite3.connect(str(db_path), timeout=30)
+    try:
+        def snapshot() -> tuple:
+            version = watcher.execute("pragma data_version").fetchone()[0]
+            rows = sum(watcher.execute(f"select count(*) from {t}").fetchone()[0]
+                       for t in ("leaderboard_snapshots", "conversations", "turns", "votes", "evaluations"))
+            board = watcher.execute("select version from board_state").fetchone()[0]
+            return version, rows, board
+
+        settle = time.monotonic() + 30
+        last = snapshot()
+        while time.monotonic() < settle:  # let the refresher store the board of the finished levels
+            time.sleep(6)
+            now = snapshot()
+            if now == last:
+                break
+            last = now
+        client = Client(url, verbose=False)
+        for _ in range(reads):
+            client.predict("All", "All", None, api_name="/leaderboard")
+        time.sleep(6)  # a refresher write caused by the reads would land within its period
+        after = snapshot()
+        if after == last:
+            return 0
+        return max(1, abs(after[1] - last[1]) + abs(after[2] - last[2]))
+    finally:
+        watcher.close()
+
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def main() -> None:
+    print(f"machine load (1, 5, 15 min) at start: {tuple(round(x, 2) for x in os.getloadavg())} on "
+          f"{os.cpu_count()} CPUs")
+    cache = os.environ.get("CRS_ARENA_CACHE") or str(Path.home() / ".cache" / "crs-arena")
+    with tempfile.TemporaryDirectory() as folder:
+        db_path = Path(folder) / "load.db"
+        env = {"CRS_ARENA_CACHE": cache, "CRS_NEURAL_BUILD": "never", "LOG_LEVEL": "ERROR"}
+        os.environ.update({"CRS_ARENA_CACHE": cache, "CRS_NEURAL_BUILD": "never"})
+        from crs_backends.registry import ready_system_ids
+
+        ready = ready_system_ids(db_path=db_path)
+        neural = [s for s in ready if s not in ("chatcrs", "retrieval")]
+        systems = ["retrieval", *neural]
+        if not neural:
+            print("note: the small neural systems are not built (python -m crs_backends.neural.small ensure); "
+                  "chat sessions use the retrieval baseline only")
+        else:
+            print(f"chat sessions rotate over: {', '.join(systems)}")
+        with AppServer(db_path, env=env) as server:
+            total_lost = total_dup = total_vote = 0
+            p95_at_50 = float("nan")
+            levels = ((1, 2, 15.0), (4, 2, 20.0)) if "--quick" in sys.argv else LEVELS
+            for n, turns, limit in levels:
+                level = Level(n)
+                votes_before = count_votes(db_path)
+                deadline = time.monotonic() + limit
+                start = time.perf_counter()
+                arenas = ARENA_SESSIONS[n]
+                with ThreadPoolExecutor(max_workers=n + arenas) as pool:
+                    futures = [pool.submit(chat_session, server.url, systems, turns, deadline, level, k)
+                               for k in range(n)]
+                    futures += [pool.submit(arena_session, server.url, deadline, level) for _ in range(arenas)]
+                    for f in futures:
+                        f.result()
+                level.wall = max(1e-6, (level.last_chat or time.perf_counter()) - start)  # the chat sessions' span
+                lost, duplicated, vote_problems = check(db_path, level, votes_before)
+                total_lost += lost
+                total_dup += duplicated
+                total_vote += vote_problems
+                answered = len(level.latencies)
+                p50, p95 = pct(level.latencies, 0.5), pct(level.latencies, 0.95)
+                if n == 50:
+                    p95_at_50 = p95
+                print(f"N={n:>2}: {answered} chat turns in {level.wall:.1f} s ({answered / level.wall:.1f} turns/s), "
+                      f"p50 {p50:.2f} s, p95 {p95:.2f} s, errors {level.errors}; lost {lost}, duplicated "
+                      f"{duplicated} turns; {level.battles} battles, {level.votes_recorded} votes recorded "
+                      f"({vote_problems} vote problems); load {os.getloadavg()[0]:.2f}")
+            writes = leaderboard_read_writes(server.url, db_path)
+        print(f"machine load (1, 5, 15 min) at the end: {tuple(round(x, 2) for x in os.getloadavg())}")
+    print(f"BENCH chat_p95_s_at_50 {p95_at_50:.2f} s target <= 2")
+    print(f"BENCH lost_or_duplicated {total_lost + total_dup + total_vote} target <= 0")
+    print(f"BENCH leaderboard_read_writes {writes} target <= 0")
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except Exception as e:  # a figure, not a gate: say what happened and exit 0
+        print(f"load bench stopped early: {type(e).__name__}: {e}")
+        print("BENCH chat_p95_s_at_50 nan s target <= 2")
+        print("BENCH lost_or_duplicated nan target <= 0")
+        print("BENCH leaderboard_read_writes nan target <= 0")
+    sys.exit(0)
