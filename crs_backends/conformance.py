@@ -286,7 +286,7 @@ def system_for(target: str, *, catalog: str | None = None, key_env: str | None =
     entry = entry_of(target)
     if entry is not None:
         system = entry.build(max_retries=0, timeout=time_limit)
-        return system, system.catalog, True  # type: ignore[attr-defined]
+        return system, getattr(system, "catalog", None) or get_catalog(entry.catalog_name()), True
     system = get_system(target)
     return system, getattr(system, "catalog", None) or get_catalog(catalog or "bundled"), False
 

@@ -37,8 +37,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from crs_backends.base import DEFAULT_LIST_SIZE, CRSSystem
-from crs_backends.remote_crs import RemoteConfig, RemoteCRS, default_retries, default_timeout, http_url
+from crs_backends.base import DEFAULT_LIST_SIZE, CRSSystem, SystemInfo
+from crs_backends.remote_crs import (RemoteConfig, RemoteCRS, RemoteCRSError, default_retries, default_timeout,
+                                     http_url)
+from storage.records import Turn
 
 log = logging.getLogger(__name__)
 
@@ -93,33 +95,42 @@ class SystemEntry:
                             list_size=self.list_size)
 
     def build(self, *, max_retries: int | None = None, timeout: float | None = None) -> CRSSystem:
-        """The system (no request is sent). Raises the registry's ``SystemUnavailable`` with a message for
-        people when its catalog or plug-in cannot be loaded."""
+        """The system (no request is sent). A plug-in or catalog that cannot be loaded gives a stand-in whose
+        variant line says so and whose every turn is a plain error, so that listing systems never fails."""
         from catalog.catalog import get_catalog
-        from crs_backends.registry import SystemUnavailable
 
         try:
             catalog = get_catalog(self.catalog_name())
         except (OSError, ValueError) as e:
-            raise SystemUnavailable(f"{self.label}: its catalog {self.catalog_name()!r} cannot be loaded ({e}).") \
-                from None
+            log.error("system %s: catalog %r cannot be loaded: %s", self.id, self.catalog_name(), e)
+            return Unavailable(self, f"its catalog {self.catalog_name()!r} cannot be loaded")
         if self.kind == "http":
             return RemoteCRS(self.remote_config(max_retries=max_retries, timeout=timeout), catalog)
         from crs_backends import plugins
-        from crs_backends.remote_crs import RemoteCRSError
 
         try:
             factory = plugins.load_factory(self.entry_point or "")
-        except Exception:  # an import error inside the plug-in: the log has it, the person gets a sentence
-            log.exception("plug-in %s (%s) could not be imported", self.id, self.entry_point)
-            raise SystemUnavailable(f"{self.label}: its plug-in {self.entry_point!r} could not be loaded; the "
-                                    "details are in the server log.") from None
-        try:
             return plugins.PluginSystem(system_id=self.id, label=self.label, description=self.description,
                                         entry_point=self.entry_point or "", factory=factory, catalog=catalog,
                                         options=self.options, list_size=self.list_size)
-        except RemoteCRSError as e:
-            raise SystemUnavailable(str(e)) from None
+        except Exception:  # an import error or a constructor that raised: the log has it, people get a sentence
+            log.exception("plug-in %s (%s) could not be loaded", self.id, self.entry_point)
+            return Unavailable(self, f"its plug-in {self.entry_point!r} could not be loaded (see the server log)")
+
+
+class Unavailable(CRSSystem):
+    """Stands in for a registered system that cannot be built: listed as not available, every turn an error."""
+
+    def __init__(self, entry: SystemEntry, reason: str):
+        self.entry, self.reason = entry, reason
+
+    @property
+    def info(self) -> SystemInfo:
+        return SystemInfo(id=self.entry.id, label=self.entry.label, variant=f"not available: {self.reason}")
+
+    def respond(self, conversation) -> Turn:
+        raise RemoteCRSError(f"{self.entry.label} is not available: {self.reason}.", kind="config",
+                             model=self.entry.id)
 
 
 def load_systems_file(path: str | os.PathLike, *, reserved: Iterable[str] = (), env=os.environ,
@@ -173,6 +184,8 @@ def load_systems_file(path: str | os.PathLike, *, reserved: Iterable[str] = (), 
         labels[label.casefold()] = at("label")
         description = _text(table, "description", 200, at, fail)
         catalog = _text(table, "catalog", 200, at, fail) or None
+        if catalog and not _catalog_exists(catalog):
+            fail(at("catalog"), f"no catalog {catalog!r}: use 'bundled' or a dataset folder under CRS_DATA_DIR")
         list_size = _integer(table, "list_size", DEFAULT_LIST_SIZE, 1, 100, at, fail)
         if "url" in table and "entry_point" in table and "kind" not in table:
             fail(max(at("url"), at("entry_point")), "a system has either a 'url' (HTTP) or an 'entry_point' "
@@ -221,6 +234,15 @@ def load_systems_file(path: str | os.PathLike, *, reserved: Iterable[str] = (), 
                 fail(at("options"), "'options' must be a table ([system.options])")
             entries.append(SystemEntry(**common, entry_point=name, options=dict(options)))
     return entries
+
+
+def _catalog_exists(name: str) -> bool:
+    from catalog.catalog import data_dir
+
+    if name == "bundled" or (Path(name) / "id2info.json").exists():
+        return True
+    base = data_dir()
+    return base is not None and (base / name / "id2info.json").exists()
 
 
 def _toml_reason(error: Exception) -> str:

@@ -96,6 +96,7 @@ BAD = [
     ('[[system]]\nid = "a"\nlabel = "A"\nentry_point = "not_installed"\n', 4,
      "no installed package provides the plug-in 'not_installed'"),
     ('[[system]]\nid = "a"\nlabel = "A"\nkind = "grpc"\nurl = "http://h/"\n', 4, "'kind' must be one of"),
+    ('[[system]]\nid = "a"\nlabel = "A"\nurl = "http://h/"\ncatalog = "nowhere"\n', 5, "no catalog 'nowhere'"),
     ('systems_dir = "x"\n[[system]]\nid = "a"\nlabel = "A"\nurl = "http://h/"\n', 1, "unknown key 'systems_dir'"),
     ('[[system]]\nid = "a"\nlabel = "A"\nurl = "http://h/\n', 4, "not valid TOML"),
     ('[[system]]\nid = "a"\nlabel = "A"\nurl = "http://h/"\n[system.options]\nx = 1\n', 5,
@@ -146,6 +147,16 @@ def test_a_failing_plugin_gives_a_plain_message_and_logs_the_details(tmp_path, t
         system.respond(Conversation(system_id="broken", turns=[Turn("user", "hi")]))
     assert str(err.value) == "Broken failed on this turn; the details are in the server log."
     assert "secret internal detail" in caplog.text  # for the operator, not for the person chatting
+
+
+def test_a_plugin_that_cannot_be_loaded_is_listed_as_not_available(tmp_path, toy_plugin, caplog):
+    path = write(tmp_path, '[[system]]\nid = "gone"\nlabel = "Gone"\nentry_point = "toy_missing"\n')
+    with caplog.at_level(logging.ERROR):
+        system = load_systems_file(path)[0].build()
+    assert system.info.variant == "not available: its plug-in 'toy_missing' could not be loaded (see the server log)"
+    assert "No module named" in caplog.text
+    with pytest.raises(RemoteCRSError, match="^Gone is not available: its plug-in 'toy_missing' could not be loaded"):
+        system.respond(Conversation(system_id="gone", turns=[Turn("user", "hi")]))
 
 
 def test_a_plugin_giving_no_turn_is_refused(tmp_path, toy_plugin, monkeypatch):
