@@ -194,3 +194,25 @@ def test_the_command_line_lists_the_file_and_refuses_a_bad_one(tmp_path):
     bad.write_text('[[system]]\nid = "a"\nlabel = "A"\nurl = "gopher://h/"\n', encoding="utf-8")
     refused = _run(["systems"], {"CRS_SYSTEMS_FILE": str(bad)}, tmp_path)
     assert refused.returncode != 0 and f"{bad}:4: 'url': only http:// and https://" in refused.stderr
+
+
+def test_a_pip_installed_plugin_is_found_by_its_entry_point(tmp_path):
+    """The toy package installed for real (pip, into a target folder, offline), then checked by id."""
+    import shutil
+
+    source = tmp_path / "src"
+    shutil.copytree(ROOT / "tests" / "crs_plugin_example", source)  # pip writes build files next to the source
+    site = tmp_path / "site"
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--no-index",
+                          "--quiet", "--target", str(site), str(source)], capture_output=True, text=True, timeout=180)
+    if pip.returncode != 0:
+        pytest.skip(f"pip cannot build the package offline here (setuptools missing?): {pip.stderr[-300:]}")
+    systems = write(tmp_path, '[[system]]\nid = "toy"\nlabel = "Toy plug-in"\nentry_point = "toy"\n')
+    done = _run(["check", "toy", "--json"], {"CRS_SYSTEMS_FILE": str(systems), "PYTHONPATH": str(site)}, tmp_path)
+    assert done.returncode in (0, 1), done.stderr
+    import json
+
+    report = json.loads(done.stdout)
+    assert report["label"] == "Toy plug-in" and report["target"] == "toy"
+    rules = {r["rule"]: r["passed"] for r in report["rules"]}
+    assert rules["valid_response"] and rules["catalog_items"] and rules["no_html"]
