@@ -383,15 +383,6 @@ def test_training_lowers_loss_resumes_and_loads(tmp_path, redial):
     assert loaded.generate(inp) == model.generate(inp)
 
 
-def test_epoch_batches_cover_every_example_once_and_are_deterministic():
-    lengths = [(i * 37) % 101 for i in range(203)]
-    batches = barcor.epoch_batches(lengths, 8, seed=1, epoch=2)
-    assert sorted(i for b in batches for i in b) == list(range(203))
-    assert len(batches) == -(-203 // 8) and all(len(b) <= 8 for b in batches)
-    assert batches == barcor.epoch_batches(lengths, 8, seed=1, epoch=2)
-    assert batches != barcor.epoch_batches(lengths, 8, seed=1, epoch=3)
-
-
 def test_records_without_known_targets_still_train_conv(tmp_path, kg, tokenizer):
     model = BARCOR.create(kg, size="small", seed=2, tokenizer=tokenizer)
     records = [Record(context=["Hi", "Hello! What do you like?", "Horror"], entity=["horror"],

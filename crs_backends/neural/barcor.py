@@ -33,7 +33,6 @@ import json
 import math
 import os
 import time
-import warnings
 from pathlib import Path
 from typing import Iterable
 
@@ -61,6 +60,7 @@ from crs_backends.neural.engine import (
     fill_slots,
 )
 from crs_backends.neural.kg import KGData
+from crs_backends.neural.training import Stage, run_stages, split_budget, wanted_steps
 
 SYSTEM = "barcor"
 HUB_TOKENIZER = "facebook/bart-base"
@@ -492,11 +492,6 @@ def _make_tokenizer(kg: KGData, texts: Iterable[str] | None, *, vocab_size: int)
 # ---------------------------------------------------------------------------------------------------------------
 # training
 
-SAVE_EVERY_STEPS = 50
-SAVE_EVERY_SECONDS = 60.0
-STATE_FILE = "trainer_state.pt"
-
-
 def rec_examples(model: BARCOR, records: list[Record]) -> list[tuple[list[int], int]]:
     """One (context ids, entity label) example per known target item, as the published rec data."""
     out = []
@@ -546,123 +541,45 @@ def conv_loss(model: BARCOR, batch: list[tuple[list[int], list[int]]]) -> torch.
     return model.conv_model(input_ids=ids, attention_mask=mask, labels=labels, use_cache=False).loss
 
 
-def epoch_batches(lengths: list[int], batch_size: int, seed: int, epoch: int) -> list[list[int]]:
-    """Example indices per batch for one epoch: a seeded shuffle, sorted by length within windows of 16 batches
-    (less padding), batches in seeded random order. Deterministic, so a resumed run sees the same batches."""
-    g = torch.Generator().manual_seed(seed * 1000 + epoch)
-    perm = torch.randperm(len(lengths), generator=g).tolist()
-    window = batch_size * 16
-    batches = []
-    for start in range(0, len(perm), window):
-        chunk = sorted(perm[start:start + window], key=lambda i: lengths[i])
-        batches += [chunk[j:j + batch_size] for j in range(0, len(chunk), batch_size)]
-    order = torch.randperm(len(batches), generator=g).tolist()
-    return [batches[i] for i in order]
-
-
 def _example_length(example) -> int:
     ids, target = example
     return len(ids) + (len(target) if isinstance(target, list) else 0)
 
 
-def _split_budget(max_steps: int | None, wanted: dict[str, int]) -> dict[str, int]:
-    """Steps per part: ``wanted`` (epochs × batches), with ``max_steps`` shared in proportion to it."""
-    total = sum(wanted.values())
-    if max_steps is None or total <= max_steps:
-        return dict(wanted)
-    out, left = {}, max_steps
-    parts = [p for p in wanted if wanted[p] > 0]
-    for n, p in enumerate(parts):
-        share = left if n == len(parts) - 1 else min(wanted[p], max(1, round(max_steps * wanted[p] / total)))
-        out[p] = min(share, left)
-        left -= out[p]
-    return {p: out.get(p, 0) for p in wanted}
-
-
-def _train_part(model: BARCOR, part: str, module: nn.Module, examples: list, loss_fn, steps: int,
-                state_dir: Path, config: TrainConfig, progress: ProgressFn | None) -> tuple[list[float], int]:
-    """One part's optimisation loop with a resumable state file; returns (losses, steps done now)."""
-    state_path = state_dir / STATE_FILE
-    opt = torch.optim.AdamW([p for p in module.parameters() if p.requires_grad], lr=config.lr, weight_decay=0.01)
-    step, losses = 0, []
-    if config.resume and state_path.exists():
-        try:
-            st = torch.load(state_path, map_location="cpu", weights_only=False)
-            load_strict(module, st["model"], source=state_path)  # checked before anything is copied
-            opt.load_state_dict(st["optimizer"])
-            step, losses = int(st["step"]), list(st["losses"])
-            torch.set_rng_state(st["rng"])
-        except Exception as e:  # a foreign or broken state: start this part again
-            warnings.warn(f"ignoring training state {state_path} ({type(e).__name__}: {e}); starting {part} afresh",
-                          stacklevel=2)
-            step, losses = 0, []
-    start = step
-    if steps <= 0 or not examples:
-        return losses, 0
-    bs = max(1, config.batch_size)
-    per_epoch = math.ceil(len(examples) / bs)
-    lengths = [_example_length(e) for e in examples]
-    batches: dict[int, list[list[int]]] = {}
-
-    def save_state():
-        state_dir.mkdir(parents=True, exist_ok=True)
-        tmp = state_path.with_suffix(".tmp")
-        torch.save({"model": module.state_dict(), "optimizer": opt.state_dict(), "step": step, "losses": losses,
-                    "rng": torch.get_rng_state(), "part": part}, tmp)
-        os.replace(tmp, state_path)
-
-    module.train()
-    last_save = time.monotonic()
-    try:
-        while step < steps:
-            epoch, b = divmod(step, per_epoch)
-            if epoch not in batches:
-                batches = {epoch: epoch_batches(lengths, bs, config.seed, epoch)}
-            batch = [examples[i] for i in batches[epoch][b]]
-            loss = loss_fn(model, batch)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(module.parameters(), 1.0)
-            opt.step()
-            step += 1
-            losses.append(float(loss.detach()))
-            if progress is not None:
-                progress(part, step, steps)
-            if step % SAVE_EVERY_STEPS == 0 or time.monotonic() - last_save > SAVE_EVERY_SECONDS:
-                save_state()
-                last_save = time.monotonic()
-        if step > start:
-            save_state()
-    finally:
-        module.eval()
-    return losses, step - start
+def _start_rec_from_conv(model: BARCOR) -> None:
+    """Our small versions train from scratch; the published rec and conv models both start from bart-base.
+    So that the recommender, too, starts from a model that knows the language, it starts from the reply model's
+    BART (same architecture); only the classification head starts fresh."""
+    rec, conv = model.rec_model.model, model.conv_model.model
+    shapes = {k: v.shape for k, v in rec.state_dict().items()}
+    state = conv.state_dict()
+    if set(shapes) == set(state) and all(state[k].shape == shapes[k] for k in shapes):
+        rec.load_state_dict(state)
 
 
 def train(model: BARCOR, records: list[Record], out_root, dataset: str, config: TrainConfig,
           progress: ProgressFn | None = None) -> TrainReport:
-    """Train rec (cross-entropy over entity labels, one example per target item) and conv (seq2seq loss on
-    ``"System: " + resp``) on ``records``; resumable from ``<out_root>/.train/barcor_<part>_<ds>/``; the result
-    is saved in the published layout under ``out_root``."""
+    """Train conv (seq2seq loss on ``"System: " + resp``), then rec (cross-entropy over entity labels, one example
+    per target item; in the small size starting from the trained reply model's BART), through the one training
+    engine (:mod:`crs_backends.neural.training`: resumable); saved in the published layout under ``out_root``."""
     t0 = time.monotonic()
     out_root = Path(out_root)
-    torch.manual_seed(config.seed)
     model.device = config.device
     model.rec_model.to(config.device)
     model.conv_model.to(config.device)
     model._item_ids = model._item_ids.to(config.device)
     model._enc_cache = None
-    data = {"rec": rec_examples(model, records), "conv": conv_examples(model, records)}
-    bs = max(1, config.batch_size)
-    wanted = {p: config.epochs * math.ceil(len(ex) / bs) for p, ex in data.items()}
-    budget = _split_budget(config.max_steps, wanted)
-    losses: dict[str, list[float]] = {}
-    done = 0
-    for part, module, loss_fn in (("rec", model.rec_model, rec_loss), ("conv", model.conv_model, conv_loss)):
-        state_dir = out_root / ".train" / f"{SYSTEM}_{part}_{dataset}"
-        losses[part], n = _train_part(model, part, module, data[part], loss_fn, budget[part], state_dir, config,
-                                      progress)
-        done += n
+    data = {"conv": conv_examples(model, records), "rec": rec_examples(model, records)}
+    budget = split_budget(config.max_steps, {p: wanted_steps(len(ex), config) for p, ex in data.items()})
+    stages = [
+        Stage("conv", data["conv"], lambda batch: conv_loss(model, batch), [model.conv_model], budget["conv"],
+              config.lr, lengths=[_example_length(e) for e in data["conv"]]),
+        Stage("rec", data["rec"], lambda batch: rec_loss(model, batch), [model.rec_model], budget["rec"], config.lr,
+              lengths=[_example_length(e) for e in data["rec"]],
+              start=(lambda: _start_rec_from_conv(model)) if model.size == "small" else None),
+    ]
+    steps, losses = run_stages(SYSTEM, dataset, out_root, stages, config, progress)
     model._enc_cache = None
     model.dataset = dataset
     model.save(out_root, dataset)
-    return TrainReport(system=SYSTEM, out=out_root, steps=done, losses=losses, seconds=time.monotonic() - t0)
+    return TrainReport(system=SYSTEM, out=out_root, steps=steps, losses=losses, seconds=time.monotonic() - t0)

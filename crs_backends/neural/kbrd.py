@@ -10,8 +10,6 @@ Reply: utterances joined with ``</s>``, ``<s> … </s>`` left-truncated to 200 t
 from __future__ import annotations
 
 import json
-import math
-import random
 import time
 from pathlib import Path
 from typing import Iterable
@@ -41,6 +39,7 @@ from crs_backends.neural.engine import (
 )
 from crs_backends.neural.kbrd_modules import OPTIONAL_CONV_KEYS, KBRDforConv, KBRDforRec, conv_config
 from crs_backends.neural.kg import KGData
+from crs_backends.neural.training import Stage, run_stages, split_budget, wanted_steps
 
 SYSTEM = "kbrd"
 HUB_TOKENIZER = "facebook/bart-base"
@@ -370,113 +369,37 @@ def evaluate_loss(model: KBRD, records: list[Record], part: str, batch_size: int
     return total / n
 
 
-def _steps_per_part(n_rec: int, n_conv: int, config: TrainConfig) -> tuple[int, int]:
-    bs = max(1, config.batch_size)
-    rec = config.epochs * math.ceil(n_rec / bs) if n_rec else 0
-    conv = config.epochs * math.ceil(n_conv / bs) if n_conv else 0
-    if config.max_steps is not None:  # the budget is shared: half to each part when both have data
-        budget = max(0, config.max_steps)
-        if rec and conv:
-            rec_budget = min(rec, (budget + 1) // 2)
-            conv = min(conv, budget - rec_budget)
-            rec = rec_budget
-        else:
-            rec, conv = min(rec, budget), min(conv, budget)
-    return rec, conv
-
-
-def _batches(n: int, bs: int, seed: int, epoch: int) -> list[list[int]]:
-    order = list(range(n))
-    random.Random(seed * 1000 + epoch).shuffle(order)
-    return [order[i:i + bs] for i in range(0, n, bs)]
-
-
-SAVE_EVERY_STEPS = 50
-SAVE_EVERY_SECONDS = 60.0
-
-
-def _train_part(model: KBRD, part: str, examples: list, total: int, module: torch.nn.Module, out_root,
-                dataset: str, config: TrainConfig, progress: ProgressFn | None) -> tuple[list[float], int]:
-    state_file = Path(out_root) / ".train" / f"{SYSTEM}_{part}_{dataset}" / "state.pt"
-    params = [p for p in module.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=0.01)
-    step, losses = 0, []
-    if config.resume and state_file.exists():
-        try:
-            saved = torch.load(state_file, map_location="cpu", weights_only=False)
-            load_strict(module, saved["model"], source=state_file)
-            optimizer.load_state_dict(saved["optimizer"])
-            step, losses = int(saved["step"]), list(saved["losses"])
-        except Exception as e:  # a foreign or damaged trainer state: start this part again
-            print(f"kbrd: ignoring trainer state {state_file} ({type(e).__name__}: {e}); starting {part} afresh")
-            step, losses = 0, []
-    if step >= total:
-        return losses, 0
-
-    def save_state(done: bool):
-        state_file.parent.mkdir(parents=True, exist_ok=True)
-        tmp = state_file.with_suffix(".tmp")
-        torch.save({"model": {k: v.detach().cpu() for k, v in module.state_dict().items()},
-                    "optimizer": optimizer.state_dict(), "step": step, "losses": losses, "total": total,
-                    "done": done}, tmp)
-        tmp.replace(state_file)
-
-    bs = max(1, config.batch_size)
-    per_epoch = math.ceil(len(examples) / bs)
-    module.train()
-    node_table = None
-    if part == "conv":
-        model.rec.eval()
-        model.invalidate()
-        node_table = model.node_table()
-    new_steps, last_save = 0, time.monotonic()
-    while step < total:
-        epoch, index = divmod(step, per_epoch)
-        batch_idx = _batches(len(examples), bs, config.seed, epoch)[index]
-        batch = [examples[i] for i in batch_idx]
-        loss = rec_loss(model, batch) if part == "rec" else conv_loss(model, batch, node_table)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        optimizer.step()
-        step += 1
-        new_steps += 1
-        losses.append(float(loss.detach()))
-        if progress:
-            progress(part, step, total)
-        if step % SAVE_EVERY_STEPS == 0 or time.monotonic() - last_save > SAVE_EVERY_SECONDS:
-            save_state(False)
-            last_save = time.monotonic()
-    save_state(True)
-    module.eval()
-    model.invalidate()
-    return losses, new_steps
-
-
 def train(model: KBRD, records: list[Record], out_root, dataset: str, config: TrainConfig,
           progress: ProgressFn | None = None) -> TrainReport:
     """Train the recommender (cross-entropy of each target item from the user vector over all entities), then the
-    conversation model (teacher-forced LM loss with the user-vector bias, recommender frozen); resumable; writes the
-    published layout under ``out_root``."""
+    conversation model (teacher-forced LM loss with the user-vector bias, recommender frozen), through the one
+    training engine (:mod:`crs_backends.neural.training`: resumable); writes the published layout under
+    ``out_root``. ``max_steps`` is shared half and half when both parts have data."""
     t0 = time.monotonic()
-    torch.manual_seed(config.seed)
     model.rec.to(config.device)
     model.conv.to(config.device)
     model.device = torch.device(config.device)
     model.edge_index, model.edge_type = model.edge_index.to(model.device), model.edge_type.to(model.device)
     model.item_ids = model.item_ids.to(model.device)
     rec_ex, conv_ex = _rec_examples(model, records), _conv_examples(model, records)
-    rec_total, conv_total = _steps_per_part(len(rec_ex), len(conv_ex), config)
-    losses: dict[str, list[float]] = {"rec": [], "conv": []}
-    steps = 0
-    if rec_total:
-        losses["rec"], n = _train_part(model, "rec", rec_ex, rec_total, model.rec, out_root, dataset, config,
-                                       progress)
-        steps += n
-    if conv_total:
-        losses["conv"], n = _train_part(model, "conv", conv_ex, conv_total, model.conv, out_root, dataset,
-                                        config, progress)
-        steps += n
+    budget = split_budget(config.max_steps, {"rec": wanted_steps(len(rec_ex), config),
+                                             "conv": wanted_steps(len(conv_ex), config)},
+                          shares={"rec": 0.5, "conv": 0.5})
+    frozen: dict[str, torch.Tensor] = {}
+
+    def freeze_recommender() -> None:  # the conversation model learns from a fixed user vector
+        model.rec.eval()
+        model.invalidate()
+        with torch.no_grad():
+            frozen["nodes"] = model.node_table()
+
+    stages = [
+        Stage("rec", rec_ex, lambda batch: rec_loss(model, batch), [model.rec], budget["rec"], config.lr,
+              lengths=[len(e[0]) for e in rec_ex], setup=model.invalidate),
+        Stage("conv", conv_ex, lambda batch: conv_loss(model, batch, frozen["nodes"]), [model.conv], budget["conv"],
+              config.lr, lengths=[len(e[0]) + len(e[2]) for e in conv_ex], setup=freeze_recommender),
+    ]
+    steps, losses = run_stages(SYSTEM, dataset, out_root, stages, config, progress)
     model.rec.eval()
     model.conv.eval()
     model.invalidate()

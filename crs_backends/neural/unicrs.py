@@ -53,6 +53,7 @@ from crs_backends.neural.checkpoints import (CheckpointError, hf_weights_file, l
 from crs_backends.neural.engine import (MOVIE_SLOT, TOP_K, ConvInput, NeuralModel, ProgressFn, Record,
                                         TrainConfig, TrainReport, WordRepeatGuard)
 from crs_backends.neural.kg import KGData
+from crs_backends.neural.training import Stage, run_stages, split_budget, wanted_steps
 from crs_backends.neural.unicrs_prompt import KGPrompt, prefix_sizes
 
 log = logging.getLogger(__name__)
@@ -601,43 +602,55 @@ class UniCRS(NeuralModel):
         return {"context": self.context_ids(record.context), "prompt": prompt, "prompt_mask": prompt_mask,
                 "entity": self.entity_ids(record.entity), "targets": targets, "resp": resp_ids + [self.eos_id]}
 
-    def losses(self, batch: list[dict]) -> tuple[torch.Tensor | None, torch.Tensor]:
-        """(rec loss or None when no example has a known target, conv LM loss) for a batch of :meth:`example` dicts."""
+    def _batch_inputs(self, batch: list[dict]) -> tuple[torch.Tensor, torch.Tensor]:
+        """RoBERTa token states of the prompts and the padded entity ids of a batch."""
         dev = self.device
         prompt = torch.tensor([b["prompt"] for b in batch], device=dev)
         pmask = torch.tensor([b["prompt_mask"] for b in batch], device=dev)
         tokens = self.roberta(input_ids=prompt, attention_mask=pmask).last_hidden_state
         width = max(len(b["entity"]) for b in batch)
         ents = torch.tensor([b["entity"] + [self.kg.pad_id] * (width - len(b["entity"])) for b in batch], device=dev)
+        return tokens, ents
 
-        rec_loss = None
+    def rec_loss(self, batch: list[dict], inputs: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor | None:
+        """Cross-entropy of each target entity from the last hidden state (None when no example has a target)."""
         rows = [i for i, b in enumerate(batch) if b["targets"]]
-        if rows:
-            table = self.rec_prompt.get_entity_embeds()
-            idx = torch.tensor(rows, device=dev)
-            prefix = self.rec_prompt(ents[idx], tokens[idx], output_entity=True, use_rec_prefix=True,
-                                     entity_table=table)
-            ids, mask = _left_pad([batch[i]["context"] for i in rows], self.pad_id, dev)
-            hidden, _ = self._run(ids, mask, prefix)
-            logits = hidden[:, -1] @ table.T
-            pair_rows = [r for r, i in enumerate(rows) for _ in batch[i]["targets"]]
-            pair_targets = [t for i in rows for t in batch[i]["targets"]]
-            rec_loss = F.cross_entropy(logits[torch.tensor(pair_rows, device=dev)],
-                                       torch.tensor(pair_targets, device=dev))
+        if not rows:
+            return None
+        dev = self.device
+        tokens, ents = inputs if inputs is not None else self._batch_inputs(batch)
+        table = self.rec_prompt.get_entity_embeds()
+        idx = torch.tensor(rows, device=dev)
+        prefix = self.rec_prompt(ents[idx], tokens[idx], output_entity=True, use_rec_prefix=True,
+                                 entity_table=table)
+        ids, mask = _left_pad([batch[i]["context"] for i in rows], self.pad_id, dev)
+        hidden, _ = self._run(ids, mask, prefix)
+        logits = hidden[:, -1] @ table.T
+        pair_rows = [r for r, i in enumerate(rows) for _ in batch[i]["targets"]]
+        pair_targets = [t for i in rows for t in batch[i]["targets"]]
+        return F.cross_entropy(logits[torch.tensor(pair_rows, device=dev)], torch.tensor(pair_targets, device=dev))
 
+    def conv_loss(self, batch: list[dict], inputs: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+        """LM loss on the reply tokens (the published labels are -100 over the context)."""
+        dev = self.device
+        tokens, ents = inputs if inputs is not None else self._batch_inputs(batch)
         table = self.conv_prompt.get_entity_embeds()
         prefix = self.conv_prompt(ents, tokens, output_entity=False, use_conv_prefix=True, entity_table=table)
         seqs = [b["context"] + b["resp"] for b in batch]
         ids, mask = _left_pad(seqs, self.pad_id, dev)
         hidden, _ = self._run(ids, mask, prefix)
-        # LM loss on the reply tokens only (the published labels are -100 over the context): the vocabulary
-        # projection runs on those positions alone; position t predicts token t + 1
+        # the vocabulary projection runs on the reply positions alone; position t predicts token t + 1
         width = ids.shape[1]
         rows = [r for r, b in enumerate(batch) for _ in b["resp"]]
         cols = [width - len(b["resp"]) - 1 + j for b in batch for j in range(len(b["resp"]))]
         targets = torch.tensor([t for b in batch for t in b["resp"]], device=dev)
         logits = self.gpt2.lm_head(hidden[torch.tensor(rows, device=dev), torch.tensor(cols, device=dev)])
-        return rec_loss, F.cross_entropy(logits, targets)
+        return F.cross_entropy(logits, targets)
+
+    def losses(self, batch: list[dict]) -> tuple[torch.Tensor | None, torch.Tensor]:
+        """(rec loss or None when no example has a known target, conv LM loss) for a batch of :meth:`example` dicts."""
+        inputs = self._batch_inputs(batch)
+        return self.rec_loss(batch, inputs), self.conv_loss(batch, inputs)
 
     def set_training(self, on: bool) -> None:
         for m in ([self.rec_prompt, self.conv_prompt] if self.frozen else self.modules()):
@@ -656,86 +669,47 @@ def _left_pad(seqs: list[list[int]], pad: int, device) -> tuple[torch.Tensor, to
 # training
 
 
-def _module_states(model: UniCRS) -> dict:
-    return {"gpt2": model.gpt2.state_dict(), "roberta": model.roberta.state_dict(),
-            "rec": model.rec_prompt.state_dict(), "conv": model.conv_prompt.state_dict()}
+PROMPT_SHARE = 0.4  # of max_steps: the recommendation path's pre-training stage
 
 
 def train(model: UniCRS, records: list[Record], out_root, dataset: str, config: TrainConfig,
-          progress: ProgressFn | None = None, *, save_every: int = 200, save_seconds: float = 120.0) -> TrainReport:
-    """Joint training of the rec prompt (cross-entropy of the target entity) and the conv prompt (LM loss of the
-    reply), plus the backbones in the small size; one optimizer step updates both parts (the backbones are
-    shared). ``max_steps`` counts steps over all runs. Resumable from ``<out_root>/.train/unicrs_<ds>/state.pt``
-    (modules, optimizer, step, losses; written every ``save_every`` steps or ``save_seconds``, and at the end);
-    the result is saved in the published layout under ``out_root``. The report holds this run's new steps and
-    losses."""
+          progress: ProgressFn | None = None) -> TrainReport:
+    """Two stages through the one training engine (:mod:`crs_backends.neural.training`: resumable):
+
+    1. ``prompt``: the recommendation path alone (rec prompt, plus the backbones in the small size) on the
+       records' target items, as UniCRS pre-trains its prompt before the task stages, so that the ranking
+       learns to read the conversation before it shares the backbones with the reply;
+    2. ``joint``: rec prompt and conv prompt (and the small backbones) together, one optimizer step on the sum of
+       the rec cross-entropy and the reply's LM loss (the backbones are shared).
+
+    ``max_steps`` is shared ``PROMPT_SHARE`` / rest. The result is saved in the published layout under ``out_root``."""
     start = time.monotonic()
     out_root = Path(out_root)
     if not records:
         raise ValueError("no training records")
-    torch.manual_seed(config.seed)
     model.to(config.device)
     examples = [model.example(r) for r in records]
-    bs = max(1, int(config.batch_size))
-    per_epoch = math.ceil(len(examples) / bs)
-    total = per_epoch * max(1, int(config.epochs))
-    if config.max_steps is not None:
-        total = min(total, int(config.max_steps))
-    params = model.trainable_parameters()
-    opt = torch.optim.AdamW(params, lr=config.lr)
-    state_path = out_root / ".train" / f"{SYSTEM}_{dataset}" / "state.pt"
-    step, history = 0, {"rec": [], "conv": []}
-    if config.resume and state_path.exists():
-        try:
-            saved = torch.load(state_path, map_location=config.device, weights_only=True)
-            model.gpt2.load_state_dict(saved["modules"]["gpt2"])
-            model.roberta.load_state_dict(saved["modules"]["roberta"])
-            model.rec_prompt.load_state_dict(saved["modules"]["rec"])
-            model.conv_prompt.load_state_dict(saved["modules"]["conv"])
-            opt.load_state_dict(saved["optimizer"])
-            step, history = int(saved["step"]), {k: list(v) for k, v in saved["losses"].items()}
-        except Exception as e:
-            raise CheckpointError(f"cannot resume from {state_path} (delete it to restart): {e}") from e
+    with_targets = [e for e in examples if e["targets"]]
+    lengths = [len(e["context"]) + len(e["resp"]) for e in examples]
+    budget = split_budget(config.max_steps, {"prompt": wanted_steps(len(with_targets), config),
+                                             "joint": wanted_steps(len(examples), config)},
+                          shares={"prompt": PROMPT_SHARE, "joint": 1 - PROMPT_SHARE})
+    rec_modules = [model.rec_prompt] if model.frozen else [model.rec_prompt, model.gpt2, model.roberta]
+    all_modules = [model.rec_prompt, model.conv_prompt] + ([] if model.frozen else [model.gpt2, model.roberta])
 
-    first_step = step
-    losses: dict[str, list[float]] = {"rec": [], "conv": []}  # this run's (the report); ``history``: all runs
+    def joint_loss(batch: list[dict]) -> dict[str, torch.Tensor]:
+        rec, conv = model.losses(batch)
+        return {"conv": conv} if rec is None else {"rec": rec, "conv": conv}
 
-    def checkpoint() -> None:
-        state_path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = state_path.with_suffix(".tmp")
-        torch.save({"modules": _module_states(model), "optimizer": opt.state_dict(), "step": step,
-                    "losses": {k: history[k] + losses[k] for k in history}}, tmp)
-        os.replace(tmp, state_path)
-
-    last_save = time.monotonic()
-    model.set_training(True)
+    stages = [
+        Stage("prompt", with_targets, lambda batch: model.rec_loss(batch), rec_modules, budget["prompt"], config.lr,
+              lengths=[len(e["context"]) for e in with_targets], setup=model._invalidate),
+        Stage("joint", examples, joint_loss, all_modules, budget["joint"], config.lr, lengths=lengths,
+              parts=("rec", "conv"), setup=model._invalidate),
+    ]
     try:
-        order, order_epoch = None, -1
-        while step < total:
-            epoch, pos = divmod(step, per_epoch)
-            if epoch != order_epoch:
-                g = torch.Generator().manual_seed(config.seed * 1000 + epoch)
-                order, order_epoch = torch.randperm(len(examples), generator=g).tolist(), epoch
-            batch = [examples[i] for i in order[pos * bs:(pos + 1) * bs]]
-            rec_loss, conv_loss = model.losses(batch)
-            loss = conv_loss if rec_loss is None else rec_loss + conv_loss
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, 1.0)
-            opt.step()
-            step += 1
-            if rec_loss is not None:
-                losses["rec"].append(float(rec_loss.detach()))
-            losses["conv"].append(float(conv_loss.detach()))
-            if progress is not None:
-                progress("rec+conv", step, total)
-            if step < total and ((save_every and step % save_every == 0)
-                                 or time.monotonic() - last_save > save_seconds):
-                checkpoint()
-                last_save = time.monotonic()
+        steps, losses = run_stages(SYSTEM, dataset, out_root, stages, config, progress)
     finally:
         model.set_training(False)
-    checkpoint()
     model.save(out_root, dataset)
-    return TrainReport(system=SYSTEM, out=out_root, steps=step - first_step, losses=losses,
-                       seconds=time.monotonic() - start)
+    return TrainReport(system=SYSTEM, out=out_root, steps=steps, losses=losses, seconds=time.monotonic() - start)

@@ -1,0 +1,193 @@
+"""The one training loop of KBRD, BARCOR and UniCRS: stages, a step budget, one resume policy, one state path.
+
+A model's ``train`` describes its training as :class:`Stage` s run in order (KBRD: ``rec`` then ``conv``;
+BARCOR: ``conv`` then ``rec``, the recommender starting from the reply model's BART; UniCRS: ``prompt``
+pre-training of the recommendation path, then ``joint``). Each stage supplies its examples, its loss
+and the modules it trains; :func:`run_stage` does the rest the same way for all three:
+
+- batches: a seeded shuffle per epoch, sorted by length within windows of 16 batches (less padding),
+  in seeded order, so a resumed run sees the same batches;
+- AdamW, gradient clipping at 1.0, one loss value logged per step (named parts logged separately);
+- the state (trained modules, optimizer, step, losses, torch RNG) in
+  ``<out>/.train/<system>_<stage>_<dataset>/trainer_state.pt``, written atomically every 50 steps or
+  60 seconds and at the end of the stage;
+- resume: a readable state for the same modules continues where it stopped (a finished stage does
+  nothing); a damaged or foreign state is reported with a warning and the stage starts again from step 0.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import torch
+from torch import nn
+
+from crs_backends.neural.engine import ProgressFn, TrainConfig
+
+STATE_FILE = "trainer_state.pt"
+SAVE_EVERY_STEPS = 50
+SAVE_EVERY_SECONDS = 60.0
+BUCKET_BATCHES = 16
+
+LossFn = Callable[[list], "torch.Tensor | dict[str, torch.Tensor]"]
+
+
+@dataclass
+class Stage:
+    """One optimisation stage. ``loss(batch)`` returns a tensor, or named tensors that are summed (each name
+    is logged on its own). ``start`` runs once before the first step of a fresh (not resumed) stage."""
+
+    name: str
+    examples: list
+    loss: LossFn
+    modules: list[nn.Module]
+    steps: int
+    lr: float
+    lengths: list[int] | None = None
+    start: Callable[[], None] | None = None
+    setup: Callable[[], None] | None = None  # before every run of the stage, fresh or resumed
+    params: list[nn.Parameter] | None = None
+    parts: tuple[str, ...] = ()  # the loss names it logs (default: its own name)
+    losses: dict[str, list[float]] = field(default_factory=dict)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return self.parts or (self.name,)
+
+
+def state_path(out_root, system: str, stage: str, dataset: str) -> Path:
+    return Path(out_root) / ".train" / f"{system}_{stage}_{dataset}" / STATE_FILE
+
+
+def epoch_batches(lengths: list[int], batch_size: int, seed: int, epoch: int) -> list[list[int]]:
+    """Example indices per batch for one epoch (see the module docstring). Deterministic for (seed, epoch)."""
+    g = torch.Generator().manual_seed(seed * 1000 + epoch)
+    perm = torch.randperm(len(lengths), generator=g).tolist()
+    window = batch_size * BUCKET_BATCHES
+    batches = []
+    for start in range(0, len(perm), window):
+        chunk = sorted(perm[start:start + window], key=lambda i: lengths[i])
+        batches += [chunk[j:j + batch_size] for j in range(0, len(chunk), batch_size)]
+    order = torch.randperm(len(batches), generator=g).tolist()
+    return [batches[i] for i in order]
+
+
+def split_budget(max_steps: int | None, wanted: dict[str, int], shares: dict[str, float] | None = None) -> dict[str, int]:
+    """Steps per stage: ``wanted`` (epochs x batches each), or ``max_steps`` shared out when it is smaller, by
+    ``shares`` (default: in proportion to ``wanted``); no stage gets more than it wants."""
+    total = sum(wanted.values())
+    if max_steps is None or total <= max_steps:
+        return dict(wanted)
+    weights = {p: (shares or {}).get(p, wanted[p] / total if total else 0.0) for p in wanted}
+    norm = sum(w for p, w in weights.items() if wanted[p] > 0) or 1.0
+    out, left = {}, max(0, max_steps)
+    parts = [p for p in wanted if wanted[p] > 0]
+    for n, p in enumerate(parts):
+        share = left if n == len(parts) - 1 else max(1, round(max_steps * weights[p] / norm))
+        out[p] = min(wanted[p], share, left)
+        left -= out[p]
+    return {p: out.get(p, 0) for p in wanted}
+
+
+def wanted_steps(n_examples: int, config: TrainConfig) -> int:
+    return config.epochs * math.ceil(n_examples / max(1, config.batch_size)) if n_examples else 0
+
+
+def _states(modules: list[nn.Module]) -> list[dict]:
+    return [{k: v.detach().cpu() for k, v in m.state_dict().items()} for m in modules]
+
+
+def run_stage(system: str, dataset: str, out_root, stage: Stage, config: TrainConfig,
+              progress: ProgressFn | None = None) -> int:
+    """Run (or resume) one stage; returns the steps done now. Losses go to ``stage.losses``."""
+    from crs_backends.neural.checkpoints import load_strict
+
+    path = state_path(out_root, system, stage.name, dataset)
+    params = stage.params if stage.params is not None else \
+        [p for m in stage.modules for p in m.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=stage.lr, weight_decay=0.01)
+    step, history = 0, {}
+    resumed = False
+    if config.resume and path.exists():
+        try:
+            saved = torch.load(path, map_location="cpu", weights_only=False)
+            if saved.get("stage") != stage.name or len(saved["modules"]) != len(stage.modules):
+                raise ValueError("the state belongs to another stage")
+            for module, state in zip(stage.modules, saved["modules"]):
+                load_strict(module, state, source=path)  # checked before anything is copied
+            optimizer.load_state_dict(saved["optimizer"])
+            step, history = int(saved["step"]), {k: list(v) for k, v in saved["losses"].items()}
+            torch.set_rng_state(saved["rng"])
+            resumed = True
+        except Exception as e:  # a damaged or foreign state: this stage starts again
+            warnings.warn(f"{system}: ignoring the training state {path} ({type(e).__name__}: {e}); "
+                          f"starting {stage.name} afresh", stacklevel=2)
+            step, history = 0, {}
+    stage.losses = history
+    if step >= stage.steps or not stage.examples:
+        return 0
+    if not resumed and stage.start is not None:
+        stage.start()
+    if stage.setup is not None:
+        stage.setup()
+
+    def save() -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        torch.save({"stage": stage.name, "modules": _states(stage.modules), "optimizer": optimizer.state_dict(),
+                    "step": step, "losses": stage.losses, "rng": torch.get_rng_state()}, tmp)
+        os.replace(tmp, path)
+
+    bs = max(1, config.batch_size)
+    lengths = stage.lengths or [1] * len(stage.examples)
+    per_epoch = math.ceil(len(stage.examples) / bs)
+    first, last_save, order, order_epoch = step, time.monotonic(), [], -1
+    for m in stage.modules:
+        m.train()
+    try:
+        while step < stage.steps:
+            epoch, index = divmod(step, per_epoch)
+            if epoch != order_epoch:
+                order, order_epoch = epoch_batches(lengths, bs, config.seed, epoch), epoch
+            batch = [stage.examples[i] for i in order[index]]
+            out = stage.loss(batch)
+            parts = out if isinstance(out, dict) else {stage.name: out}
+            loss = sum(parts.values())
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            optimizer.step()
+            step += 1
+            for name, value in parts.items():
+                stage.losses.setdefault(name, []).append(float(value.detach()))
+            if progress is not None:
+                progress(stage.name, step, stage.steps)
+            if step % SAVE_EVERY_STEPS == 0 or time.monotonic() - last_save > SAVE_EVERY_SECONDS:
+                save()
+                last_save = time.monotonic()
+        save()
+    finally:
+        for m in stage.modules:
+            m.eval()
+    return step - first
+
+
+def run_stages(system: str, dataset: str, out_root, stages: list[Stage], config: TrainConfig,
+               progress: ProgressFn | None = None) -> tuple[int, dict[str, list[float]]]:
+    """Run the stages in order (seeded once); returns (steps done now, losses by name over all runs)."""
+    torch.manual_seed(config.seed)
+    steps = 0
+    losses: dict[str, list[float]] = {}
+    for stage in stages:
+        steps += run_stage(system, dataset, out_root, stage, config, progress)
+        for name in stage.names:
+            losses.setdefault(name, [])
+        for name, values in stage.losses.items():
+            losses.setdefault(name, []).extend(values)
+    return steps, losses

@@ -1,0 +1,85 @@
+"""The one training engine of KBRD, BARCOR and UniCRS (crs_backends.neural.training): batches, budgets, one
+resume policy and one state path, on a tiny real module."""
+
+from __future__ import annotations
+
+import warnings
+
+import torch
+from torch import nn
+
+from crs_backends.neural.engine import TrainConfig
+from crs_backends.neural.training import Stage, epoch_batches, run_stages, split_budget, state_path
+
+
+def test_epoch_batches_cover_every_example_once_and_are_deterministic():
+    lengths = [(i * 37) % 101 for i in range(203)]
+    batches = epoch_batches(lengths, 8, seed=1, epoch=2)
+    assert sorted(i for b in batches for i in b) == list(range(203))
+    assert len(batches) == -(-203 // 8) and all(len(b) <= 8 for b in batches)
+    assert batches == epoch_batches(lengths, 8, seed=1, epoch=2)
+    assert batches != epoch_batches(lengths, 8, seed=1, epoch=3)
+
+
+def test_the_budget_is_shared_and_never_exceeds_what_a_stage_wants():
+    assert split_budget(None, {"rec": 30, "conv": 50}) == {"rec": 30, "conv": 50}
+    assert split_budget(20, {"rec": 30, "conv": 50}, shares={"rec": 0.5, "conv": 0.5}) == {"rec": 10, "conv": 10}
+    assert split_budget(20, {"rec": 4, "conv": 50}, shares={"rec": 0.5, "conv": 0.5}) == {"rec": 4, "conv": 16}
+    assert split_budget(10, {"prompt": 0, "joint": 50}) == {"prompt": 0, "joint": 10}
+
+
+def _stage(module: nn.Module, steps: int, name: str = "fit") -> Stage:
+    xs = [torch.tensor([float(i % 7), 1.0]) for i in range(40)]
+
+    def loss(batch):
+        x = torch.stack(batch)
+        return ((module(x).squeeze(-1) - 3 * x[:, 0]) ** 2).mean()
+
+    return Stage(name, xs, loss, [module], steps, 0.05)
+
+
+def test_stages_resume_from_the_saved_step_and_a_finished_stage_does_nothing(tmp_path):
+    config = TrainConfig(batch_size=8, seed=0)
+    torch.manual_seed(0)
+    module = nn.Linear(2, 1)
+    steps, losses = run_stages("toy", "ds", tmp_path, [_stage(module, 12)], config)
+    assert steps == 12 and len(losses["fit"]) == 12 and losses["fit"][-1] < losses["fit"][0]
+    saved = torch.load(state_path(tmp_path, "toy", "fit", "ds"), weights_only=False)
+    assert saved["step"] == 12 and saved["stage"] == "fit"
+    again = nn.Linear(2, 1)
+    steps, losses = run_stages("toy", "ds", tmp_path, [_stage(again, 12)], config)
+    assert steps == 0 and len(losses["fit"]) == 12
+    steps, losses = run_stages("toy", "ds", tmp_path, [_stage(again, 15)], config)
+    assert steps == 3 and len(losses["fit"]) == 15
+    assert torch.equal(again.weight, torch.load(state_path(tmp_path, "toy", "fit", "ds"),
+                                                weights_only=False)["modules"][0]["weight"])
+
+
+def test_a_damaged_state_restarts_the_stage_with_a_warning(tmp_path):
+    config = TrainConfig(batch_size=8, seed=0)
+    path = state_path(tmp_path, "toy", "fit", "ds")
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"not a torch file")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        steps, _ = run_stages("toy", "ds", tmp_path, [_stage(nn.Linear(2, 1), 5)], config)
+    assert steps == 5 and any("starting fit afresh" in str(w.message) for w in caught)
+    # a state of another shape (another module) is refused the same way
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        steps, _ = run_stages("toy", "ds", tmp_path, [_stage(nn.Sequential(nn.Linear(2, 1)), 7)],
+                              TrainConfig(batch_size=8))
+    assert steps == 7
+    assert any("afresh" in str(w.message) for w in caught)
+
+
+def test_start_runs_only_on_a_fresh_stage(tmp_path):
+    calls = []
+    module = nn.Linear(2, 1)
+    stage = _stage(module, 4)
+    stage.start = lambda: calls.append("start")
+    run_stages("toy", "ds", tmp_path, [stage], TrainConfig(batch_size=8))
+    stage = _stage(module, 6)
+    stage.start = lambda: calls.append("start")
+    run_stages("toy", "ds", tmp_path, [stage], TrainConfig(batch_size=8))
+    assert calls == ["start"]
