@@ -1,10 +1,12 @@
 """A full evaluation (12 factors + a 4-round debate) against an endpoint with fixed latency L.
 
-The fake OpenAI-compatible server (tests/fake_openai.py, on 127.0.0.1) answers
-every call after L seconds, with debate scores that never agree, so all four
-rounds run. The same evaluation runs twice side by side: as the product runs
-it (12 factor calls in parallel, each round's four personas in parallel) and
-fully sequentially. The critical path is 5 L (one factor wave + 4 rounds).
+The judge runs the default mode, CoRE's procedure: each factor's answer is reasons, then
+``<rating>n</rating>``, generated with top-20 log-probabilities and read at the rating token (one
+call per factor). The fake OpenAI-compatible server (tests/fake_openai.py, on 127.0.0.1) answers
+every call after L seconds with a multi-token answer and per-position alternatives, and with debate
+scores that never agree, so all four rounds run. The same evaluation runs twice side by side: as
+the product runs it (12 factor calls in parallel, each round's four personas in parallel) and fully
+sequentially. The critical path is 5 L (one factor wave + 4 rounds).
 
     python bench/eval_latency.py [--latency 0.25]
 """
@@ -26,7 +28,7 @@ from fake_openai import Delay, FakeOpenAI, Reply  # noqa: E402
 
 from catalog.catalog import load_bundled  # noqa: E402
 from evaluators.debate import DebateConfig  # noqa: E402
-from evaluators.factor_judge import JudgeConfig  # noqa: E402
+from evaluators.factor_judge import DEFAULT_MODE, JudgeConfig  # noqa: E402
 from evaluators.factors import FACTORS, PERSONA_FACTORS  # noqa: E402
 from evaluators.pipeline import EvaluationSetup, evaluate_conversation  # noqa: E402
 from llm.base import LLMClient  # noqa: E402
@@ -47,7 +49,8 @@ def conversation() -> Conversation:
 
 def script(fake: FakeOpenAI, latency: float) -> None:
     """12 judge answers, then 4 rounds x 4 debaters whose scores never agree."""
-    answers = [Reply(json.dumps({"evaluator": "x", "statement": "<rating>3</rating>", "score": 50}))] * len(FACTORS)
+    answers = [Reply("The replies follow the request; 2 of the 3 lists fit it.\n<rating>3</rating>",
+                     at={"answer": {"3": 0.7, "2": 0.2, "4": 0.1}})] * len(FACTORS)
     answers += [Reply(json.dumps({"evaluator": "x", "statement": "Fine.", "score": 20 + 10 * (i % 4)}))
                 for i in range(ROUNDS * 4)]
     fake.enqueue(*[Delay(latency, a) for a in answers])
@@ -58,7 +61,7 @@ def run(fake: FakeOpenAI, latency: float, *, parallel: bool, catalog) -> float:
         return LLMClient(OpenAICompatibleModel(name, base_url=fake.base_url, api_key="k", max_retries=0, timeout=30))
 
     setup = EvaluationSetup(
-        judge=JudgeConfig(clients=[client("judge")], mode="reasoned", max_concurrency=12 if parallel else 1),
+        judge=JudgeConfig(clients=[client("judge")], max_concurrency=12 if parallel else 1),  # the default mode
         debate=DebateConfig(clients={r: client(r) for r in PERSONA_FACTORS}, max_rounds=ROUNDS,
                             sequential=not parallel),
         catalog=catalog,
@@ -69,6 +72,8 @@ def run(fake: FakeOpenAI, latency: float, *, parallel: bool, catalog) -> float:
         evaluation = evaluate_conversation(conversation(), setup, db_path=Path(d) / "bench.db")
         wall = time.perf_counter() - start
     assert evaluation.rounds_used == ROUNDS and evaluation.usage["calls"] == 12 + 4 * ROUNDS, evaluation.usage
+    assert all(s.metadata["mode"] == DEFAULT_MODE and s.metadata["models"][0]["method"] == "logprobs"
+               and abs(s.score - 2.9) < 1e-6 for s in evaluation.factor_scores), "not read at the rating token"
     return wall
 
 
@@ -85,7 +90,8 @@ def main() -> None:
     print(f"L = {latency} s; {calls} calls; critical path 5 L = {5 * latency:.2f} s")
     print(f"parallel: {parallel:.2f} s ({parallel / latency:.1f} L); sequential: {sequential:.2f} s "
           f"({sequential / latency:.1f} L)")
-    print(f"BENCH eval_wall_in_L {parallel / latency:.1f} L target <= 6")
+    print(f"BENCH eval_wall_in_L {parallel / latency:.1f} x target <= 6 (default mode {DEFAULT_MODE}: "
+          "12 reasoned factors read at the rating token + 4-round debate)")
     print(f"BENCH eval_parallel_speedup {sequential / parallel:.1f} x target >= 4")
 
 

@@ -15,7 +15,7 @@ from tqdm import tqdm
 
 from catalog.catalog import get_catalog
 from evaluators.adapters import FORMATS, LogFormatError, read_logs
-from evaluators.factor_judge import MODES
+from evaluators.factor_judge import DEFAULT_MODE, MODES
 from evaluators.factors import FACTORS
 from evaluators.pipeline import evaluate_conversation
 from evaluators.reporting import result_row
@@ -40,7 +40,10 @@ def cli() -> None:
 @click.option("--judge-model", "judge_models", multiple=True,
               help="Judge model name on the judge role's endpoint ('embedded' for the local model). "
                    "Repeat to average several judges. Default: the judge role's configured model.")
-@click.option("--mode", type=click.Choice(MODES), default="probability", show_default=True)
+@click.option("--mode", type=click.Choice(MODES), default=DEFAULT_MODE, show_default=True,
+              help="reasoned+probability: CoRE's reasons, then the rating read at the rating token (the written "
+                   "rating where the endpoint gives no log-probabilities); reasoned: the written rating; "
+                   "probability: the fast rating-only option, no reasons for the debate.")
 @click.option("--debate/--no-debate", default=True, show_default=True, help="Run the four-persona debate.")
 @click.option("--debate-model", default=None, help="One model for all four personas (default: each debate role's own).")
 @click.option("--rounds", default=4, show_default=True, help="Most debate rounds.")

@@ -75,7 +75,8 @@ class DebateConfig:
         (0: all valid scores are equal)
     :param sequential: False: the four roles of a round speak concurrently;
         True: one by one, later speakers see the earlier statements of the round
-    :param domain: what is recommended (movies, books, music, ...)
+    :param domain: what is recommended (movies, books, music, ...) when the conversation does not say;
+        :func:`run_debate` takes the conversation's own domain first
     """
 
     clients: dict[str, LLMClient]
@@ -108,18 +109,21 @@ def run_debate(
     config: DebateConfig,
     *,
     on_message: Callable[[DebateMessage], None] | None = None,
+    domain: str | None = None,
 ) -> DebateResult:
     """Run the debate over one rendered conversation and its factor results.
 
     :param log_text: the conversation as rendered for judges (shown as data)
-    :param factor_scores: the factor judge's results; failed ones are shown as "not scored"
+    :param factor_scores: the factor judge's results, each with its score **and its reasons** (the
+        rationale), as CoRE §4.2 gives every role; failed ones are shown as "not scored"
+    :param domain: the conversation's domain (``Conversation.domain``); ``config.domain`` when None
     :param on_message: called with every message, failed ones included, as soon as
         it is ready. It is always called from the thread that called
         ``run_debate`` (concurrent answers are handed over as they complete), so
         it needs no locking.
     """
     _check(config)
-    debate = _Debate(log_text, factor_scores, config)
+    debate = _Debate(log_text, factor_scores, config, domain=domain or config.domain)
     emit = on_message or (lambda message: None)
     messages: list[DebateMessage] = []
     scores: list[float] = []
@@ -210,9 +214,9 @@ def _check(config: DebateConfig) -> None:
 class _Debate:
     """The prompts of one debate and the single-message exchange with one role."""
 
-    def __init__(self, log_text: str, factor_scores: list[FactorScore], config: DebateConfig):
+    def __init__(self, log_text: str, factor_scores: list[FactorScore], config: DebateConfig, *, domain: str):
         self.config = config
-        items, expert = _domain_words(config.domain)
+        items, expert = _domain_words(domain)
         self.system = prompt("debate", "system").format(items=items)
         self.report = (
             f"<conversation>\n{log_text}\n</conversation>\n\n"

@@ -204,7 +204,7 @@ def evaluate_conversation(
 
         log = render_log(conversation, catalog, max_turns=run.judge.max_turns, max_chars=run.judge.max_log_chars,
                          max_items=run.judge.max_items)
-        debate = run_debate(log.text, factor_scores, run.debate, on_message=said)
+        debate = run_debate(log.text, factor_scores, run.debate, on_message=said, domain=conversation.domain)
     elif run.debate is not None:
         for message in evaluation.debate:
             on_debate and on_debate(message)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from catalog.catalog import get_catalog
 from evaluators.debate import DebateConfig
-from evaluators.factor_judge import JudgeConfig
+from evaluators.factor_judge import DEFAULT_MODE, JudgeConfig
 from evaluators.factors import PERSONA_FACTORS
 from evaluators.pipeline import EvaluationSetup
 from llm.base import LLMClient
@@ -50,7 +50,7 @@ def build_setup(
     db_path,
     scorer: str = "llm",
     judge_models: tuple[str, ...] = (),
-    mode: str = "probability",
+    mode: str = DEFAULT_MODE,
     debate: bool = True,
     debate_model: str | None = None,
     rounds: int = 4,

@@ -265,3 +265,50 @@ def test_embedded_model_debate_plumbing(embedded_model):
         assert (m.score is not None and 0 <= m.score <= 100 and m.statement) or m.error
     valid = [m.score for m in result.messages if m.round == result.rounds_used and m.score is not None]
     assert result.final_score == (sum(valid) / len(valid) if valid else None)
+
+
+def test_every_persona_reads_each_factors_score_with_its_reason(fake_openai):
+    """CoRE §4.2: each role gets the factor scores *and* their reasons, not bare numbers."""
+    from evaluators.factors import LABELS
+
+    fake_openai.enqueue(*[_answer(50) for _ in ROLES])
+    _debate(fake_openai)
+    prompts = [_prompt(r) for r in fake_openai.requests]
+    assert len(prompts) == 4
+    for text in prompts:
+        for f in FACTORS:
+            assert f"- {LABELS[f]}: 3/4. Reasons: The {f} reason." in text
+        assert "none given" not in text
+
+
+def test_the_domain_comes_from_the_conversation(fake_openai):
+    fake_openai.enqueue(*[_answer(50) for _ in ROLES])
+    run_debate(LOG, _factors(), DebateConfig(clients=_clients(fake_openai), domain="movies"), domain="books")
+    assert all("recommends books" in r["json"]["messages"][0]["content"] for r in fake_openai.requests)
+
+
+def test_the_default_evaluation_hands_the_judges_reasons_to_the_debate(fake_openai, db_path):
+    """End to end: the default judge reasons, its scores are read at the rating token, the debate reads
+    the reasons."""
+    from catalog.catalog import get_catalog
+    from evaluators.factor_judge import JudgeConfig
+    from evaluators.pipeline import EvaluationSetup, evaluate_conversation
+    from storage.records import Conversation, ItemRef, Turn
+
+    judge = [Reply(f"Reason number {i}: 3 of the 5 replies fit.\n<rating>2</rating>",
+                   at={"answer": {"2": 0.6, "3": 0.4}}) for i in range(12)]
+    fake_openai.enqueue(*judge, *[_answer(60) for _ in ROLES])
+    conversation = Conversation(system_id="x", domain="books", turns=[
+        Turn("user", "A mystery novel?"), Turn("system", "Try The Big Sleep.", items=[ItemRef("b1", "The Big Sleep")])])
+    client = LLMClient(OpenAICompatibleModel("judge", base_url=fake_openai.base_url, api_key="k", max_retries=0,
+                                             timeout=5), db_path=db_path)
+    setup = EvaluationSetup(judge=JudgeConfig(clients=[client], max_concurrency=1),
+                            debate=DebateConfig(clients=_clients(fake_openai)), catalog=get_catalog())
+    evaluation = evaluate_conversation(conversation, setup, db_path=db_path)
+    assert evaluation.status == "done" and evaluation.overall == 60.0
+    assert all(s.score == pytest.approx(2.4) for s in evaluation.factor_scores)
+    debate_prompts = [_prompt(r) for r in fake_openai.requests[12:]]
+    assert len(debate_prompts) == 4
+    for text in debate_prompts:
+        assert text.count("Reasons: Reason number") == 12 and "/4. Reasons: Reason number" in text
+    assert "recommends books" in fake_openai.requests[12]["json"]["messages"][0]["content"]

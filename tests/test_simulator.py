@@ -464,3 +464,12 @@ def test_cli_simulate_writes_the_report(routed_env, db_path, tmp_path):
     assert result.exit_code == 0, result.output
     assert "Only 4 usable records" in result.output and "4 dialogue(s) done" in result.output
     assert (out / "report.html").exists() and (out / "dialogues.csv").exists()
+
+
+def test_describe_item_names_the_kind_of_item_by_domain(catalog):
+    from evaluators.simulator.user import describe_item
+
+    item = catalog.match(TARGET)
+    assert describe_item(item).startswith(f"a {item.year} film (")
+    assert describe_item(item, "books").startswith(f"a {item.year} book (")
+    assert describe_item(item, "sports").startswith(f"a {item.year} item (")

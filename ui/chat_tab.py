@@ -16,7 +16,7 @@ import pandas as pd
 
 from crs_backends.registry import SystemUnavailable, catalog_for_chat
 from crs_backends.session import ChatSession, EmptyMessage, prepare_user_message
-from evaluators.factor_judge import MODES
+from evaluators.factor_judge import DEFAULT_MODE, MODES
 from evaluators.factors import FACTORS
 from evaluators.pipeline import evaluate_conversation
 from evaluators.reporting import (
@@ -182,8 +182,9 @@ def _judge_section() -> tuple[list, list]:
         scorer = gr.Dropdown(SCORER_CHOICES, value="auto", label="Scorer",
                              info="offline, 'auto' uses the proxy: the embedded 135M LLM judge is not validated")
         with gr.Row():
-            mode = gr.Dropdown(list(MODES), value="probability", label="Judge mode",
-                               info="reasoned modes also give a rationale per factor (slower)")
+            mode = gr.Dropdown(list(MODES), value=DEFAULT_MODE, label="Judge mode",
+                               info="default: CoRE's reasons, then the rating; 'probability' is the fast "
+                                    "rating-only option (no reasons for the debate)")
             debate = gr.Checkbox(label="Run the four-persona debate", value=True)
             rounds = gr.Slider(1, 4, value=4, step=1, label="Most debate rounds")
     judge_status = gr.Markdown("", elem_id="judge-status")

@@ -49,10 +49,15 @@ def turn_seed(*parts: object) -> int:
     return int(hashlib.sha256(":".join(map(str, parts)).encode()).hexdigest()[:8], 16) & 0x7FFFFFFF
 
 
-def describe_item(item: Item) -> str:
-    """What the user knows about one target, without its title."""
-    kind = ", ".join(g.lower() for g in item.genres[:4]) or "no particular genre"
-    parts = [f"a {item.year} film ({kind})" if item.year else f"a film ({kind})"]
+def describe_item(item: Item, domain: str = "movies") -> str:
+    """What the user knows about one target, without its title. The kind of item comes from the
+    domain (``item_kind_<domain>`` in the simulator prompts: a film, a book …; "item" otherwise)."""
+    genres = ", ".join(g.lower() for g in item.genres[:4]) or "no particular genre"
+    try:
+        noun = prompt("simulator", f"item_kind_{domain.strip().lower()}")
+    except KeyError:
+        noun = prompt("simulator", "item_kind")
+    parts = [f"a {item.year} {noun} ({genres})" if item.year else f"a {noun} ({genres})"]
     if item.directors:
         parts.append("directed by " + ", ".join(item.directors[:2]))
     if item.cast:
@@ -110,8 +115,8 @@ class SimulatedUser:
     # -- the prompt ------------------------------------------------------------------------
 
     def system_prompt(self) -> str:
-        profile = "\n".join(prompt("simulator", "profile_item").format(n=n, description=describe_item(item))
-                            for n, item in enumerate(self.targets, 1))
+        profile = "\n".join(prompt("simulator", "profile_item").format(
+            n=n, description=describe_item(item, self.items_plural)) for n, item in enumerate(self.targets, 1))
         persona = ""
         if self.persona is not None:
             emotion, age = self.persona.texts()
