@@ -244,3 +244,16 @@ def test_contradictions_and_stutters_are_found(catalog):
     assert any("comedy" in p for p in problems) and any("Fincher" in p for p in problems)
     assert any("1972" in p for p in problems)
     assert facts.stutters("You should watch The The Godfather") == ["The"]
+
+
+def test_the_simulator_attribute_mode_uses_the_models_own_choice(kg, catalog, tmp_path):
+    from evaluators.simulator.protocols import Protocol, choose_action
+
+    model = ScriptedModel(kg, list(kg.item_ids), "hi", [[1.0, 5.0, 2.0, 0.0], [1.0, 5.0, 2.0, 9.0]])
+    crs = NeuralCRS(model, catalog, source=_published(tmp_path))
+    conv = Conversation(system_id="unicrs", turns=[Turn(role="user", text="I want a movie")])
+    protocol = Protocol.named("attr")
+    # actor was asked already: the best remaining letter is C (director), as ask.py's state would leave it
+    assert choose_action(crs, conv, protocol, ["genre", "director", "recommend"], ["actor"], "movies") == \
+        ("director", "system")
+    assert crs.choose_action(conv, ["genre", "recommend"]) == "recommend"

@@ -260,6 +260,20 @@ class NeuralCRS(CRSSystem):
             },
         )
 
+    def choose_action(self, conversation: Conversation, options: list[str]) -> str:
+        """iEvaLM attribute mode (``script/ask.py``) with the model's own choice: the option letters scored as
+        ``get_choice`` scores them; options no longer offered (attributes already asked) are left out, as the
+        published state's -1e5 leaves them out. Used by the simulator's ``attr`` protocol."""
+        menu = policy.options_for(self.source.dataset if self.source else "")
+        letters = [letter for letter, _ in menu]
+        with self._lock, torch.no_grad():
+            scores = self.model.option_scores(self.arena_input(conversation), letters)
+        allowed = [(score, n) for n, ((_, attribute), score) in enumerate(zip(menu, scores)) if attribute in options]
+        if not allowed:
+            return options[-1]
+        best = max(allowed, key=lambda pair: (pair[0], -pair[1]))  # the first maximum, as torch.argmax
+        return menu[best[1]][1]
+
     @property
     def small(self) -> bool:
         return bool(self.source and self.source.small) or getattr(self.model, "size", "") == "small"

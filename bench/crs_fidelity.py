@@ -1,0 +1,168 @@
+"""Do the small local KBRD, BARCOR and UniCRS behave like their originals, and does ChatCRS offline name only real items?
+
+In one run, per system:
+
+1. the small local versions the app uses (bundled catalog, built by ``make run``): distinct top-3 lists over
+   300 held-back synthetic dialogues (another seed than the training one), and over 300 of the replies they
+   show when they do not list (generated text, slots filled from the ranking and the catalog): words repeated
+   back to back, facts that contradict the catalog, empty slots;
+2. the same small configurations trained on ReDial (``redial_eval/valid``; cached, as ``bench/crs_quality.py``):
+   Recall@1/10/50 on the first ``--limit`` ReDial test records beside a popularity list measured in the same
+   run (items by how often the training records recommend them) and the published figures, and distinct top-3
+   lists over 300 ReDial test dialogues;
+3. ChatCRS on the embedded model: titles outside its candidate list over the seeded batch of
+   :data:`crs_backends.chatcrs_check.SCRIPTS`.
+
+    python bench/crs_fidelity.py [--limit 1000] [--systems kbrd,barcor,unicrs] [--no-chatcrs] [--no-redial]
+
+Headline lines (targets from the issue; the script exits 0 when one is missed):
+``distinct_top3_ratio_min``, ``recall10_over_popularity_min``, ``reply_fact_contradictions``,
+``reply_stutters``, ``chatcrs_invented_titles``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from crs_backends.train import PUBLISHED_RECALL  # noqa: E402
+
+SYSTEMS = ("kbrd", "barcor", "unicrs")
+LABELS = {"kbrd": "KBRD", "barcor": "BARCOR", "unicrs": "UniCRS"}
+
+
+def bundled_checks(systems, n: int) -> dict:
+    from catalog.catalog import get_catalog
+    from crs_backends.neural.fidelity import check_replies, distinct_top_ratio, held_back_inputs
+    from crs_backends.neural.kg import load_kg
+    from crs_backends.neural.small import DATASET, SEED, ensure_small_models
+    from crs_backends.neural.sources import small_source
+    from crs_backends.neural.synthetic import synthetic_records
+    from crs_backends.neural.system import NeuralCRS, model_class
+
+    root = ensure_small_models(show_bar=False)
+    catalog = get_catalog("bundled")
+    kg = load_kg(root / f"kg_{DATASET}")
+    held = held_back_inputs(synthetic_records(catalog, 2 * n, SEED + 7, kg=kg), n)
+    out = {}
+    for system in systems:
+        t0 = time.monotonic()
+        model = model_class(system).load(root, DATASET, kg)
+        crs = NeuralCRS(model, catalog, source=small_source(system))
+        inputs = [r.conv_input() for r in held]
+        ratio = distinct_top_ratio(model, inputs)
+        check = check_replies(model, inputs, catalog, crs.item_of)
+        out[system] = {"distinct": ratio, "check": check, "seconds": time.monotonic() - t0,
+                       "dialogues": len(inputs)}
+    return out
+
+
+def redial_checks(systems, limit: int, n: int) -> dict:
+    from catalog.catalog import data_dir
+    from crs_backends.neural.engine import TrainConfig
+    from crs_backends.neural.fidelity import distinct_top_ratio, held_back_inputs, popularity_ranking, recall_of_ranking
+    from crs_backends.neural.small import TRAIN_SETTINGS, VERSION, cache_root
+    from crs_backends.train import (has_published_layout, load_train_data, model_class, read_records_file,
+                                    recall_at_k, train_system)
+
+    base = data_dir()
+    if base is None or not (base / "redial" / "entity2id.json").exists():
+        print("research data not found (CRS_DATA_DIR or ../shared/data): ReDial checks skipped")
+        return {}
+    models = cache_root() / "models" / f"quality-redial-small-v{VERSION}"
+    data = load_train_data(str(base / "redial"))
+    for system in systems:
+        if not has_published_layout(models, system, "redial"):
+            print(f"training the small {LABELS[system]} on ReDial into {models} ({data.describe()})", flush=True)
+            config = TrainConfig(size="small", seed=0, progress=False, **TRAIN_SETTINGS[system])
+            train_system(system, data, models, config, log=lambda *a: None)
+    test = read_records_file(base / "redial_eval" / "test_data_processed.jsonl", limit or None)
+    out = {}
+    for system in systems:
+        model = model_class(system).load(models, "redial", data.kg)
+        recall, used, samples = recall_at_k(model, test)
+        popular = recall_of_ranking(popularity_ranking(data.records, model), test, model)
+        ratio = distinct_top_ratio(model, [r.conv_input() for r in held_back_inputs(test, n)])
+        out[system] = {"recall": recall, "popularity": popular, "distinct": ratio, "records": used,
+                       "samples": samples}
+    return out
+
+
+def chatcrs_checks() -> dict:
+    from catalog.catalog import get_catalog
+    from crs_backends.chatcrs import ChatCRS
+    from crs_backends.chatcrs_check import run_batch, summary
+    from llm.base import LLMClient
+    from llm.embedded import get_embedded_model
+
+    catalog = get_catalog("bundled")
+    crs = ChatCRS(LLMClient(get_embedded_model(), role="crs", db_path=None), catalog)
+    crs.warm_up()
+    return summary(run_batch(crs, catalog))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--systems", default=",".join(SYSTEMS))
+    parser.add_argument("--limit", type=int, default=1000, help="ReDial test records for recall (0: all 3,341)")
+    parser.add_argument("--dialogues", type=int, default=300, help="held-back dialogues / replies per system")
+    parser.add_argument("--no-redial", action="store_true", help="skip the ReDial-trained configurations")
+    parser.add_argument("--no-chatcrs", action="store_true", help="skip ChatCRS on the embedded model")
+    args = parser.parse_args()
+    systems = [s for s in args.systems.split(",") if s]
+    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start")
+
+    bundled = bundled_checks(systems, args.dialogues)
+    print("\nsmall local versions (bundled catalog), held-back synthetic dialogues")
+    print(f"{'system':<8} {'distinct top-3':>14} {'replies':>7} {'stutters':>8} {'contradictions':>14} "
+          f"{'empty slots':>11}")
+    for system, r in bundled.items():
+        c = r["check"]
+        print(f"{LABELS[system]:<8} {r['distinct']:>14.2f} {c.replies:>7} {len(c.stutters):>8} "
+              f"{len(c.contradictions):>14} {len(c.empty_slots):>11}")
+    for system, r in bundled.items():
+        for line in r["check"].samples[:3]:
+            print(f"  {LABELS[system]} says: {line}")
+        for line in (r["check"].stutters + r["check"].contradictions + r["check"].empty_slots)[:3]:
+            print(f"  {LABELS[system]} problem: {line}")
+
+    redial = {} if args.no_redial else redial_checks(systems, args.limit, args.dialogues)
+    if redial:
+        print(f"\nsmall configurations trained on ReDial, first {args.limit or 'all'} test records")
+        print(f"{'system':<8} {'R@1':>6} {'R@10':>6} {'R@50':>6}   {'popularity R@1/10/50':>21}   "
+              f"{'published R@1/10/50':>20}   {'R@10/pop':>8} {'distinct':>8}")
+        for system, r in redial.items():
+            rec, pop, pub = r["recall"], r["popularity"], PUBLISHED_RECALL[system]
+            over = rec[10] / pop[10] if pop[10] else float("inf")
+            print(f"{LABELS[system]:<8} {rec[1]:>6.3f} {rec[10]:>6.3f} {rec[50]:>6.3f}   "
+                  f"{pop[1]:>6.3f} {pop[10]:>6.3f} {pop[50]:>6.3f}   {pub[0]:>6.3f} {pub[1]:>6.3f} {pub[2]:>6.3f}   "
+                  f"{over:>8.2f} {r['distinct']:>8.2f}")
+
+    chat = None if args.no_chatcrs else chatcrs_checks()
+    if chat:
+        print(f"\nChatCRS (embedded SmolLM2-135M, constrained): {chat['turns']} turns, {chat['invented_titles']} "
+              f"invented titles, {chat['fact_errors']} fact errors, median {chat['median_s']:.2f} s per turn")
+
+    print()
+    if bundled:
+        print(f"BENCH distinct_top3_ratio_min {min(r['distinct'] for r in bundled.values()):.2f} ratio target >= 0.8")
+    if redial:
+        over = min(r["recall"][10] / r["popularity"][10] if r["popularity"][10] else 0.0 for r in redial.values())
+        print(f"BENCH recall10_over_popularity_min {over:.2f} x target >= 1.5")
+    if bundled:
+        print(f"BENCH reply_fact_contradictions {sum(len(r['check'].contradictions) for r in bundled.values())} "
+              "count target <= 0")
+        print(f"BENCH reply_stutters {sum(len(r['check'].stutters) for r in bundled.values())} count target <= 0")
+    if chat:
+        print(f"BENCH chatcrs_invented_titles {chat['invented_titles']} count target <= 0")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,88 @@
+"""Checks that the small local versions behave like their originals: rankings that follow the conversation,
+replies that neither stutter nor contradict the catalog, recall above a popularity list.
+
+Used by ``bench/crs_fidelity.py`` (the figures) and the tests (the same checks on smaller batches).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+from catalog.catalog import Catalog
+from crs_backends.neural import facts
+from crs_backends.neural.engine import ConvInput, NeuralModel, Record
+
+# what an unfilled slot looks like once a reply is shown: a slot token, or a phrase whose item went missing
+_EMPTY_SLOT = re.compile(r"<(?:movie|genre|director|actor|year|pad|mask)>|\b(?:seen|about)\s*[?.!]",
+                         re.IGNORECASE)
+
+
+def held_back_inputs(records: Sequence[Record], n: int = 300) -> list[Record]:
+    """The first record with a recommendation of each dialogue, ``n`` of them (a dialogue counts once)."""
+    firsts: dict[str, Record] = {}
+    for r in records:
+        if r.rec and r.dialog_id not in firsts:
+            firsts[r.dialog_id] = r
+    return list(firsts.values())[:n]
+
+
+def distinct_top_ratio(model: NeuralModel, inputs: Iterable[ConvInput], k: int = 3) -> float:
+    """Distinct top-``k`` lists over the inputs, as a share of the inputs (1.0: every list differs)."""
+    tops = [tuple(e for e, _ in model.recommend(inp, k=k)) for inp in inputs]
+    return len(set(tops)) / len(tops) if tops else 0.0
+
+
+def popularity_ranking(train: Iterable[Record], model: NeuralModel) -> list[int]:
+    """Item entities by how often the training records recommend them (ties: KG order)."""
+    counts = Counter(e for r in train for e in model.kg.ids_of(r.rec))
+    items = list(model.kg.item_ids)
+    return sorted(items, key=lambda e: (-counts.get(e, 0), items.index(e)))
+
+
+def recall_of_ranking(ranking: list[int], records: Iterable[Record], model: NeuralModel,
+                      ks: Sequence[int] = (1, 10, 50)) -> dict[int, float]:
+    """Recall@k of one fixed ranking (a popularity list), counted as :func:`crs_backends.train.recall_at_k`."""
+    items = frozenset(model.kg.item_ids)
+    hits, samples = Counter(), 0
+    for record in records:
+        for g in (g for g in model.kg.ids_of(record.rec) if g in items):
+            samples += 1
+            for k in ks:
+                hits[k] += g in ranking[:k]
+    return {k: hits[k] / samples if samples else 0.0 for k in ks}
+
+
+@dataclass
+class ReplyCheck:
+    replies: int = 0
+    stutters: list[str] = field(default_factory=list)
+    contradictions: list[str] = field(default_factory=list)
+    empty_slots: list[str] = field(default_factory=list)
+    samples: list[str] = field(default_factory=list)
+
+
+def shown_reply(model: NeuralModel, inp: ConvInput, catalog: Catalog, item_of) -> str:
+    """The reply a small version shows when it does not list: its generated text, slots filled from its ranking
+    and the catalog (exactly what the ``crs_arena`` policy does on such turns)."""
+    ranked = model.recommend(inp, k=10)
+    names = [model.kg.entity_name(int(e)) for e, _ in ranked]
+    items = [item_of(int(e)) for e, _ in ranked]
+    return facts.fill(model.reply_text(inp), items, names, {e.split(" [")[0] for e in inp.entities})
+
+
+def check_replies(model: NeuralModel, inputs: Iterable[ConvInput], catalog: Catalog, item_of,
+                  keep: int = 5) -> ReplyCheck:
+    out = ReplyCheck()
+    for inp in inputs:
+        text = shown_reply(model, inp, catalog, item_of)
+        out.replies += 1
+        out.stutters += [f"{w!r} in {text!r}" for w in facts.stutters(text)]
+        out.contradictions += [f"{p} in {text!r}" for p in facts.contradictions(text, catalog)]
+        if _EMPTY_SLOT.search(text) or not text.strip():
+            out.empty_slots.append(text)
+        if len(out.samples) < keep:
+            out.samples.append(text)
+    return out
