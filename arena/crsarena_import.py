@@ -74,7 +74,7 @@ class ImportReport:
         if self.scored is not None:
             line += f"; {self.scored} of {self.conversations_read} conversations scored with the proxy"
             if self.score_failed:
-                line += f" ({self.score_failed} could not be scored)"
+                line += f" ({self.score_failed} could not be scored: no system reply to judge)"
         return line
 
 
@@ -137,10 +137,11 @@ def _score_with_proxy(db: Database, conversation_ids: list[str], catalog: Catalo
     for conversation_id in conversation_ids:
         conversation = get_conversation(db, conversation_id)
         if conversation is None or not any(t.role == "system" for t in conversation.turns):
+            failed += 1  # nothing to judge: no system reply
             continue
         try:
             evaluation = evaluate_conversation(conversation, setup, db_path=db_file)
-        except ValueError:
+        except ValueError:  # the pipeline found nothing to judge
             failed += 1
             continue
         scored += evaluation.status in ("done", "partial")
