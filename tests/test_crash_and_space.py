@@ -3,6 +3,7 @@ file; the app started as a Hugging Face Space does it; configuration mistakes re
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -141,3 +142,36 @@ def test_an_endpoint_without_a_model_uses_the_listed_one_or_is_refused(tmp_path,
     done = _start({"CRS_ARENA_DB": str(tmp_path / "x.db"), "CRS_LLM_BASE_URL": "http://127.0.0.1:9/v1",
                    "CRS_LLM_API_KEY": "sk-test-secret-1"}, tmp_path)
     assert done.returncode == 2 and "CRS_LLM_MODEL" in done.stderr and "sk-test-secret-1" not in done.stderr
+
+
+def test_bulk_uploads_cannot_starve_live_judging(tmp_path):
+    """Two uploads judged by a slow LLM judge hold the bulk queue; a proxy judgement from the Chat
+    tab must still come back at once (they used to share two slots: it waited 44 s)."""
+    from gradio_client import handle_file
+
+    with FakeOpenAI() as fake:
+        fake.default = Delay(20, Reply(JUDGE_ANSWER, logprobs=JUDGE_LOGPROBS))  # every judge call is slow
+        env = {"CRS_LLM_JUDGE_MODEL": "fake-judge", "CRS_LLM_JUDGE_BASE_URL": fake.base_url,
+               "CRS_LLM_JUDGE_API_KEY": "sk-test-slow-0000", "CRS_LLM_MAX_RETRIES": "0", "CRS_LLM_TIMEOUT": "60"}
+        with AppServer(tmp_path / "starve.db", env=env) as server:
+            client = Client(server.url, verbose=False)
+            *_, conversation_id, _ = client.predict("A heist thriller please", "retrieval", api_name="/chat")
+            jobs = []
+            for k in range(2):
+                path = tmp_path / f"bulk{k}.jsonl"
+                path.write_text("".join(json.dumps({"id": f"bulk-{k}-{i}", "system_id": "kbrd", "turns": [
+                    {"role": "user", "text": "any heist movie?"},
+                    {"role": "system", "text": "Try Heat (1995)."}]}) + "\n" for i in range(3)))
+                jobs.append(Client(server.url, verbose=False).submit(
+                    [handle_file(str(path))], "auto", "probability", False, 1, 0, "llm", api_name="/evaluate"))
+            deadline = time.monotonic() + 30
+            while len(fake.requests) < 2 and time.monotonic() < deadline:  # the bulk judging is under way
+                time.sleep(0.2)
+            assert fake.requests
+            start = time.monotonic()
+            status, factors, *_ = client.predict(conversation_id, "probability", False, 1, "proxy", api_name="/judge")
+            waited = time.monotonic() - start
+            assert "Overall" in status and len(factors["data"]) == 12
+            assert waited < 10, f"live judging waited {waited:.1f} s behind bulk uploads"
+            for job in jobs:
+                job.cancel()
