@@ -42,7 +42,7 @@ class Completion:
             "usage": {"prompt_tokens": self.usage.prompt_tokens, "completion_tokens": self.usage.completion_tokens},
         }
         if self.logprobs is not None:
-            data["logprobs"] = self.logprobs
+            data["logprobs"] = _compact(self.logprobs)
         return data
 
     @classmethod
@@ -56,6 +56,19 @@ class Completion:
             cache_hit=True,
             logprobs=data.get("logprobs"),
         )
+
+
+CACHED_TAIL = 16  # positions at the end of an answer whose alternatives the cache keeps in full
+
+
+def _compact(logprobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Log-probabilities as cached: every token with its length and log-probability (for offsets), but
+    top alternatives only where an answer can be read (:mod:`llm.probability`): tokens holding a digit,
+    and the last :data:`CACHED_TAIL` positions (a rating tag ends the answer; short answers are kept
+    whole). A 600-token reasoned answer with 20 alternatives per token would otherwise cost ~0.5 MB."""
+    n = len(logprobs)
+    return [entry if i >= n - CACHED_TAIL or any(c.isdigit() for c in entry["token"]) else {**entry, "top": []}
+            for i, entry in enumerate(logprobs)]
 
 
 @dataclass

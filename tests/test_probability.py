@@ -4,6 +4,7 @@ Unit cases on hand-built token lists, then option scoring over real HTTP against
 whose answers come as several tokens with top-20 alternatives and stray digits early on.
 """
 
+import json
 import math
 
 import pytest
@@ -113,3 +114,18 @@ def test_rate_reads_the_rating_token_over_http(fake_openai, db_path):
     again, cached = _client(fake_openai, db_path).rate([{"role": "user", "content": "Rate it."}])
     assert again.cache_hit and cached.probs == dist.probs  # the log-probabilities are cached with the answer
     assert len(fake_openai.requests) == 1
+
+
+def test_a_long_reasoned_answer_is_cached_compactly_and_reads_the_same(fake_openai, db_path):
+    from storage.db import get_db
+
+    reason = " ".join(["The system keeps to the request and names 3 films."] * 40)
+    fake_openai.enqueue(Reply(reason + "\n<rating>2</rating>", at={"answer": {"2": 0.6, "3": 0.4}}))
+    first, dist = _client(fake_openai, db_path).rate([{"role": "user", "content": "Rate."}])
+    again, cached = _client(fake_openai, db_path).rate([{"role": "user", "content": "Rate."}])
+    assert again.cache_hit and cached.probs == dist.probs and cached.position == dist.position
+    assert len(again.logprobs) == len(first.logprobs) > 400
+    kept = [e for e in again.logprobs if e["top"]]
+    assert len(kept) == 40 + 16 - 1  # the forty "3"s and the 16-token tail (which holds the rating digit)
+    size = max(len(r["response"]) for r in get_db(db_path)["llm_cache"].rows)
+    assert size < len(json.dumps(first.logprobs)) / 4
