@@ -60,9 +60,8 @@ def test_chat_judge_arena_vote_leaderboard(tmp_path):
             revealed = page.locator("#arena-name-a").inner_text()
             page.screenshot(path=str(shots / "voted.png"), full_page=True)
 
-            # the vote is on the leaderboard
+            # the vote is on the leaderboard as soon as its tab is opened (no Refresh click)
             page.get_by_role("tab", name="Leaderboard").click()
-            page.get_by_role("button", name="Refresh").click()
             page.wait_for_function(
                 "() => (document.querySelector('#leaderboard-table')?.innerText || '').includes('chatcrs')", timeout=60_000)
             page.screenshot(path=str(shots / "leaderboard.png"), full_page=True)

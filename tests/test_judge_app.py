@@ -2,9 +2,10 @@
 driven with gradio_client: live judging in the Chat tab, bulk evaluation, settings.
 
 The CRS stays on the embedded model; only the judge roles go to the fake. In the
-default judge mode (probability) a factor is one call whose log-probabilities give
-the distribution, and a debater reads the reply's JSON, so one default reply
-serves both.
+rating-only judge mode (probability) a factor is one call whose log-probabilities at
+the rating token give the distribution, and a debater reads the reply's JSON, so one
+default reply serves both. The fake answers like a real endpoint: several tokens, top-20
+alternatives per position, the rating's alternatives at the digit after <rating>.
 """
 
 import csv
@@ -33,7 +34,7 @@ EXPECTED = sum(int(k) * m for k, m in _MASS.items()) / sum(_MASS.values())  # ev
 @pytest.fixture(scope="module")
 def app(tmp_path_factory):
     with FakeOpenAI() as fake:
-        fake.default = Reply(JUDGE_ANSWER, logprobs=JUDGE_LOGPROBS)
+        fake.default = Reply(JUDGE_ANSWER, at={"answer": _MASS})
         env = {
             "CRS_LLM_JUDGE_MODEL": "fake-judge", "CRS_LLM_JUDGE_BASE_URL": fake.base_url,
             "CRS_LLM_JUDGE_API_KEY": SECRET,
@@ -61,7 +62,7 @@ def test_judging_streams_twelve_factors_then_the_debate_and_stores_them(app):
     server, fake = app
     client = Client(server.url, verbose=False)
     conversation_id = _chat(client, "A funny road trip movie, please")
-    fake.enqueue(Delay(1.5, Reply(JUDGE_ANSWER, logprobs=JUDGE_LOGPROBS)))  # one factor comes in late
+    fake.enqueue(Delay(1.5, Reply(JUDGE_ANSWER, at={"answer": _MASS})))  # one factor comes in late
 
     job = client.submit(conversation_id, "probability", True, 4, api_name="/judge")
     status, factors, radar, debate = job.result()
@@ -146,7 +147,9 @@ def test_evaluate_an_upload_gives_rows_plots_and_downloads(app, tmp_path):
 
     assert "Evaluated **2** conversation(s): 2 complete" in status
     assert table["headers"][:5] == ["conversation_id", "system", "status", "overall", "factor_mean"]
-    assert [r[:4] for r in table["data"]] == [["upload-a", "kbrd", "done", 70.0], ["upload-b", "chatcrs", "done", 70.0]]
+    # uploads are anonymous: their systems live in the upload: namespace (issue #12)
+    assert [r[:4] for r in table["data"]] == [["upload-a", "upload:kbrd", "done", 70.0],
+                                               ["upload-b", "upload:chatcrs", "done", 70.0]]
     assert bars["type"] == "plotly" and overall["type"] == "plotly"
     by_name = {f.rsplit("/", 1)[-1]: f for f in files}
     assert set(by_name) == {"results.csv", "results.jsonl"}

@@ -94,6 +94,8 @@ def test_safe_markdown_shows_markup_as_written_and_runs_nothing():
     assert safe_markdown("```\n<b>x</b>\n```") == "```\n<b>x</b>\n```"
     assert safe_markdown('<img src=x onerror="alert(1)">') == '&lt;img src=x onerror="alert(1)"&gt;'
     assert safe_markdown("![x](http://e/x.png)") == "!\\[x\\](http://e/x.png)"
+    assert safe_markdown("[a](javascript:x) [r][1] [1]: http://e") == "[a\\](javascript:x) [r\\]\\[1] [1\\]: http://e"
+    assert safe_markdown("[name hidden] said") == "[name hidden] said"
     assert safe_markdown("unclosed ` <script>") == "unclosed ` &lt;script&gt;"
 
 

@@ -41,9 +41,16 @@ def safe_markdown(text: str) -> str:
     return "".join(out)
 
 
+_LINK_PARTS = (("![", "!\\["), ("](", "\\]("), ("][", "\\]\\["), ("]:", "\\]:"))
+
+
 def _plain(text: str) -> str:
-    """Outside code: HTML escaped, and brackets escaped so no link or image (``![x](http://…)``) forms."""
-    return safe_text(text).replace("[", "\\[").replace("]", "\\]")
+    """Outside code: HTML escaped, and the joints of link and image syntax (``![``, ``](``, ``][``, ``]:``)
+    escaped so no link or image forms; a lone ``[name hidden]`` stays as written."""
+    text = safe_text(text)
+    for joint, escaped in _LINK_PARTS:
+        text = text.replace(joint, escaped)
+    return text
 
 
 def chat_messages(conversation: Conversation | None, pending: str | None = None) -> list[dict]:
