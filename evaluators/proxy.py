@@ -49,13 +49,15 @@ effectiveness           a target in the list -> 4 (rubric); else     whether unr
                         rejected 2, more 1, all 0 (proxy's own
                         bands: CoRE needs a similarity judgement)
 novelty                 less-known items of the session list         items outside the catalog; the
-                        (:func:`evaluators.metrics.novelty`;         user's own familiarity
-                        without popularity ranks in the catalog:
-                        items that are not among the bundled
-                        catalog's well-known movies) -> rubric
+                        (:func:`evaluators.metrics.novelty`: the     user's own familiarity
+                        catalog's ranks, or for ReDial/OpenDialKG
+                        the items outside the short head of the
+                        dataset's mention counts; with neither:
+                        items not among the bundled catalog's
+                        well-known movies) -> rubric
 diversity               :func:`evaluators.metrics.diversity`          items outside the catalog; variety
-                        (distinct genres, directors, lead actors,    the catalog does not record
-                        decades) -> rubric rules
+                        (distinct genres, directors, first-billed    the catalog does not record
+                        actors, decades) -> rubric rules
 semantic_relevance      :func:`evaluators.metrics.semantic_relevance` titles written without a year that
                         (share of titles named in the text that are  the catalog does not hold
                         in the same turn's list) -> share bands
@@ -109,7 +111,7 @@ from evaluators.factors import FACTORS
 from evaluators.rubric import load_rubric
 from storage.records import Conversation, Turn
 
-PROXY_VERSION = "proxy-v1"
+PROXY_VERSION = "proxy-v2"  # v2: core-v2 leads, novelty and hallucination against the dataset catalog (#15)
 ASSETS = Path(__file__).resolve().parent.parent / "assets" / "proxy"
 LEXICAL = "lexical"
 MINILM = "minilm"
@@ -615,12 +617,12 @@ def _effectiveness(conversation: Conversation, replies: list[_Reply]) -> ProxyFa
 def _novelty(conversation: Conversation, catalog: _MemoCatalog, res: _Resources) -> ProxyFactor:
     if not metrics.session_list(conversation):
         return ProxyFactor(0.0, 0, "nothing recommended (CoRE: 0)")
-    if res.has_popularity:
-        n = metrics.novelty(conversation, catalog)
+    n = metrics.novelty(conversation, catalog)
+    if n.basis is not None:  # the popularity of the catalog in use (its ranks, or its dataset's mention counts)
         if n.score is None:
-            return ProxyFactor(None, None, "not measurable: no listed item has a popularity rank")
-        return ProxyFactor(float(n.score), n.less_known, f"{n.less_known} of {n.ranked} ranked items less known "
-                                                         "than the catalog's median")
+            return ProxyFactor(None, None, "not measurable: no listed item has a known popularity")
+        return ProxyFactor(float(n.score), n.less_known, f"{n.less_known} of {n.ranked} listed items less known "
+                                                         f"({n.basis})")
     items = [catalog.get(ref.id) for ref in metrics.session_list(conversation)]
     items = [i for i in items if i is not None]
     if not items:
@@ -656,11 +658,14 @@ def _explainability(replies: list[_Reply]) -> ProxyFactor:
                        f"{explained} of {len(recommending)} recommending replies give a reason")
 
 
-def _groundedness(replies: list[_Reply], res: _Resources) -> ProxyFactor:
-    invented = [m.text for r in replies for m in r.mentions if m.item is None]
+def _groundedness(replies: list[_Reply], res: _Resources, reference: "_MemoCatalog | None" = None) -> ProxyFactor:
+    """Titles and credits are checked against ``reference``: the conversation's dataset catalog when
+    it is known and differs from the catalog in use (:func:`evaluators.metrics.reference_catalog`)."""
+    mentions = [reference.mentions(r.turn.text) if reference is not None else r.mentions for r in replies]
+    invented = [m.text for found in mentions for m in found if m.item is None]
     wrong: list[str] = []
-    for r in replies:
-        items = [m.item for m in r.mentions if m.item is not None]
+    for r, found in zip(replies, mentions):
+        items = [m.item for m in found if m.item is not None]
         credited = {p.lower() for i in items for p in (*i.cast, *i.directors, *i.writers)}
         if not items or not credited:
             continue
@@ -719,6 +724,8 @@ def proxy_scores(conversation: Conversation, catalog: Catalog, *, embedder: Embe
         raise ValueError("the conversation has no system turn to score")
     memo = _MemoCatalog(catalog)
     res = _resources(catalog)
+    in_dataset = metrics.reference_catalog(conversation, catalog)
+    reference = _MemoCatalog(in_dataset) if in_dataset is not catalog else None
     similarity = _Similarity(embedder)
     replies = _analyse(conversation, memo, res, similarity)
     english, share = _looks_english(conversation, res)
@@ -734,7 +741,7 @@ def proxy_scores(conversation: Conversation, catalog: Catalog, *, embedder: Embe
         "diversity": _diversity(conversation, memo),
         "semantic_relevance": _semantic_relevance(conversation, memo),
         "explainability": _explainability(replies),
-        "groundedness": _groundedness(replies, res),
+        "groundedness": _groundedness(replies, res, reference),
     }
     assert tuple(factors) == FACTORS
     notes = [f"similarity: {similarity.name}"]

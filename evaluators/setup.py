@@ -40,6 +40,13 @@ def judge_is_demo(judge_models: tuple[str, ...] = ()) -> bool:
     return embedded and (config.gguf_path is None or Path(config.gguf_path).name == SMOLLM2_FILE)
 
 
+def default_mode(judge_models: tuple[str, ...] = ()) -> str:
+    """The judge mode the tabs preselect: CoRE's reasoned+probability, except for the embedded 135M demo
+    judge, which gets the fast rating-only ``probability`` (its scores are not meaningful either way, and
+    twelve reasoned answers cost it minutes on two cores)."""
+    return "probability" if judge_is_demo(judge_models) else DEFAULT_MODE
+
+
 def default_scorer(judge_models: tuple[str, ...] = ()) -> str:
     """``proxy`` when the judge would be the embedded demo model, else ``llm``."""
     return "proxy" if judge_is_demo(judge_models) else "llm"

@@ -3,6 +3,18 @@
 >>> from llm import client_for
 >>> judge = client_for("judge")
 >>> judge.chat([{"role": "user", "content": "Hi"}]).text
+
+Probabilities are always read at the answer token (:mod:`llm.probability`):
+
+* ``client.score(messages, options)`` — option scoring (a rating, a persuasiveness answer, an option
+  letter): the answer is generated with top-20 log-probabilities and the alternatives of the token
+  holding the option are read (the embedded model: its logits after the prompt and ``prefix``).
+  Below ``min_mass`` (0.5) on the options there, the written answer is used (``method="explicit"``).
+  Take ``dist.parsed`` as the answer when it is set, else the most probable option;
+  ``dist.record()`` is what to store with it.
+* ``client.rate(messages, options, tag="rating")`` — one answer that reasons and ends with
+  ``<rating>n</rating>``, and its distribution at the rating token (None: no valid tag).
+* ``client.read_answer(messages, completion, options)`` — the same reading for an answer in hand.
 """
 
 from llm.base import LLMClient, Model, UsageTotals

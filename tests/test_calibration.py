@@ -195,7 +195,7 @@ def test_command_line_scorer_choice(db_path, tmp_path):
 def test_a_proxy_judge_refuses_an_embedder_its_calibration_was_not_fitted_with():
     with pytest.raises(CalibrationMismatch, match="lexical"):
         ProxyJudge(load_calibration(), embedder=object())
-    assert calibration.default_path().name == "proxy_v1.json"
+    assert calibration.default_path().name == "proxy_v2.json"
 
 
 def test_embeddings_requested_but_missing_fall_back_to_the_lexical_calibration(monkeypatch):

@@ -218,3 +218,21 @@ def test_without_the_packaged_word_list_the_spelling_check_says_so(monkeypatch):
     assert "not installed" in note and "heartwarming" in words and "recommendation" not in words
     words, note = proxy._base_vocabulary()
     assert note is None and "recommendation" in words
+
+
+def test_novelty_and_groundedness_use_the_conversations_dataset(shared_data):
+    """ReDial conversations: novelty from ReDial's mention counts, titles checked against ReDial's catalog
+    even when the catalog in use is the bundled one."""
+    from catalog.catalog import get_catalog, load_bundled
+    from evaluators.proxy import proxy_scores
+    from storage.records import Conversation, Turn
+
+    redial = get_catalog("redial")
+    hits = [redial.match_name(n).ref() for n in ("Black Panther (2018)", "Deadpool 2 (2018)")]
+    conversation = Conversation(system_id="x", metadata={"dataset": "redial"}, turns=[
+        Turn("user", "Something fun?"), Turn("system", "You should watch Pari (1995) or Black Panther (2018).",
+                                              items=hits)])
+    result = proxy_scores(conversation, redial)
+    assert result.factors["novelty"].score == 0.0 and "mentions in redial dialogues" in result.factors["novelty"].detail
+    bundled = proxy_scores(conversation, load_bundled())
+    assert "0 title(s) matching no catalog item" in bundled.factors["groundedness"].detail

@@ -16,7 +16,7 @@ import pandas as pd
 
 from crs_backends.registry import SystemUnavailable, catalog_for_chat
 from crs_backends.session import ChatSession, EmptyMessage, prepare_user_message
-from evaluators.factor_judge import DEFAULT_MODE, MODES
+from evaluators.factor_judge import MODES
 from evaluators.factors import FACTORS
 from evaluators.pipeline import evaluate_conversation
 from evaluators.reporting import (
@@ -29,7 +29,7 @@ from evaluators.reporting import (
     scorer_label,
     uses_demo_model,
 )
-from evaluators.setup import build_setup
+from evaluators.setup import build_setup, default_mode
 from llm.types import LLMError
 from storage.conversations import get_conversation
 from storage.db import get_db
@@ -182,9 +182,10 @@ def _judge_section() -> tuple[list, list]:
         scorer = gr.Dropdown(SCORER_CHOICES, value="auto", label="Scorer",
                              info="offline, 'auto' uses the proxy: the embedded 135M LLM judge is not validated")
         with gr.Row():
-            mode = gr.Dropdown(list(MODES), value=DEFAULT_MODE, label="Judge mode",
-                               info="default: CoRE's reasons, then the rating; 'probability' is the fast "
-                                    "rating-only option (no reasons for the debate)")
+            mode = gr.Dropdown(list(MODES), value=default_mode(), label="Judge mode",
+                               info="reasoned+probability: CoRE's reasons, then the rating; 'probability' is the "
+                                    "fast rating-only option (no reasons for the debate; preselected for the "
+                                    "135M demo judge)")
             debate = gr.Checkbox(label="Run the four-persona debate", value=True)
             rounds = gr.Slider(1, 4, value=4, step=1, label="Most debate rounds")
     judge_status = gr.Markdown("", elem_id="judge-status")

@@ -21,7 +21,7 @@ from arena.uploads import UploadRefused
 from arena.uploads import store as store_uploads
 from catalog.catalog import get_catalog
 from evaluators.adapters import FORMATS, LIMITS, LogFormatError, read_logs
-from evaluators.factor_judge import DEFAULT_MODE, MODES
+from evaluators.factor_judge import MODES
 from evaluators.pipeline import evaluate_conversation
 from evaluators.reporting import (
     SCORER_CHOICES,
@@ -33,7 +33,7 @@ from evaluators.reporting import (
     write_reports,
 )
 from evaluators.resume import interrupted, resume_interrupted
-from evaluators.setup import build_setup
+from evaluators.setup import build_setup, default_mode
 from llm.types import LLMError
 from storage.db import get_db
 from storage.text import clean_text
@@ -59,7 +59,7 @@ def build(services: Services) -> None:
         with gr.Column(scale=2):
             fmt = gr.Dropdown(["auto", *FORMATS], value="auto", label="Format")
             scorer = gr.Dropdown(SCORER_CHOICES, value="auto", label="Scorer")
-            mode = gr.Dropdown(list(MODES), value=DEFAULT_MODE, label="Judge mode")
+            mode = gr.Dropdown(list(MODES), value=default_mode(), label="Judge mode")
             debate = gr.Checkbox(label="Run the four-persona debate", value=True)
             rounds = gr.Slider(1, 4, value=4, step=1, label="Most debate rounds")
             limit = gr.Number(value=0, precision=0, minimum=0, label="Evaluate at most (0: all)")

@@ -19,13 +19,14 @@ PROTOCOL_CHOICES = [
 ]
 DATASETS = ["redial", "opendialkg"]
 SUMMARY_COLUMNS = ["system", "done", "failed", "error", "hit_rate", "mean_system_turns", "recall@1", "recall@5",
-                   "recall@10", "recall@50", "persuasiveness", "overall", "factor_mean", "leaks_regenerated",
+                   "recall@10", "recall@50", "session_recall@10", "session_recall@50", "persuasiveness", "overall",
+                   "factor_mean", "leaks_regenerated",
                    "leaks_redacted", "deception_suspected", "reliability_overlap"]
 EXPLANATION = (
     "An LLM plays a user who wants the target items of a dataset record (ReDial or OpenDialKG, iEvaLM "
     "layout): it describes them without naming them, reacts to each recommendation list and accepts when a "
-    "target appears. Each conversation is stored, scored (CoRE factors, overall, Recall@k, persuasiveness) "
-    "and counted on the leaderboard. Running the same settings again resumes a stopped run."
+    "target appears. Each conversation is stored, scored (CoRE factors, overall, iEvaLM recall@k on the "
+    "list the dialogue ended on, session_recall@k over all its lists, persuasiveness) and counted on the leaderboard. Running the same settings again resumes a stopped run."
 )
 
 
