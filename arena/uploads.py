@@ -78,7 +78,7 @@ class StoreReport:
             notes.append(f"{len(self.renamed)} id(s) were already taken by other conversations and got new ids: "
                          f"{shown}{more}")
         if self.reused:
-            notes.append(f"{self.reused} conversation(s) were uploaded before and are reused as stored")
+            notes.append(f"{self.reused} conversation(s) are already stored (the same turns) and are reused as stored")
         return notes
 
 

@@ -32,8 +32,9 @@ def store_new_conversation(db: Database, conversation: Conversation) -> tuple[Co
     """Store an uploaded or imported conversation without touching any stored one.
 
     * no conversation has its id: it is stored as it is;
-    * the stored one with its id is the same conversation (system, source, every turn's role, text
-      and items): nothing is written and the stored one is used (uploading a file again re-uses it);
+    * the stored one with its id is the same conversation (system, source, every turn's role and
+      text; items may have been matched to another catalog): nothing is written and the stored one is
+      used (uploading a file again re-uses it, and so does the operator importing a dataset twice);
     * otherwise it gets a new id (``<id>~<8 hex digits>``), is stored under that id, and the id it
       asked for is returned as the second value so the caller can say so.
 
@@ -69,8 +70,8 @@ def _insert_whole(db: Database, conversation: Conversation) -> None:
 
 def _same_content(a: Conversation, b: Conversation) -> bool:
     def key(c: Conversation):
-        return (c.system_id, c.source, [(t.role, clean_text(t.text), [i.id for i in t.items]) for t in c.history],
-                [(t.role, clean_text(t.text), [i.id for i in t.items]) for t in c.turns])
+        return (c.system_id, c.source, [(t.role, clean_text(t.text)) for t in c.history],
+                [(t.role, clean_text(t.text)) for t in c.turns])
 
     return key(a) == key(b)
 
