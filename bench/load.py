@@ -58,12 +58,20 @@ class Level:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-def chat_session(url: str, systems: list[str], turns: int, deadline: float, level: Level, k: int) -> None:
+def connect(url: str):
+    """A gradio_client session (made before a level starts, so setting up 50 clients is not timed)."""
     from gradio_client import Client
 
-    try:
-        client = Client(url, verbose=False)
-    except Exception:
+    for _ in range(3):
+        try:
+            return Client(url, verbose=False)
+        except Exception:  # a loaded machine can time a connection out: try again
+            time.sleep(1)
+    return None
+
+
+def chat_session(client, systems: list[str], turns: int, deadline: float, level: Level, k: int) -> None:
+    if client is None:
         with level.lock:
             level.errors += 1
         return
@@ -91,9 +99,11 @@ def chat_session(url: str, systems: list[str], turns: int, deadline: float, leve
 def arena_session(url: str, deadline: float, level: Level, battles: int = BATTLES_PER_SESSION) -> None:
     """A few battles (until the deadline at most); each voted from two threads at once (exactly one
     must count)."""
-    from gradio_client import Client
-
-    client = Client(url, verbose=False)
+    client = connect(url)
+    if client is None:
+        with level.lock:
+            level.errors += 1
+        return
     for _ in range(battles):
         if time.monotonic() > deadline - 5:
             return
@@ -103,7 +113,7 @@ def arena_session(url: str, deadline: float, level: Level, battles: int = BATTLE
             with level.lock:
                 level.errors += 1
             return
-        replies: list[str] = []
+        replies: list[str] = []  # noqa: the two racers append from their threads
 
         def vote(choice: str) -> None:
             try:
@@ -218,11 +228,13 @@ def main() -> None:
             for n, turns, limit in levels:
                 level = Level(n)
                 votes_before = count_votes(db_path)
+                arenas = ARENA_SESSIONS[n]
+                with ThreadPoolExecutor(max_workers=min(n, 8)) as pool:
+                    clients = list(pool.map(lambda _: connect(server.url), range(n)))
                 deadline = time.monotonic() + limit
                 start = time.perf_counter()
-                arenas = ARENA_SESSIONS[n]
                 with ThreadPoolExecutor(max_workers=n + arenas) as pool:
-                    futures = [pool.submit(chat_session, server.url, systems, turns, deadline, level, k)
+                    futures = [pool.submit(chat_session, clients[k], systems, turns, deadline, level, k)
                                for k in range(n)]
                     futures += [pool.submit(arena_session, server.url, deadline, level) for _ in range(arenas)]
                     for f in futures:

@@ -10,11 +10,12 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 
 import gradio as gr
 import pandas as pd
 
-from crs_backends.registry import SystemUnavailable, catalog_for_chat
+from crs_backends.registry import SystemUnavailable, catalog_for_chat, default_system_id, system_line
 from crs_backends.session import ChatSession, EmptyMessage, prepare_user_message
 from evaluators.factor_judge import MODES
 from evaluators.factors import FACTORS
@@ -40,18 +41,23 @@ from ui.services import Services
 
 log = logging.getLogger(__name__)
 MAX_TURNS = LIMITS.turns  # turns one chat conversation holds: the same limit an uploaded log has
+STREAM_EVERY_S = 0.1  # a streamed reply is redrawn at most this often (each redraw sends the whole chat)
 
 
 def build(services: Services) -> None:
     ids = services.system_ids()
+    default = default_system_id() if default_system_id() in ids else ids[0]  # what answers best offline
     with gr.Row():
         system = gr.Dropdown(
             choices=services.system_choices(),
-            value=ids[0],
+            value=default,
             label="System",
             scale=2,
+            elem_id="chat-system",
         )
-        variant = gr.Markdown(_variant_line(services, ids[0]))
+        variant = gr.Markdown(_variant_line(services, default), elem_id="system-variant")
+    with gr.Accordion("What each system is", open=False):
+        gr.Markdown(_about_systems(services, ids), elem_id="system-descriptions")
     with gr.Row():
         with gr.Column(scale=3):
             chatbot = gr.Chatbot(label="Conversation", height=460, sanitize_html=True, allow_tags=False)
@@ -74,7 +80,7 @@ def build(services: Services) -> None:
             )
             conversation_id = gr.Textbox(label="Conversation id", interactive=False)
             new = gr.Button("New conversation")
-    state = gr.State({"conversation_id": None, "system_id": ids[0]})
+    state = gr.State({"conversation_id": None, "system_id": default})
     (judge_button, auto_judge, mode, debate, rounds, scorer), judge_views = _judge_section()
 
     def on_send(text, system_id, st):
@@ -119,11 +125,15 @@ def build(services: Services) -> None:
             gr.Warning(user_message.notice)
         catalog = catalog_for_chat()
         pending = ""
+        shown = time.monotonic()
         try:
             for piece in session.send(user_message):
                 if isinstance(piece, str):
                     pending += piece
-                    yield chat_messages(session.conversation, pending), gr.skip(), notice, st, session.conversation.id, ""
+                    if time.monotonic() - shown >= STREAM_EVERY_S:  # redraw at most 10 times a second
+                        shown = time.monotonic()
+                        yield (chat_messages(session.conversation, pending), gr.skip(), notice, st,
+                               session.conversation.id, "")
         except LLMError as e:
             error = f"⚠️ {safe_text(str(e))} Your message is saved; send again to retry."
             gr.Warning(str(e))
@@ -304,7 +314,12 @@ def _debate_view(messages, outcome: str | None = None) -> list[dict]:
 
 def _variant_line(services: Services, system_id: str) -> str:
     info = services.system_info(system_id)
-    line = f"Running: **{safe_text(info.label)}**, {safe_text(info.variant)}"
+    line = f"Running: {safe_text(system_line(info))}"
     if info.demo:
         line += " — a small demo version; its replies are not representative."
     return line
+
+
+def _about_systems(services: Services, ids: list[str]) -> str:
+    """One line per system: what kind of thing runs (published checkpoint, small local version, demo model, …)."""
+    return "\n".join(f"- {safe_text(system_line(services.system_info(s)))}" for s in ids)
