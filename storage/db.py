@@ -24,6 +24,8 @@ SPACE_DB_PATH = Path("/data") / "crs_arena.db"
 
 _local = threading.local()
 _savepoints = itertools.count()
+_write_locks: dict[str, threading.Lock] = {}
+_write_locks_lock = threading.Lock()
 _migrated: set[str] = set()
 _migrate_lock = threading.Lock()
 
@@ -149,12 +151,25 @@ def write_transaction(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Databa
         else:
             db.conn.execute(f"RELEASE {name}")
         return
-    db.conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield db
-    except BaseException:
-        if db.conn.in_transaction:
-            db.conn.execute("ROLLBACK")
-        raise
-    else:
-        db.conn.execute("COMMIT")
+    with _file_lock(db):  # threads of this process queue here (woken at once) instead of in SQLite's backoff sleeps
+        db.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield db
+        except BaseException:
+            if db.conn.in_transaction:
+                db.conn.execute("ROLLBACK")
+            raise
+        else:
+            db.conn.execute("COMMIT")
+
+
+def _file_lock(db: sqlite_utils.Database) -> threading.Lock:
+    """One lock per database file for this process's writers (other processes still meet SQLite's lock)."""
+    lock = getattr(db, "_crs_write_lock", None)
+    if lock is None:
+        row = db.conn.execute("pragma database_list").fetchone()
+        key = row[2] if row and row[2] else f"memory:{id(db.conn)}"
+        with _write_locks_lock:
+            lock = _write_locks.setdefault(key, threading.Lock())
+        db._crs_write_lock = lock
+    return lock

@@ -65,7 +65,9 @@ def test_full_evaluation_is_stored_and_a_rerun_costs_nothing(fake_openai, db_pat
     assert [s.factor for s in ev.factor_scores] == list(FACTORS) and all(s.score == 3 for s in ev.factor_scores)
     assert (ev.overall, ev.rounds_used, ev.consensus) == (70.0, 1, True)
     assert len(seen_factors) == 12 and len(seen_messages) == 4
-    assert ev.metrics["recall@1"] == 0.0 and ev.metrics["recall@5"] == 1.0 and ev.metrics["gt_hit_turn"] == 2
+    # iEvaLM's recall reads the list of the hit (turn 2, rank 1); CoRE's session list holds it third
+    assert ev.metrics["recall@1"] == 1.0 and ev.metrics["gt_hit_turn"] == 2
+    assert ev.metrics["session_recall@1"] == 0.0 and ev.metrics["session_recall@5"] == 1.0
     assert ev.usage["calls"] == 16 and ev.scorer == "llm:judge-a"
     assert ev.config["judges"] == [setup.judge.clients[0].model.key]
     requests = len(fake_openai.requests)
