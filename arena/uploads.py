@@ -12,7 +12,8 @@ An upload (the Evaluate tab, ``/evaluate``) is anonymous input. Its conversation
   ``python -m arena promote-uploads`` (source ``import``, the ``upload:`` name kept).
 
 The command line (``python -m evaluators evaluate``) is the operator's own import: its
-conversations keep their system ids and source ``import``, with the same id rule.
+conversations keep their system ids (1–80 characters, no control or markup characters) and source
+``import``, with the same id rule.
 """
 
 from __future__ import annotations
@@ -50,6 +51,18 @@ def checked_name(system_id: str) -> str:
         shown = name if len(name) <= 40 else name[:40] + "…"
         raise UploadRefused(
             f"system id {shown!r}: use 1–40 letters, digits, '.', '_' or '-', starting with a letter or digit")
+    return name
+
+
+OPERATOR_NAME = re.compile(r"[^\x00-\x1f\x7f<>&]{1,80}")
+
+
+def operator_system_id(system_id: str) -> str:
+    """A system id from the operator's own import (command line): 1–80 characters, no control
+    characters or markup characters; otherwise kept as written (published ids such as ``chatgpt(0613)``)."""
+    name = system_id.strip()
+    if not OPERATOR_NAME.fullmatch(name):
+        raise UploadRefused(f"system id {name[:40]!r}: use 1–80 characters without control characters, '<', '>' or '&'")
     return name
 
 
@@ -91,7 +104,7 @@ def validate(conversations: list[Conversation], *, upload: bool = True) -> list[
             raise UploadRefused("a conversation has an empty id")
         if len(c.id) > MAX_ID_CHARS:
             raise UploadRefused(f"conversation id {c.id[:40]!r}…: ids have at most {MAX_ID_CHARS} characters")
-        system_id = upload_system_id(c.system_id) if upload else checked_name(c.system_id)
+        system_id = upload_system_id(c.system_id) if upload else operator_system_id(c.system_id)
         ready.append(replace(c, id=c.id.strip(), system_id=system_id, source="upload" if upload else "import"))
     return ready
 

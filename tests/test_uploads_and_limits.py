@@ -124,3 +124,12 @@ def test_a_configured_database_in_a_missing_folder_is_refused(tmp_path, monkeypa
         default_db_path()
     monkeypatch.delenv("CRS_ARENA_DB")
     assert default_db_path().name == "crs_arena.db"  # the default may still be created
+
+
+def test_the_operators_import_keeps_published_system_ids(db_path):
+    db = get_db(db_path)
+    report = store(db, [_conversation("p1", "chatgpt(0613) redial", "Try Heat (1995).")], upload=False)
+    assert report.conversations[0].system_id == "chatgpt(0613) redial"
+    assert report.conversations[0].source == "import"
+    with pytest.raises(UploadRefused):
+        store(db, [_conversation("p2", "<b>x</b>", "y")], upload=False)
