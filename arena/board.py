@@ -27,7 +27,7 @@ from sqlite_utils import Database
 from arena.leaderboard import compute_leaderboard, dataset_of, scorers, win_rate_figure
 from arena.uploads import uploads_on_leaderboard
 from storage.arena import board_version, latest_leaderboard_snapshot, save_leaderboard_snapshot, voted_battles
-from storage.db import close_thread_connections, get_db
+from storage.db import close_thread_connections, db_file, get_db
 
 log = logging.getLogger(__name__)
 
@@ -149,5 +149,4 @@ def _figure(db: Database, domain: str | None, dataset: str | None, rows: list[di
 
 
 def _db_file(db: Database) -> str:
-    row = next(db.query("pragma database_list"), None)
-    return row["file"] if row else ""
+    return db_file(db) or f"memory:{id(db.conn)}"

@@ -131,7 +131,9 @@ def _score_with_proxy(db: Database, conversation_ids: list[str], catalog: Catalo
     from evaluators.calibration import load_proxy_judge
     from storage.conversations import get_conversation
 
-    db_file = next(db.query("pragma database_list"))["file"] or None
+    from storage.db import db_file as file_of
+
+    path = file_of(db)
     setup = EvaluationSetup(proxy=load_proxy_judge(), catalog=catalog)
     scored = failed = 0
     for conversation_id in conversation_ids:
@@ -140,7 +142,7 @@ def _score_with_proxy(db: Database, conversation_ids: list[str], catalog: Catalo
             failed += 1  # nothing to judge: no system reply
             continue
         try:
-            evaluation = evaluate_conversation(conversation, setup, db_path=db_file)
+            evaluation = evaluate_conversation(conversation, setup, db_path=path)
         except ValueError:  # the pipeline found nothing to judge
             failed += 1
             continue

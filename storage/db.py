@@ -112,6 +112,12 @@ def get_db(path: str | os.PathLike | None = None) -> sqlite_utils.Database:
     return db
 
 
+def db_file(db: sqlite_utils.Database) -> str | None:
+    """The file a connection is open on (None for an in-memory database)."""
+    row = db.conn.execute("pragma database_list").fetchone()
+    return row[2] if row and row[2] else None
+
+
 def close_thread_connections() -> None:
     """Close every connection the calling thread holds (tests, shutdown)."""
     for db in (getattr(_local, "dbs", None) or {}).values():
@@ -167,8 +173,7 @@ def _file_lock(db: sqlite_utils.Database) -> threading.Lock:
     """One lock per database file for this process's writers (other processes still meet SQLite's lock)."""
     lock = getattr(db, "_crs_write_lock", None)
     if lock is None:
-        row = db.conn.execute("pragma database_list").fetchone()
-        key = row[2] if row and row[2] else f"memory:{id(db.conn)}"
+        key = db_file(db) or f"memory:{id(db.conn)}"
         with _write_locks_lock:
             lock = _write_locks.setdefault(key, threading.Lock())
         db._crs_write_lock = lock
