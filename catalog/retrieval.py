@@ -21,6 +21,12 @@ class Retriever:
         # a tie-breaker only: 0.01 for the best-known item, ~0 for the least known
         self._prior = 0.01 * (1.0 - ranks / (ranks.max() + 1.0))
 
+    def known_terms(self, text: str) -> list[str]:
+        """The words of ``text`` the index knows (English stop words dropped), in order: none means
+        the text says nothing a search could use."""
+        vocabulary = self._vectorizer.vocabulary_
+        return [t for t in self._vectorizer.build_analyzer()(text) if " " not in t and t in vocabulary]
+
     def search(self, query: str, k: int = 10, *, exclude: Iterable[str] = ()) -> list[Item]:
         """The ``k`` items whose documents best match ``query``; popular items break ties."""
         excluded = set(exclude)

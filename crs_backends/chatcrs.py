@@ -6,15 +6,26 @@ titles: the ones that match catalog items lead the turn's ranked list, the list
 is topped up by retrieval, and titles that match nothing are recorded on the
 turn (``metadata["unmatched_titles"]``) instead of being listed. An item that is
 not in the catalog never appears in the list.
+
+On the embedded model (SmolLM2-135M, which invents films) ChatCRS runs *constrained*
+(:mod:`crs_backends.constrained`): the model only chooses, among an opening phrase and one or two
+titles from the catalog candidates, or one question from a fixed list, by its probability of
+writing each option; code writes the reply around the choice from the catalog. Each turn records
+in its metadata the mode, the act (ask / recommend / explain), the candidates offered, the option
+probabilities and the titles chosen. With a remote model ChatCRS is prompted as iEvaLM prompts it
+and writes freely (``mode: free``).
 """
 
 from __future__ import annotations
 
+import logging
+import random
 import time
 from typing import Iterator
 
 from catalog.catalog import Catalog
 from catalog.items import Item
+from crs_backends import constrained as cx
 from crs_backends.base import DEFAULT_LIST_SIZE, CRSSystem, SystemInfo
 from crs_backends.user_context import UserContext, user_context
 from llm.base import LLMClient
@@ -22,9 +33,15 @@ from llm.prompts import prompt, prompts_version
 from llm.types import Completion
 from storage.records import Conversation, Turn
 
+log = logging.getLogger(__name__)
+
 N_CANDIDATES = 8
 MAX_REPLY_TOKENS = 160
 HISTORY_TURNS = 12  # the most recent turns shown to the model
+
+MODES = ("auto", "free", "constrained")
+N_CONSTRAINED = 5  # candidates offered to the embedded model (a short prompt: about 1 s on 2 cores)
+CONSTRAINED_HISTORY = 3  # the person's most recent messages it sees (its own replies are code's)
 
 
 class ChatCRS(CRSSystem):
@@ -36,19 +53,35 @@ class ChatCRS(CRSSystem):
         list_size: int = DEFAULT_LIST_SIZE,
         n_candidates: int = N_CANDIDATES,
         temperature: float = 0.7,
+        mode: str = "auto",
     ):
+        """:param mode: ``constrained`` (the model chooses among catalog titles, code writes the facts),
+            ``free`` (iEvaLM's prompt, free text) or ``auto``: constrained on the embedded model."""
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         self.client = client
         self.catalog = catalog
         self.list_size = list_size
         self.n_candidates = n_candidates
         self.temperature = temperature
+        self.mode = mode
+
+    @property
+    def constrained(self) -> bool:
+        """Whether the model only chooses among catalog options (the embedded model) rather than writing freely."""
+        if self.mode == "auto":
+            return getattr(self.client.model, "backend", "") == "embedded"
+        return self.mode == "constrained"
 
     @property
     def info(self) -> SystemInfo:
+        variant = self.client.describe()
+        if self.constrained:
+            variant += ", choosing only among catalog titles"
         return SystemInfo(
             id="chatcrs",
             label="ChatCRS",
-            variant=self.client.describe(),
+            variant=variant,
             demo=self.client.is_demo,
         )
 
@@ -83,6 +116,11 @@ class ChatCRS(CRSSystem):
         return turn
 
     def stream(self, conversation: Conversation) -> Iterator[str | Turn]:
+        if self.constrained:
+            turn = self.constrained_turn(conversation)
+            yield turn.text
+            yield turn
+            return
         start = time.perf_counter()
         context = user_context(conversation, self.catalog)
         candidates = self.candidates(context)
@@ -125,6 +163,7 @@ class ChatCRS(CRSSystem):
             items=[i.ref() for i in ranked[: self.list_size]],
             metadata={
                 "system": "chatcrs",
+                "mode": "free",
                 "model": completion.model,
                 "mentioned": [m.item.name for m in mentions if m.item is not None],
                 "unmatched_titles": [m.text for m in mentions if m.item is None],
@@ -137,3 +176,191 @@ class ChatCRS(CRSSystem):
                 "catalog": self.catalog.name,
             },
         )
+
+    # -- constrained mode (the embedded model) ------------------------------------------------------
+
+    def constrained_turn(self, conversation: Conversation) -> Turn:
+        """One turn where the model only chooses among options and code writes from the catalog."""
+        start = time.perf_counter()
+        context = user_context(conversation, self.catalog)
+        wishes = cx.read_wishes(context.texts, self.catalog, user_titles=context.titles)
+        plan = self._plan(conversation, context, wishes)
+        followups = cx.lines(prompt("chatcrs", "followups"))
+        followup = followups[(len(conversation.turns) // 2) % len(followups)]
+        rng = random.Random(len(conversation.turns))  # seeded: a conversation replays the same way
+        messages = self._constrained_messages(conversation, plan)
+        scores: dict[str, dict[str, float]] = {}
+        calls = 0
+        error = None
+
+        def choose(what: str, options: list[str], prefix: str = "") -> str:
+            """The option the model picks: sampled (seeded) from its probabilities of writing each one."""
+            nonlocal calls
+            if len(options) == 1:
+                return options[0]
+            heads = cx.distinct_prefixes(options)  # what decides between the options: a word or two each
+            dist = self.client.score(messages, [prefix_space(h, prefix) for h in heads], prefix=prefix,
+                                     min_mass=None)
+            calls += 1
+            probs = {heads[h]: dist.probs.get(prefix_space(h, prefix), 0.0) for h in heads}
+            scores[what] = {o: round(v, 4) for o, v in probs.items()}
+            return cx.sample(probs, rng, self.temperature)
+
+        opener = plan.openers[0]
+        chosen: list[Item] = []
+        text = ""
+        try:
+            if plan.act == "ask":
+                text = choose("question", plan.options())
+            elif plan.act == "explain":
+                name = choose("title", plan.options())
+                chosen = [i for i in plan.candidates if i.name == name]
+            else:
+                opener = choose("opener", plan.openers)
+                first = choose("title", plan.options(), prefix=opener)
+                chosen = [i for i in plan.candidates if i.name == first]
+                second = cx.second_choice(scores.get("title", {}), first, rng, self.temperature)
+                chosen += [i for i in plan.candidates if i.name == second]
+        except Exception as e:  # written without the model, and the reply says so
+            log.warning("ChatCRS (constrained) could not get the model's choice: %s", e, exc_info=True)
+            error = (f"the embedded model could not choose ({type(e).__name__}); "
+                     "the reply was written from the catalog search alone")
+            text, chosen, opener = (plan.options()[0] if plan.act == "ask" else ""), plan.candidates[:1], plan.openers[0]
+        if plan.act != "ask":
+            chosen = chosen or plan.candidates[:1]
+            fits = [cx.fit_of(i, wishes, context.titles) for i in chosen]
+            if plan.act == "explain":
+                text = cx.explanation_text(chosen[0], fits[0], followup, self.catalog)
+            else:
+                text = cx.recommendation_text(opener, chosen, fits, followup)
+        else:
+            chosen = []
+        if error:
+            text = prompt("chatcrs", "model_failed") + " " + text
+        ranked = self._constrained_list(context, plan, chosen)
+        mentions = self.catalog.mentions(text)
+        return Turn(
+            role="system",
+            text=text,
+            items=[i.ref() for i in ranked],
+            metadata={
+                "system": "chatcrs",
+                "mode": "constrained",
+                "act": plan.act,
+                "act_reason": plan.reason,
+                "candidates": [i.name for i in plan.candidates],
+                "chosen": [i.name for i in chosen],
+                "decided_by": "fallback" if error else ("model" if calls else "code"),
+                "option_probs": scores,
+                "wishes": wishes.record(),
+                **({"error": error} if error else {}),
+                "model": self.client.name,
+                "model_calls": calls,
+                "mentioned": [m.item.name for m in mentions if m.item is not None],
+                "unmatched_titles": [m.text for m in mentions if m.item is None],
+                "latency_ms": int((time.perf_counter() - start) * 1000),
+                "prompts_version": prompts_version("chatcrs"),
+                "catalog": self.catalog.name,
+            },
+        )
+
+    def _plan(self, conversation: Conversation, context: UserContext, wishes: cx.Wishes) -> "_Plan":
+        """Decide the act of the turn and what the model may choose from."""
+        named = _named_before(conversation, self.catalog)
+        last_user = context.texts[-1] if context.texts else ""
+        previous = _last_system_turn(conversation)
+        openers = cx.lines(prompt("chatcrs", "openers"))
+        if previous is not None and cx.asks_why(last_user):
+            last_named = _named_in(previous, self.catalog)
+            if last_named:
+                return _Plan("explain", "asked about the last recommendation", last_named[:2], [], openers)
+        pool = self.catalog.search(_wish_query(wishes, context), len(self.catalog),  # all, ranked
+                                   exclude=context.title_ids | {i.id for i in named})
+        if wishes.genres:  # items of every genre asked for first, retrieval order within
+            pool.sort(key=lambda i: -len(set(wishes.genres) & set(i.genres)))
+        fitting = [i for i in pool if wishes.fits(i)]
+        if not wishes.said_something and not context.titles and (previous is None or previous.metadata.get("act") != "ask"):
+            return _Plan("ask", "no preference yet", [], fitting or pool, openers)
+        if not fitting:
+            why = "no catalog item fits the years asked for" if pool else "no catalog item left to recommend"
+            return _Plan("ask", why, [], [], openers, no_match=True)
+        reason = "preference stated" if wishes.said_something or context.titles else "asked once already; well-known films"
+        return _Plan("recommend", reason, fitting[:N_CONSTRAINED], fitting, openers)
+
+    def _constrained_messages(self, conversation: Conversation, plan: "_Plan") -> list[dict]:
+        system = prompt("chatcrs", "constrained_system")
+        if plan.candidates:
+            lines = "\n".join(f"- {i.name}: {', '.join(i.genres[:3])}" for i in plan.candidates)
+            system += "\n\n" + prompt("chatcrs", "constrained_candidates").format(candidates=lines)
+        else:
+            system += "\n\n" + prompt("chatcrs", "constrained_ask")
+        said = [t.text for t in conversation.all_turns if t.role == "user"][-CONSTRAINED_HISTORY:]
+        return [{"role": "system", "content": system}, {"role": "user", "content": "\n".join(said)}]
+
+    def _constrained_list(self, context: UserContext, plan: "_Plan", chosen: list[Item]) -> list[Item]:
+        """The turn's ranked list: the chosen titles, the other candidates, then retrieval; never the user's titles."""
+        ranked: list[Item] = []
+        for item in [*chosen, *plan.candidates, *plan.pool]:
+            if len(ranked) >= self.list_size:
+                break
+            if item not in ranked and item.id not in context.title_ids:
+                ranked.append(item)
+        if len(ranked) < self.list_size:
+            exclude = context.title_ids | {i.id for i in ranked}
+            ranked += self.catalog.search(context.query, self.list_size - len(ranked), exclude=exclude)
+        return ranked[: self.list_size]
+
+
+class _Plan:
+    """What a constrained turn does (ask / recommend / explain) and what the model may choose from."""
+
+    def __init__(self, act: str, reason: str, candidates: list[Item], pool: list[Item], openers: list[str],
+                 *, no_match: bool = False):
+        self.act = act
+        self.reason = reason
+        self.candidates: list[Item] = []
+        for item in candidates:  # one per name: the model tells options apart by their names
+            if all(c.name != item.name for c in self.candidates):
+                self.candidates.append(item)
+        self.pool = pool
+        self.openers = openers
+        self.no_match = no_match
+
+    def options(self) -> list[str]:
+        """The questions (ask) or titles (recommend, explain) the model chooses among; never empty."""
+        if self.act == "ask":
+            return cx.lines(prompt("chatcrs", "no_match" if self.no_match else "questions"))
+        return [i.name for i in self.candidates]
+
+
+def prefix_space(option: str, prefix: str) -> str:
+    """An option as it follows ``prefix`` in the reply: after an opener, with the space that separates them."""
+    return " " + option if prefix else option
+
+
+def _wish_query(wishes: cx.Wishes, context: UserContext) -> str:
+    """The retrieval query: the searchable words, the genres asked for (twice: they matter most) and what
+    the person's own titles are about; empty (popular films first) when they said nothing searchable."""
+    about = [" ".join((*i.genres, *i.directors)) for i in context.titles]
+    return " ".join([*wishes.terms, *wishes.genres, *wishes.genres, *about])
+
+
+def _last_system_turn(conversation: Conversation) -> Turn | None:
+    return next((t for t in reversed(conversation.all_turns) if t.role == "system"), None)
+
+
+def _named_in(turn: Turn, catalog: Catalog) -> list[Item]:
+    """The catalog items a system turn named: as recorded when it was constrained, else read from its text."""
+    if turn.metadata.get("mode") == "constrained":
+        found = [catalog.match_name(n) for n in turn.metadata.get("chosen") or []]
+        return [i for i in found if i is not None]
+    return [m.item for m in catalog.mentions(turn.text) if m.item is not None]
+
+
+def _named_before(conversation: Conversation, catalog: Catalog) -> list[Item]:
+    named: dict[str, Item] = {}
+    for turn in conversation.all_turns:
+        if turn.role == "system":
+            for item in _named_in(turn, catalog):
+                named.setdefault(item.id, item)
+    return list(named.values())

@@ -39,6 +39,7 @@ def test_mentioned_titles_lead_the_list_and_inventions_are_recorded(fake_openai,
     assert len(turn.items) == 10 and len(set(names)) == 10
     assert all(ref.id in catalog for ref in turn.items)  # nothing outside the catalog
     assert turn.metadata["unmatched_titles"] == ["Gravity Falls Forever (2017)"]
+    assert turn.metadata["mode"] == "free" and not crs.constrained  # a remote model writes freely, as iEvaLM prompts it
     # the model saw catalog candidates and the conversation
     sent = fake_openai.requests[0]["json"]["messages"]
     assert sent[0]["role"] == "system" and "Candidate movies" in sent[0]["content"]
