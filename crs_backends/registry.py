@@ -250,3 +250,59 @@ def _describe_neural(system_id: str) -> SystemInfo:
 
 def system_infos(*, db_path=None) -> list[SystemInfo]:
     return [system_info(s, db_path=db_path) for s in SYSTEMS]
+
+
+# The system the Chat tab opens on. Compared by chatting offline (the issue's three messages and the
+# batch in crs_backends/chatcrs_check.py): ChatCRS on the embedded model, constrained to catalog titles,
+# asks when it knows nothing yet, recommends what fits the genres, people and years asked for, and
+# explains on "why?" (bench/chatcrs_offline.py: 0 invented titles, 0 wrong facts over 20 turns); the
+# retrieval baseline answers every message with two items
+# ("Something funny please" -> Alien), and the small neural versions need a build of minutes first.
+# With a capable model configured for the crs role ChatCRS writes freely, as iEvaLM prompts it.
+DEFAULT_SYSTEM = "chatcrs"
+
+# What each built-in system is, in a few words (the Chat tab shows one line per system).
+ABOUT = {
+    "chatcrs": "an LLM prompted as a recommender (iEvaLM's ChatCRS), grounded in the catalog",
+    "retrieval": "TF-IDF search over the catalog with template replies, the floor every system should beat",
+    "kbrd": "knowledge-graph recommender with a BART reply model (KBRD)",
+    "barcor": "BART recommender and reply model (BARCOR)",
+    "unicrs": "prompt-learning recommender over DialoGPT and RoBERTa (UniCRS)",
+}
+
+_KINDS = ("not available", "published checkpoint", "small local version", "locally trained checkpoint")
+
+
+def default_system_id() -> str:
+    """The system the Chat tab opens on (:data:`DEFAULT_SYSTEM`, else the first one registered)."""
+    return DEFAULT_SYSTEM if DEFAULT_SYSTEM in SYSTEMS else next(iter(SYSTEMS))
+
+
+def system_kind(info: SystemInfo) -> str:
+    """What kind of thing runs: published checkpoint, small local version, demo model, no model, ..."""
+    variant = info.variant.strip()
+    for kind in _KINDS:
+        if variant.lower().startswith(kind):
+            return kind
+    if info.id == "retrieval":
+        return "no model"
+    if info.id == "chatcrs":
+        return "demo model" if info.demo else "LLM"
+    return "demo version" if info.demo else "registered system"
+
+
+def system_line(info: SystemInfo) -> str:
+    """One line for people: the system, what kind of thing runs, what it is, and the details of what runs."""
+    kind = system_kind(info)
+    detail = info.variant.strip()
+    if detail.lower().startswith(kind):
+        detail = detail[len(kind):].strip().removeprefix(":").strip()
+        if detail.startswith("(") and detail.endswith(")"):
+            detail = detail[1:-1]
+    about = ABOUT.get(info.id, "")
+    line = f"{info.label} · {kind}"
+    if about:
+        line += f" — {about}"
+    if detail and info.id != "retrieval":
+        line += f"; {detail}"
+    return line
