@@ -200,12 +200,22 @@ def _import_votes(db: Database, path: Path, setting: str, report: ImportReport) 
 
 
 def _read_votes(path: Path) -> list[dict]:
-    with open(path, encoding="utf-8", newline="") as f:
-        reader = csv.DictReader(f)
-        missing = [c for c in VOTE_COLUMNS if c not in (reader.fieldnames or [])]
-        if missing:
-            raise LogFormatError(path, "header", f"the columns {', '.join(VOTE_COLUMNS)} (missing {', '.join(missing)})")
-        return list(reader)
+    try:
+        with open(path, encoding="utf-8", newline="") as f:
+            reader = csv.DictReader(f)
+            missing = [c for c in VOTE_COLUMNS if c not in (reader.fieldnames or [])]
+            if missing:
+                raise LogFormatError(path, "header",
+                                     f"the columns {', '.join(VOTE_COLUMNS)} (missing {', '.join(missing)})")
+            rows = list(reader)
+    except UnicodeDecodeError as e:
+        raise LogFormatError(path, f"byte {e.start + 1}", "UTF-8 text") from None
+    except csv.Error as e:
+        raise LogFormatError(path, "a row", f"CSV ({e})") from None
+    for n, row in enumerate(rows, 2):
+        if any(v is None for v in row.values()) or None in row:
+            raise LogFormatError(path, f"line {n}", f"the {len(reader.fieldnames)} columns of the header")
+    return rows
 
 
 def _timestamp(path: Path, where: str, text: str) -> str:

@@ -133,3 +133,12 @@ def test_the_operators_import_keeps_published_system_ids(db_path):
     assert report.conversations[0].source == "import"
     with pytest.raises(UploadRefused):
         store(db, [_conversation("p2", "<b>x</b>", "y")], upload=False)
+
+
+@pytest.mark.parametrize("content", [b"session_id,user_id,crs1,crs2,vote,feedback\n\xff\xfe,u,a,b,a,\n",
+                                     b"session_id,user_id,crs1,crs2,vote,feedback\n2024-01-01,u,a\n"])
+def test_a_broken_vote_file_is_refused_with_a_message(db_path, tmp_path, content):
+    (tmp_path / "votes_open.csv").write_bytes(content)
+    with pytest.raises(LogFormatError, match="line 2|byte"):
+        import_crsarena(get_db(db_path), tmp_path)
+    assert get_db(db_path)["votes"].count == 0
