@@ -39,6 +39,22 @@ def test_chat_turn_on_the_embedded_model(embedded_app):
     assert turns[0]["text"].startswith("I'd like a funny movie")
 
 
+def test_chat_tab_opens_on_chatcrs_and_says_what_each_system_is(embedded_app):
+    client = Client(embedded_app.url, verbose=False)
+    props = {c["props"].get("elem_id"): c["props"] for c in client.config["components"] if c["props"].get("elem_id")}
+    selector = props["chat-system"]
+    assert selector["value"] == "chatcrs"  # offline: constrained to catalog titles, the best answers without a build
+    variant = props["system-variant"]["value"]
+    assert "ChatCRS · demo model" in variant and "choosing only among catalog titles" in variant
+    lines = props["system-descriptions"]["value"].splitlines()
+    assert len(lines) == len(selector["choices"])  # one line per system in the selector
+    about = "\n".join(lines)
+    assert lines[0].startswith("- ChatCRS · demo model — an LLM prompted as a recommender")
+    assert "- Retrieval baseline · no model — TF-IDF search over the catalog" in about
+    for label in ("KBRD", "BARCOR", "UniCRS"):  # no checkpoint and no build in this test: said so
+        assert f"- {label} · not available — " in about
+
+
 def test_empty_message_is_not_sent(embedded_app):
     client = Client(embedded_app.url, verbose=False)
     chat, items, status, conversation_id, box = client.predict("   ", "chatcrs", api_name="/chat")
