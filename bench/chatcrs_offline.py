@@ -22,6 +22,23 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
+IDLE_TOKENS_S = 105  # SmolLM2-135M Q4_1, portable llama.cpp build, 2 idle cores (measured when the backend was chosen)
+
+
+def decode_speed(model, tokens: int = 64) -> float:
+    """Tokens per second the embedded model decodes now (greedy): how loaded the machine is."""
+    llm = model.llm
+
+    def run():
+        prompt = model.prompt([{"role": "user", "content": "Tell me a long story about a lighthouse keeper."}])
+        llm.create_completion(prompt, max_tokens=1, temperature=0)  # the prompt evaluated first
+        start = time.perf_counter()
+        out = llm.create_completion(prompt, max_tokens=tokens, temperature=0)
+        return out["usage"]["completion_tokens"] / (time.perf_counter() - start)
+
+    return model.call(run)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--catalog", default="bundled", help="catalog name (bundled, or a dataset folder)")
@@ -35,8 +52,10 @@ def main() -> int:
     from llm.embedded import get_embedded_model
 
     catalog = get_catalog(args.catalog)
-    crs = ChatCRS(LLMClient(get_embedded_model(), role="crs", db_path=None), catalog)  # no cache: real timings
+    model = get_embedded_model()
+    crs = ChatCRS(LLMClient(model, role="crs", db_path=None), catalog)  # no cache: real timings
     crs.warm_up()
+    speed = decode_speed(model)
     cpu_start, load_start = time.process_time(), os.getloadavg()[0]
     checked = run_batch(crs, catalog)
     cpu = time.process_time() - cpu_start
@@ -53,6 +72,8 @@ def main() -> int:
     print(f"BENCH chatcrs_offline_turn_s_median {result['median_s']:.2f} s target < 6")
     print(f"BENCH chatcrs_offline_turn_s_max {result['max_s']:.2f} s")
     print(f"BENCH chatcrs_offline_turn_cpu_s_mean {cpu / max(1, result['turns']):.2f} s")
+    print(f"machine: the embedded model decoded {speed:.0f} tokens/s just before the batch (about {IDLE_TOKENS_S} on "
+          "two idle cores): the seconds above are as slow as the machine was")
     print(f"turns: {result['turns']}; median of the model-free turns and the model turns: "
           f"{statistics.median([c.seconds for c in checked if c.metadata.get('decided_by') != 'model'] or [0]):.2f} / "
           f"{statistics.median([c.seconds for c in checked if c.metadata.get('decided_by') == 'model'] or [0]):.2f} s")
