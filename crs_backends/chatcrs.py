@@ -25,6 +25,7 @@ from typing import Iterator
 
 from catalog.catalog import Catalog
 from catalog.items import Item
+from catalog.matcher import normalize_title
 from crs_backends import constrained as cx
 from crs_backends.base import DEFAULT_LIST_SIZE, CRSSystem, SystemInfo
 from crs_backends.user_context import UserContext, user_context
@@ -276,6 +277,8 @@ class ChatCRS(CRSSystem):
                 return _Plan("explain", "asked about the last recommendation", last_named[:2], [], openers)
         pool = self.catalog.search(_wish_query(wishes, context), len(self.catalog),  # all, ranked
                                    exclude=context.title_ids | {i.id for i in named})
+        taken = [*context.titles, *named]  # a dataset may list one film twice ("The Matrix (1999)",
+        pool = [i for i in pool if not any(_same_film(i, t) for t in taken)]  # "The Matrix")
         if wishes.genres:  # items of every genre asked for first, retrieval order within
             pool.sort(key=lambda i: -len(set(wishes.genres) & set(i.genres)))
         fitting = [i for i in pool if wishes.fits(i)]
@@ -303,11 +306,12 @@ class ChatCRS(CRSSystem):
         for item in [*chosen, *plan.candidates, *plan.pool]:
             if len(ranked) >= self.list_size:
                 break
-            if item not in ranked and item.id not in context.title_ids:
+            if item not in ranked and not any(_same_film(item, t) for t in context.titles):
                 ranked.append(item)
         if len(ranked) < self.list_size:
             exclude = context.title_ids | {i.id for i in ranked}
-            ranked += self.catalog.search(context.query, self.list_size - len(ranked), exclude=exclude)
+            more = self.catalog.search(context.query, self.list_size - len(ranked) + 5, exclude=exclude)
+            ranked += [i for i in more if not any(_same_film(i, t) for t in context.titles)]
         return ranked[: self.list_size]
 
 
@@ -336,6 +340,11 @@ class _Plan:
 def prefix_space(option: str, prefix: str) -> str:
     """An option as it follows ``prefix`` in the reply: after an opener, with the space that separates them."""
     return " " + option if prefix else option
+
+
+def _same_film(a: Item, b: Item) -> bool:
+    """Same title, and the same year unless one of them has none."""
+    return normalize_title(a.title) == normalize_title(b.title) and (a.year is None or b.year is None or a.year == b.year)
 
 
 def _wish_query(wishes: cx.Wishes, context: UserContext) -> str:

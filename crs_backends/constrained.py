@@ -67,6 +67,7 @@ _RECENT = re.compile(r"\b(?:recent|newer|new|latest|modern|last|past)\b", re.I)
 _LAST_N = re.compile(r"\b(?:last|past)\s+(few|two|three|five|ten|fifteen|twenty|\d{1,2})\s+years?\b", re.I)
 _DECADE = re.compile(r"(?<![\w'])(?:'|(19|20))?([0-9])0'?s\b")
 _NUMBERS = {"few": 5, "two": 2, "three": 3, "five": 5, "ten": 10, "fifteen": 15, "twenty": 20}
+_CHANGE = re.compile(r"\b(?:instead|actually|rather|different|change|switch|no more|not (?:a|an|any) )", re.I)
 _WHY = re.compile(
     r"\bwhy\b|\btell me (?:more|about)\b|\bmore about\b|\bwhat(?:'s| is) (?:it|that|this) about\b|"
     r"\bwhat kind of (?:movie|film) is\b|\bwho (?:is in|stars in|directed)\b", re.I)
@@ -106,11 +107,16 @@ def read_wishes(texts: Sequence[str], catalog: Catalog, *, user_titles: Iterable
     newest = max((i.year for i in catalog.items if i.year), default=None)
     for text in texts:
         lowered = text.lower()
+        these: list[str] = []
         for word, genre in GENRE_WORDS.items():
             if re.search(r"(?<![\w-])" + re.escape(word) + r"(?![\w-])", lowered):
                 name = known_genres.get(genre.lower())
-                if name and name not in genres:
-                    genres.append(name)
+                if name and name not in these:
+                    these.append(name)
+        if these and _CHANGE.search(text):  # "actually, a comedy instead": the new genres replace the old
+            genres = these
+        else:
+            genres += [g for g in these if g not in genres]
         for term in catalog.retriever.known_terms(text):
             if term not in GENERIC_WORDS and term not in GENRE_WORDS and term not in title_words \
                     and term not in terms and not term.isdigit():
@@ -267,7 +273,7 @@ def explanation_text(item: Item, fit: Fit, followup: str, catalog: Catalog) -> s
     if fit.actor:
         reasons.append(f"{fit.actor} was in a film you mentioned")
     if reasons:
-        sentences.append("You might like it because " + " and ".join(reasons) + ".")
+        sentences.append("You might like it because " + _and(reasons) + ".")
     sentences.append(followup)
     return " ".join(s.strip() for s in sentences if s.strip())
 

@@ -150,4 +150,6 @@ def test_choosing_helpers():
                             load_bundled())
     assert wishes.genres == ("Comedy", "Animation") and wishes.min_year == 2014 and wishes.max_year is None
     assert not cx.read_wishes(["Hi! Can you recommend a good movie?"], load_bundled()).said_something
+    assert cx.read_wishes(["A funny animated movie", "For kids"], load_bundled()).genres == ("Comedy", "Animation", "Family")
+    assert cx.read_wishes(["A horror film", "Actually, a comedy instead"], load_bundled()).genres == ("Comedy",)
     assert cx.asks_why("Why would I like it?") and cx.asks_why("Tell me more about it") and not cx.asks_why("Hi")
