@@ -56,7 +56,7 @@ def build(services: Services) -> None:
             elem_id="chat-system",
         )
         variant = gr.Markdown(_variant_line(services, default), elem_id="system-variant")
-    with gr.Accordion("What each system is", open=False):
+    with gr.Accordion("What each system is", open=True):
         gr.Markdown(_about_systems(services, ids), elem_id="system-descriptions")
     with gr.Row():
         with gr.Column(scale=3):
