@@ -72,7 +72,7 @@ def main() -> int:
     print(f"BENCH chatcrs_offline_turn_s_median {result['median_s']:.2f} s target < 6")
     print(f"BENCH chatcrs_offline_turn_s_max {result['max_s']:.2f} s")
     print(f"BENCH chatcrs_offline_turn_cpu_s_mean {cpu / max(1, result['turns']):.2f} s")
-    print(f"machine: the embedded model decoded {speed:.0f} tokens/s just before the batch (about {IDLE_TOKENS_S} on "
+    print(f"machine: the embedded model decoded {speed:.1f} tokens/s just before the batch (about {IDLE_TOKENS_S} on "
           "two idle cores): the seconds above are as slow as the machine was")
     print(f"turns: {result['turns']}; median of the model-free turns and the model turns: "
           f"{statistics.median([c.seconds for c in checked if c.metadata.get('decided_by') != 'model'] or [0]):.2f} / "
