@@ -211,8 +211,10 @@ def test_real_kbrd_takes_each_option_once_in_its_first_four_turns(kbrd_set, cata
         top3 = [t["title"] for t in turn.metadata["top_items"][:3]]
         if choice["letter"] == "D":
             assert turn.text == policy.list_reply(top3) and [r.title for r in turn.items] == top3
-        else:
+        elif turn.metadata["generated"].strip():
             assert turn.text == turn.metadata["generated"] or "<movie>" in turn.metadata["generated"]
+        else:  # an untrained model may generate nothing: a question is shown, and the turn says so
+            assert turn.text.startswith("Could you tell me") and "empty reply" in turn.metadata["notes"][-1]
         conv.turns.append(turn)
     assert sorted(letters) == ["A", "B", "C", "D"]  # the -1e5 penalty cycles through the menu
 

@@ -405,7 +405,9 @@ class BARCOR(NeuralModel):
         settings = dict(decoder_start_token_id=cfg.decoder_start_token_id, bos_token_id=cfg.bos_token_id,
                         eos_token_id=cfg.eos_token_id, pad_token_id=cfg.pad_token_id, num_beams=1, do_sample=False,
                         min_length=0, no_repeat_ngram_size=NO_REPEAT_NGRAM,
-                        encoder_no_repeat_ngram_size=NO_REPEAT_NGRAM,
+                        # published: no trigram of the context repeated; our small versions' template phrasing
+                        # recurs in their own earlier turns, so they ban repeats within the reply only
+                        encoder_no_repeat_ngram_size=0 if self.size == "small" else NO_REPEAT_NGRAM,
                         forced_bos_token_id=self.gen.get("forced_bos_token_id"),
                         forced_eos_token_id=self.gen.get("forced_eos_token_id"), use_cache=True)
         if "max_new_tokens" in overrides:

@@ -64,8 +64,7 @@ def fill(text: str, items: Sequence[Item | None], names: Sequence[str], mentione
     queue = list(range(len(names)))
     current: list[int] = [0]
 
-    def put(match: re.Match) -> str:
-        slot = match.group(0)
+    def value(slot: str) -> str:
         if slot == MOVIE:
             if not queue:
                 return ""
@@ -73,6 +72,15 @@ def fill(text: str, items: Sequence[Item | None], names: Sequence[str], mentione
             return names[current[0]]
         item = items[current[0]] if current[0] < len(items) else None
         return _value(item, slot, lowered) if item is not None else ""
+
+    def put(match: re.Match) -> str:
+        filled = value(match.group(0))
+        if not filled:
+            return ""
+        # a model may leave out the space token before or after a slot: "a<genre> film" must not read "aaction"
+        before = text[match.start() - 1] if match.start() > 0 else " "
+        after = text[match.end()] if match.end() < len(text) else " "
+        return (" " if before.isalnum() else "") + filled + (" " if after.isalnum() else "")
 
     out = _SLOT.sub(put, text)
     for pattern in _DANGLING:

@@ -21,12 +21,13 @@ _EMPTY_SLOT = re.compile(r"<(?:movie|genre|director|actor|year|pad|mask)>|\b(?:s
 
 
 def held_back_inputs(records: Sequence[Record], n: int = 300) -> list[Record]:
-    """The first record with a recommendation of each dialogue, ``n`` of them (a dialogue counts once)."""
-    firsts: dict[str, Record] = {}
+    """One record per dialogue, ``n`` of them: the dialogue's last record with a recommendation (the whole
+    conversation up to it), so that each held-back dialogue counts once, with all it says."""
+    last: dict[str, Record] = {}
     for r in records:
-        if r.rec and r.dialog_id not in firsts:
-            firsts[r.dialog_id] = r
-    return list(firsts.values())[:n]
+        if r.rec:
+            last[r.dialog_id] = r
+    return list(last.values())[:n]
 
 
 def distinct_top_ratio(model: NeuralModel, inputs: Iterable[ConvInput], k: int = 3) -> float:

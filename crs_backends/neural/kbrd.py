@@ -238,7 +238,7 @@ class KBRD(NeuralModel):
         return GenerationConfig(
             max_new_tokens=max_new_tokens or self.settings["max_new_tokens"], min_new_tokens=min_new_tokens,
             num_beams=1, do_sample=False, no_repeat_ngram_size=NO_REPEAT_NGRAM,
-            encoder_no_repeat_ngram_size=NO_REPEAT_NGRAM, use_cache=use_cache,
+            encoder_no_repeat_ngram_size=self._encoder_no_repeat, use_cache=use_cache,
             decoder_start_token_id=cfg.decoder_start_token_id, bos_token_id=self.bos_id, eos_token_id=self.eos_id,
             pad_token_id=cfg.pad_token_id, return_dict_in_generate=return_scores, output_scores=return_scores)
 
@@ -253,6 +253,13 @@ class KBRD(NeuralModel):
                 generation_config=self.generation_config(max_new_tokens, min_new_tokens, use_cache, return_scores),
                 logits_processor=self._processors())
         return out
+
+    @property
+    def _encoder_no_repeat(self) -> int:
+        """Published: no trigram of the context may be repeated. Our small versions learnt template phrasing
+        ("directed by <director>") that their own earlier turns already hold, so from the second turn on the ban
+        tore their sentences apart ("directed starring …"); they ban repeats within the reply only."""
+        return 0 if self.size == "small" else NO_REPEAT_NGRAM
 
     def _processors(self):
         from transformers import LogitsProcessorList

@@ -239,8 +239,9 @@ class NeuralCRS(CRSSystem):
             else:
                 text = policy.fill_placeholders(text, self.model.placeholder, names)
             listed = self._named_items(text, ranked_items)
-        if not text.strip():
-            notes.append("the model generated an empty reply")
+        if not text.strip():  # CRS Arena would show an empty bubble; we ask instead, and say so on the turn
+            text = fallback_sentence([])
+            notes.append("the model generated an empty reply; a question was shown instead")
         return Turn(
             role="system",
             text=text,

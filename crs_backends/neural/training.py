@@ -7,7 +7,8 @@ and the modules it trains; :func:`run_stage` does the rest the same way for all 
 
 - batches: a seeded shuffle per epoch, sorted by length within windows of 16 batches (less padding),
   in seeded order, so a resumed run sees the same batches;
-- AdamW, gradient clipping at 1.0, one loss value logged per step (named parts logged separately);
+- AdamW with a linear warm-up (a fifth of the stage, at most 50 steps), gradient clipping at 1.0, one loss
+  value logged per step (named parts logged separately);
 - the state (trained modules, optimizer, step, losses, torch RNG) in
   ``<out>/.train/<system>_<stage>_<dataset>/trainer_state.pt``, written atomically every 50 steps or
   60 seconds and at the end of the stage;
@@ -34,6 +35,10 @@ STATE_FILE = "trainer_state.pt"
 SAVE_EVERY_STEPS = 50
 SAVE_EVERY_SECONDS = 60.0
 BUCKET_BATCHES = 16
+# a linear warm-up of the learning rate: without it the small post-LN transformers (BART, GPT-2) collapsed to one
+# representation for every input within their first steps at the small versions' learning rates
+WARMUP_SHARE = 0.2
+MAX_WARMUP = 50
 
 LossFn = Callable[[list], "torch.Tensor | dict[str, torch.Tensor]"]
 
@@ -54,6 +59,7 @@ class Stage:
     setup: Callable[[], None] | None = None  # before every run of the stage, fresh or resumed
     params: list[nn.Parameter] | None = None
     parts: tuple[str, ...] = ()  # the loss names it logs (default: its own name)
+    warmup: int | None = None  # steps of linear learning-rate warm-up (None: WARMUP_SHARE of the stage, at most 50)
     losses: dict[str, list[float]] = field(default_factory=dict)
 
     @property
@@ -145,6 +151,7 @@ def run_stage(system: str, dataset: str, out_root, stage: Stage, config: TrainCo
         os.replace(tmp, path)
 
     bs = max(1, config.batch_size)
+    warmup = max(1, stage.warmup if stage.warmup is not None else min(MAX_WARMUP, round(WARMUP_SHARE * stage.steps)))
     lengths = stage.lengths or [1] * len(stage.examples)
     per_epoch = math.ceil(len(stage.examples) / bs)
     first, last_save, order, order_epoch = step, time.monotonic(), [], -1
@@ -156,6 +163,8 @@ def run_stage(system: str, dataset: str, out_root, stage: Stage, config: TrainCo
             if epoch != order_epoch:
                 order, order_epoch = epoch_batches(lengths, bs, config.seed, epoch), epoch
             batch = [stage.examples[i] for i in order[index]]
+            for group in optimizer.param_groups:  # from the step alone, so a resumed run continues the schedule
+                group["lr"] = stage.lr * min(1.0, (step + 1) / warmup)
             out = stage.loss(batch)
             parts = out if isinstance(out, dict) else {stage.name: out}
             loss = sum(parts.values())

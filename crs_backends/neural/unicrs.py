@@ -540,7 +540,9 @@ class UniCRS(NeuralModel):
                 full = torch.tensor([seq], device=self.device)
                 hidden, _ = self._run(full, torch.ones_like(full), prefix)
             logits = self.gpt2.lm_head(hidden[0, -1])
-            banned = self._ban_repeats(seq, no_repeat_ngram_size)
+            # published: HF's no_repeat_ngram_size over context + reply; our small versions (template phrasing
+            # that recurs in their own earlier turns) ban repeats within the reply only
+            banned = self._ban_repeats(new if self.size == "small" else seq, no_repeat_ngram_size)
             if self.size == "small":
                 if getattr(self, "_guard", None) is None:
                     self._guard = WordRepeatGuard(self.tokenizer)
@@ -558,6 +560,8 @@ class UniCRS(NeuralModel):
     def raw_reply(self, new_ids: list[int]) -> str:
         """Published decoding (CRS Arena fix #19): specials kept, the text after the last ``System:`` with its
         following character dropped (``rfind("System:") + len("System:") + 1``), eos removed, slots kept."""
+        if self.size == "small":  # ours: an immediate end of text is an empty reply, not "|endoftext|>"
+            new_ids = [t for t in new_ids if t != self.eos_id]
         text = self.tokenizer.decode(list(self.bot_ids) + list(new_ids), skip_special_tokens=False)
         if BOT_PROMPT in text:
             text = text[text.rfind(BOT_PROMPT) + len(BOT_PROMPT) + 1:]
