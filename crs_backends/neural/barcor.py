@@ -60,7 +60,7 @@ from crs_backends.neural.engine import (
     fill_slots,
 )
 from crs_backends.neural.kg import KGData
-from crs_backends.neural.training import Stage, run_stages, split_budget, wanted_steps
+from crs_backends.neural.training import Stage, log_prior, run_stages, split_budget, wanted_steps
 
 SYSTEM = "barcor"
 HUB_TOKENIZER = "facebook/bart-base"
@@ -529,10 +529,21 @@ def _pad(rows: list[list[int]], pad: int, device: str) -> tuple[torch.Tensor, to
     return ids.to(device), mask.to(device)
 
 
-def rec_loss(model: BARCOR, batch: list[tuple[list[int], int]]) -> torch.Tensor:
+def rec_loss(model: BARCOR, batch: list[tuple[list[int], int]], prior: torch.Tensor | None = None) -> torch.Tensor:
+    """Cross-entropy over entity labels; with ``prior`` (log prior), logit-adjusted (the small versions)."""
     ids, mask = _pad([b[0] for b in batch], model.tokenizer.pad_token_id, model.device)
     labels = torch.tensor([b[1] for b in batch], dtype=torch.long, device=model.device)
-    return nn.functional.cross_entropy(model.rec_logits(ids, mask), labels)
+    logits = model.rec_logits(ids, mask)
+    if prior is not None:
+        logits = logits + prior.to(logits.device)
+    return nn.functional.cross_entropy(logits, labels)
+
+
+# Measured on 300 held-back synthetic dialogues (small BARCOR, 200 rec steps): plain cross-entropy gave one top-3
+# list for every dialogue (hit@10 .07, popularity's level); logit-adjusted training with the prior added back at
+# 0.5 gave 120 different lists and hit@10 .13 (at 0: 193 lists, .05; at 1: 74 lists, .14)
+PRIOR_WEIGHT = 0.5
+REC_SHARE = {"conv": 0.35, "rec": 0.65}  # the small size: the recommender needs the steps, the reply model learns fast
 
 
 def conv_loss(model: BARCOR, batch: list[tuple[list[int], list[int]]]) -> torch.Tensor:
@@ -548,21 +559,10 @@ def _example_length(example) -> int:
     return len(ids) + (len(target) if isinstance(target, list) else 0)
 
 
-def _start_rec_from_conv(model: BARCOR) -> None:
-    """Our small versions train from scratch; the published rec and conv models both start from bart-base.
-    So that the recommender, too, starts from a model that knows the language, it starts from the reply model's
-    BART (same architecture); only the classification head starts fresh."""
-    rec, conv = model.rec_model.model, model.conv_model.model
-    shapes = {k: v.shape for k, v in rec.state_dict().items()}
-    state = conv.state_dict()
-    if set(shapes) == set(state) and all(state[k].shape == shapes[k] for k in shapes):
-        rec.load_state_dict(state)
-
-
 def train(model: BARCOR, records: list[Record], out_root, dataset: str, config: TrainConfig,
           progress: ProgressFn | None = None) -> TrainReport:
     """Train conv (seq2seq loss on ``"System: " + resp``), then rec (cross-entropy over entity labels, one example
-    per target item; in the small size starting from the trained reply model's BART), through the one training
+    per target item; in the small size logit-adjusted, see ``PRIOR_WEIGHT``), through the one training
     engine (:mod:`crs_backends.neural.training`: resumable); saved in the published layout under ``out_root``."""
     t0 = time.monotonic()
     out_root = Path(out_root)
@@ -572,13 +572,21 @@ def train(model: BARCOR, records: list[Record], out_root, dataset: str, config: 
     model._item_ids = model._item_ids.to(config.device)
     model._enc_cache = None
     data = {"conv": conv_examples(model, records), "rec": rec_examples(model, records)}
-    budget = split_budget(config.max_steps, {p: wanted_steps(len(ex), config) for p, ex in data.items()})
+    budget = split_budget(config.max_steps, {p: wanted_steps(len(ex), config) for p, ex in data.items()},
+                          shares=REC_SHARE if model.size == "small" else None)
+    # the small versions' recommender: logit-adjusted training, the prior added back into the head's bias at the end
+    small = model.size == "small"
+    prior = log_prior([label for _, label in data["rec"]], model.rec_model.config.num_labels) if small else None
+
+    def fold_prior() -> None:
+        if prior is not None:
+            with torch.no_grad():
+                model.rec_model.classification_head.out_proj.bias += PRIOR_WEIGHT * prior.to(model.device)
     stages = [
         Stage("conv", data["conv"], lambda batch: conv_loss(model, batch), [model.conv_model], budget["conv"],
               config.lr, lengths=[_example_length(e) for e in data["conv"]]),
-        Stage("rec", data["rec"], lambda batch: rec_loss(model, batch), [model.rec_model], budget["rec"], config.lr,
-              lengths=[_example_length(e) for e in data["rec"]],
-              start=(lambda: _start_rec_from_conv(model)) if model.size == "small" else None),
+        Stage("rec", data["rec"], lambda batch: rec_loss(model, batch, prior), [model.rec_model], budget["rec"],
+              config.lr / 2 if small else config.lr, lengths=[_example_length(e) for e in data["rec"]], end=fold_prior),
     ]
     steps, losses = run_stages(SYSTEM, dataset, out_root, stages, config, progress)
     model._enc_cache = None

@@ -12,6 +12,9 @@ and the modules it trains; :func:`run_stage` does the rest the same way for all 
 - the state (trained modules, optimizer, step, losses, torch RNG) in
   ``<out>/.train/<system>_<stage>_<dataset>/trainer_state.pt``, written atomically every 50 steps or
   60 seconds and at the end of the stage;
+- logit adjustment (:func:`log_prior`), for the small versions' recommenders: trained on logits plus the log
+  prior of the training labels, a model cannot lower its loss by predicting popularity, only by reading the
+  conversation (Menon et al., 2021); the prior is added back, scaled, where the architecture has a bias;
 - resume: a readable state for the same modules continues where it stopped (a finished stage does
   nothing); a damaged or foreign state is reported with a warning and the stage starts again from step 0.
 """
@@ -57,6 +60,7 @@ class Stage:
     lengths: list[int] | None = None
     start: Callable[[], None] | None = None
     setup: Callable[[], None] | None = None  # before every run of the stage, fresh or resumed
+    end: Callable[[], None] | None = None  # once the stage has completed in this run (not when it was done before)
     params: list[nn.Parameter] | None = None
     parts: tuple[str, ...] = ()  # the loss names it logs (default: its own name)
     warmup: int | None = None  # steps of linear learning-rate warm-up (None: WARMUP_SHARE of the stage, at most 50)
@@ -184,6 +188,8 @@ def run_stage(system: str, dataset: str, out_root, stage: Stage, config: TrainCo
     finally:
         for m in stage.modules:
             m.eval()
+    if stage.end is not None:
+        stage.end()
     return step - first
 
 
@@ -200,3 +206,12 @@ def run_stages(system: str, dataset: str, out_root, stages: list[Stage], config:
         for name, values in stage.losses.items():
             losses.setdefault(name, []).extend(values)
     return steps, losses
+
+
+def log_prior(labels: list[int], size: int, smoothing: float = 1.0) -> torch.Tensor:
+    """log p(label) over ``size`` classes from training labels (add-``smoothing`` counts)."""
+    counts = torch.full((size,), float(smoothing))
+    for label in labels:
+        if 0 <= label < size:
+            counts[label] += 1
+    return (counts / counts.sum()).log()

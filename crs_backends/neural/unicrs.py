@@ -53,7 +53,7 @@ from crs_backends.neural.checkpoints import (CheckpointError, hf_weights_file, l
 from crs_backends.neural.engine import (MOVIE_SLOT, TOP_K, ConvInput, NeuralModel, ProgressFn, Record,
                                         TrainConfig, TrainReport, WordRepeatGuard)
 from crs_backends.neural.kg import KGData
-from crs_backends.neural.training import Stage, run_stages, split_budget, wanted_steps
+from crs_backends.neural.training import Stage, log_prior, run_stages, split_budget, wanted_steps
 from crs_backends.neural.unicrs_prompt import KGPrompt, prefix_sizes
 
 log = logging.getLogger(__name__)
@@ -250,6 +250,7 @@ class UniCRS(NeuralModel):
         self.movie_token = movie_token
         self.settings = dict(settings)
         self.backbone_source = backbone_source  # "local" (saved with the checkpoints) | "hub" | "random"
+        self.rec_prior: torch.Tensor | None = None  # set while the small versions train (logit adjustment)
         self.context_max_length = int(settings["context_max_length"])
         self.entity_max_length = int(settings["entity_max_length"])
         self.resp_max_length = int(settings["resp_max_length"])
@@ -630,6 +631,8 @@ class UniCRS(NeuralModel):
         ids, mask = _left_pad([batch[i]["context"] for i in rows], self.pad_id, dev)
         hidden, _ = self._run(ids, mask, prefix)
         logits = hidden[:, -1] @ table.T
+        if self.rec_prior is not None:  # the small versions: logit-adjusted (see train)
+            logits = logits + self.rec_prior.to(logits.device)[: logits.shape[1]]
         pair_rows = [r for r, i in enumerate(rows) for _ in batch[i]["targets"]]
         pair_targets = [t for i in rows for t in batch[i]["targets"]]
         return F.cross_entropy(logits[torch.tensor(pair_rows, device=dev)], torch.tensor(pair_targets, device=dev))
@@ -674,6 +677,7 @@ def _left_pad(seqs: list[list[int]], pad: int, device) -> tuple[torch.Tensor, to
 
 
 PROMPT_SHARE = 0.4  # of max_steps: the recommendation path's pre-training stage
+PRIOR_WEIGHT = 0.5  # the small versions' logit adjustment (see crs_backends.neural.training.log_prior)
 
 
 def train(model: UniCRS, records: list[Record], out_root, dataset: str, config: TrainConfig,
@@ -699,6 +703,11 @@ def train(model: UniCRS, records: list[Record], out_root, dataset: str, config: 
                                              "joint": wanted_steps(len(examples), config)},
                           shares={"prompt": PROMPT_SHARE, "joint": 1 - PROMPT_SHARE})
     rec_modules = [model.rec_prompt] if model.frozen else [model.rec_prompt, model.gpt2, model.roberta]
+    if model.size == "small":
+        # logit adjustment with half the log prior: the ranking cannot lower its loss by predicting popularity alone,
+        # and keeps the other half in its own logits (UniCRS has no bias to add a prior back into)
+        n = model.rec_prompt.get_entity_embeds().shape[0]
+        model.rec_prior = PRIOR_WEIGHT * log_prior([t for e in with_targets for t in e["targets"]], n)
     all_modules = [model.rec_prompt, model.conv_prompt] + ([] if model.frozen else [model.gpt2, model.roberta])
 
     def joint_loss(batch: list[dict]) -> dict[str, torch.Tensor]:
@@ -715,5 +724,6 @@ def train(model: UniCRS, records: list[Record], out_root, dataset: str, config: 
         steps, losses = run_stages(SYSTEM, dataset, out_root, stages, config, progress)
     finally:
         model.set_training(False)
+        model.rec_prior = None
     model.save(out_root, dataset)
     return TrainReport(system=SYSTEM, out=out_root, steps=steps, losses=losses, seconds=time.monotonic() - start)
