@@ -12,12 +12,20 @@ import os
 import sys
 import threading
 
-from arena import hub_sync
-from arena.board import Refresher
-from storage.db import DatabasePathError
-from ui.app import build_app
-from ui.services import Services
-from ui.startup import ConfigError, resolve_endpoint_models
+try:  # the operator's systems file (CRS_SYSTEMS_FILE) is read when crs_backends is first imported
+    from arena import hub_sync
+    from arena.board import Refresher
+    from storage.db import DatabasePathError
+    from ui.app import build_app
+    from ui.services import Services
+    from ui.startup import ConfigError, resolve_endpoint_models
+except ValueError as e:
+    # crs_backends.systems_file.SystemsFileError (a ValueError): it cannot be imported on its own, since importing
+    # the package is what reads the file; its message already names the file and line
+    if type(e).__name__ != "SystemsFileError":
+        raise
+    print(f"CRS Arena cannot start: {e}", file=sys.stderr)
+    raise SystemExit(2) from None
 
 
 def warm_up(services: Services) -> None:

@@ -166,4 +166,5 @@ def test_a_bad_systems_file_stops_the_start_with_its_line(tmp_path):
     with pytest.raises(RuntimeError) as err:
         with AppServer(tmp_path / "app.db", env={"CRS_SYSTEMS_FILE": str(bad)}, startup_timeout=60):
             pass
-    assert f"{bad}:7: duplicate id 'a' (first used on line 2)" in str(err.value)
+    assert f"CRS Arena cannot start: {bad}:7: duplicate id 'a' (first used on line 2)" in str(err.value)
+    assert "Traceback" not in str(err.value)  # one line for the operator, no Python trace
