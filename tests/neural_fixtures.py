@@ -1,12 +1,14 @@
-"""What the BARCOR and UniCRS model tests share: a tiny KG, a small multilingual corpus, two conversations."""
+"""What the neural model tests share: a tiny KG, a small multilingual corpus, two conversations, and the
+bundled catalog with its KG (module fixtures ``catalog`` and ``kg``)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
+from catalog.catalog import Catalog, get_catalog
 from crs_backends.neural.engine import ConvInput
-from crs_backends.neural.kg import KGData
+from crs_backends.neural.kg import KGData, kg_from_catalog
 
 TITLES = ["The Shining (1980)", "Alien (1979)", "Heat (1995)", "Up (2009)", "Jaws (1975)", "Se7en (1995)",
           "Amélie (2001)", "Spirited Away (2001)"]
@@ -39,3 +41,13 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def catalog() -> Catalog:
+    return get_catalog("bundled")
+
+
+@pytest.fixture(scope="module")
+def kg(catalog) -> KGData:
+    return kg_from_catalog(catalog)

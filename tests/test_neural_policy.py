@@ -13,23 +13,17 @@ import json
 
 import pytest
 
-from catalog.catalog import Catalog, get_catalog
+from catalog.catalog import Catalog
 from crs_backends.neural import facts, policy
 from crs_backends.neural.engine import TOP_K, NeuralModel
-from crs_backends.neural.kg import KGData, kg_from_catalog
+from crs_backends.neural.kg import KGData
 from crs_backends.neural.sources import CheckpointSource, SourceError
 from crs_backends.neural.system import NeuralCRS, item_catalog_for, load_neural_system
 from storage.records import Conversation, Turn
 
-
-@pytest.fixture(scope="module")
-def catalog() -> Catalog:
-    return get_catalog("bundled")
+from neural_fixtures import catalog, kg  # noqa: F401 (module fixtures)
 
 
-@pytest.fixture(scope="module")
-def kg(catalog) -> KGData:
-    return kg_from_catalog(catalog)
 
 
 # ---------------------------------------------------------------- the option maths

@@ -13,25 +13,19 @@ import types
 
 import pytest
 
-from catalog.catalog import Catalog, get_catalog
+from catalog.catalog import Catalog
 from catalog.items import Item
 from crs_backends import registry
 from crs_backends.neural import sources
 from crs_backends.neural.engine import TOP_K, ConvInput, NeuralModel
-from crs_backends.neural.kg import KGData, kg_from_catalog
+from crs_backends.neural.kg import KGData
 from crs_backends.neural.sources import CheckpointSource
 from crs_backends.neural.system import NeuralCRS, fallback_sentence, load_neural_system, repair_text
 from storage.records import Conversation, Turn
 
-
-@pytest.fixture(scope="module")
-def catalog() -> Catalog:
-    return get_catalog("bundled")
+from neural_fixtures import catalog, kg  # noqa: F401 (module fixtures)
 
 
-@pytest.fixture(scope="module")
-def kg(catalog) -> KGData:
-    return kg_from_catalog(catalog)
 
 
 class ScriptedModel(NeuralModel):
