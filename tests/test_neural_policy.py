@@ -253,3 +253,12 @@ def test_the_simulator_attribute_mode_uses_the_models_own_choice(kg, catalog, tm
     assert choose_action(crs, conv, protocol, ["genre", "director", "recommend"], ["actor"], "movies") == \
         ("director", "system")
     assert crs.choose_action(conv, ["genre", "recommend"]) == "recommend"
+
+
+def test_articles_agree_with_the_filled_genre(catalog):
+    for name in ("Heat (1995)", "Alien (1979)", "Toy Story (1995)"):
+        item = catalog.match_name(name)
+        word = facts.genre_word(item.genres[0])
+        article = "an" if word[0] in "aeiou" else "a"
+        assert facts.fill("Try <movie>: it is a <genre> film.", [item], [item.name]) == \
+            f"Try {item.name}: it is {article} {word} film."

@@ -85,9 +85,8 @@ def fill(text: str, items: Sequence[Item | None], names: Sequence[str], mentione
     out = _SLOT.sub(put, text)
     for pattern in _DANGLING:
         out = pattern.sub("", out)
-    out = re.sub(r"\b(an?) (film|movie)\b", r"\1 \2", out)
     out = _ARTICLE.sub(lambda m: (("An" if m.group(1)[0] == "A" else "an") if m.group(2).lower() in "aeiou"
-                                  else ("A" if m.group(1)[0] == "A" else "a")), out)
+                                  else ("A" if m.group(1)[0] == "A" else "a")) + " ", out)
     out = re.sub(r"\s+([,.;:!?])", r"\1", " ".join(out.split()))
     return out
 
