@@ -262,3 +262,13 @@ def test_articles_agree_with_the_filled_genre(catalog):
         article = "an" if word[0] in "aeiou" else "a"
         assert facts.fill("Try <movie>: it is a <genre> film.", [item], [item.name]) == \
             f"Try {item.name}: it is {article} {word} film."
+
+
+def test_the_phrase_decides_what_a_slot_states(catalog):
+    """A small model may write the wrong slot token; 'directed by' still gets the director."""
+    item = catalog.match_name("The Apartment (1960)") or catalog.match_name("Heat (1995)")
+    text = facts.fill("How about <movie>: it is a <movie> film directed by <actor>, with <genre>.", [item],
+                      [item.name])
+    word = facts.genre_word(item.genres[0])
+    assert f"directed by {item.directors[0]}, with {item.cast[0]}." in text and f" {word} film" in text
+    assert not facts.contradictions(text, catalog)

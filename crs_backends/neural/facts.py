@@ -55,6 +55,24 @@ def _value(item: Item, slot: str, mentioned: set[str]) -> str:
     return genre_word(chosen) if kind == "genre" else chosen
 
 
+_LEAD_INS = ((re.compile(r"directed by\s*$", re.IGNORECASE), "<director>"),
+             (re.compile(r"(?:starring|with)\s*$", re.IGNORECASE), "<actor>"),
+             (re.compile(r"\bfrom\s*$", re.IGNORECASE), "<year>"))
+_GENRE_FRAME = (re.compile(r"\b(?:a|an)\s*$", re.IGNORECASE), re.compile(r"^\s*(?:film|movie)\b", re.IGNORECASE))
+
+
+def _kind_by_phrase(text: str, match: re.Match) -> str:
+    """The slot its phrase asks for: "directed by <actor>" is filled with the director, "a <movie> film" with a genre.
+    A small model sometimes writes the wrong slot token; the phrase around it decides what is true to say there."""
+    before, after = text[max(0, match.start() - 20):match.start()], text[match.end():match.end() + 8]
+    for pattern, slot in _LEAD_INS:
+        if pattern.search(before):
+            return slot
+    if _GENRE_FRAME[0].search(before) and _GENRE_FRAME[1].search(after):
+        return "<genre>"
+    return match.group(0)
+
+
 def fill(text: str, items: Sequence[Item | None], names: Sequence[str], mentioned: Iterable[str] = ()) -> str:
     """Fill ``<movie>`` slots with ``names`` in order and each fact slot from the item of the last movie slot
     (the first ranked item before any movie slot). A slot with no value drops its phrase."""
@@ -74,7 +92,7 @@ def fill(text: str, items: Sequence[Item | None], names: Sequence[str], mentione
         return _value(item, slot, lowered) if item is not None else ""
 
     def put(match: re.Match) -> str:
-        filled = value(match.group(0))
+        filled = value(_kind_by_phrase(text, match))
         if not filled:
             return ""
         # a model may leave out the space token before or after a slot: "a<genre> film" must not read "aaction"
