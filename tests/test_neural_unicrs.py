@@ -246,10 +246,14 @@ def test_kv_cache_equals_hf_style_manual_loop(small):
     """Independent loop: every step a NEW prefix cache over the whole sequence, through GPT2LMHeadModel itself."""
     from transformers import DynamicCache
 
+    from crs_backends.neural.engine import WordRepeatGuard
+
     conv = CONVS[0]
+    guard = WordRepeatGuard(small.tokenizer)  # the small versions' guard against "The The"
     with torch.no_grad():
         prefix = small._prefix("conv", conv)
         seq = small.conv_context(conv)
+        start = len(seq)
         for _ in range(10):
             cache = DynamicCache(tuple((prefix[i, 0], prefix[i, 1]) for i in range(prefix.shape[0])))
             ids = torch.tensor([seq])
@@ -257,7 +261,8 @@ def test_kv_cache_equals_hf_style_manual_loop(small):
                              attention_mask=torch.ones(1, prefix.shape[-2] + len(seq), dtype=torch.long),
                              position_ids=torch.arange(len(seq))[None])
             logits = out.logits[0, -1].clone()
-            banned = small._ban_repeats(seq, 3)
+            # the small versions ban repeated trigrams within the reply only (the published ban spans the context)
+            banned = small._ban_repeats(seq[start:], 3) + guard.banned(seq[-1])
             logits[banned] = -float("inf")
             seq.append(int(logits.argmax()))
             if seq[-1] == small.eos_id:

@@ -565,7 +565,10 @@ class UniCRS(NeuralModel):
             new_ids = [t for t in new_ids if t != self.eos_id]
         text = self.tokenizer.decode(list(self.bot_ids) + list(new_ids), skip_special_tokens=False)
         if BOT_PROMPT in text:
-            text = text[text.rfind(BOT_PROMPT) + len(BOT_PROMPT) + 1:]
+            start = text.rfind(BOT_PROMPT) + len(BOT_PROMPT)
+            # published: one character is dropped blindly (the space trained models write); ours drop only a space
+            skip = 1 if self.size != "small" or text[start:start + 1] == " " else 0
+            text = text[start + skip:]
         return text.replace(self.tokenizer.eos_token, "")
 
     def decode_reply(self, new_ids: list[int], items: Sequence[str] | None) -> str:
