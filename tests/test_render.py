@@ -132,7 +132,7 @@ def test_item_details_come_from_the_catalog():
         GODFATHER, ItemRef("nowhere", "Made Up Film (2031)")])])
     details = render_log(conversation, catalog).item_details.splitlines()
     assert details[0] == ("- The Godfather (1972) | genres: Crime, Drama | directors: Francis Ford Coppola | "
-                          "lead actors: Marlon Brando, Al Pacino, James Caan | release decades: 1970s | "
+                          "lead actors (the first-billed actor of each item): Marlon Brando | release decades: 1970s | "
                           "popularity rank: 1")
     assert details[1] == "- Made Up Film (2031) | not in the catalog"
     assert render_log(conversation).item_details == ""
@@ -151,7 +151,9 @@ def test_only_effectiveness_sees_targets_and_diversity_the_feature_dimensions():
     messages = {f: factor_messages(log, rubric, f, answer="reasoned")[1]["content"] for f in FACTORS}
     assert [f for f, text in messages.items() if "Heat (1995)" in text] == ["effectiveness"]
     assert [f for f, text in messages.items() if "Feature dimensions" in text] == ["diversity"]
-    assert "genres, directors, lead actors, release decades" in messages["diversity"]
+    # rubric core-v2: the lead actor is the first-billed one (any 3 items used to score 4/4 on three cast members)
+    assert ("genres, directors, lead actors (the first-billed actor of each item), release decades"
+            in messages["diversity"])
     with_details = {f for f, text in messages.items() if "<item_details>" in text}
     assert with_details == {"effectiveness", "novelty", "diversity", "groundedness"}
 
@@ -166,7 +168,7 @@ def test_effectiveness_without_targets_uses_the_other_levels():
 
 @pytest.mark.parametrize(
     "answer,phrase",
-    [("reasoned", "First explain"), ("rating_only", "Write nothing else"), ("rationale_only", "do not give the score")],
+    [("reasoned", "First reason step by step"), ("rating_only", "Write nothing else")],
 )
 def test_the_answer_instruction_comes_last(answer, phrase):
     content = factor_messages(render_log(_conversation()), load_rubric(), "naturalness", answer=answer)[1]["content"]
