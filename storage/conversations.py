@@ -18,13 +18,7 @@ def save_conversation(db: Database, conversation: Conversation) -> Conversation:
     with write_transaction(db):
         db["conversations"].upsert(_conversation_row(conversation), pk="id")
         db["turns"].delete_where("conversation_id = ?", [conversation.id])
-        rows = [
-            _turn_row(conversation.id, part, idx, turn)
-            for part, turns in (("history", conversation.history), ("interaction", conversation.turns))
-            for idx, turn in enumerate(turns)
-        ]
-        if rows:
-            db["turns"].insert_all(rows)
+        _insert_turns(db, conversation)
     return conversation
 
 
@@ -59,6 +53,11 @@ def store_new_conversation(db: Database, conversation: Conversation) -> tuple[Co
 
 def _insert_whole(db: Database, conversation: Conversation) -> None:
     db["conversations"].insert(_conversation_row(conversation))
+    _insert_turns(db, conversation)
+
+
+def _insert_turns(db: Database, conversation: Conversation) -> None:
+    """Every turn of ``conversation`` (history, then interaction), numbered within its part."""
     rows = [
         _turn_row(conversation.id, part, idx, turn)
         for part, turns in (("history", conversation.history), ("interaction", conversation.turns))
