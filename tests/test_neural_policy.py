@@ -272,3 +272,6 @@ def test_the_phrase_decides_what_a_slot_states(catalog):
     word = facts.genre_word(item.genres[0])
     assert f"directed by {item.directors[0]}, with {item.cast[0]}." in text and f" {word} film" in text
     assert not facts.contradictions(text, catalog)
+    # "it is a <movie>." (seen from the small UniCRS: "it is a Batman (1989).") states the genre, names no film
+    assert facts.fill("How about <movie>? It is a <movie>.", [item], [item.name]) == \
+        f"How about {item.name}? It is {'an' if word[0] in 'aeiou' else 'a'} {word}."

@@ -58,6 +58,7 @@ def _value(item: Item, slot: str, mentioned: set[str]) -> str:
 _LEAD_INS = ((re.compile(r"directed by\s*$", re.IGNORECASE), "<director>"),
              (re.compile(r"(?:starring|with)\s*$", re.IGNORECASE), "<actor>"),
              (re.compile(r"\bfrom\s*$", re.IGNORECASE), "<year>"))
+_IS_A = re.compile(r"\b(?:is|was) an?\s*$", re.IGNORECASE)
 _GENRE_FRAME = (re.compile(r"\b(?:a|an)\s*$", re.IGNORECASE), re.compile(r"^\s*(?:film|movie)\b", re.IGNORECASE))
 
 
@@ -68,8 +69,8 @@ def _kind_by_phrase(text: str, match: re.Match) -> str:
     for pattern, slot in _LEAD_INS:
         if pattern.search(before):
             return slot
-    if _GENRE_FRAME[0].search(before) and _GENRE_FRAME[1].search(after):
-        return "<genre>"
+    if _GENRE_FRAME[0].search(before) and (_GENRE_FRAME[1].search(after) or _IS_A.search(before)):
+        return "<genre>"  # "a <movie> film", "it is a <movie>." are genre phrases
     return match.group(0)
 
 
