@@ -31,36 +31,38 @@ from pathlib import Path
 from typing import Iterable
 
 from crs_backends.neural.engine import MOVIE_SLOT, Record
-from crs_backends.neural.facts import genre_word
+from crs_backends.neural.facts import GENRE_ADJECTIVE, genre_word
 
 KINDS = ("genre", "director", "actor", "decade", "similar")
 N_DIALOGUES = 2000
 
 # ---------------------------------------------------------------- wording
-# genre entity -> (adjective used in "a ___ film", ways a user names it)
-GENRE_WORDS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "Action": ("action", ("action movies", "action", "action films", "action flicks")),
-    "Adventure": ("adventure", ("adventure movies", "adventures", "adventure films")),
-    "Animation": ("animated", ("animated movies", "animation", "cartoons", "animated films")),
-    "Biography": ("biographical", ("biopics", "biographies", "movies based on real people")),
-    "Comedy": ("comedy", ("comedies", "comedy", "funny movies", "comedy films")),
-    "Crime": ("crime", ("crime movies", "crime films", "gangster movies", "crime")),
-    "Documentary": ("documentary", ("documentaries", "documentary films")),
-    "Drama": ("drama", ("dramas", "drama", "serious movies", "drama films")),
-    "Family": ("family", ("family movies", "movies for kids", "family films")),
-    "Fantasy": ("fantasy", ("fantasy", "fantasy movies", "fantasy films")),
-    "History": ("historical", ("history movies", "historical films", "period pieces")),
-    "Horror": ("horror", ("horror movies", "horror", "scary movies", "horror films")),
-    "Music": ("music", ("movies about music", "music films")),
-    "Musical": ("musical", ("musicals", "musical films")),
-    "Mystery": ("mystery", ("mysteries", "mystery movies", "whodunits")),
-    "Romance": ("romance", ("romantic movies", "romance", "rom coms", "love stories")),
-    "Sci-Fi": ("sci-fi", ("sci-fi", "science fiction", "sci fi movies", "scifi")),
-    "Sport": ("sports", ("sports movies", "movies about sports")),
-    "Thriller": ("thriller", ("thrillers", "suspense movies", "tense thrillers")),
-    "War": ("war", ("war movies", "war films", "movies about war")),
-    "Western": ("western", ("westerns", "cowboy movies", "western films")),
+# genre entity -> ways a user names it; with the adjective of "a ___ film" (facts.GENRE_ADJECTIVE, the one list)
+GENRE_NOUNS: dict[str, tuple[str, ...]] = {
+    "Action": ("action movies", "action", "action films", "action flicks"),
+    "Adventure": ("adventure movies", "adventures", "adventure films"),
+    "Animation": ("animated movies", "animation", "cartoons", "animated films"),
+    "Biography": ("biopics", "biographies", "movies based on real people"),
+    "Comedy": ("comedies", "comedy", "funny movies", "comedy films"),
+    "Crime": ("crime movies", "crime films", "gangster movies", "crime"),
+    "Documentary": ("documentaries", "documentary films"),
+    "Drama": ("dramas", "drama", "serious movies", "drama films"),
+    "Family": ("family movies", "movies for kids", "family films"),
+    "Fantasy": ("fantasy", "fantasy movies", "fantasy films"),
+    "History": ("history movies", "historical films", "period pieces"),
+    "Horror": ("horror movies", "horror", "scary movies", "horror films"),
+    "Music": ("movies about music", "music films"),
+    "Musical": ("musicals", "musical films"),
+    "Mystery": ("mysteries", "mystery movies", "whodunits"),
+    "Romance": ("romantic movies", "romance", "rom coms", "love stories"),
+    "Sci-Fi": ("sci-fi", "science fiction", "sci fi movies", "scifi"),
+    "Sport": ("sports movies", "movies about sports"),
+    "Thriller": ("thrillers", "suspense movies", "tense thrillers"),
+    "War": ("war movies", "war films", "movies about war"),
+    "Western": ("westerns", "cowboy movies", "western films"),
 }
+GENRE_WORDS: dict[str, tuple[str, tuple[str, ...]]] = {
+    g: (GENRE_ADJECTIVE[g], nouns) for g, nouns in GENRE_NOUNS.items()}
 DECADE_WORDS = {
     "1920s": ("the twenties", "the 1920s"), "1930s": ("the thirties", "the 1930s", "the 30s"),
     "1940s": ("the forties", "the 1940s", "the 40s"), "1950s": ("the fifties", "the 1950s", "the 50s"),
