@@ -121,7 +121,7 @@ class NeuralCRS(CRSSystem):
     def _link_uncached(self, text: str) -> list[str]:
         if not text:
             return []
-        found = list(self.kg.link(text))
+        found = list(self._fuzzy(text))  # the fuzzy links, computed once per text for both policies
         for mention in self.catalog.mentions(text):
             if mention.item is None:
                 continue
