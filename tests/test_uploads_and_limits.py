@@ -77,8 +77,8 @@ def test_limits_name_the_place_and_the_value(tmp_path):
         read_logs(path, "jsonl")
 
 
-def test_degenerate_repetition_cannot_score_high():
-    judge, catalog = load_proxy_judge(), get_catalog("redial")
+def test_degenerate_repetition_cannot_score_high(shared_data):
+    judge, catalog = load_proxy_judge(), get_catalog(str(shared_data / "redial"))
     for text in ("Heat (1995) is great. " * 400, "movie " * 300):
         conversation = _conversation("d", "kbrd", text)
         verdict = judge.score(conversation, catalog)
