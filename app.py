@@ -52,6 +52,7 @@ if os.environ.get("CRS_FETCH_AT_START"):
 
     fetch_at_start()
 
+
 def skip_missing_optional_imports(names=("matplotlib", "bokeh")) -> None:
     """Gradio tries ``import matplotlib`` twice per request (and ``bokeh`` per session) and ignores the
     ImportError. A failed import is not cached, so each try searches the whole ``sys.path``: measured at
@@ -75,9 +76,11 @@ def start_services() -> Services:
     for notice in notices:
         print(notice, file=sys.stderr)
     if services.interrupted:
-        print(f"{services.interrupted} evaluation(s) were cut off by a stop while judging and are marked "
-              "'interrupted': resume them from the Evaluate tab or with `python -m evaluators resume`.",
-              file=sys.stderr)
+        print(
+            f"{services.interrupted} evaluation(s) were cut off by a stop while judging and are marked "
+            "'interrupted': resume them from the Evaluate tab or with `python -m evaluators resume`.",
+            file=sys.stderr,
+        )
     return services
 
 

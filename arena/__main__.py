@@ -6,15 +6,18 @@ from pathlib import Path
 
 import click
 
-from arena.crsarena_import import export_jsonl, import_crsarena
 from arena.board import read_board, refresh_board
+from arena.crsarena_import import export_jsonl, import_crsarena
 from catalog.catalog import data_dir, get_catalog
-from evaluators.adapters import LogFormatError
+from evaluators.log_readers import LogFormatError
 from storage.db import DatabasePathError, default_db_path, get_db
 from storage.stats import promote_uploads
 
 DB_OPTION = click.option(
-    "--db", "db_path", type=click.Path(path_type=Path), default=None,
+    "--db",
+    "db_path",
+    type=click.Path(path_type=Path),
+    default=None,
     help="SQLite file (default: CRS_ARENA_DB or ./data/crs_arena.db).",
 )
 
@@ -26,11 +29,20 @@ def cli() -> None:
 
 @cli.command("import-crsarena")
 @click.argument("directory", required=False, type=click.Path(path_type=Path))
-@click.option("--catalog", "catalog_name", default="redial", show_default=True,
-              help="Catalog that listed titles are matched to (a dataset folder name under the data "
-                   "directory), or 'none' to keep titles as they are written.")
-@click.option("--score/--no-score", default=True, show_default=True,
-              help="Also score the imported conversations with the proxy (LLM-free, about 10 ms each).")
+@click.option(
+    "--catalog",
+    "catalog_name",
+    default="redial",
+    show_default=True,
+    help="Catalog that listed titles are matched to (a dataset folder name under the data "
+    "directory), or 'none' to keep titles as they are written.",
+)
+@click.option(
+    "--score/--no-score",
+    default=True,
+    show_default=True,
+    help="Also score the imported conversations with the proxy (LLM-free, about 10 ms each).",
+)
 @DB_OPTION
 def import_command(directory: Path | None, catalog_name: str, score: bool, db_path: Path | None) -> None:
     """Import CRSArena-Dial dialogues and votes (DIR default: <data dir>/crsarena) and score the
@@ -62,13 +74,14 @@ def import_command(directory: Path | None, catalog_name: str, score: bool, db_pa
     click.echo("Leaderboard (Bradley–Terry, 95% interval):")
     for row in rows:
         if row["rating"] is not None:
-            click.echo(f"  {row['rank']:>2}  {row['system']:<22} {row['rating']:7.1f}  "
-                       f"[{row['ci_low']:.0f}, {row['ci_high']:.0f}]  battles {row['battles']}")
+            click.echo(
+                f"  {row['rank']:>2}  {row['system']:<22} {row['rating']:7.1f}  "
+                f"[{row['ci_low']:.0f}, {row['ci_high']:.0f}]  battles {row['battles']}"
+            )
 
 
 @cli.command("export")
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True,
-              help="JSONL file to write.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True, help="JSONL file to write.")
 @DB_OPTION
 def export_command(out: Path, db_path: Path | None) -> None:
     """Export conversations, votes (without voter ids) and judgments as JSON lines, one "type" each.
@@ -82,8 +95,12 @@ def export_command(out: Path, db_path: Path | None) -> None:
 
 
 @cli.command("promote-uploads")
-@click.option("--system", "systems", multiple=True,
-              help="Only this uploaded system (upload:<name>); repeat for several. Default: every upload.")
+@click.option(
+    "--system",
+    "systems",
+    multiple=True,
+    help="Only this uploaded system (upload:<name>); repeat for several. Default: every upload.",
+)
 @DB_OPTION
 def promote_command(systems: tuple[str, ...], db_path: Path | None) -> None:
     """Put uploaded conversations on the main leaderboard: the operator's deliberate import.

@@ -34,8 +34,18 @@ SIDES = ("a", "b")
 MASK = "[name hidden]"
 
 __all__ = [
-    "BattleClosed", "BattleNotReady", "BattleView", "DuplicateVote", "Reveal", "SideReply", "SideView",
-    "battle_view", "choose_pair", "send", "start_battle", "vote",
+    "BattleClosed",
+    "BattleNotReady",
+    "BattleView",
+    "DuplicateVote",
+    "Reveal",
+    "SideReply",
+    "SideView",
+    "battle_view",
+    "choose_pair",
+    "send",
+    "start_battle",
+    "vote",
 ]
 
 
@@ -115,8 +125,14 @@ def start_battle(
     ]
     return save_battle(
         db,
-        Battle(system_a=system_a, system_b=system_b, conversation_a=sides[0].id, conversation_b=sides[1].id,
-               domain=domain, session=session),
+        Battle(
+            system_a=system_a,
+            system_b=system_b,
+            conversation_a=sides[0].id,
+            conversation_b=sides[1].id,
+            domain=domain,
+            session=session,
+        ),
     )
 
 
@@ -140,8 +156,9 @@ def send(battle: Battle, message: str, *, db_path=None) -> dict[str, SideReply]:
     def answer(side: str) -> SideReply:
         conversation = conversations[side]
         try:
-            session = ChatSession(get_system(conversation.system_id, db_path=db_path), db_path=db_path,
-                                  conversation=conversation)
+            session = ChatSession(
+                get_system(conversation.system_id, db_path=db_path), db_path=db_path, conversation=conversation
+            )
             *_, turn = session.send(user_message)  # text pieces, then the stored turn
             return SideReply(turn=turn)
         except Exception as e:  # one side's failure, whatever it is, must not cost the other side

@@ -32,7 +32,7 @@ from storage.db import close_thread_connections, db_file, get_db
 log = logging.getLogger(__name__)
 
 CACHE_SIZE = 32
-_cache: OrderedDict[tuple, "Board"] = OrderedDict()
+_cache: OrderedDict[tuple, Board] = OrderedDict()
 _cache_lock = threading.Lock()
 
 
@@ -50,8 +50,9 @@ def board_key(*, domain: str | None, dataset: str | None, scorer: str | None, up
     return json.dumps({"domain": domain, "dataset": dataset, "scorer": scorer, "uploads": uploads}, sort_keys=True)
 
 
-def read_board(db: Database, *, domain: str | None = None, dataset: str | None = None,
-               scorer: str | None = None) -> Board:
+def read_board(
+    db: Database, *, domain: str | None = None, dataset: str | None = None, scorer: str | None = None
+) -> Board:
     """The board for these filters at the current data version. Never writes."""
     version = board_version(db)
     uploads = uploads_on_leaderboard()
@@ -83,8 +84,14 @@ def refresh_board(db: Database) -> int | None:
     if board.version != version:
         return None
     key = board_key(domain=None, dataset=None, scorer=board.scorer, uploads=uploads_on_leaderboard())
-    return save_leaderboard_snapshot(db, board.rows, scorer=board.scorer or "", key=key, version=version,
-                                     filters={"domain": None, "dataset": None, "scorer": board.scorer})
+    return save_leaderboard_snapshot(
+        db,
+        board.rows,
+        scorer=board.scorer or "",
+        key=key,
+        version=version,
+        filters={"domain": None, "dataset": None, "scorer": board.scorer},
+    )
 
 
 class Refresher:
@@ -99,7 +106,7 @@ class Refresher:
         self._thread = threading.Thread(target=self._run, name="board-refresher", daemon=True)
         self._seen: int | None = None
 
-    def start(self) -> "Refresher":
+    def start(self) -> Refresher:
         self._thread.start()
         return self
 
@@ -141,8 +148,11 @@ def _figure(db: Database, domain: str | None, dataset: str | None, rows: list[di
     wanted = None if dataset == OTHER else dataset
     keep = (lambda s: dataset_of(s) == wanted) if dataset else (lambda s: True)
     battles = pd.DataFrame(
-        [{"model_a": b["system_a"], "model_b": b["system_b"], "winner": b["choice"]}
-         for b in voted_battles(db, domain=domain) if keep(b["system_a"]) and keep(b["system_b"])],
+        [
+            {"model_a": b["system_a"], "model_b": b["system_b"], "winner": b["choice"]}
+            for b in voted_battles(db, domain=domain)
+            if keep(b["system_a"]) and keep(b["system_b"])
+        ],
         columns=["model_a", "model_b", "winner"],
     )
     return win_rate_figure(battles, [r["system"] for r in rows if r["rating"] is not None])

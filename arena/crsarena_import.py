@@ -5,7 +5,7 @@ and ``votes_{open,closed}.csv``, see ``../shared/data/README.md``):
 
 * every dialogue becomes a conversation (source ``import``; id = the dataset's "conversation ID",
   ``<system>_<user uuid>``; ``metadata.dataset`` from the system id suffix, ``metadata.setting``
-  open or closed) through :func:`evaluators.adapters.read_crsarena_dial`;
+  open or closed) through :func:`evaluators.log_readers.read_crsarena_dial`;
 * every vote row becomes a battle and its vote. A row names the two systems (``crs1`` = side A,
   ``crs2`` = side B) and the user; the user's dialogue with each system, ``<system>_<user>``, is
   that side's conversation when the files hold it (otherwise the side's conversation is NULL).
@@ -36,7 +36,7 @@ from pathlib import Path
 from sqlite_utils import Database
 
 from catalog.catalog import Catalog
-from evaluators.adapters import LogFormatError, Skipped, checked, read_crsarena_dial
+from evaluators.log_readers import LogFormatError, Skipped, checked, read_crsarena_dial
 from storage.arena import save_battle, save_vote
 from storage.conversations import save_conversation
 from storage.export import EXPORTS
@@ -85,8 +85,9 @@ def crsarena_files(directory: str | Path) -> list[Path]:
     return [directory / n for n in names if (directory / n).is_file()]
 
 
-def import_crsarena(db: Database, directory: str | Path, *, catalog: Catalog | None = None,
-                    score: bool = False) -> ImportReport:
+def import_crsarena(
+    db: Database, directory: str | Path, *, catalog: Catalog | None = None, score: bool = False
+) -> ImportReport:
     """Import CRSArena-Dial dialogues and votes from ``directory``; ``catalog`` maps listed titles
     to catalog items (without one they keep ``title:`` ids). With ``score``, every imported
     conversation is also scored with the proxy (a finished proxy evaluation is reused), so the
@@ -127,10 +128,9 @@ def import_crsarena(db: Database, directory: str | Path, *, catalog: Catalog | N
 def _score_with_proxy(db: Database, conversation_ids: list[str], catalog: Catalog | None) -> tuple[int, int]:
     """Proxy-score the stored conversations (as stored, so an id taken by another conversation is
     scored as that conversation says); returns (scored, failed)."""
-    from evaluators.pipeline import EvaluationSetup, evaluate_conversation
     from evaluators.calibration import load_proxy_judge
+    from evaluators.pipeline import EvaluationSetup, evaluate_conversation
     from storage.conversations import get_conversation
-
     from storage.db import db_file as file_of
 
     path = file_of(db)
@@ -175,12 +175,19 @@ def _import_votes(db: Database, path: Path, setting: str, report: ImportReport) 
         if battle.id in battles:
             report.repeated_rows += 1
             battle = battles[battle.id][0]  # the battle began with the first row; the later vote counts
-        vote = Vote(battle_id=battle.id, choice=choice, feedback=(row.get("feedback") or "").strip(),
-                    voter=user, created_at=when)
+        vote = Vote(
+            battle_id=battle.id,
+            choice=choice,
+            feedback=(row.get("feedback") or "").strip(),
+            voter=user,
+            created_at=when,
+        )
         battles[battle.id] = (battle, vote)
     report.battles += len(battles)
     conversations = existing_ids(
-        db, "conversations", [c for battle, _ in battles.values() for c in (battle.conversation_a, battle.conversation_b)]
+        db,
+        "conversations",
+        [c for battle, _ in battles.values() for c in (battle.conversation_a, battle.conversation_b)],
     )
     present = existing_ids(db, "battles", battles)
     voted = voted_ids(db, battles)
@@ -205,8 +212,9 @@ def _read_votes(path: Path) -> list[dict]:
             reader = csv.DictReader(f)
             missing = [c for c in VOTE_COLUMNS if c not in (reader.fieldnames or [])]
             if missing:
-                raise LogFormatError(path, "header",
-                                     f"the columns {', '.join(VOTE_COLUMNS)} (missing {', '.join(missing)})")
+                raise LogFormatError(
+                    path, "header", f"the columns {', '.join(VOTE_COLUMNS)} (missing {', '.join(missing)})"
+                )
             rows = list(reader)
     except UnicodeDecodeError as e:
         raise LogFormatError(path, f"byte {e.start + 1}", "UTF-8 text") from None

@@ -104,8 +104,15 @@ def start_from_env(db_path: str | os.PathLike, env: Mapping[str, str] | None = N
     folder = Path(db_path).resolve().parent / "hub_export"
     try:
         scheduler = ExportScheduler(
-            db_path=db_path, repo_id=dataset, repo_type="dataset", folder_path=folder, path_in_repo=PATH_IN_REPO,
-            every=every, private=True, token=env[TOKEN_VAR], allow_patterns=["*.jsonl"],
+            db_path=db_path,
+            repo_id=dataset,
+            repo_type="dataset",
+            folder_path=folder,
+            path_in_repo=PATH_IN_REPO,
+            every=every,
+            private=True,
+            token=env[TOKEN_VAR],
+            allow_patterns=["*.jsonl"],
         )
     except Exception as e:  # no network, a bad token or no permission must not stop the app
         log.error("Hub sync could not start (%s: %s); the app runs without it", type(e).__name__, e)

@@ -70,7 +70,7 @@ def scorers(db: Database, *, uploads: bool = False) -> list[str]:
     """Judge setups with finished evaluations, by label (:func:`setup_label`); the first is the default.
     The proxy comes first when no capable LLM judge is configured, then the others by use; the demo
     judge comes last, so it is shown only when someone chooses it."""
-    from evaluators.setup import judge_is_demo
+    from evaluators.scorer_setup import judge_is_demo
 
     names = [label for label, _ in _setups(db, uploads=uploads)]
     proxy_first = any(n.startswith("proxy ") for n in names) and judge_is_demo()
@@ -81,16 +81,23 @@ def setup_label(scorer: str, config: dict, fingerprint: str) -> str:
     """A judge setup's name: scorer, mode, rubric, prompt versions and the fingerprint's start, e.g.
     ``llm:gpt-4o-mini · reasoned+probability · core-v2 · judge@2026-11-23.2 · debate@… · #1a2b3c4d``."""
     debate = config.get("debate") or {}
-    parts = [scorer, config.get("mode") or config.get("proxy_version"), config.get("rubric"),
-             config.get("judge_prompts"), debate.get("prompts")]
+    parts = [
+        scorer,
+        config.get("mode") or config.get("proxy_version"),
+        config.get("rubric"),
+        config.get("judge_prompts"),
+        debate.get("prompts"),
+    ]
     label = " · ".join(str(p) for p in parts if p)
     return f"{label} · #{fingerprint[:8]}" if fingerprint else label
 
 
 def _setups(db: Database, *, uploads: bool) -> list[tuple[str, tuple[str, str]]]:
     """(label, (scorer, fingerprint)) of every judge setup, most used first."""
-    return [(setup_label(r["scorer"], loads(r["config"], {}) or {}, r["fingerprint"]), (r["scorer"], r["fingerprint"]))
-            for r in judge_setups(db, uploads=uploads)]
+    return [
+        (setup_label(r["scorer"], loads(r["config"], {}) or {}, r["fingerprint"]), (r["scorer"], r["fingerprint"]))
+        for r in judge_setups(db, uploads=uploads)
+    ]
 
 
 def _resolve_setup(db: Database, choice: str, *, uploads: bool) -> tuple[str, str | None]:
@@ -145,8 +152,17 @@ def compute_leaderboard(
     _mark_provisional(rows)
     if scorer is not None:
         name, fingerprint = _resolve_setup(db, scorer, uploads=uploads)
-        _add_scores(db, rows, scorer=name, domain=domain, keep=keep, rounds=rounds, seed=seed, uploads=uploads,
-                    fingerprint=fingerprint or None)
+        _add_scores(
+            db,
+            rows,
+            scorer=name,
+            domain=domain,
+            keep=keep,
+            rounds=rounds,
+            seed=seed,
+            uploads=uploads,
+            fingerprint=fingerprint or None,
+        )
     _add_recall(db, rows, domain=domain, keep=keep, uploads=uploads)
 
     ordered = sorted(rows.values(), key=_order)
@@ -156,14 +172,15 @@ def compute_leaderboard(
 
 def _row(rows: dict[str, dict], system: str) -> dict:
     """The system's row, created empty (every column None) on first use."""
-    return rows.setdefault(system, {c: None for c in COLUMNS} | {"system": system, "dataset": dataset_of(system)})
+    return rows.setdefault(system, dict.fromkeys(COLUMNS) | {"system": system, "dataset": dataset_of(system)})
 
 
 def _mark_provisional(rows: dict[str, dict]) -> None:
     """Fewer than PROVISIONAL_BATTLES battles: provisional, and never rank 1 beside an established system
     of the same group."""
-    established = {r["group"] for r in rows.values() if r["rating"] is not None
-                   and (r["battles"] or 0) >= PROVISIONAL_BATTLES}
+    established = {
+        r["group"] for r in rows.values() if r["rating"] is not None and (r["battles"] or 0) >= PROVISIONAL_BATTLES
+    }
     for r in rows.values():
         if r["rating"] is None:
             continue
@@ -172,9 +189,18 @@ def _mark_provisional(rows: dict[str, dict]) -> None:
             r["rank"] = max(int(r["rank"]), 2)
 
 
-def _add_scores(db: Database, rows: dict[str, dict], *, scorer: str, domain: str | None,
-                keep: Callable[[str], bool], rounds: int, seed: int, uploads: bool = False,
-                fingerprint: str | None = None) -> None:
+def _add_scores(
+    db: Database,
+    rows: dict[str, dict],
+    *,
+    scorer: str,
+    domain: str | None,
+    keep: Callable[[str], bool],
+    rounds: int,
+    seed: int,
+    uploads: bool = False,
+    fingerprint: str | None = None,
+) -> None:
     """Debate overall mean and interval, judged conversations and factor means, all of one judge setup
     (``scorer`` with the configuration ``fingerprint``)."""
     overall: dict[str, list[float]] = defaultdict(list)
@@ -187,15 +213,22 @@ def _add_scores(db: Database, rows: dict[str, dict], *, scorer: str, domain: str
     for system, n in judged.items():
         values = overall[system]
         low, high = mean_interval(values, rounds=rounds, seed=seed)
-        _row(rows, system).update({"judged": n, "overall_mean": float(np.mean(values)) if values else None,
-                                   "overall_ci_low": low, "overall_ci_high": high})
+        _row(rows, system).update(
+            {
+                "judged": n,
+                "overall_mean": float(np.mean(values)) if values else None,
+                "overall_ci_low": low,
+                "overall_ci_high": high,
+            }
+        )
     for f in factor_means(db, scorer=scorer, domain=domain, uploads=uploads, fingerprint=fingerprint):
         if keep(f["system_id"]) and f["factor"] in FACTORS:
             _row(rows, f["system_id"])[f["factor"]] = f["mean"]
 
 
-def _add_recall(db: Database, rows: dict[str, dict], *, domain: str | None, keep: Callable[[str], bool],
-                uploads: bool = False) -> None:
+def _add_recall(
+    db: Database, rows: dict[str, dict], *, domain: str | None, keep: Callable[[str], bool], uploads: bool = False
+) -> None:
     """Recall@k over each system's simulation conversations (latest evaluation, any scorer), pooled over
     targets (each conversation weighted by ``recall_targets``, as iEvaLM averages over labels)."""
     recalls: dict[str, dict[str, list[tuple[float, int]]]] = defaultdict(lambda: defaultdict(list))

@@ -92,7 +92,7 @@ def aggregate(battles: pd.DataFrame | Iterable[dict], systems: Iterable[str] | N
         order = tuple(sorted(names))
     position = {s: i for i, s in enumerate(order)}
     codes = np.array([position[s] for s in names], dtype=np.int64)[codes]
-    a, b = codes[: len(frame)], codes[len(frame):]
+    a, b = codes[: len(frame)], codes[len(frame) :]
     if (a == b).any():
         raise ValueError("a battle needs two different systems")
     level = pd.Categorical(frame["winner"], categories=OUTCOMES).codes  # a, b, tie, both_bad
@@ -169,9 +169,7 @@ def _to_points(r: np.ndarray, systems: tuple[str, ...], anchor: tuple[str, float
     return ratings
 
 
-def fit_bt(
-    outcomes: Outcomes, *, prior_sd: float = PRIOR_SD, anchor: tuple[str, float] | None = None
-) -> np.ndarray:
+def fit_bt(outcomes: Outcomes, *, prior_sd: float = PRIOR_SD, anchor: tuple[str, float] | None = None) -> np.ndarray:
     """Bradley–Terry ratings (points, in ``outcomes.systems`` order), maximum a posteriori."""
     return bootstrap_bt(outcomes, rounds=0, prior_sd=prior_sd, anchor=anchor)[0]
 
@@ -245,7 +243,7 @@ def online_elo(battles: pd.DataFrame | Iterable[dict], *, k: float = ELO_K) -> d
     codes, names = pd.factorize(pd.concat([frame["model_a"], frame["model_b"]], ignore_index=True))
     ratings = [BASE_RATING] * len(names)
     points = frame["winner"].map(SCORE_A).tolist()
-    for a, b, score in zip(codes[: len(frame)].tolist(), codes[len(frame):].tolist(), points):
+    for a, b, score in zip(codes[: len(frame)].tolist(), codes[len(frame) :].tolist(), points):
         expected_a = 1.0 / (1.0 + 10.0 ** ((ratings[b] - ratings[a]) / SCALE))
         delta = k * (score - expected_a)
         ratings[a] += delta
@@ -282,7 +280,8 @@ def compute_ratings(
 
     ``rating`` is the full-data fit; ``ci_low``/``ci_high`` the 2.5% / 97.5% quantiles of ``rounds``
     seeded bootstrap replicates; ``group`` numbers the sets of systems connected by battles
-    (:func:`comparison_groups`; group 1 holds the top system); ``ties`` include both_bad votes; ``elo`` is online Elo with ``k``.
+    (:func:`comparison_groups`; group 1 holds the top system); ``ties`` include both_bad votes;
+    ``elo`` is online Elo with ``k``.
     """
     frame = as_frame(battles)
     columns = ["system", "rating", "ci_low", "ci_high", "rank", "group", "battles", "wins", "ties", "losses", "elo"]

@@ -46,11 +46,12 @@ def uploads_on_leaderboard(env=None) -> bool:
 
 def checked_name(system_id: str) -> str:
     """``system_id`` without a leading ``upload:``, checked (length, characters)."""
-    name = system_id[len(UPLOAD_PREFIX):] if system_id.startswith(UPLOAD_PREFIX) else system_id
+    name = system_id[len(UPLOAD_PREFIX) :] if system_id.startswith(UPLOAD_PREFIX) else system_id
     if not NAME.fullmatch(name):
         shown = name if len(name) <= 40 else name[:40] + "…"
         raise UploadRefused(
-            f"system id {shown!r}: use 1–40 letters, digits, '.', '_' or '-', starting with a letter or digit")
+            f"system id {shown!r}: use 1–40 letters, digits, '.', '_' or '-', starting with a letter or digit"
+        )
     return name
 
 
@@ -88,8 +89,9 @@ class StoreReport:
         if self.renamed:
             shown = "; ".join(f"{a} → {b}" for a, b in self.renamed[:10])
             more = f" and {len(self.renamed) - 10} more" if len(self.renamed) > 10 else ""
-            notes.append(f"{len(self.renamed)} id(s) were already taken by other conversations and got new ids: "
-                         f"{shown}{more}")
+            notes.append(
+                f"{len(self.renamed)} id(s) were already taken by other conversations and got new ids: {shown}{more}"
+            )
         if self.reused:
             notes.append(f"{self.reused} conversation(s) are already stored (the same turns) and are reused as stored")
         return notes

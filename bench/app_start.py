@@ -19,18 +19,24 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from app_server import free_port  # noqa: E402
+from app_server import free_port
 
 
 def one_start(tmp: Path, i: int) -> tuple[float, float]:
     port = free_port()
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("CRS_LLM_")},
-           "CRS_ARENA_DB": str(tmp / f"bench{i}.db"), "GRADIO_SERVER_PORT": str(port),
-           "GRADIO_SERVER_NAME": "127.0.0.1", "HF_HUB_OFFLINE": "1", "GRADIO_ANALYTICS_ENABLED": "False"}
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("CRS_LLM_")},
+        "CRS_ARENA_DB": str(tmp / f"bench{i}.db"),
+        "GRADIO_SERVER_PORT": str(port),
+        "GRADIO_SERVER_NAME": "127.0.0.1",
+        "HF_HUB_OFFLINE": "1",
+        "GRADIO_ANALYTICS_ENABLED": "False",
+    }
     url = f"http://127.0.0.1:{port}/"
     start = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "app.py"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         ready = None
         while time.perf_counter() - start < 120:

@@ -48,8 +48,8 @@ def main() -> int:
     from catalog.catalog import get_catalog
     from crs_backends.chatcrs import ChatCRS
     from crs_backends.chatcrs_check import run_batch, summary
-    from llm.base import LLMClient
-    from llm.embedded import get_embedded_model
+    from llm_clients.base import LLMClient
+    from llm_clients.embedded import get_embedded_model
 
     catalog = get_catalog(args.catalog)
     model = get_embedded_model()
@@ -72,11 +72,15 @@ def main() -> int:
     print(f"BENCH chatcrs_offline_turn_s_median {result['median_s']:.2f} s target < 6")
     print(f"BENCH chatcrs_offline_turn_s_max {result['max_s']:.2f} s")
     print(f"BENCH chatcrs_offline_turn_cpu_s_mean {cpu / max(1, result['turns']):.2f} s")
-    print(f"machine: the embedded model decoded {speed:.1f} tokens/s just before the batch (about {IDLE_TOKENS_S} on "
-          "two idle cores): the seconds above are as slow as the machine was")
-    print(f"turns: {result['turns']}; median of the model-free turns and the model turns: "
-          f"{statistics.median([c.seconds for c in checked if c.metadata.get('decided_by') != 'model'] or [0]):.2f} / "
-          f"{statistics.median([c.seconds for c in checked if c.metadata.get('decided_by') == 'model'] or [0]):.2f} s")
+    print(
+        f"machine: the embedded model decoded {speed:.1f} tokens/s just before the batch (about {IDLE_TOKENS_S} on "
+        "two idle cores): the seconds above are as slow as the machine was"
+    )
+    print(
+        f"turns: {result['turns']}; median of the model-free turns and the model turns: "
+        f"{statistics.median([c.seconds for c in checked if c.metadata.get('decided_by') != 'model'] or [0]):.2f} / "
+        f"{statistics.median([c.seconds for c in checked if c.metadata.get('decided_by') == 'model'] or [0]):.2f} s"
+    )
     return 0 if result["invented_titles"] == 0 and result["fact_errors"] == 0 else 1
 
 

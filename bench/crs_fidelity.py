@@ -1,4 +1,5 @@
-"""Do the small local KBRD, BARCOR and UniCRS behave like their originals, and does ChatCRS offline name only real items?
+"""Do the small local KBRD, BARCOR and UniCRS behave like their originals,
+and does ChatCRS offline name only real items?
 
 In one run, per system:
 
@@ -31,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from crs_backends.train import PUBLISHED_RECALL  # noqa: E402
+from crs_backends.train import PUBLISHED_RECALL
 
 SYSTEMS = ("kbrd", "barcor", "unicrs")
 LABELS = {"kbrd": "KBRD", "barcor": "BARCOR", "unicrs": "UniCRS"}
@@ -40,7 +41,7 @@ LABELS = {"kbrd": "KBRD", "barcor": "BARCOR", "unicrs": "UniCRS"}
 def bundled_checks(systems, n: int) -> dict:
     from catalog.catalog import get_catalog
     from crs_backends.neural.fidelity import check_replies, distinct_top_ratio, held_back_inputs
-    from crs_backends.neural.kg import load_kg
+    from crs_backends.neural.kg_reader import load_kg
     from crs_backends.neural.small import DATASET, SEED, ensure_small_models
     from crs_backends.neural.sources import small_source
     from crs_backends.neural.synthetic import synthetic_records
@@ -58,8 +59,7 @@ def bundled_checks(systems, n: int) -> dict:
         inputs = [r.conv_input() for r in held]
         ratio = distinct_top_ratio(model, inputs)
         check = check_replies(model, inputs, catalog, crs.item_of)
-        out[system] = {"distinct": ratio, "check": check, "seconds": time.monotonic() - t0,
-                       "dialogues": len(inputs)}
+        out[system] = {"distinct": ratio, "check": check, "seconds": time.monotonic() - t0, "dialogues": len(inputs)}
     return out
 
 
@@ -68,8 +68,14 @@ def redial_checks(systems, limit: int, n: int) -> dict:
     from crs_backends.neural.engine import TrainConfig
     from crs_backends.neural.fidelity import distinct_top_ratio, held_back_inputs, popularity_ranking, recall_of_ranking
     from crs_backends.neural.small import TRAIN_SETTINGS, VERSION, cache_root
-    from crs_backends.train import (has_published_layout, load_train_data, model_class, read_records_file,
-                                    recall_at_k, train_system)
+    from crs_backends.train import (
+        has_published_layout,
+        load_train_data,
+        model_class,
+        read_records_file,
+        recall_at_k,
+        train_system,
+    )
 
     base = data_dir()
     if base is None or not (base / "redial" / "entity2id.json").exists():
@@ -89,8 +95,7 @@ def redial_checks(systems, limit: int, n: int) -> dict:
         recall, used, samples = recall_at_k(model, test)
         popular = recall_of_ranking(popularity_ranking(data.records, model), test, model)
         ratio = distinct_top_ratio(model, [r.conv_input() for r in held_back_inputs(test, n)])
-        out[system] = {"recall": recall, "popularity": popular, "distinct": ratio, "records": used,
-                       "samples": samples}
+        out[system] = {"recall": recall, "popularity": popular, "distinct": ratio, "records": used, "samples": samples}
     return out
 
 
@@ -98,8 +103,8 @@ def chatcrs_checks() -> dict:
     from catalog.catalog import get_catalog
     from crs_backends.chatcrs import ChatCRS
     from crs_backends.chatcrs_check import run_batch, summary
-    from llm.base import LLMClient
-    from llm.embedded import get_embedded_model
+    from llm_clients.base import LLMClient
+    from llm_clients.embedded import get_embedded_model
 
     catalog = get_catalog("bundled")
     crs = ChatCRS(LLMClient(get_embedded_model(), role="crs", db_path=None), catalog)
@@ -120,12 +125,16 @@ def main() -> int:
 
     bundled = bundled_checks(systems, args.dialogues)
     print("\nsmall local versions (bundled catalog), held-back synthetic dialogues")
-    print(f"{'system':<8} {'distinct top-3':>14} {'replies':>7} {'stutters':>8} {'contradictions':>14} "
-          f"{'empty slots':>11}")
+    print(
+        f"{'system':<8} {'distinct top-3':>14} {'replies':>7} {'stutters':>8} {'contradictions':>14} "
+        f"{'empty slots':>11}"
+    )
     for system, r in bundled.items():
         c = r["check"]
-        print(f"{LABELS[system]:<8} {r['distinct']:>14.2f} {c.replies:>7} {len(c.stutters):>8} "
-              f"{len(c.contradictions):>14} {len(c.empty_slots):>11}")
+        print(
+            f"{LABELS[system]:<8} {r['distinct']:>14.2f} {c.replies:>7} {len(c.stutters):>8} "
+            f"{len(c.contradictions):>14} {len(c.empty_slots):>11}"
+        )
     for system, r in bundled.items():
         for line in r["check"].samples[:3]:
             print(f"  {LABELS[system]} says: {line}")
@@ -135,19 +144,25 @@ def main() -> int:
     redial = {} if args.no_redial else redial_checks(systems, args.limit, args.dialogues)
     if redial:
         print(f"\nsmall configurations trained on ReDial, first {args.limit or 'all'} test records")
-        print(f"{'system':<8} {'R@1':>6} {'R@10':>6} {'R@50':>6}   {'popularity R@1/10/50':>21}   "
-              f"{'published R@1/10/50':>20}   {'R@10/pop':>8} {'distinct':>8}")
+        print(
+            f"{'system':<8} {'R@1':>6} {'R@10':>6} {'R@50':>6}   {'popularity R@1/10/50':>21}   "
+            f"{'published R@1/10/50':>20}   {'R@10/pop':>8} {'distinct':>8}"
+        )
         for system, r in redial.items():
             rec, pop, pub = r["recall"], r["popularity"], PUBLISHED_RECALL[system]
             over = rec[10] / pop[10] if pop[10] else float("inf")
-            print(f"{LABELS[system]:<8} {rec[1]:>6.3f} {rec[10]:>6.3f} {rec[50]:>6.3f}   "
-                  f"{pop[1]:>6.3f} {pop[10]:>6.3f} {pop[50]:>6.3f}   {pub[0]:>6.3f} {pub[1]:>6.3f} {pub[2]:>6.3f}   "
-                  f"{over:>8.2f} {r['distinct']:>8.2f}")
+            print(
+                f"{LABELS[system]:<8} {rec[1]:>6.3f} {rec[10]:>6.3f} {rec[50]:>6.3f}   "
+                f"{pop[1]:>6.3f} {pop[10]:>6.3f} {pop[50]:>6.3f}   {pub[0]:>6.3f} {pub[1]:>6.3f} {pub[2]:>6.3f}   "
+                f"{over:>8.2f} {r['distinct']:>8.2f}"
+            )
 
     chat = None if args.no_chatcrs else chatcrs_checks()
     if chat:
-        print(f"\nChatCRS (embedded SmolLM2-135M, constrained): {chat['turns']} turns, {chat['invented_titles']} "
-              f"invented titles, {chat['fact_errors']} fact errors, median {chat['median_s']:.2f} s per turn")
+        print(
+            f"\nChatCRS (embedded SmolLM2-135M, constrained): {chat['turns']} turns, {chat['invented_titles']} "
+            f"invented titles, {chat['fact_errors']} fact errors, median {chat['median_s']:.2f} s per turn"
+        )
 
     print()
     if bundled:
@@ -156,8 +171,10 @@ def main() -> int:
         over = min(r["recall"][10] / r["popularity"][10] if r["popularity"][10] else 0.0 for r in redial.values())
         print(f"BENCH recall10_over_popularity_min {over:.2f} x target >= 1.5")
     if bundled:
-        print(f"BENCH reply_fact_contradictions {sum(len(r['check'].contradictions) for r in bundled.values())} "
-              "count target <= 0")
+        print(
+            f"BENCH reply_fact_contradictions {sum(len(r['check'].contradictions) for r in bundled.values())} "
+            "count target <= 0"
+        )
         print(f"BENCH reply_stutters {sum(len(r['check'].stutters) for r in bundled.values())} count target <= 0")
     if chat:
         print(f"BENCH chatcrs_invented_titles {chat['invented_titles']} count target <= 0")

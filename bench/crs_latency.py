@@ -2,7 +2,8 @@
 
 A turn is what the app does for one user message under CRS Arena's policy: link the entities of the new
 message (rapidfuzz WRatio >= 90 over the KG), ``recommend`` (top 50 items), ``generate`` (the reply) and
-score the option letters (``get_choice``). Ten scripted user messages (preferences, titles, rejections, an off-topic and a
+score the option letters (``get_choice``). Ten scripted user messages (preferences, titles, rejections, an
+off-topic and a
 non-English one) make one conversation; the models' own replies are kept as the system turns, so the
 context grows as in a real chat. One warm-up turn is not counted.
 
@@ -73,7 +74,7 @@ def parameters(model) -> int:
 def build_model(system: str, size: str):
     """(model, where it came from)."""
     from catalog.catalog import data_dir, load_bundled
-    from crs_backends.neural.kg import kg_from_catalog, load_kg
+    from crs_backends.neural.kg_reader import kg_from_catalog, load_kg
     from crs_backends.neural.synthetic import record_texts, synthetic_records
     from crs_backends.train import has_published_layout, model_class
 
@@ -94,8 +95,11 @@ def build_model(system: str, size: str):
         from crs_backends.neural.engine import read_records
 
         kg = load_kg(base / "redial")
-        texts = [u for r in read_records(base / "redial_eval" / "valid_data_processed.jsonl", limit=500)
-                 for u in (*r.context, r.resp)]
+        texts = [
+            u
+            for r in read_records(base / "redial_eval" / "valid_data_processed.jsonl", limit=500)
+            for u in (*r.context, r.resp)
+        ]
         where = "redial KG"
     else:
         catalog = load_bundled()
@@ -154,9 +158,20 @@ def one(system: str, size: str, threads: int) -> dict:
             gen_s.append(t_gen)
             replies.append(reply)
     return {
-        "system": system, "size": size, "where": where, "description": getattr(model, "description", system),
-        "params": parameters(model), "load_s": load_s, "turns": turns, "cpu_s": cpu, "link_s": link_s, "rec_s": rec_s,
-        "gen_s": gen_s, "peak_rss_mb": rss_mb(), "base_rss_mb": base_rss, "sample_reply": replies[0][:80],
+        "system": system,
+        "size": size,
+        "where": where,
+        "description": getattr(model, "description", system),
+        "params": parameters(model),
+        "load_s": load_s,
+        "turns": turns,
+        "cpu_s": cpu,
+        "link_s": link_s,
+        "rec_s": rec_s,
+        "gen_s": gen_s,
+        "peak_rss_mb": rss_mb(),
+        "base_rss_mb": base_rss,
+        "sample_reply": replies[0][:80],
         "threads": torch.get_num_threads(),
     }
 
@@ -167,11 +182,21 @@ def p95(values: list[float]) -> float:
 
 
 def run_child(system: str, size: str, threads: int, timeout: float) -> dict:
-    env = {**os.environ, "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"),
-           "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": str(threads)}
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"),
+        "TOKENIZERS_PARALLELISM": "false",
+        "OMP_NUM_THREADS": str(threads),
+    }
     try:
-        proc = subprocess.run([sys.executable, __file__, "--one", system, size, "--threads", str(threads)],
-                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(
+            [sys.executable, __file__, "--one", system, size, "--threads", str(threads)],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
     except subprocess.TimeoutExpired:
         return {"system": system, "size": size, "error": f"timed out after {timeout:.0f} s"}
     for line in reversed(proc.stdout.splitlines()):
@@ -192,14 +217,21 @@ def main() -> None:
     if args.one:
         print(json.dumps(one(*args.one, args.threads)))
         return
-    results = [run_child(system, size, args.threads, args.timeout)
-               for size in args.sizes.split(",") for system in args.systems.split(",")]
-    print(f"{len(CONVERSATION)} turns per conversation (+1 warm-up), {args.threads} torch threads; "
-          "turn = recommend + generate in wall seconds (entity linking shown apart; cpu s = process CPU time "
-          "of a turn, all threads, for reading results from a busy machine); load average "
-          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
-    print(f"{'system':<7} {'size':<6} {'params':>8} {'median':>7} {'p95':>7} {'rec':>6} {'gen':>6} {'link':>6} "
-          f"{'cpu s':>6} {'peak MB':>8} {'load s':>7}  source")
+    results = [
+        run_child(system, size, args.threads, args.timeout)
+        for size in args.sizes.split(",")
+        for system in args.systems.split(",")
+    ]
+    print(
+        f"{len(CONVERSATION)} turns per conversation (+1 warm-up), {args.threads} torch threads; "
+        "turn = recommend + generate in wall seconds (entity linking shown apart; cpu s = process CPU time "
+        "of a turn, all threads, for reading results from a busy machine); load average "
+        f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
+    )
+    print(
+        f"{'system':<7} {'size':<6} {'params':>8} {'median':>7} {'p95':>7} {'rec':>6} {'gen':>6} {'link':>6} "
+        f"{'cpu s':>6} {'peak MB':>8} {'load s':>7}  source"
+    )
     worst: dict[str, float] = {}
     for r in results:
         if "error" in r:
@@ -208,9 +240,12 @@ def main() -> None:
             continue
         med = statistics.median(r["turns"])
         worst[r["size"]] = max(worst.get(r["size"], 0.0), med)
-        print(f"{r['system']:<7} {r['size']:<6} {r['params'] / 1e6:>7.1f}M {med:>7.3f} {p95(r['turns']):>7.3f} "
-              f"{statistics.median(r['rec_s']):>6.3f} {statistics.median(r['gen_s']):>6.3f} "
-              f"{statistics.median(r['link_s']):>6.3f} {statistics.median(r['cpu_s']):>6.3f} {r['peak_rss_mb']:>8.0f} {r['load_s']:>7.1f}  {r['where']}")
+        print(
+            f"{r['system']:<7} {r['size']:<6} {r['params'] / 1e6:>7.1f}M {med:>7.3f} {p95(r['turns']):>7.3f} "
+            f"{statistics.median(r['rec_s']):>6.3f} {statistics.median(r['gen_s']):>6.3f} "
+            f"{statistics.median(r['link_s']):>6.3f} {statistics.median(r['cpu_s']):>6.3f} "
+            f"{r['peak_rss_mb']:>8.0f} {r['load_s']:>7.1f}  {r['where']}"
+        )
     for r in results:
         if "error" not in r:
             print(f"  {r['system']} {r['size']}: {r['description']}; first reply: {r['sample_reply']!r}")

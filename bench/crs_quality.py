@@ -23,16 +23,27 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from catalog.catalog import data_dir  # noqa: E402
-from crs_backends.neural.small import TRAIN_SETTINGS, VERSION, cache_root  # noqa: E402
-from crs_backends.train import (SYSTEMS, TqdmProgress, format_report, has_published_layout,  # noqa: E402
-                                load_train_data, quality_report, train_system)
+from catalog.catalog import data_dir
+from crs_backends.neural.small import TRAIN_SETTINGS, VERSION, cache_root
+from crs_backends.train import (
+    SYSTEMS,
+    TqdmProgress,
+    format_report,
+    has_published_layout,
+    load_train_data,
+    quality_report,
+    train_system,
+)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--models", type=Path, default=None,
-                        help="where the ReDial-trained small models live (default <cache>/models/quality-redial-small-vN)")
+    parser.add_argument(
+        "--models",
+        type=Path,
+        default=None,
+        help="where the ReDial-trained small models live (default <cache>/models/quality-redial-small-vN)",
+    )
     parser.add_argument("--systems", default=",".join(SYSTEMS))
     parser.add_argument("--limit", type=int, default=1000, help="test records to use (0: all 3,341)")
     parser.add_argument("--retrain", action="store_true", help="train again from scratch")
@@ -51,16 +62,23 @@ def main() -> None:
         data = load_train_data(str(base / "redial"))
         print(f"training the small configurations on ReDial into {models}: {data.describe()}")
         for system in todo:
-            config = TrainConfig(size="small", seed=0, resume=not args.retrain, progress=not args.quiet,
-                                 **TRAIN_SETTINGS[system])
+            config = TrainConfig(
+                size="small", seed=0, resume=not args.retrain, progress=not args.quiet, **TRAIN_SETTINGS[system]
+            )
             bar = TqdmProgress(f"{system} ", enabled=not args.quiet)
             try:
                 _model, report = train_system(system, data, models, config, progress=bar)
             finally:
                 bar.close()
             print(format_report(report))
-    quality_report(models, str(base / "redial"), base / "redial_eval" / "test_data_processed.jsonl",
-                   systems=systems, limit=args.limit or None, progress=not args.quiet)
+    quality_report(
+        models,
+        str(base / "redial"),
+        base / "redial_eval" / "test_data_processed.jsonl",
+        systems=systems,
+        limit=args.limit or None,
+        progress=not args.quiet,
+    )
 
 
 if __name__ == "__main__":

@@ -16,34 +16,51 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from catalog.catalog import load_bundled  # noqa: E402
-from evaluators import render  # noqa: E402
-from evaluators.factor_judge import JudgeConfig, judge_conversation  # noqa: E402
-from llm.base import LLMClient  # noqa: E402
-from llm.embedded import get_embedded_model  # noqa: E402
-from storage.records import Conversation, ItemRef, Turn  # noqa: E402
+from catalog.catalog import load_bundled
+from evaluators import render
+from evaluators.factor_judge import JudgeConfig, judge_conversation
+from llm_clients.base import LLMClient
+from llm_clients.embedded import get_embedded_model
+from storage.records import Conversation, ItemRef, Turn
 
 
 def conversation() -> Conversation:
-    return Conversation(system_id="bench", turns=[
-        Turn("user", "Hi! I'm in the mood for a clever science fiction movie tonight."),
-        Turn("system", "You might enjoy Arrival (2016), a thoughtful first-contact story, or Ex Machina (2014).",
-             items=[ItemRef("arrival-2016", "Arrival (2016)"), ItemRef("ex-machina-2014", "Ex Machina (2014)")]),
-        Turn("user", "I've seen Arrival and loved it. Something with more action?"),
-        Turn("system", "Then try Edge of Tomorrow (2014): a soldier relives one battle until he wins it.",
-             items=[ItemRef("edge-of-tomorrow-2014", "Edge of Tomorrow (2014)")]),
-        Turn("user", "Great, that sounds fun. Anything older, maybe from the eighties?"),
-        Turn("system", "Aliens (1986) and The Terminator (1984) are classics with plenty of action.",
-             items=[ItemRef("aliens-1986", "Aliens (1986)"), ItemRef("the-terminator-1984", "The Terminator (1984)")]),
-    ])
+    return Conversation(
+        system_id="bench",
+        turns=[
+            Turn("user", "Hi! I'm in the mood for a clever science fiction movie tonight."),
+            Turn(
+                "system",
+                "You might enjoy Arrival (2016), a thoughtful first-contact story, or Ex Machina (2014).",
+                items=[ItemRef("arrival-2016", "Arrival (2016)"), ItemRef("ex-machina-2014", "Ex Machina (2014)")],
+            ),
+            Turn("user", "I've seen Arrival and loved it. Something with more action?"),
+            Turn(
+                "system",
+                "Then try Edge of Tomorrow (2014): a soldier relives one battle until he wins it.",
+                items=[ItemRef("edge-of-tomorrow-2014", "Edge of Tomorrow (2014)")],
+            ),
+            Turn("user", "Great, that sounds fun. Anything older, maybe from the eighties?"),
+            Turn(
+                "system",
+                "Aliens (1986) and The Terminator (1984) are classics with plenty of action.",
+                items=[
+                    ItemRef("aliens-1986", "Aliens (1986)"),
+                    ItemRef("the-terminator-1984", "The Terminator (1984)"),
+                ],
+            ),
+        ],
+    )
 
 
 def rubric_first(factor_messages):
     """The same prompts with the factor-specific text moved before the conversation."""
+
     def build(log, rubric, factor_id, *, answer):
         system, user = factor_messages(log, rubric, factor_id, answer=answer)
-        rest = user["content"][len(log.text):].strip()
+        rest = user["content"][len(log.text) :].strip()
         return [system, {"role": "user", "content": rest + "\n\n" + log.text}]
+
     return build
 
 
@@ -72,8 +89,10 @@ def main() -> None:
     finally:
         judge.factor_messages = original
     print(f"12 factors, probability mode, {model.describe()}")
-    print(f"conversation first: {conversation_first:.1f} s; rubric first: {rubric_first_s:.1f} s; "
-          f"ratio {rubric_first_s / conversation_first:.2f}")
+    print(
+        f"conversation first: {conversation_first:.1f} s; rubric first: {rubric_first_s:.1f} s; "
+        f"ratio {rubric_first_s / conversation_first:.2f}"
+    )
     print(f"BENCH embedded_eval_s {conversation_first:.1f} s target <= 15")
     print(f"BENCH embedded_prefix_first_speedup {rubric_first_s / conversation_first:.2f} x target >= 1.5")
 

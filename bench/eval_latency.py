@@ -24,35 +24,44 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from fake_openai import Delay, FakeOpenAI, Reply  # noqa: E402
+from fake_openai import Delay, FakeOpenAI, Reply
 
-from catalog.catalog import load_bundled  # noqa: E402
-from evaluators.debate import DebateConfig  # noqa: E402
-from evaluators.factor_judge import DEFAULT_MODE, JudgeConfig  # noqa: E402
-from evaluators.factors import FACTORS, PERSONA_FACTORS  # noqa: E402
-from evaluators.pipeline import EvaluationSetup, evaluate_conversation  # noqa: E402
-from llm.base import LLMClient  # noqa: E402
-from llm.remote import OpenAICompatibleModel  # noqa: E402
-from storage.records import Conversation, ItemRef, Turn  # noqa: E402
+from catalog.catalog import load_bundled
+from evaluators.debate import DebateConfig
+from evaluators.factor_judge import DEFAULT_MODE, JudgeConfig
+from evaluators.factors import FACTORS, PERSONA_FACTORS
+from evaluators.pipeline import EvaluationSetup, evaluate_conversation
+from llm_clients.base import LLMClient
+from llm_clients.remote import OpenAICompatibleModel
+from storage.records import Conversation, ItemRef, Turn
 
 ROUNDS = 4
 
 
 def conversation() -> Conversation:
-    return Conversation(system_id="bench", turns=[
-        Turn("user", "Something like Heat?"),
-        Turn("system", "Try Ronin (1998).", items=[ItemRef("ronin-1998", "Ronin (1998)")]),
-        Turn("user", "Seen it. Another?"),
-        Turn("system", "The Town (2010), a tense heist.", items=[ItemRef("the-town-2010", "The Town (2010)")]),
-    ])
+    return Conversation(
+        system_id="bench",
+        turns=[
+            Turn("user", "Something like Heat?"),
+            Turn("system", "Try Ronin (1998).", items=[ItemRef("ronin-1998", "Ronin (1998)")]),
+            Turn("user", "Seen it. Another?"),
+            Turn("system", "The Town (2010), a tense heist.", items=[ItemRef("the-town-2010", "The Town (2010)")]),
+        ],
+    )
 
 
 def script(fake: FakeOpenAI, latency: float) -> None:
     """12 judge answers, then 4 rounds x 4 debaters whose scores never agree."""
-    answers = [Reply("The replies follow the request; 2 of the 3 lists fit it.\n<rating>3</rating>",
-                     at={"answer": {"3": 0.7, "2": 0.2, "4": 0.1}})] * len(FACTORS)
-    answers += [Reply(json.dumps({"evaluator": "x", "statement": "Fine.", "score": 20 + 10 * (i % 4)}))
-                for i in range(ROUNDS * 4)]
+    answers = [
+        Reply(
+            "The replies follow the request; 2 of the 3 lists fit it.\n<rating>3</rating>",
+            at={"answer": {"3": 0.7, "2": 0.2, "4": 0.1}},
+        )
+    ] * len(FACTORS)
+    answers += [
+        Reply(json.dumps({"evaluator": "x", "statement": "Fine.", "score": 20 + 10 * (i % 4)}))
+        for i in range(ROUNDS * 4)
+    ]
     fake.enqueue(*[Delay(latency, a) for a in answers])
 
 
@@ -62,8 +71,9 @@ def run(fake: FakeOpenAI, latency: float, *, parallel: bool, catalog) -> float:
 
     setup = EvaluationSetup(
         judge=JudgeConfig(clients=[client("judge")], max_concurrency=12 if parallel else 1),  # the default mode
-        debate=DebateConfig(clients={r: client(r) for r in PERSONA_FACTORS}, max_rounds=ROUNDS,
-                            sequential=not parallel),
+        debate=DebateConfig(
+            clients={r: client(r) for r in PERSONA_FACTORS}, max_rounds=ROUNDS, sequential=not parallel
+        ),
         catalog=catalog,
     )
     script(fake, latency)
@@ -72,8 +82,12 @@ def run(fake: FakeOpenAI, latency: float, *, parallel: bool, catalog) -> float:
         evaluation = evaluate_conversation(conversation(), setup, db_path=Path(d) / "bench.db")
         wall = time.perf_counter() - start
     assert evaluation.rounds_used == ROUNDS and evaluation.usage["calls"] == 12 + 4 * ROUNDS, evaluation.usage
-    assert all(s.metadata["mode"] == DEFAULT_MODE and s.metadata["models"][0]["method"] == "logprobs"
-               and abs(s.score - 2.9) < 1e-6 for s in evaluation.factor_scores), "not read at the rating token"
+    assert all(
+        s.metadata["mode"] == DEFAULT_MODE
+        and s.metadata["models"][0]["method"] == "logprobs"
+        and abs(s.score - 2.9) < 1e-6
+        for s in evaluation.factor_scores
+    ), "not read at the rating token"
     return wall
 
 
@@ -88,10 +102,14 @@ def main() -> None:
         sequential = run(fake, latency, parallel=False, catalog=catalog)
     calls = 12 + 4 * ROUNDS
     print(f"L = {latency} s; {calls} calls; critical path 5 L = {5 * latency:.2f} s")
-    print(f"parallel: {parallel:.2f} s ({parallel / latency:.1f} L); sequential: {sequential:.2f} s "
-          f"({sequential / latency:.1f} L)")
-    print(f"BENCH eval_wall_in_L {parallel / latency:.1f} x target <= 6 (default mode {DEFAULT_MODE}: "
-          "12 reasoned factors read at the rating token + 4-round debate)")
+    print(
+        f"parallel: {parallel:.2f} s ({parallel / latency:.1f} L); sequential: {sequential:.2f} s "
+        f"({sequential / latency:.1f} L)"
+    )
+    print(
+        f"BENCH eval_wall_in_L {parallel / latency:.1f} x target <= 6 (default mode {DEFAULT_MODE}: "
+        "12 reasoned factors read at the rating token + 4-round debate)"
+    )
     print(f"BENCH eval_parallel_speedup {sequential / parallel:.1f} x target >= 4")
 
 

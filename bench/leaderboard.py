@@ -21,9 +21,9 @@ from threadpoolctl import threadpool_limits
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from synthetic_votes import synthetic_votes  # noqa: E402
+from synthetic_votes import synthetic_votes
 
-from arena.ratings import (  # noqa: E402
+from arena.ratings import (
     ALPHA,
     PRIOR_SD,
     SCALE,
@@ -47,8 +47,9 @@ def scipy_fit(outcomes, weights: np.ndarray) -> np.ndarray:
         g = weights * ALPHA * (y - 1 / (1 + np.exp(-d)))
         return nll, -np.bincount(outcomes.a, g, n) + np.bincount(outcomes.b, g, n) + precision * r
 
-    result = minimize(loss, np.zeros(n), jac=True, method="L-BFGS-B",
-                      options={"gtol": 1e-9, "ftol": 1e-14, "maxiter": 5000})
+    result = minimize(
+        loss, np.zeros(n), jac=True, method="L-BFGS-B", options={"gtol": 1e-9, "ftol": 1e-14, "maxiter": 5000}
+    )
     return 1000 + SCALE * result.x
 
 
@@ -72,10 +73,14 @@ def main() -> None:
     looped_ci = np.quantile(looped, [0.025, 0.975], axis=0)
     ci_diff = float(np.abs(batched_ci - looped_ci).max())
     print(f"{N_VOTES:,} votes among {N_SYSTEMS} systems -> {len(outcomes.count)} unique outcome rows")
-    print(f"batched: aggregate + fit + {ROUNDS} bootstrap rounds, median of {REPEATS}: {fit_s:.3f} s "
-          f"(runs: {', '.join(f'{t:.3f}' for t in times)})")
-    print(f"looped scipy.optimize.minimize, {ROUNDS} replicates (without aggregation): {looped_s:.2f} s "
-          f"-> batched is {looped_s / fit_s:.1f}x faster")
+    print(
+        f"batched: aggregate + fit + {ROUNDS} bootstrap rounds, median of {REPEATS}: {fit_s:.3f} s "
+        f"(runs: {', '.join(f'{t:.3f}' for t in times)})"
+    )
+    print(
+        f"looped scipy.optimize.minimize, {ROUNDS} replicates (without aggregation): {looped_s:.2f} s "
+        f"-> batched is {looped_s / fit_s:.1f}x faster"
+    )
     print(f"largest rating difference on one replicate: {np.abs(batched[1:] - looped).max():.4f} points")
     print(f"BENCH leaderboard_fit_s {fit_s:.3f} s target <= 0.5")
     print(f"BENCH leaderboard_ci_max_diff {ci_diff:.4f} points target <= 1")

@@ -18,24 +18,46 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from llm.base import LLMClient  # noqa: E402
-from llm.embedded import get_embedded_model  # noqa: E402
+from llm_clients.base import LLMClient
+from llm_clients.embedded import get_embedded_model
 
 CONVERSATION = "\n".join(
     f"User: I am looking for a {g} movie from the {d}s, something like a classic I saw years ago.\n"
     f"System: You could try a well-known {g} film from the {d}s; it has a strong cast and a memorable story."
-    for g, d in [("crime", 1970), ("comedy", 1980), ("science fiction", 1990), ("romance", 2000),
-                 ("horror", 2010), ("animated", 2020), ("war", 1960), ("western", 1950)]
+    for g, d in [
+        ("crime", 1970),
+        ("comedy", 1980),
+        ("science fiction", 1990),
+        ("romance", 2000),
+        ("horror", 2010),
+        ("animated", 2020),
+        ("war", 1960),
+        ("western", 1950),
+    ]
 )
-FACTORS = ["coherence", "recoverability", "proactiveness", "grammar", "naturalness", "appropriateness",
-           "effectiveness", "novelty", "diversity", "relevance", "explainability", "groundedness"]
+FACTORS = [
+    "coherence",
+    "recoverability",
+    "proactiveness",
+    "grammar",
+    "naturalness",
+    "appropriateness",
+    "effectiveness",
+    "novelty",
+    "diversity",
+    "relevance",
+    "explainability",
+    "groundedness",
+]
 
 
 def main() -> None:
     model = get_embedded_model()
     client = LLMClient(model, use_cache=False)
-    msgs = [{"role": "system", "content": "You recommend movies."},
-            {"role": "user", "content": "Recommend three science fiction movies and say why."}]
+    msgs = [
+        {"role": "system", "content": "You recommend movies."},
+        {"role": "user", "content": "Recommend three science fiction movies and say why."},
+    ]
 
     # first-token latency and generation speed (median of 3, cache off)
     first_tokens, gen_rates = [], []
@@ -71,8 +93,10 @@ def main() -> None:
         for f in FACTORS:
             instruction = f"Rate the {f} of the system from 0 to 4. Answer <rating>N</rating>."
             content = f"{CONVERSATION}\n\n{instruction}" if prefix_first else f"{instruction}\n\n{CONVERSATION}"
-            client.score([{"role": "system", "content": "You are a careful judge."},
-                          {"role": "user", "content": content}], prefix="<rating>")
+            client.score(
+                [{"role": "system", "content": "You are a careful judge."}, {"role": "user", "content": content}],
+                prefix="<rating>",
+            )
         return time.perf_counter() - start
 
     shared = run(prefix_first=True)
@@ -83,8 +107,10 @@ def main() -> None:
     print(f"first token latency ms (3 runs): {[round(x) for x in first_tokens]}")
     print(f"generation tokens/s (3 runs): {[round(x, 1) for x in gen_rates]}")
     print(f"prompt tokens/s: {prompt_rate:.0f} ({len(tokens)} tokens)")
-    print(f"12 scoring prompts, {conv_tokens}-token shared text: prefix first {shared:.2f} s, "
-          f"prefix last {unshared:.2f} s")
+    print(
+        f"12 scoring prompts, {conv_tokens}-token shared text: prefix first {shared:.2f} s, "
+        f"prefix last {unshared:.2f} s"
+    )
     print(f"BENCH first_token_latency_ms {statistics.median(first_tokens):.0f} ms target <= 1000")
     print(f"BENCH generation_tokens_per_s {statistics.median(gen_rates):.1f} tok/s target >= 50")
     print(f"BENCH prompt_tokens_per_s {prompt_rate:.0f} tok/s target >= 150")

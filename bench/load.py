@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import statistics
 import sys
 import tempfile
 import threading
@@ -33,14 +32,23 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from app_server import AppServer  # noqa: E402
+from app_server import AppServer
 
 LEVELS = ((1, 10, 30.0), (16, 5, 45.0), (50, 3, 60.0))  # (sessions, turns per session, time limit s)
 ARENA_SESSIONS = {1: 1, 4: 1, 16: 2, 50: 2}
 BATTLES_PER_SESSION = 3
-MESSAGES = ("A tense heist thriller?", "Something with Al Pacino?", "Maybe a comedy instead.",
-            "Anything from the 90s?", "One more, please.", "What about sci-fi?", "A romantic film?",
-            "Something animated for kids?", "A war movie?", "Thanks, one last one?")
+MESSAGES = (
+    "A tense heist thriller?",
+    "Something with Al Pacino?",
+    "Maybe a comedy instead.",
+    "Anything from the 90s?",
+    "One more, please.",
+    "What about sci-fi?",
+    "A romantic film?",
+    "Something animated for kids?",
+    "A war movie?",
+    "Thanks, one last one?",
+)
 
 
 @dataclass
@@ -113,9 +121,9 @@ def arena_session(url: str, deadline: float, level: Level, battles: int = BATTLE
             with level.lock:
                 level.errors += 1
             return
-        replies: list[str] = []  # noqa: the two racers append from their threads
+        replies: list[str] = []  # the two racers append from their threads
 
-        def vote(choice: str) -> None:
+        def vote(choice: str, replies: list[str] = replies) -> None:
             try:
                 replies.append(client.predict("", api_name=f"/arena_vote_{choice}")[2])
             except Exception as e:  # the losing racer is told the battle has its vote
@@ -143,8 +151,9 @@ def check(db_path: Path, level: Level, votes_before: int) -> tuple[int, int, int
         lost = duplicated = 0
         for conversation, answered in level.ok.items():
             stored = db.execute("select count(*) from turns where conversation_id = ?", [conversation]).fetchone()[0]
-            distinct = db.execute("select count(distinct part || ':' || idx) from turns where conversation_id = ?",
-                                  [conversation]).fetchone()[0]
+            distinct = db.execute(
+                "select count(distinct part || ':' || idx) from turns where conversation_id = ?", [conversation]
+            ).fetchone()[0]
             failed = level.failed.get(conversation, 0)
             lost += max(0, 2 * answered - stored)
             duplicated += max(0, stored - 2 * (answered + failed)) + (stored - distinct)
@@ -169,10 +178,13 @@ def leaderboard_read_writes(url: str, db_path: Path, reads: int = 20) -> int:
 
     watcher = sqlite3.connect(str(db_path), timeout=30)
     try:
+
         def snapshot() -> tuple:
             version = watcher.execute("pragma data_version").fetchone()[0]
-            rows = sum(watcher.execute(f"select count(*) from {t}").fetchone()[0]
-                       for t in ("leaderboard_snapshots", "conversations", "turns", "votes", "evaluations"))
+            rows = sum(
+                watcher.execute(f"select count(*) from {t}").fetchone()[0]
+                for t in ("leaderboard_snapshots", "conversations", "turns", "votes", "evaluations")
+            )
             board = watcher.execute("select version from board_state").fetchone()[0]
             return version, rows, board
 
@@ -204,8 +216,9 @@ def pct(values: list[float], q: float) -> float:
 
 
 def main() -> None:
-    print(f"machine load (1, 5, 15 min) at start: {tuple(round(x, 2) for x in os.getloadavg())} on "
-          f"{os.cpu_count()} CPUs")
+    print(
+        f"machine load (1, 5, 15 min) at start: {tuple(round(x, 2) for x in os.getloadavg())} on {os.cpu_count()} CPUs"
+    )
     cache = os.environ.get("CRS_ARENA_CACHE") or str(Path.home() / ".cache" / "crs-arena")
     with tempfile.TemporaryDirectory() as folder:
         db_path = Path(folder) / "load.db"
@@ -217,8 +230,10 @@ def main() -> None:
         neural = [s for s in ready if s not in ("chatcrs", "retrieval")]
         systems = ["retrieval", *neural]
         if not neural:
-            print("note: the small neural systems are not built (python -m crs_backends.neural.small ensure); "
-                  "chat sessions use the retrieval baseline only")
+            print(
+                "note: the small neural systems are not built (python -m crs_backends.neural.small ensure); "
+                "chat sessions use the retrieval baseline only"
+            )
         else:
             print(f"chat sessions rotate over: {', '.join(systems)}")
         with AppServer(db_path, env=env) as server:
@@ -234,8 +249,9 @@ def main() -> None:
                 deadline = time.monotonic() + limit
                 start = time.perf_counter()
                 with ThreadPoolExecutor(max_workers=n + arenas) as pool:
-                    futures = [pool.submit(chat_session, clients[k], systems, turns, deadline, level, k)
-                               for k in range(n)]
+                    futures = [
+                        pool.submit(chat_session, clients[k], systems, turns, deadline, level, k) for k in range(n)
+                    ]
                     futures += [pool.submit(arena_session, server.url, deadline, level) for _ in range(arenas)]
                     for f in futures:
                         f.result()
@@ -248,10 +264,12 @@ def main() -> None:
                 p50, p95 = pct(level.latencies, 0.5), pct(level.latencies, 0.95)
                 if n == 50:
                     p95_at_50 = p95
-                print(f"N={n:>2}: {answered} chat turns in {level.wall:.1f} s ({answered / level.wall:.1f} turns/s), "
-                      f"p50 {p50:.2f} s, p95 {p95:.2f} s, errors {level.errors}; lost {lost}, duplicated "
-                      f"{duplicated} turns; {level.battles} battles, {level.votes_recorded} votes recorded "
-                      f"({vote_problems} vote problems); load {os.getloadavg()[0]:.2f}")
+                print(
+                    f"N={n:>2}: {answered} chat turns in {level.wall:.1f} s ({answered / level.wall:.1f} turns/s), "
+                    f"p50 {p50:.2f} s, p95 {p95:.2f} s, errors {level.errors}; lost {lost}, duplicated "
+                    f"{duplicated} turns; {level.battles} battles, {level.votes_recorded} votes recorded "
+                    f"({vote_problems} vote problems); load {os.getloadavg()[0]:.2f}"
+                )
             writes = leaderboard_read_writes(server.url, db_path)
         print(f"machine load (1, 5, 15 min) at the end: {tuple(round(x, 2) for x in os.getloadavg())}")
     print(f"BENCH chat_p95_s_at_50 {p95_at_50:.2f} s target <= 2")

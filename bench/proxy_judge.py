@@ -19,11 +19,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from scipy import stats  # noqa: E402
+from scipy import stats
 
-from catalog.catalog import data_dir, get_catalog  # noqa: E402
-from evaluators.adapters import read_crsarena_eval  # noqa: E402
-from evaluators.calibration import cross_validate, load_proxy_judge, load_training_data  # noqa: E402
+from catalog.catalog import data_dir, get_catalog
+from evaluators.calibration import cross_validate, load_proxy_judge, load_training_data
+from evaluators.log_readers import read_crsarena_eval
 
 PASSES = 3
 
@@ -47,8 +47,11 @@ def main() -> None:
             judge.score(conversation, catalog)
         per_pass.append((time.perf_counter() - start) * 1000 / len(conversations))
     ms = statistics.median(per_pass)
-    print(f"{len(conversations)} dialogues, {PASSES} passes: " + ", ".join(f"{p:.1f}" for p in per_pass)
-          + " ms per conversation")
+    print(
+        f"{len(conversations)} dialogues, {PASSES} passes: "
+        + ", ".join(f"{p:.1f}" for p in per_pass)
+        + " ms per conversation"
+    )
     data = load_training_data(dev, dev.parent, catalog)
     cv = cross_validate(data)
     rho = stats.spearmanr(cv.predictions, data.y).statistic

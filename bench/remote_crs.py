@@ -32,27 +32,34 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "examples"))
 os.environ.setdefault("CRS_NEURAL_BUILD", "never")
 
-from reference_crs import ReferenceServer  # noqa: E402
+from reference_crs import ReferenceServer
 
-from arena.battles import send, start_battle, vote  # noqa: E402
-from catalog.catalog import get_catalog  # noqa: E402
-from crs_backends import registry  # noqa: E402
-from crs_backends.remote_crs import RemoteConfig, RemoteCRS  # noqa: E402
-from crs_backends.systems_file import load_systems_file, registry_entries  # noqa: E402
-from storage.db import close_thread_connections, get_db  # noqa: E402
-from storage.records import Conversation, Turn  # noqa: E402
+from arena.battles import send, start_battle, vote
+from catalog.catalog import get_catalog
+from crs_backends import registry
+from crs_backends.remote_crs import RemoteConfig, RemoteCRS
+from crs_backends.systems_file import load_systems_file, registry_entries
+from storage.db import close_thread_connections, get_db
+from storage.records import Conversation, Turn
 
-USER_LINES = ["I'd like a tense heist movie.", "Something from the 90s?", "Who is in it?",
-              "I love science fiction with aliens.", "Not that one, something funnier.", "Any animated film for kids?",
-              "A romantic comedy, please.", "Something else?", "Is it very violent?"]
+USER_LINES = [
+    "I'd like a tense heist movie.",
+    "Something from the 90s?",
+    "Who is in it?",
+    "I love science fiction with aliens.",
+    "Not that one, something funnier.",
+    "Any animated film for kids?",
+    "A romantic comedy, please.",
+    "Something else?",
+    "Is it very violent?",
+]
 
 
 def overhead(latency: float, turns: int) -> tuple[list[float], list[float]]:
     """Per turn: (client wall ms - server ms), and the client wall ms."""
     catalog = get_catalog("bundled")
     with ReferenceServer(("127.0.0.1", 0), latency=latency) as server:
-        system = RemoteCRS(RemoteConfig(id="bench", label="Bench", url=server.url, max_retries=0, timeout=10),
-                           catalog)
+        system = RemoteCRS(RemoteConfig(id="bench", label="Bench", url=server.url, max_retries=0, timeout=10), catalog)
         system.respond(Conversation(system_id="bench", turns=[Turn("user", "warm up")]))  # connect once
         extra, wall = [], []
         conversation = Conversation(system_id="bench")
@@ -73,12 +80,16 @@ def overhead(latency: float, turns: int) -> tuple[list[float], list[float]]:
 def arena(latency: float, battles: int, concurrency: int, messages: int) -> dict:
     folder = Path(tempfile.mkdtemp(prefix="bench-remote-"))
     db_path = folder / "arena.db"
-    with ReferenceServer(("127.0.0.1", 0), latency=latency) as one, \
-            ReferenceServer(("127.0.0.1", 0), latency=latency) as two:
+    with (
+        ReferenceServer(("127.0.0.1", 0), latency=latency) as one,
+        ReferenceServer(("127.0.0.1", 0), latency=latency) as two,
+    ):
         systems = folder / "systems.toml"
-        systems.write_text(f'[[system]]\nid = "remote_one"\nlabel = "Remote one"\nurl = "{one.url}"\n\n'
-                           f'[[system]]\nid = "remote_two"\nlabel = "Remote two"\nurl = "{two.url}"\n',
-                           encoding="utf-8")
+        systems.write_text(
+            f'[[system]]\nid = "remote_one"\nlabel = "Remote one"\nurl = "{one.url}"\n\n'
+            f'[[system]]\nid = "remote_two"\nlabel = "Remote two"\nurl = "{two.url}"\n',
+            encoding="utf-8",
+        )
         registry.SYSTEMS.update(registry_entries(load_systems_file(systems)))  # as CRS_SYSTEMS_FILE would
         ids = ["remote_one", "remote_two"]
         per_message: list[float] = []
@@ -127,18 +138,25 @@ def main() -> None:
     args = parser.parse_args()
 
     load = os.getloadavg()
-    print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} CPUs; L = {args.latency * 1000:.0f} ms")
+    print(
+        f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} CPUs; "
+        f"L = {args.latency * 1000:.0f} ms"
+    )
     extra, wall = overhead(args.latency, args.turns)
-    print(f"{args.turns} turns: client {statistics.median(wall):.1f} ms median, of which the system's own "
-          f"{statistics.median(wall) - statistics.median(extra):.1f} ms")
+    print(
+        f"{args.turns} turns: client {statistics.median(wall):.1f} ms median, of which the system's own "
+        f"{statistics.median(wall) - statistics.median(extra):.1f} ms"
+    )
     print(f"BENCH remote_crs_overhead_ms {statistics.median(extra):.1f} ms target <= 20")
     print(f"BENCH remote_crs_overhead_p95_ms {percentile(extra, 0.95):.1f} ms")
 
     result = arena(args.latency, args.battles, args.concurrency, args.messages)
     per_minute = result["battles"] / result["wall"] * 60
     message_p50 = statistics.median(result["per_message"]) * 1000
-    print(f"arena: {result['battles']} battles x {args.messages} messages, 2 remote systems, concurrency "
-          f"{args.concurrency}: {result['wall']:.1f} s, {result['failed']} failed side(s)")
+    print(
+        f"arena: {result['battles']} battles x {args.messages} messages, 2 remote systems, concurrency "
+        f"{args.concurrency}: {result['wall']:.1f} s, {result['failed']} failed side(s)"
+    )
     print(f"BENCH remote_arena_battles_per_min {per_minute:.0f} battles/min at concurrency {args.concurrency}")
     print(f"BENCH remote_arena_message_ms_p50 {message_p50:.0f} ms (L = {args.latency * 1000:.0f} ms)")
     print(f"BENCH remote_arena_failed_sides {result['failed']} count target <= 0")

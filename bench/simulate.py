@@ -24,11 +24,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from simulator_script import RoutedFake, fake_env  # noqa: E402
+from simulator_script import RoutedFake, fake_env
 
-from catalog.catalog import get_catalog  # noqa: E402
-from evaluators.simulator import SimulationConfig, run_simulation  # noqa: E402
-from storage.db import close_thread_connections  # noqa: E402
+from catalog.catalog import get_catalog
+from evaluators.simulator import SimulationConfig, run_simulation
+from storage.db import close_thread_connections
 
 SYSTEMS = ["retrieval", "chatcrs"]
 
@@ -37,8 +37,12 @@ def write_records(path: Path, n: int) -> Path:
     items = get_catalog("bundled").popular(n)
     with open(path, "w", encoding="utf-8") as f:
         for number, item in enumerate(items, 1):
-            record = {"dialog_id": str(number), "turn_id": 1, "context": ["Hi! I'm looking for a movie tonight."],
-                      "rec": [item.name]}
+            record = {
+                "dialog_id": str(number),
+                "turn_id": 1,
+                "context": ["Hi! I'm looking for a movie tonight."],
+                "rec": [item.name],
+            }
             f.write(json.dumps(record) + "\n")
     return path
 
@@ -46,8 +50,16 @@ def write_records(path: Path, n: int) -> Path:
 def run(records: Path, n: int, concurrency: int, folder: Path) -> tuple[float, int, int]:
     """Wall seconds, dialogues finished, model calls made."""
     db = folder / f"bench-{concurrency}.db"
-    config = SimulationConfig(systems=SYSTEMS, dataset=str(records), n=n, protocol="core", seed=0,
-                              concurrency=concurrency, evaluate=False, out_dir=folder / f"report-{concurrency}")
+    config = SimulationConfig(
+        systems=SYSTEMS,
+        dataset=str(records),
+        n=n,
+        protocol="core",
+        seed=0,
+        concurrency=concurrency,
+        evaluate=False,
+        out_dir=folder / f"report-{concurrency}",
+    )
     start = time.perf_counter()
     result = run_simulation(config, db_path=db)
     wall = time.perf_counter() - start
@@ -74,11 +86,15 @@ def main() -> None:
             wall, done, errors = run(records, args.records, concurrency, folder)
             calls = len(fake.chat_requests()) - calls_before
             results[concurrency] = wall
-            print(f"concurrency {concurrency}: {done} dialogues ({errors} errors), {calls} model calls in "
-                  f"{wall:.2f} s = {60 * done / wall:.1f} conversations/min")
+            print(
+                f"concurrency {concurrency}: {done} dialogues ({errors} errors), {calls} model calls in "
+                f"{wall:.2f} s = {60 * done / wall:.1f} conversations/min"
+            )
     dialogues = args.records * len(SYSTEMS)
     speedup = results[1] / results[8]
-    print(f"L = {args.latency} s; {dialogues} dialogues ({args.records} records x {len(SYSTEMS)} systems), CoRE protocol")
+    print(
+        f"L = {args.latency} s; {dialogues} dialogues ({args.records} records x {len(SYSTEMS)} systems), CoRE protocol"
+    )
     print(f"BENCH simulate_conversations_per_min_c1 {60 * dialogues / results[1]:.1f} conv/min target >= 1")
     print(f"BENCH simulate_conversations_per_min_c8 {60 * dialogues / results[8]:.1f} conv/min target >= 6")
     print(f"BENCH simulate_speedup {speedup:.1f} x target >= 6")

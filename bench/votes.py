@@ -18,22 +18,27 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from arena.battles import DuplicateVote, vote  # noqa: E402
-from storage.arena import save_battle  # noqa: E402
-from storage.conversations import save_conversation  # noqa: E402
-from storage.db import close_thread_connections, get_db  # noqa: E402
-from storage.records import Battle, Conversation, Turn  # noqa: E402
+from arena.battles import DuplicateVote, vote
+from storage.arena import save_battle
+from storage.conversations import save_conversation
+from storage.db import close_thread_connections, get_db
+from storage.records import Battle, Conversation, Turn
 
 THREADS, PER_THREAD = 8, 250
 
 
 def setup(db_path: Path) -> list[str]:
     db = get_db(db_path)
-    sides = [save_conversation(db, Conversation(system_id=s, source="arena",
-                                                turns=[Turn("user", "hi"), Turn("system", "hello")])).id
-             for s in ("x", "y")]
-    return [save_battle(db, Battle(system_a="x", system_b="y", conversation_a=sides[0], conversation_b=sides[1])).id
-            for _ in range(THREADS * PER_THREAD)]
+    sides = [
+        save_conversation(
+            db, Conversation(system_id=s, source="arena", turns=[Turn("user", "hi"), Turn("system", "hello")])
+        ).id
+        for s in ("x", "y")
+    ]
+    return [
+        save_battle(db, Battle(system_a="x", system_b="y", conversation_a=sides[0], conversation_b=sides[1])).id
+        for _ in range(THREADS * PER_THREAD)
+    ]
 
 
 def main() -> None:
@@ -44,7 +49,7 @@ def main() -> None:
         start_line = threading.Barrier(THREADS + 1)
 
         def worker(t: int) -> None:
-            own, others = ids[t::THREADS], ids[(t + 1) % THREADS::THREADS]
+            own, others = ids[t::THREADS], ids[(t + 1) % THREADS :: THREADS]
             start_line.wait()
             try:
                 for own_id, other_id in zip(own, others):
@@ -54,7 +59,7 @@ def main() -> None:
                             results[t]["recorded"] += 1
                         except DuplicateVote:
                             results[t]["refused"] += 1
-                        except Exception as e:  # noqa: BLE001 - counted as lost below
+                        except Exception as e:
                             results[t][type(e).__name__] += 1
             finally:
                 close_thread_connections()

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable, Sequence
 from functools import cached_property
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from catalog.items import Item, split_name
 from catalog.matcher import TitleMatcher

@@ -64,7 +64,7 @@ class Item:
 
 
 def split_name(name: str) -> tuple[str, int | None]:
-    """"Title (1999)" → ("Title", 1999); a name without a year keeps None."""
+    """ "Title (1999)" → ("Title", 1999); a name without a year keeps None."""
     match = _YEAR_SUFFIX.search(name)
     if not match:
         return name.strip(), None

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections import defaultdict
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from rapidfuzz import fuzz, process
 
@@ -61,9 +61,7 @@ class TitleMatcher:
         candidates = self._by_norm.get(norm)
         if candidates:
             return _pick(candidates, year)
-        found = process.extractOne(
-            norm, self._keys, scorer=fuzz.ratio, score_cutoff=threshold or self.threshold
-        )
+        found = process.extractOne(norm, self._keys, scorer=fuzz.ratio, score_cutoff=threshold or self.threshold)
         if found is None:
             return None
         return _pick(self._by_norm[found[0]], year)

@@ -53,9 +53,9 @@ def find_mentions(text: str, matcher: TitleMatcher) -> list[Mention]:
             words = m.group(1).split()
             if "and" in words[:-1]:
                 cut = len(words) - 1 - words[::-1].index("and")
-                offset = m.group(1).find(" ".join(words[cut + 1:]))
+                offset = m.group(1).find(" ".join(words[cut + 1 :]))
                 start = m.start() + max(offset, 0)
-        found.append(Mention(text[start:m.end()].strip(), start, item))
+        found.append(Mention(text[start : m.end()].strip(), start, item))
         taken.append((start, m.end()))
     for m in _QUOTED.finditer(text):
         if overlaps(m.start(), m.end()):
@@ -75,7 +75,7 @@ def find_mentions(text: str, matcher: TitleMatcher) -> list[Mention]:
         for m in re.finditer(r"(?<![\w])" + re.escape(key).replace(r"\ ", r"\s+") + r"(?![\w])", plain):
             if not overlaps(m.start(), m.end()):
                 item = min(items, key=lambda i: i.popularity if i.popularity is not None else 10**9)
-                found.append(Mention(text[m.start():m.end()], m.start(), item))
+                found.append(Mention(text[m.start() : m.end()], m.start(), item))
                 taken.append((m.start(), m.end()))
             break
     found.sort(key=lambda x: x.start)

@@ -59,10 +59,15 @@ def systems() -> None:
         if entry is None:
             click.echo(f"  {system_id:<14} {label} (built in)")
         elif entry.kind == "http":
-            key = f", key from {entry.key_env} ({'set' if _is_set(entry.key_env) else 'NOT set'})" \
-                if entry.key_env else ""
-            click.echo(f"  {system_id:<14} {label} · {entry.variant} (HTTP {entry.url}, timeout {entry.timeout:g} s, "
-                       f"{entry.max_retries} retries{key}; line {entry.line})")
+            key = (
+                f", key from {entry.key_env} ({'set' if _is_set(entry.key_env) else 'NOT set'})"
+                if entry.key_env
+                else ""
+            )
+            click.echo(
+                f"  {system_id:<14} {label} · {entry.variant} (HTTP {entry.url}, timeout {entry.timeout:g} s, "
+                f"{entry.max_retries} retries{key}; line {entry.line})"
+            )
         else:
             click.echo(f"  {system_id:<14} {label} · {entry.variant} (plug-in {entry.entry_point}; line {entry.line})")
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import random
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 from catalog.catalog import Catalog
 from catalog.items import Item
@@ -29,9 +29,9 @@ from catalog.matcher import normalize_title
 from crs_backends import constrained as cx
 from crs_backends.base import DEFAULT_LIST_SIZE, CRSSystem, SystemInfo
 from crs_backends.user_context import UserContext, user_context
-from llm.base import LLMClient
-from llm.prompts import prompt, prompts_version
-from llm.types import Completion
+from llm_clients.base import LLMClient
+from llm_clients.prompts import prompt, prompts_version
+from llm_clients.types import Completion
 from storage.records import Conversation, Turn
 
 log = logging.getLogger(__name__)
@@ -57,7 +57,7 @@ class ChatCRS(CRSSystem):
         mode: str = "auto",
     ):
         """:param mode: ``constrained`` (the model chooses among catalog titles, code writes the facts),
-            ``free`` (iEvaLM's prompt, free text) or ``auto``: constrained on the embedded model."""
+        ``free`` (iEvaLM's prompt, free text) or ``auto``: constrained on the embedded model."""
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         self.client = client
@@ -97,9 +97,7 @@ class ChatCRS(CRSSystem):
         return self.catalog.search(context.query, self.n_candidates, exclude=context.title_ids)
 
     def messages(self, conversation: Conversation, candidates: list[Item]) -> list[dict]:
-        lines = "\n".join(
-            f"- {i.name}: {', '.join(i.genres[:3])}. {i.description}" for i in candidates
-        )
+        lines = "\n".join(f"- {i.name}: {', '.join(i.genres[:3])}. {i.description}" for i in candidates)
         system = prompt("chatcrs", "system") + "\n\n" + prompt("chatcrs", "candidates").format(candidates=lines)
         messages = [{"role": "system", "content": system}]
         for turn in conversation.all_turns[-HISTORY_TURNS:]:
@@ -200,8 +198,7 @@ class ChatCRS(CRSSystem):
             if len(options) == 1:
                 return options[0]
             heads = cx.distinct_prefixes(options)  # what decides between the options: a word or two each
-            dist = self.client.score(messages, [prefix_space(h, prefix) for h in heads], prefix=prefix,
-                                     min_mass=None)
+            dist = self.client.score(messages, [prefix_space(h, prefix) for h in heads], prefix=prefix, min_mass=None)
             calls += 1
             probs = {heads[h]: dist.probs.get(prefix_space(h, prefix), 0.0) for h in heads}
             scores[what] = {o: round(v, 4) for o, v in probs.items()}
@@ -224,9 +221,15 @@ class ChatCRS(CRSSystem):
                 chosen += [i for i in plan.candidates if i.name == second]
         except Exception as e:  # written without the model, and the reply says so
             log.warning("ChatCRS (constrained) could not get the model's choice: %s", e, exc_info=True)
-            error = (f"the embedded model could not choose ({type(e).__name__}); "
-                     "the reply was written from the catalog search alone")
-            text, chosen, opener = (plan.options()[0] if plan.act == "ask" else ""), plan.candidates[:1], plan.openers[0]
+            error = (
+                f"the embedded model could not choose ({type(e).__name__}); "
+                "the reply was written from the catalog search alone"
+            )
+            text, chosen, opener = (
+                (plan.options()[0] if plan.act == "ask" else ""),
+                plan.candidates[:1],
+                plan.openers[0],
+            )
         if plan.act != "ask":
             chosen = chosen or plan.candidates[:1]
             fits = [cx.fit_of(i, wishes, context.titles) for i in chosen]
@@ -265,7 +268,7 @@ class ChatCRS(CRSSystem):
             },
         )
 
-    def _plan(self, conversation: Conversation, context: UserContext, wishes: cx.Wishes) -> "_Plan":
+    def _plan(self, conversation: Conversation, context: UserContext, wishes: cx.Wishes) -> _Plan:
         """Decide the act of the turn and what the model may choose from."""
         named = _named_before(conversation, self.catalog)
         last_user = context.texts[-1] if context.texts else ""
@@ -275,22 +278,31 @@ class ChatCRS(CRSSystem):
             last_named = _named_in(previous, self.catalog)
             if last_named:
                 return _Plan("explain", "asked about the last recommendation", last_named[:2], [], openers)
-        pool = self.catalog.search(_wish_query(wishes, context), len(self.catalog),  # all, ranked
-                                   exclude=context.title_ids | {i.id for i in named})
+        pool = self.catalog.search(
+            _wish_query(wishes, context),
+            len(self.catalog),  # all, ranked
+            exclude=context.title_ids | {i.id for i in named},
+        )
         taken = [*context.titles, *named]  # a dataset may list one film twice ("The Matrix (1999)",
         pool = [i for i in pool if not any(_same_film(i, t) for t in taken)]  # "The Matrix")
         if wishes.genres:  # items of every genre asked for first, retrieval order within
             pool.sort(key=lambda i: -len(set(wishes.genres) & set(i.genres)))
         fitting = [i for i in pool if wishes.fits(i)]
-        if not wishes.said_something and not context.titles and (previous is None or previous.metadata.get("act") != "ask"):
+        if (
+            not wishes.said_something
+            and not context.titles
+            and (previous is None or previous.metadata.get("act") != "ask")
+        ):
             return _Plan("ask", "no preference yet", [], fitting or pool, openers)
         if not fitting:
             why = "no catalog item fits the years asked for" if pool else "no catalog item left to recommend"
             return _Plan("ask", why, [], [], openers, no_match=True)
-        reason = "preference stated" if wishes.said_something or context.titles else "asked once already; well-known films"
+        reason = (
+            "preference stated" if wishes.said_something or context.titles else "asked once already; well-known films"
+        )
         return _Plan("recommend", reason, fitting[:N_CONSTRAINED], fitting, openers)
 
-    def _constrained_messages(self, conversation: Conversation, plan: "_Plan") -> list[dict]:
+    def _constrained_messages(self, conversation: Conversation, plan: _Plan) -> list[dict]:
         system = prompt("chatcrs", "constrained_system")
         if plan.candidates:
             lines = "\n".join(f"- {i.name}: {', '.join(i.genres[:3])}" for i in plan.candidates)
@@ -300,7 +312,7 @@ class ChatCRS(CRSSystem):
         said = [t.text for t in conversation.all_turns if t.role == "user"][-CONSTRAINED_HISTORY:]
         return [{"role": "system", "content": system}, {"role": "user", "content": "\n".join(said)}]
 
-    def _constrained_list(self, context: UserContext, plan: "_Plan", chosen: list[Item]) -> list[Item]:
+    def _constrained_list(self, context: UserContext, plan: _Plan, chosen: list[Item]) -> list[Item]:
         """The turn's ranked list: the chosen titles, the other candidates, then retrieval; never the user's titles."""
         ranked: list[Item] = []
         for item in [*chosen, *plan.candidates, *plan.pool]:
@@ -318,8 +330,16 @@ class ChatCRS(CRSSystem):
 class _Plan:
     """What a constrained turn does (ask / recommend / explain) and what the model may choose from."""
 
-    def __init__(self, act: str, reason: str, candidates: list[Item], pool: list[Item], openers: list[str],
-                 *, no_match: bool = False):
+    def __init__(
+        self,
+        act: str,
+        reason: str,
+        candidates: list[Item],
+        pool: list[Item],
+        openers: list[str],
+        *,
+        no_match: bool = False,
+    ):
         self.act = act
         self.reason = reason
         self.candidates: list[Item] = []
@@ -344,7 +364,9 @@ def prefix_space(option: str, prefix: str) -> str:
 
 def _same_film(a: Item, b: Item) -> bool:
     """Same title, and the same year unless one of them has none."""
-    return normalize_title(a.title) == normalize_title(b.title) and (a.year is None or b.year is None or a.year == b.year)
+    return normalize_title(a.title) == normalize_title(b.title) and (
+        a.year is None or b.year is None or a.year == b.year
+    )
 
 
 def _wish_query(wishes: cx.Wishes, context: UserContext) -> str:

@@ -18,8 +18,8 @@ from __future__ import annotations
 import re
 import statistics
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
 
 from catalog.catalog import Catalog
 from catalog.items import Item
@@ -29,9 +29,11 @@ from storage.records import Conversation, Turn
 # 20 user turns: the issue's three-message check, greetings, genres, people, decades, "why?",
 # and one request nothing in the catalog can fit (the empty candidate list)
 SCRIPTS: tuple[tuple[str, ...], ...] = (
-    ("Hi! I loved The Matrix and Inception. Can you recommend a mind-bending sci-fi movie?",
-     "I've already seen that. Something more recent, maybe from the last ten years?",
-     "Why would I like it?"),
+    (
+        "Hi! I loved The Matrix and Inception. Can you recommend a mind-bending sci-fi movie?",
+        "I've already seen that. Something more recent, maybe from the last ten years?",
+        "Why would I like it?",
+    ),
     ("Hello!", "Something funny please", "Tell me more about it"),
     ("I want a funny animated movie for kids.", "Another one?"),
     ("Any good horror films from the 80s?", "Who directed it?"),
@@ -47,7 +49,9 @@ _YEAR = re.compile(r"\((?:18|19|20)\d{2}\)")
 _CAPITALISED = re.compile(r"(?<![\w'’])[A-Z][\w'’&-]*")
 _SENTENCE_START = re.compile(r"(?:^|[.!?:]\)?\s+|\(\s*|[\"“]\s*)$")
 _ALWAYS_CAPITALISED = {"I", "I'd", "I'm", "I'll", "I've"}
-_GENRE_CLAUSE = re.compile(r"\b(?:a|an|the)\s+([\w-]+(?:(?:,\s*|\s+and\s+)[\w-]+)*)\s+(?:kind of\s+)?(?:film|movie)\b", re.I)
+_GENRE_CLAUSE = re.compile(
+    r"\b(?:a|an|the)\s+([\w-]+(?:(?:,\s*|\s+and\s+)[\w-]+)*)\s+(?:kind of\s+)?(?:film|movie)\b", re.I
+)
 _DIRECTED = re.compile(r"\bdirected by\s+([A-Z][\w.'’-]*(?:\s+[A-Z][\w.'’-]*)*)")
 _STARRING = re.compile(r"\b(?:starring|[Ii]t stars)\s+(.+?)(?:[,;]?\s+who\b|\.\s|\.$|$)")
 
@@ -86,15 +90,15 @@ def invented_titles(text: str, catalog: Catalog, allowed: Iterable[Item | str]) 
     known += [p for i in catalog.items for p in (*i.directors, *i.cast, *i.writers)]
     rest = _mask(text, known)
     for m in _YEAR.finditer(rest):  # a "(Year)" not part of a candidate's exact name
-        found.append(rest[max(0, m.start() - 40):m.end()].strip())
+        found.append(rest[max(0, m.start() - 40) : m.end()].strip())
     spans: list[str] = []
     previous_end = None
     for m in _CAPITALISED.finditer(rest):
         word = m.group(0)
-        if word in _ALWAYS_CAPITALISED or _SENTENCE_START.search(text[:m.start()]):  # masking keeps offsets
+        if word in _ALWAYS_CAPITALISED or _SENTENCE_START.search(text[: m.start()]):  # masking keeps offsets
             previous_end = None
             continue
-        if previous_end is not None and rest[previous_end:m.start()] == " ":
+        if previous_end is not None and rest[previous_end : m.start()] == " ":
             spans[-1] += " " + word  # "The Last Kingdoms": one span
         else:
             spans.append(word)
@@ -139,8 +143,11 @@ def fact_errors(text: str, catalog: Catalog, allowed: Iterable[Item | str]) -> l
                 if name and name not in {c.rstrip(".") for c in item.cast}:
                     errors.append(f"{item.name}: starring {name!r} (catalog: {', '.join(item.cast)})")
         for person in people:
-            if person in segment and person not in (*item.directors, *item.cast, *item.writers) \
-                    and re.search(r"(?<!\w)" + re.escape(person) + r"(?!\w)", segment):
+            if (
+                person in segment
+                and person not in (*item.directors, *item.cast, *item.writers)
+                and re.search(r"(?<!\w)" + re.escape(person) + r"(?!\w)", segment)
+            ):
                 errors.append(f"{item.name}: names {person!r}, who the catalog does not list for it")
     return list(dict.fromkeys(errors))
 
@@ -163,11 +170,16 @@ def check_turn(user: str, turn: Turn, catalog: Catalog, seconds: float) -> Check
     """Check one ChatCRS turn against the candidates its metadata records."""
     candidates = list(turn.metadata.get("candidates") or [])
     return CheckedTurn(
-        user=user, reply=turn.text, act=turn.metadata.get("act", ""), candidates=candidates,
+        user=user,
+        reply=turn.text,
+        act=turn.metadata.get("act", ""),
+        candidates=candidates,
         chosen=list(turn.metadata.get("chosen") or []),
         invented=invented_titles(turn.text, catalog, candidates),
         fact_errors=fact_errors(turn.text, catalog, candidates),
-        seconds=seconds, items=[ref.title for ref in turn.items], metadata=turn.metadata,
+        seconds=seconds,
+        items=[ref.title for ref in turn.items],
+        metadata=turn.metadata,
     )
 
 

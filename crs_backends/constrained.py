@@ -22,46 +22,96 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
 
 from catalog.catalog import Catalog
 from catalog.items import Item
 
 # words people use for a catalog genre (lower case) -> the genre as the bundled catalog names it
 GENRE_WORDS: dict[str, str] = {
-    "comedy": "Comedy", "comedies": "Comedy", "funny": "Comedy", "hilarious": "Comedy", "laugh": "Comedy",
-    "horror": "Horror", "scary": "Horror", "creepy": "Horror", "frightening": "Horror",
-    "sci-fi": "Sci-Fi", "scifi": "Sci-Fi", "science fiction": "Sci-Fi", "space": "Sci-Fi", "futuristic": "Sci-Fi",
-    "animated": "Animation", "animation": "Animation", "cartoon": "Animation", "cartoons": "Animation",
-    "kids": "Family", "children": "Family", "family": "Family",
-    "romantic": "Romance", "romance": "Romance", "love story": "Romance", "rom-com": "Romance",
-    "action": "Action", "adventure": "Adventure", "adventures": "Adventure",
-    "thriller": "Thriller", "thrillers": "Thriller", "suspense": "Thriller", "thrilling": "Thriller",
-    "crime": "Crime", "heist": "Crime", "gangster": "Crime", "mafia": "Crime",
-    "mystery": "Mystery", "detective": "Mystery", "whodunit": "Mystery",
-    "war": "War", "western": "Western", "westerns": "Western", "cowboy": "Western",
-    "musical": "Musical", "musicals": "Musical", "music": "Music",
-    "documentary": "Documentary", "documentaries": "Documentary",
-    "sport": "Sport", "sports": "Sport", "biography": "Biography", "biopic": "Biography",
-    "true story": "Biography", "history": "History", "historical": "History",
-    "fantasy": "Fantasy", "magic": "Fantasy", "drama": "Drama", "dramas": "Drama", "dramatic": "Drama",
+    "comedy": "Comedy",
+    "comedies": "Comedy",
+    "funny": "Comedy",
+    "hilarious": "Comedy",
+    "laugh": "Comedy",
+    "horror": "Horror",
+    "scary": "Horror",
+    "creepy": "Horror",
+    "frightening": "Horror",
+    "sci-fi": "Sci-Fi",
+    "scifi": "Sci-Fi",
+    "science fiction": "Sci-Fi",
+    "space": "Sci-Fi",
+    "futuristic": "Sci-Fi",
+    "animated": "Animation",
+    "animation": "Animation",
+    "cartoon": "Animation",
+    "cartoons": "Animation",
+    "kids": "Family",
+    "children": "Family",
+    "family": "Family",
+    "romantic": "Romance",
+    "romance": "Romance",
+    "love story": "Romance",
+    "rom-com": "Romance",
+    "action": "Action",
+    "adventure": "Adventure",
+    "adventures": "Adventure",
+    "thriller": "Thriller",
+    "thrillers": "Thriller",
+    "suspense": "Thriller",
+    "thrilling": "Thriller",
+    "crime": "Crime",
+    "heist": "Crime",
+    "gangster": "Crime",
+    "mafia": "Crime",
+    "mystery": "Mystery",
+    "detective": "Mystery",
+    "whodunit": "Mystery",
+    "war": "War",
+    "western": "Western",
+    "westerns": "Western",
+    "cowboy": "Western",
+    "musical": "Musical",
+    "musicals": "Musical",
+    "music": "Music",
+    "documentary": "Documentary",
+    "documentaries": "Documentary",
+    "sport": "Sport",
+    "sports": "Sport",
+    "biography": "Biography",
+    "biopic": "Biography",
+    "true story": "Biography",
+    "history": "History",
+    "historical": "History",
+    "fantasy": "Fantasy",
+    "magic": "Fantasy",
+    "drama": "Drama",
+    "dramas": "Drama",
+    "dramatic": "Drama",
 }
 
 # how a genre reads inside "a … film"
 GENRE_PHRASES: dict[str, str] = {
-    "Sci-Fi": "sci-fi", "Animation": "animated", "Biography": "biographical", "History": "historical",
-    "Sport": "sports", "Family": "family",
+    "Sci-Fi": "sci-fi",
+    "Animation": "animated",
+    "Biography": "biographical",
+    "History": "historical",
+    "Sport": "sports",
+    "Family": "family",
 }
 
 # words that say nothing about taste: a message made only of these (and stop words) asks for anything
-GENERIC_WORDS = frozenset("""
+GENERIC_WORDS = frozenset(
+    """
 movie movies film films recommend recommendation recommendations suggest suggestion suggestions watch watching
 watched like liked love loved want wanted good great nice best cool hi hello hey please thanks thank tonight today
 help find looking look maybe kind sort anything ideas idea think know really pretty sure ok okay yes yeah just
 new recent recently latest modern older old classic need tell bit lot time day night weekend evening right
 seen saw already different else mood feel feeling year years ago decade decades ten five twenty
-""".split())
+""".split()
+)
 
 _RECENT = re.compile(r"\b(?:recent|newer|new|latest|modern|last|past)\b", re.I)
 _LAST_N = re.compile(r"\b(?:last|past)\s+(few|two|three|five|ten|fifteen|twenty|\d{1,2})\s+years?\b", re.I)
@@ -70,7 +120,9 @@ _NUMBERS = {"few": 5, "two": 2, "three": 3, "five": 5, "ten": 10, "fifteen": 15,
 _CHANGE = re.compile(r"\b(?:instead|actually|rather|different|change|switch|no more|not (?:a|an|any) )", re.I)
 _WHY = re.compile(
     r"\bwhy\b|\btell me (?:more|about)\b|\bmore about\b|\bwhat(?:'s| is) (?:it|that|this) about\b|"
-    r"\bwhat kind of (?:movie|film) is\b|\bwho (?:is in|stars in|directed)\b", re.I)
+    r"\bwhat kind of (?:movie|film) is\b|\bwho (?:is in|stars in|directed)\b",
+    re.I,
+)
 
 
 @dataclass(frozen=True)
@@ -90,11 +142,16 @@ class Wishes:
         if item.year is None:
             return self.min_year is None and self.max_year is None
         return (self.min_year is None or item.year >= self.min_year) and (
-            self.max_year is None or item.year <= self.max_year)
+            self.max_year is None or item.year <= self.max_year
+        )
 
     def record(self) -> dict:
-        return {"genres": list(self.genres), "terms": list(self.terms[:12]),
-                "min_year": self.min_year, "max_year": self.max_year}
+        return {
+            "genres": list(self.genres),
+            "terms": list(self.terms[:12]),
+            "min_year": self.min_year,
+            "max_year": self.max_year,
+        }
 
 
 def read_wishes(texts: Sequence[str], catalog: Catalog, *, user_titles: Iterable[Item] = ()) -> Wishes:
@@ -118,8 +175,13 @@ def read_wishes(texts: Sequence[str], catalog: Catalog, *, user_titles: Iterable
         else:
             genres += [g for g in these if g not in genres]
         for term in catalog.retriever.known_terms(text):
-            if term not in GENERIC_WORDS and term not in GENRE_WORDS and term not in title_words \
-                    and term not in terms and not term.isdigit():
+            if (
+                term not in GENERIC_WORDS
+                and term not in GENRE_WORDS
+                and term not in title_words
+                and term not in terms
+                and not term.isdigit()
+            ):
                 terms.append(term)
         years = _years(text, newest)
         if years != (None, None):
@@ -199,6 +261,7 @@ def second_choice(probs: dict[str, float], first: str, rng: random.Random, tempe
 
 # -- what code writes ------------------------------------------------------------------------------
 
+
 @dataclass
 class Fit:
     """Why an item fits: the asked-for genres it has, and people it shares with the person's own titles."""
@@ -267,7 +330,9 @@ def explanation_text(item: Item, fit: Fit, followup: str, catalog: Catalog) -> s
         sentences.append(item.description.strip())
     reasons = []
     if fit.genres:
-        reasons.append(f"it is the {_and(GENRE_PHRASES.get(g, g.lower()) for g in fit.genres)} kind of film you asked for")
+        reasons.append(
+            f"it is the {_and(GENRE_PHRASES.get(g, g.lower()) for g in fit.genres)} kind of film you asked for"
+        )
     if fit.director:
         reasons.append(f"{fit.director} also directed a film you mentioned")
     if fit.actor:

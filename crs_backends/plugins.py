@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from importlib import metadata
-from typing import Any, Callable
+from typing import Any
 
 from catalog.catalog import Catalog
 from crs_backends.base import DEFAULT_LIST_SIZE, CRSSystem, SystemInfo
 from crs_backends.remote_crs import InvalidResponse, RemoteCRSError, parse_response
-from llm.types import LLMError
+from llm_clients.types import LLMError
 from storage.records import Conversation, Turn
 
 log = logging.getLogger(__name__)
@@ -45,9 +46,18 @@ def describe(ep: metadata.EntryPoint) -> str:
 class PluginSystem(CRSSystem):
     """A plug-in's system under the id, label and description the operator gave it, its turns checked."""
 
-    def __init__(self, *, system_id: str, label: str, description: str, entry_point: str,
-                 factory: Callable[..., Any], catalog: Catalog, options: dict[str, Any] | None = None,
-                 list_size: int = DEFAULT_LIST_SIZE):
+    def __init__(
+        self,
+        *,
+        system_id: str,
+        label: str,
+        description: str,
+        entry_point: str,
+        factory: Callable[..., Any],
+        catalog: Catalog,
+        options: dict[str, Any] | None = None,
+        list_size: int = DEFAULT_LIST_SIZE,
+    ):
         self.system_id, self.label, self.description = system_id, label, description
         self.entry_point = entry_point
         self.catalog = catalog
@@ -56,11 +66,17 @@ class PluginSystem(CRSSystem):
             inner = factory(catalog, **(options or {}))
         except Exception:
             log.exception("plug-in %s (%s) could not be built", system_id, entry_point)
-            raise RemoteCRSError(f"{label} could not be started (plug-in {entry_point}); the details are in the "
-                                 "server log.", kind="plugin", model=system_id) from None
+            raise RemoteCRSError(
+                f"{label} could not be started (plug-in {entry_point}); the details are in the server log.",
+                kind="plugin",
+                model=system_id,
+            ) from None
         if not isinstance(inner, CRSSystem):
-            raise RemoteCRSError(f"{label}: plug-in {entry_point} did not give a CRSSystem (it gave a "
-                                 f"{type(inner).__name__}).", kind="plugin", model=system_id)
+            raise RemoteCRSError(
+                f"{label}: plug-in {entry_point} did not give a CRSSystem (it gave a {type(inner).__name__}).",
+                kind="plugin",
+                model=system_id,
+            )
         self.inner = inner
 
     @property
@@ -85,24 +101,39 @@ class PluginSystem(CRSSystem):
             raise RemoteCRSError(f"{self.label}: {e}", kind=getattr(e, "kind", "error"), model=self.system_id) from None
         except Exception:
             log.exception("plug-in system %s failed on a turn", self.system_id)
-            raise RemoteCRSError(f"{self.label} failed on this turn; the details are in the server log.",
-                                 kind="plugin", model=self.system_id) from None
+            raise RemoteCRSError(
+                f"{self.label} failed on this turn; the details are in the server log.",
+                kind="plugin",
+                model=self.system_id,
+            ) from None
         return self._checked(turn)
 
     def _checked(self, turn: Any) -> Turn:
         if not isinstance(turn, Turn) or turn.role != "system":
             log.warning("plug-in system %s returned %r, not a system Turn", self.system_id, type(turn).__name__)
-            raise RemoteCRSError(f"{self.label} gave an invalid answer (not a system turn); nothing was stored.",
-                                 kind="bad_response", model=self.system_id)
+            raise RemoteCRSError(
+                f"{self.label} gave an invalid answer (not a system turn); nothing was stored.",
+                kind="bad_response",
+                model=self.system_id,
+            )
         data = {"text": turn.text, "items": [{"id": ref.id, "title": ref.title} for ref in turn.items]}
         try:
             reply = parse_response(data, self.catalog, list_size=self.list_size)
         except InvalidResponse as e:
-            raise RemoteCRSError(f"{self.label} gave an invalid answer ({e}); nothing was stored.",
-                                 kind="bad_response", model=self.system_id) from None
+            raise RemoteCRSError(
+                f"{self.label} gave an invalid answer ({e}); nothing was stored.",
+                kind="bad_response",
+                model=self.system_id,
+            ) from None
         metadata = _storable(turn.metadata)
-        metadata.update({"system": self.system_id, "plugin": self.entry_point, "items_returned": reply.returned,
-                         "items_unmapped": reply.unmapped_count})
+        metadata.update(
+            {
+                "system": self.system_id,
+                "plugin": self.entry_point,
+                "items_returned": reply.returned,
+                "items_unmapped": reply.unmapped_count,
+            }
+        )
         if reply.unmapped:
             metadata["unmapped"] = reply.unmapped
         return Turn(role="system", text=reply.text, items=[i.ref() for i in reply.items], metadata=metadata)

@@ -12,11 +12,11 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 from catalog.catalog import get_catalog
 from crs_backends.base import CRSSystem, SystemInfo
-from llm.registry import client_for
+from llm_clients.registry import client_for
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ def _chatcrs(db_path) -> CRSSystem:
 
 
 def _retrieval(db_path) -> CRSSystem:
-    from crs_backends.retrieval import RetrievalCRS
+    from crs_backends.tfidf_baseline import RetrievalCRS
 
     return RetrievalCRS(catalog_for_chat())
 
@@ -72,16 +72,18 @@ _build = _BuildState()
 
 
 def _being_built_message(system_id: str) -> str:
-    return (f"{NEURAL_LABELS[system_id]}: the small local versions of KBRD, BARCOR and UniCRS are being built "
-            f"({_build.describe()}); this happens once and takes a few minutes. Try again in a minute, or pick "
-            "another system meanwhile.")
+    return (
+        f"{NEURAL_LABELS[system_id]}: the small local versions of KBRD, BARCOR and UniCRS are being built "
+        f"({_build.describe()}); this happens once and takes a few minutes. Try again in a minute, or pick "
+        "another system meanwhile."
+    )
 
 
 def _neural(system_id: str) -> Callable[..., CRSSystem]:
     def factory(db_path) -> CRSSystem:
         from crs_backends.neural import sources
         from crs_backends.neural.checkpoints import CheckpointError
-        from crs_backends.neural.kg import KGError
+        from crs_backends.neural.kg_reader import KGError
         from crs_backends.neural.system import NeuralCRS, item_catalog_for, load_model, policy_setting
 
         label = NEURAL_LABELS[system_id]
@@ -89,8 +91,11 @@ def _neural(system_id: str) -> Callable[..., CRSSystem]:
             source = sources.resolve(system_id)
         except sources.SourceError as missing:
             # checkpoints without their dataset files: name the fetch command, do not build something else instead
-            if isinstance(missing, sources.DatasetFilesMissing) or not neural_build_allowed() \
-                    or not _small_builder_present():
+            if (
+                isinstance(missing, sources.DatasetFilesMissing)
+                or not neural_build_allowed()
+                or not _small_builder_present()
+            ):
                 raise SystemUnavailable(str(missing)) from None
             source = _build_and_resolve(system_id)
         try:
@@ -99,11 +104,14 @@ def _neural(system_id: str) -> Callable[..., CRSSystem]:
         except ImportError as e:
             raise SystemUnavailable(f"{label}'s model code is not installed ({e}).") from None
         except (CheckpointError, KGError, sources.SourceError, OSError, ValueError) as e:
-            raise SystemUnavailable(f"{label} could not load its checkpoint ({source.variant}, {source.root}): {e}") from None
+            raise SystemUnavailable(
+                f"{label} could not load its checkpoint ({source.variant}, {source.root}): {e}"
+            ) from None
         except Exception as e:  # anything else while loading: a message in the UI, the details in the log
             log.exception("loading %s from %s failed", system_id, source.root)
-            raise SystemUnavailable(f"{label} could not load its checkpoint ({source.variant}, {source.root}): "
-                                    f"{type(e).__name__}: {e}") from None
+            raise SystemUnavailable(
+                f"{label} could not load its checkpoint ({source.variant}, {source.root}): {type(e).__name__}: {e}"
+            ) from None
         try:
             return NeuralCRS(model, items, source=source, policy=policy_setting())
         except ValueError as e:  # CRS_NEURAL_POLICY names no policy
@@ -133,8 +141,10 @@ def _build_and_resolve(system_id: str):
             raise SystemUnavailable(str(e)) from None
         except Exception as e:  # whatever the builder raises, the UI shows a message, not a crash
             log.exception("building the small local versions failed")
-            raise SystemUnavailable(f"Building the small local versions failed: {type(e).__name__}: {e}. "
-                                    f"Run `{sources.SMALL_COMMAND}` to see the details.") from None
+            raise SystemUnavailable(
+                f"Building the small local versions failed: {type(e).__name__}: {e}. "
+                f"Run `{sources.SMALL_COMMAND}` to see the details."
+            ) from None
     finally:
         _build.lock.release()
     try:
@@ -233,9 +243,12 @@ def _describe_neural(system_id: str) -> SystemInfo:
     except sources.DatasetFilesMissing as e:
         from crs_backends.neural.datasets import fetch_command
 
-        return SystemInfo(id=system_id, label=label,
-                          variant=f"not available: published checkpoints without their dataset files (run "
-                                  f"`{fetch_command(e.dataset)}`)")
+        return SystemInfo(
+            id=system_id,
+            label=label,
+            variant=f"not available: published checkpoints without their dataset files (run "
+            f"`{fetch_command(e.dataset)}`)",
+        )
     except sources.SourceError:
         pass
     except Exception as e:  # a broken manifest or folder: describe, do not crash the page
@@ -243,9 +256,11 @@ def _describe_neural(system_id: str) -> SystemInfo:
     if neural_build_allowed() and _small_builder_present():
         when = "being built now" if _build.running else "built on first use, a few minutes"
         return SystemInfo(id=system_id, label=label, variant=f"small local version ({when})", demo=True)
-    return SystemInfo(id=system_id, label=label,
-                      variant=f"not available: no checkpoint (run `{sources.FETCH_COMMAND}` or "
-                              f"`{sources.SMALL_COMMAND}`)")
+    return SystemInfo(
+        id=system_id,
+        label=label,
+        variant=f"not available: no checkpoint (run `{sources.FETCH_COMMAND}` or `{sources.SMALL_COMMAND}`)",
+    )
 
 
 def system_infos(*, db_path=None) -> list[SystemInfo]:
@@ -296,7 +311,7 @@ def system_line(info: SystemInfo) -> str:
     kind = system_kind(info)
     detail = info.variant.strip()
     if detail.lower().startswith(kind):
-        detail = detail[len(kind):].strip().removeprefix(":").strip()
+        detail = detail[len(kind) :].strip().removeprefix(":").strip()
         if detail.startswith("(") and detail.endswith(")"):
             detail = detail[1:-1]
     about = ABOUT.get(info.id, "")

@@ -8,7 +8,7 @@ year); items that match nothing are left out of the list and only recorded. What
 :class:`RemoteCRSError` (an :class:`~llm.types.LLMError`, so the chat, the arena and the simulator treat it as
 they treat a failed model call) whose message is fit for a person: no URL, no key, no exception text.
 
-Timeouts and retries follow the LLM endpoints (``llm/remote.py``): ``CRS_LLM_TIMEOUT`` seconds per attempt
+Timeouts and retries follow the LLM endpoints (``llm_clients/remote.py``): ``CRS_LLM_TIMEOUT`` seconds per attempt
 and ``CRS_LLM_MAX_RETRIES`` retries unless the systems file sets them; 408/409/429/5xx, timeouts and
 connection errors are retried with exponential backoff (0.5 s doubling, at most 8 s, with jitter) honouring
 ``Retry-After`` up to 60 s. Redirects are never followed (the key goes to the configured URL only).
@@ -24,9 +24,10 @@ import random
 import re
 import time
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
@@ -34,7 +35,7 @@ import httpx
 from catalog.catalog import Catalog
 from catalog.items import Item, split_name
 from crs_backends.base import DEFAULT_LIST_SIZE, CRSSystem, SystemInfo
-from llm.types import LLMError
+from llm_clients.types import LLMError
 from storage.records import Conversation, Turn, new_id
 
 log = logging.getLogger(__name__)
@@ -121,8 +122,9 @@ def _number(value, default, kind):
         return default
 
 
-def build_request(conversation: Conversation, *, request_id: str, catalog: str, domain: str,
-                  max_items: int) -> dict[str, Any]:
+def build_request(
+    conversation: Conversation, *, request_id: str, catalog: str, domain: str, max_items: int
+) -> dict[str, Any]:
     """The JSON body of one request: the conversation so far (history first), ids and the catalog."""
     turns = []
     for turn in conversation.all_turns:
@@ -190,8 +192,9 @@ def parse_response(data: Any, catalog: Catalog, *, list_size: int = DEFAULT_LIST
         raise InvalidResponse("'items' is not a list")
     if len(raw_items) > MAX_ITEMS:
         raise InvalidResponse(f"'items' has {len(raw_items)} entries; at most {MAX_ITEMS} are accepted")
-    reply = ParsedReply(text=text, items=[], returned=len(raw_items),
-                        system_version=clean_text(version) or None if version else None)
+    reply = ParsedReply(
+        text=text, items=[], returned=len(raw_items), system_version=clean_text(version) or None if version else None
+    )
     seen: set[str] = set()
     for n, raw in enumerate(raw_items, 1):
         item_id, title, year, score, explanation = _item_fields(n, raw)
@@ -234,8 +237,7 @@ def _item_fields(n: int, raw: Any):
         score = float(score)
     explanation = raw.get("explanation")
     if explanation is not None and (not isinstance(explanation, str) or len(explanation) > MAX_EXPLANATION_CHARS):
-        raise InvalidResponse(f"item {n}: 'explanation' must be a string of at most {MAX_EXPLANATION_CHARS} "
-                              "characters")
+        raise InvalidResponse(f"item {n}: 'explanation' must be a string of at most {MAX_EXPLANATION_CHARS} characters")
     item_id = clean_text(item_id) if item_id else None
     title = clean_text(title) if title else None
     if not item_id and not title:
@@ -268,8 +270,16 @@ class RemoteCRS(CRSSystem):
     there for tests and benchmarks; ``backoff`` scales the retry waits.
     """
 
-    def __init__(self, config: RemoteConfig, catalog: Catalog, *, client: httpx.Client | None = None,
-                 sleep: Callable[[float], None] = time.sleep, backoff: float = 1.0, env=os.environ):
+    def __init__(
+        self,
+        config: RemoteConfig,
+        catalog: Catalog,
+        *,
+        client: httpx.Client | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        backoff: float = 1.0,
+        env=os.environ,
+    ):
         self.config = config
         self.catalog = catalog
         self.list_size = config.list_size
@@ -278,9 +288,12 @@ class RemoteCRS(CRSSystem):
         self._env = env
         self._version: str | None = None
         self._client = client or httpx.Client(
-            timeout=httpx.Timeout(config.timeout), follow_redirects=False, trust_env=False,
+            timeout=httpx.Timeout(config.timeout),
+            follow_redirects=False,
+            trust_env=False,
             limits=httpx.Limits(max_connections=64, max_keepalive_connections=16),
-            headers={"User-Agent": USER_AGENT})
+            headers={"User-Agent": USER_AGENT},
+        )
 
     @property
     def info(self) -> SystemInfo:
@@ -301,16 +314,22 @@ class RemoteCRS(CRSSystem):
         if self.config.key_env:
             key = (self._env.get(self.config.key_env) or "").strip()
             if not key:
-                raise self._error(f"cannot be called: its key variable {self.config.key_env} is not set on the "
-                                  "server.", "config")
+                raise self._error(
+                    f"cannot be called: its key variable {self.config.key_env} is not set on the server.", "config"
+                )
             headers["Authorization"] = f"Bearer {key}"
         return headers
 
     def respond(self, conversation: Conversation) -> Turn:
         request_id = new_id()
         catalog_name = self.config.catalog or self.catalog.name
-        payload = build_request(conversation, request_id=request_id, catalog=catalog_name,
-                                domain=self.catalog.domain, max_items=self.list_size)
+        payload = build_request(
+            conversation,
+            request_id=request_id,
+            catalog=catalog_name,
+            domain=self.catalog.domain,
+            max_items=self.list_size,
+        )
         body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
         headers = self._headers(request_id)
         start = time.perf_counter()
@@ -319,20 +338,27 @@ class RemoteCRS(CRSSystem):
             data = json.loads(raw)
         except (UnicodeDecodeError, ValueError):
             log.warning("remote system %s: response to %s is not JSON (%d bytes)", self.config.id, request_id, len(raw))
-            raise self._error("sent a response that is not valid JSON; nothing was stored.", "bad_response",
-                              request_id) from None
+            raise self._error(
+                "sent a response that is not valid JSON; nothing was stored.", "bad_response", request_id
+            ) from None
         try:
             reply = parse_response(data, self.catalog, list_size=self.list_size)
         except InvalidResponse as e:
             log.warning("remote system %s: invalid response to %s: %s", self.config.id, request_id, e)
-            raise self._error(f"sent an invalid response ({e}); nothing was stored.", "bad_response",
-                              request_id) from None
+            raise self._error(
+                f"sent an invalid response ({e}); nothing was stored.", "bad_response", request_id
+            ) from None
         if reply.system_version:
             self._version = reply.system_version
         metadata: dict[str, Any] = {
-            "system": self.config.id, "remote": True, "request_id": request_id, "catalog": catalog_name,
-            "latency_ms": round((time.perf_counter() - start) * 1000, 1), "attempts": attempts,
-            "items_returned": reply.returned, "items_unmapped": reply.unmapped_count,
+            "system": self.config.id,
+            "remote": True,
+            "request_id": request_id,
+            "catalog": catalog_name,
+            "latency_ms": round((time.perf_counter() - start) * 1000, 1),
+            "attempts": attempts,
+            "items_returned": reply.returned,
+            "items_unmapped": reply.unmapped_count,
         }
         if server_ms is not None:
             metadata["server_ms"] = server_ms
@@ -359,8 +385,9 @@ class RemoteCRS(CRSSystem):
             wait = None
             deadline = time.perf_counter() + self.config.timeout  # for the whole answer, body included
             try:
-                with self._client.stream("POST", self.config.url, content=body, headers=headers,
-                                         timeout=self.config.timeout) as response:
+                with self._client.stream(
+                    "POST", self.config.url, content=body, headers=headers, timeout=self.config.timeout
+                ) as response:
                     status = response.status_code
                     if 200 <= status < 300:
                         raw = self._read(response, request_id, deadline)
@@ -371,15 +398,19 @@ class RemoteCRS(CRSSystem):
                         raise self._status_error(status, tries(attempt + 1), request_id)
             except httpx.TimeoutException:
                 if attempt >= retries:
-                    raise self._error(f"did not answer within {self.config.timeout:g} s ({tries(attempt + 1)}).",
-                                      "timeout", request_id) from None
+                    raise self._error(
+                        f"did not answer within {self.config.timeout:g} s ({tries(attempt + 1)}).",
+                        "timeout",
+                        request_id,
+                    ) from None
             except httpx.TransportError as e:
                 log.info("remote system %s: %s on attempt %d", self.config.id, type(e).__name__, attempt + 1)
                 if attempt >= retries:
-                    raise self._error(f"could not be reached ({tries(attempt + 1)}).", "connection",
-                                      request_id) from None
+                    raise self._error(
+                        f"could not be reached ({tries(attempt + 1)}).", "connection", request_id
+                    ) from None
             if wait is None:
-                wait = min(BACKOFF_START * 2 ** attempt, BACKOFF_MAX) * (1 - 0.25 * random.random())
+                wait = min(BACKOFF_START * 2**attempt, BACKOFF_MAX) * (1 - 0.25 * random.random())
             self._sleep(wait * self._backoff)
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -388,14 +419,21 @@ class RemoteCRS(CRSSystem):
         limit = MAX_RESPONSE_BYTES
         announced = response.headers.get("content-length")
         if announced and announced.strip().isdigit() and int(announced) > limit:
-            raise self._error(f"sent a response of {int(announced):,} bytes; at most {limit:,} are accepted, so "
-                              "nothing was read or stored.", "too_large", request_id)
+            raise self._error(
+                f"sent a response of {int(announced):,} bytes; at most {limit:,} are accepted, so "
+                "nothing was read or stored.",
+                "too_large",
+                request_id,
+            )
         chunks, size = [], 0
         for chunk in response.iter_bytes():
             size += len(chunk)
             if size > limit:
-                raise self._error(f"sent a response larger than {limit:,} bytes; it was not read further and "
-                                  "nothing was stored.", "too_large", request_id)
+                raise self._error(
+                    f"sent a response larger than {limit:,} bytes; it was not read further and nothing was stored.",
+                    "too_large",
+                    request_id,
+                )
             if time.perf_counter() > deadline:
                 raise httpx.ReadTimeout("the body took too long")
             chunks.append(chunk)
@@ -403,15 +441,23 @@ class RemoteCRS(CRSSystem):
 
     def _status_error(self, status: int, tries: str, request_id: str) -> RemoteCRSError:
         if status == 429:
-            return self._error(f"is rate-limiting requests (HTTP 429, {tries}). Try again later.", "rate_limit",
-                               request_id)
+            return self._error(
+                f"is rate-limiting requests (HTTP 429, {tries}). Try again later.", "rate_limit", request_id
+            )
         if status in (401, 403):
-            how = (f"check the variable {self.config.key_env}" if self.config.key_env
-                   else "its systems-file entry names no key variable (key_env)")
+            how = (
+                f"check the variable {self.config.key_env}"
+                if self.config.key_env
+                else "its systems-file entry names no key variable (key_env)"
+            )
             return self._error(f"refused the request's key (HTTP {status}): {how}.", "auth", request_id)
         if 300 <= status < 400:
-            return self._error(f"answered with a redirect (HTTP {status}), which is not followed: the systems file "
-                               "should give the final URL.", "redirect", request_id)
+            return self._error(
+                f"answered with a redirect (HTTP {status}), which is not followed: the systems file "
+                "should give the final URL.",
+                "redirect",
+                request_id,
+            )
         if status >= 500 or status in RETRY_STATUSES:
             return self._error(f"failed with HTTP {status} ({tries}).", "server", request_id)
         return self._error(f"refused the request (HTTP {status}).", "refused", request_id)

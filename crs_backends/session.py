@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 from crs_backends.base import CRSSystem
-from llm.types import LLMError
+from llm_clients.types import LLMError
 from storage.conversations import append_turns, set_status
 from storage.db import get_db
 from storage.records import Conversation, Turn
@@ -33,8 +33,11 @@ def prepare_user_message(text: str | None, *, limit: int = MAX_MESSAGE_CHARS) ->
     file can store (lone surrogates, control characters) are replaced or removed, with a notice."""
     text = text if isinstance(text, str) else ""
     cleaned = clean_text(text)
-    notice = "Some characters of your message could not be stored and were replaced (�) or removed." \
-        if cleaned != text else None
+    notice = (
+        "Some characters of your message could not be stored and were replaced (�) or removed."
+        if cleaned != text
+        else None
+    )
     text = cleaned.strip()
     if not text or not any(c.isprintable() and not c.isspace() for c in text):
         raise EmptyMessage("Please type a message first: an empty message is not sent.")
@@ -53,8 +56,9 @@ class ChatSession:
     system loses nothing; the failure is recorded on the conversation.
     """
 
-    def __init__(self, system: CRSSystem, *, db_path=None, conversation: Conversation | None = None,
-                 source: str = "chat"):
+    def __init__(
+        self, system: CRSSystem, *, db_path=None, conversation: Conversation | None = None, source: str = "chat"
+    ):
         self.system = system
         self.db_path = db_path
         self.conversation = conversation or Conversation(

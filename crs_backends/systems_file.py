@@ -33,13 +33,13 @@ import logging
 import os
 import re
 import tomllib
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from crs_backends.base import DEFAULT_LIST_SIZE, CRSSystem, SystemInfo
-from crs_backends.remote_crs import (RemoteConfig, RemoteCRS, RemoteCRSError, default_retries, default_timeout,
-                                     http_url)
+from crs_backends.remote_crs import RemoteConfig, RemoteCRS, RemoteCRSError, default_retries, default_timeout, http_url
 from storage.records import Turn
 
 log = logging.getLogger(__name__)
@@ -88,11 +88,17 @@ class SystemEntry:
         return self.catalog or env.get("CRS_CATALOG") or "bundled"
 
     def remote_config(self, *, max_retries: int | None = None, timeout: float | None = None) -> RemoteConfig:
-        return RemoteConfig(id=self.id, label=self.label, url=self.url or "", description=self.description,
-                            key_env=self.key_env, catalog=self.catalog,
-                            timeout=self.timeout if timeout is None else timeout,
-                            max_retries=self.max_retries if max_retries is None else max_retries,
-                            list_size=self.list_size)
+        return RemoteConfig(
+            id=self.id,
+            label=self.label,
+            url=self.url or "",
+            description=self.description,
+            key_env=self.key_env,
+            catalog=self.catalog,
+            timeout=self.timeout if timeout is None else timeout,
+            max_retries=self.max_retries if max_retries is None else max_retries,
+            list_size=self.list_size,
+        )
 
     def build(self, *, max_retries: int | None = None, timeout: float | None = None) -> CRSSystem:
         """The system (no request is sent). A plug-in or catalog that cannot be loaded gives a stand-in whose
@@ -110,9 +116,16 @@ class SystemEntry:
 
         try:
             factory = plugins.load_factory(self.entry_point or "")
-            return plugins.PluginSystem(system_id=self.id, label=self.label, description=self.description,
-                                        entry_point=self.entry_point or "", factory=factory, catalog=catalog,
-                                        options=self.options, list_size=self.list_size)
+            return plugins.PluginSystem(
+                system_id=self.id,
+                label=self.label,
+                description=self.description,
+                entry_point=self.entry_point or "",
+                factory=factory,
+                catalog=catalog,
+                options=self.options,
+                list_size=self.list_size,
+            )
         except Exception:  # an import error or a constructor that raised: the log has it, people get a sentence
             log.exception("plug-in %s (%s) could not be loaded", self.id, self.entry_point)
             return Unavailable(self, f"its plug-in {self.entry_point!r} could not be loaded (see the server log)")
@@ -129,12 +142,16 @@ class Unavailable(CRSSystem):
         return SystemInfo(id=self.entry.id, label=self.entry.label, variant=f"not available: {self.reason}")
 
     def respond(self, conversation) -> Turn:
-        raise RemoteCRSError(f"{self.entry.label} is not available: {self.reason}.", kind="config",
-                             model=self.entry.id)
+        raise RemoteCRSError(f"{self.entry.label} is not available: {self.reason}.", kind="config", model=self.entry.id)
 
 
-def load_systems_file(path: str | os.PathLike, *, reserved: Iterable[str] = (), env=os.environ,
-                      installed_plugins: Callable[[], Iterable[str]] | None = None) -> list[SystemEntry]:
+def load_systems_file(
+    path: str | os.PathLike,
+    *,
+    reserved: Iterable[str] = (),
+    env=os.environ,
+    installed_plugins: Callable[[], Iterable[str]] | None = None,
+) -> list[SystemEntry]:
     """Read and check the systems file. ``reserved``: ids already taken (the built-in systems).
 
     Raises :class:`SystemsFileError` naming the file and line of the first problem.
@@ -188,17 +205,28 @@ def load_systems_file(path: str | os.PathLike, *, reserved: Iterable[str] = (), 
             fail(at("catalog"), f"no catalog {catalog!r}: use 'bundled' or a dataset folder under CRS_DATA_DIR")
         list_size = _integer(table, "list_size", DEFAULT_LIST_SIZE, 1, 100, at, fail)
         if "url" in table and "entry_point" in table and "kind" not in table:
-            fail(max(at("url"), at("entry_point")), "a system has either a 'url' (HTTP) or an 'entry_point' "
-                                                     "(plug-in), not both")
+            fail(
+                max(at("url"), at("entry_point")),
+                "a system has either a 'url' (HTTP) or an 'entry_point' (plug-in), not both",
+            )
         kind = table.get("kind") or ("plugin" if "entry_point" in table else "http")
         if kind not in KINDS:
             fail(at("kind"), f"'kind' must be one of {', '.join(KINDS)}")
         wrong = [k for k in table if k in (PLUGIN_KEYS if kind == "http" else HTTP_KEYS)]
         if wrong:
-            fail(at(wrong[0]), f"key {wrong[0]!r} does not apply to {'an HTTP' if kind == 'http' else 'a plug-in'} "
-                               "system")
-        common = dict(id=system_id, label=label, kind=kind, line=at(), description=description, catalog=catalog,
-                      list_size=list_size)
+            fail(
+                at(wrong[0]),
+                f"key {wrong[0]!r} does not apply to {'an HTTP' if kind == 'http' else 'a plug-in'} system",
+            )
+        common = dict(
+            id=system_id,
+            label=label,
+            kind=kind,
+            line=at(),
+            description=description,
+            catalog=catalog,
+            list_size=list_size,
+        )
         if kind == "http":
             url = table.get("url")
             if url is None:
@@ -209,16 +237,20 @@ def load_systems_file(path: str | os.PathLike, *, reserved: Iterable[str] = (), 
                 fail(at("url"), f"'url': {e}")
             key_env = table.get("key_env")
             if key_env is not None and (not isinstance(key_env, str) or not _ENV_NAME.match(key_env)):
-                fail(at("key_env"), "'key_env' is the NAME of an environment variable (e.g. MY_CRS_KEY), never "
-                                    "the key itself")
+                fail(
+                    at("key_env"),
+                    "'key_env' is the NAME of an environment variable (e.g. MY_CRS_KEY), never the key itself",
+                )
             timeout = _number(table, "timeout", default_timeout(env), 0.1, 600, at, fail)
             retries = _integer(table, "max_retries", default_retries(env), 0, 10, at, fail)
             entries.append(SystemEntry(**common, url=url, key_env=key_env, timeout=timeout, max_retries=retries))
         else:
             name = table.get("entry_point")
             if not isinstance(name, str) or not name.strip():
-                fail(at("entry_point") if "entry_point" in table else at(),
-                     f"system {system_id!r} needs an 'entry_point' (the plug-in's name in crs_arena.systems)")
+                fail(
+                    at("entry_point") if "entry_point" in table else at(),
+                    f"system {system_id!r} needs an 'entry_point' (the plug-in's name in crs_arena.systems)",
+                )
             if plugins_installed is None:
                 if installed_plugins is None:
                     from crs_backends import plugins
@@ -227,8 +259,10 @@ def load_systems_file(path: str | os.PathLike, *, reserved: Iterable[str] = (), 
                 plugins_installed = set(installed_plugins())
             if name not in plugins_installed:
                 known = ", ".join(sorted(plugins_installed)) or "none"
-                fail(at("entry_point"), f"no installed package provides the plug-in {name!r} (group "
-                                        f"crs_arena.systems; installed: {known})")
+                fail(
+                    at("entry_point"),
+                    f"no installed package provides the plug-in {name!r} (group crs_arena.systems; installed: {known})",
+                )
             options = table.get("options", {})
             if not isinstance(options, dict):
                 fail(at("options"), "'options' must be a table ([system.options])")
@@ -254,9 +288,10 @@ def _text(table, key, limit, at, fail, *, required=False) -> str:
     if value is None and not required:
         return ""
     if not isinstance(value, str) or not value.strip() or len(value) > limit or _CONTROL.search(value):
-        fail(at(key) if key in table else at(),
-             f"'{key}' {'is required and ' if required else ''}must be a single-line string of 1 to {limit} "
-             "characters")
+        fail(
+            at(key) if key in table else at(),
+            f"'{key}' {'is required and ' if required else ''}must be a single-line string of 1 to {limit} characters",
+        )
     return value.strip()
 
 
@@ -303,20 +338,20 @@ class _Lines:
                     current = {"": number}
                     self.tables.append(current)
                 else:
-                    self.top.setdefault(name.split(".")[0].strip('"\''), number)
+                    self.top.setdefault(name.split(".")[0].strip("\"'"), number)
                     current = None
             elif table:
                 name = table.group(1).strip()
                 first, _, sub = name.partition(".")
                 if first != "system":
-                    self.top.setdefault(first.strip('"\''), number)
+                    self.top.setdefault(first.strip("\"'"), number)
                 elif sub and self.tables:  # [system.options] belongs to the [[system]] above it
-                    self.tables[-1].setdefault(sub.strip().strip('"\''), number)
+                    self.tables[-1].setdefault(sub.strip().strip("\"'"), number)
                 current = None  # a sub-table such as [system.options]: its keys are not the system's
             else:
                 key = self._KEY.match(line)
                 if key and current is not None:
-                    current.setdefault(key.group(1).strip('"\''), number)
+                    current.setdefault(key.group(1).strip("\"'"), number)
             for quote in ('"""', "'''"):
                 if line.count(quote) % 2 == 1:
                     in_string = quote
@@ -352,7 +387,9 @@ def registered(env=os.environ) -> list[SystemEntry]:
     return _loaded[str(path)]
 
 
-def operator_systems(*, reserved: Iterable[str] = (), env=os.environ) -> dict[str, tuple[str, Callable[..., CRSSystem]]]:
+def operator_systems(
+    *, reserved: Iterable[str] = (), env=os.environ
+) -> dict[str, tuple[str, Callable[..., CRSSystem]]]:
     """``{id: (label, factory)}`` for the registry, from the configured systems file (raises
     :class:`SystemsFileError` when it cannot be used)."""
     path = configured_path(env)

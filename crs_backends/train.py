@@ -59,8 +59,11 @@ def model_class(system: str):
     if cls is None:
         from crs_backends.neural.engine import NeuralModel
 
-        found = [v for v in vars(module).values()
-                 if isinstance(v, type) and issubclass(v, NeuralModel) and getattr(v, "system", None) == system]
+        found = [
+            v
+            for v in vars(module).values()
+            if isinstance(v, type) and issubclass(v, NeuralModel) and getattr(v, "system", None) == system
+        ]
         if not found:
             raise click.ClickException(f"crs_backends.neural.{system} defines no {CLASS_NAMES[system]} model class")
         cls = found[0]
@@ -78,15 +81,17 @@ class TrainData:
 
     def describe(self) -> str:
         with_rec = sum(1 for r in self.records if r.rec)
-        return (f"dataset {self.dataset}: {self.kg.n_entities} entities, {len(self.kg.item_ids)} items, "
-                f"{self.kg.n_relations} relations; {len(self.records)} records ({with_rec} with a target) "
-                f"from {self.source}")
+        return (
+            f"dataset {self.dataset}: {self.kg.n_entities} entities, {len(self.kg.item_ids)} items, "
+            f"{self.kg.n_relations} relations; {len(self.records)} records ({with_rec} with a target) "
+            f"from {self.source}"
+        )
 
 
 def resolve_data_dir(data: str) -> Path:
     """A KG directory from a path or a bare dataset name in the data directory; clear errors otherwise."""
     from catalog.catalog import data_dir
-    from crs_backends.neural.kg import KG_FILES
+    from crs_backends.neural.kg_reader import KG_FILES
 
     path = Path(data).expanduser()
     if not path.exists() and not path.is_absolute() and len(path.parts) == 1:
@@ -94,15 +99,15 @@ def resolve_data_dir(data: str) -> Path:
         if base is not None and (base / data).is_dir():
             path = base / data
     if not path.exists():
-        raise DataError(f"--data {data}: no such directory. Give a knowledge-graph directory in the iEvaLM layout "
-                        f"(e.g. ../shared/data/redial), a dataset name in CRS_DATA_DIR, or '{BUNDLED}'")
+        raise DataError(
+            f"--data {data}: no such directory. Give a knowledge-graph directory in the iEvaLM layout "
+            f"(e.g. ../shared/data/redial), a dataset name in CRS_DATA_DIR, or '{BUNDLED}'"
+        )
     if not path.is_dir():
-        raise DataError(f"--data {data}: {path} is a file; give the dataset directory holding "
-                        f"{', '.join(KG_FILES)}")
+        raise DataError(f"--data {data}: {path} is a file; give the dataset directory holding {', '.join(KG_FILES)}")
     missing = [f for f in KG_FILES if not (path / f).exists()]
     if missing:
-        raise DataError(f"--data {data}: {path} is not a dataset in the iEvaLM layout (missing "
-                        f"{', '.join(missing)})")
+        raise DataError(f"--data {data}: {path} is not a dataset in the iEvaLM layout (missing {', '.join(missing)})")
     return path
 
 
@@ -115,8 +120,11 @@ def default_records_file(kg_dir: Path) -> Path | None:
 
 def record_candidates(kg_dir: Path) -> list[Path]:
     eval_dir = kg_dir.parent / f"{kg_dir.name}_eval"
-    return [eval_dir / "train_data_processed.jsonl", kg_dir / "train_data_processed.jsonl",
-            eval_dir / "valid_data_processed.jsonl"]
+    return [
+        eval_dir / "train_data_processed.jsonl",
+        kg_dir / "train_data_processed.jsonl",
+        eval_dir / "valid_data_processed.jsonl",
+    ]
 
 
 def read_records_file(path: Path, limit: int | None):
@@ -133,10 +141,11 @@ def read_records_file(path: Path, limit: int | None):
     return records
 
 
-def load_train_data(data: str, records: str | None = None, *, limit: int | None = None,
-                    dialogues: int | None = None, seed: int = 0) -> TrainData:
+def load_train_data(
+    data: str, records: str | None = None, *, limit: int | None = None, dialogues: int | None = None, seed: int = 0
+) -> TrainData:
     """The KG and training records named by ``--data`` / ``--records``."""
-    from crs_backends.neural.kg import KGError, kg_from_catalog, load_kg
+    from crs_backends.neural.kg_reader import KGError, kg_from_catalog, load_kg
 
     if data == BUNDLED:
         from catalog.catalog import load_bundled
@@ -190,8 +199,15 @@ class TqdmProgress:
         if phase != self.phase or self.bar is None:
             self.close()
             self.phase = phase
-            self.bar = tqdm(total=total, initial=0, desc=f"{self.prefix}{phase}", unit="step", dynamic_ncols=True,
-                            file=sys.stderr, leave=False)
+            self.bar = tqdm(
+                total=total,
+                initial=0,
+                desc=f"{self.prefix}{phase}",
+                unit="step",
+                dynamic_ncols=True,
+                file=sys.stderr,
+                leave=False,
+            )
         if total and self.bar.total != total:
             self.bar.total = total
         self.bar.n = done
@@ -253,15 +269,29 @@ def cli():
 
 
 def _train_command(system: str):
-    @click.option("--data", "data", required=True, help="dataset dir in the iEvaLM layout (e.g. ../shared/data/redial), "
-                  "a dataset name in CRS_DATA_DIR, or 'bundled' (synthetic dialogues over the bundled catalog)")
-    @click.option("--out", "out", required=True, type=click.Path(file_okay=False, path_type=Path),
-                  help="root of the published layout to write")
+    @click.option(
+        "--data",
+        "data",
+        required=True,
+        help="dataset dir in the iEvaLM layout (e.g. ../shared/data/redial), "
+        "a dataset name in CRS_DATA_DIR, or 'bundled' (synthetic dialogues over the bundled catalog)",
+    )
+    @click.option(
+        "--out",
+        "out",
+        required=True,
+        type=click.Path(file_okay=False, path_type=Path),
+        help="root of the published layout to write",
+    )
     @click.option("--size", type=click.Choice(["small", "full"]), default="small", show_default=True)
-    @click.option("--records", type=click.Path(dir_okay=False, path_type=Path), default=None,
-                  help="training records (iEvaLM processed JSONL); default: the first present of "
-                  "<data>_eval/train_data_processed.jsonl, <data>/train_data_processed.jsonl, "
-                  "<data>_eval/valid_data_processed.jsonl")
+    @click.option(
+        "--records",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        help="training records (iEvaLM processed JSONL); default: the first present of "
+        "<data>_eval/train_data_processed.jsonl, <data>/train_data_processed.jsonl, "
+        "<data>_eval/valid_data_processed.jsonl",
+    )
     @click.option("--limit", type=int, default=None, help="use only the first N records")
     @click.option("--dialogues", type=int, default=None, help="synthetic dialogues for --data bundled (default 2000)")
     @click.option("--epochs", type=int, default=None)
@@ -272,8 +302,9 @@ def _train_command(system: str):
     @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
     @click.option("--no-resume", is_flag=True, help="start again instead of continuing a previous run in --out")
     @click.option("--quiet", is_flag=True, help="no progress bar")
-    def command(data, out, size, records, limit, dialogues, epochs, max_steps, batch_size, lr, seed, device,
-                no_resume, quiet):
+    def command(
+        data, out, size, records, limit, dialogues, epochs, max_steps, batch_size, lr, seed, device, no_resume, quiet
+    ):
         from crs_backends.neural.engine import TrainConfig
 
         if device == "cuda":
@@ -281,18 +312,23 @@ def _train_command(system: str):
 
             if not torch.cuda.is_available():
                 raise click.ClickException("--device cuda: no CUDA device is available")
-        for name, value in (("--epochs", epochs), ("--max-steps", max_steps), ("--batch-size", batch_size),
-                            ("--limit", limit), ("--dialogues", dialogues)):
+        for name, value in (
+            ("--epochs", epochs),
+            ("--max-steps", max_steps),
+            ("--batch-size", batch_size),
+            ("--limit", limit),
+            ("--dialogues", dialogues),
+        ):
             if value is not None and value < (0 if name == "--max-steps" else 1):
                 raise click.BadParameter(f"{name} must be positive, got {value}")
         if lr is not None and not (lr > 0 and math.isfinite(lr)):
             raise click.BadParameter(f"--lr must be a positive number, got {lr}")
-        train_data = load_train_data(data, str(records) if records else None, limit=limit, dialogues=dialogues,
-                                     seed=seed)
+        train_data = load_train_data(
+            data, str(records) if records else None, limit=limit, dialogues=dialogues, seed=seed
+        )
         click.echo(train_data.describe())
         config = TrainConfig(size=size, seed=seed, device=device, resume=not no_resume, progress=not quiet)
-        for field_name, value in (("epochs", epochs), ("max_steps", max_steps), ("batch_size", batch_size),
-                                  ("lr", lr)):
+        for field_name, value in (("epochs", epochs), ("max_steps", max_steps), ("batch_size", batch_size), ("lr", lr)):
             if value is not None:
                 setattr(config, field_name, value)
         progress = TqdmProgress(f"{system} ", enabled=not quiet)
@@ -319,7 +355,7 @@ def recall_at_k(model, records, ks=RECALL_KS, *, progress=None) -> tuple[dict[in
 
     kg = model.kg
     items = frozenset(kg.item_ids)
-    hits = {k: 0 for k in ks}
+    hits = dict.fromkeys(ks, 0)
     samples = used = 0
     for n, record in enumerate(records, 1):
         gold = kg.ids_of(record.rec)
@@ -336,10 +372,20 @@ def recall_at_k(model, records, ks=RECALL_KS, *, progress=None) -> tuple[dict[in
     return {k: (hits[k] / samples if samples else 0.0) for k in ks}, used, samples
 
 
-def quality_report(models: Path, data: str, test: Path | None = None, *, systems=SYSTEMS, limit: int | None = None,
-                   dataset: str | None = None, device: str = "cpu", progress: bool = True, echo=print) -> dict:
+def quality_report(
+    models: Path,
+    data: str,
+    test: Path | None = None,
+    *,
+    systems=SYSTEMS,
+    limit: int | None = None,
+    dataset: str | None = None,
+    device: str = "cpu",
+    progress: bool = True,
+    echo=print,
+) -> dict:
     """Recall@1/10/50 of each system trained under ``models`` on the ``test`` records, beside the published numbers."""
-    from crs_backends.neural.kg import KGError, load_kg
+    from crs_backends.neural.kg_reader import KGError, load_kg
 
     kg_dir = resolve_data_dir(data)
     try:
@@ -369,17 +415,26 @@ def quality_report(models: Path, data: str, test: Path | None = None, *, systems
             recall, used, samples = recall_at_k(model, records, progress=bar)
         finally:
             bar.close()
-        results[system] = {"recall": recall, "records": used, "samples": samples,
-                           "seconds": time.monotonic() - t0, "description": getattr(model, "description", system)}
+        results[system] = {
+            "recall": recall,
+            "records": used,
+            "samples": samples,
+            "seconds": time.monotonic() - t0,
+            "description": getattr(model, "description", system),
+        }
     if results:
         echo("")
-        echo(f"{'system':<8} {'records':>7} {'samples':>7}   {'R@1':>6} {'R@10':>6} {'R@50':>6}   "
-             f"{'published R@1/10/50':>20}")
+        echo(
+            f"{'system':<8} {'records':>7} {'samples':>7}   {'R@1':>6} {'R@10':>6} {'R@50':>6}   "
+            f"{'published R@1/10/50':>20}"
+        )
         for system, r in results.items():
             rec = r["recall"]
             pub = PUBLISHED_RECALL[system]
-            echo(f"{LABELS[system]:<8} {r['records']:>7} {r['samples']:>7}   {rec[1]:>6.3f} {rec[10]:>6.3f} "
-                 f"{rec[50]:>6.3f}   {pub[0]:>6.3f} {pub[1]:>6.3f} {pub[2]:>6.3f}")
+            echo(
+                f"{LABELS[system]:<8} {r['records']:>7} {r['samples']:>7}   {rec[1]:>6.3f} {rec[10]:>6.3f} "
+                f"{rec[50]:>6.3f}   {pub[0]:>6.3f} {pub[1]:>6.3f} {pub[2]:>6.3f}"
+            )
         for system, r in results.items():
             echo(f"  {LABELS[system]}: {r['description']}; {r['seconds']:.1f} s")
         for system, r in results.items():
@@ -388,11 +443,19 @@ def quality_report(models: Path, data: str, test: Path | None = None, *, systems
 
 
 @cli.command(name="report")
-@click.option("--models", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
-              help="root of a checkpoint set in the published layout (ours or the published one)")
+@click.option(
+    "--models",
+    required=True,
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="root of a checkpoint set in the published layout (ours or the published one)",
+)
 @click.option("--data", required=True, help="the dataset's KG dir (e.g. ../shared/data/redial) or its name")
-@click.option("--test", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="test records (default <data>_eval/test_data_processed.jsonl)")
+@click.option(
+    "--test",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="test records (default <data>_eval/test_data_processed.jsonl)",
+)
 @click.option("--systems", default=",".join(SYSTEMS), show_default=True)
 @click.option("--dataset", default=None, help="dataset name in the layout (default: the data dir's name)")
 @click.option("--limit", type=int, default=None, help="only the first N test records")
@@ -404,8 +467,17 @@ def report_command(models, data, test, systems, dataset, limit, device, quiet):
     unknown = [s for s in chosen if s not in SYSTEMS]
     if unknown:
         raise click.BadParameter(f"unknown systems {', '.join(unknown)}; choose from {', '.join(SYSTEMS)}")
-    quality_report(models, data, test, systems=chosen, limit=limit, dataset=dataset, device=device,
-                   progress=not quiet, echo=click.echo)
+    quality_report(
+        models,
+        data,
+        test,
+        systems=chosen,
+        limit=limit,
+        dataset=dataset,
+        device=device,
+        progress=not quiet,
+        echo=click.echo,
+    )
 
 
 def main(argv=None):

@@ -48,8 +48,8 @@ from sklearn.model_selection import GroupKFold
 from sklearn.preprocessing import StandardScaler
 
 from catalog.catalog import Catalog
-from evaluators.adapters import read_crsarena_dial, read_crsarena_eval
 from evaluators.factors import FACTORS
+from evaluators.log_readers import read_crsarena_dial, read_crsarena_eval
 from evaluators.meta import correlate
 from evaluators.proxy import FEATURES as REACTION_FEATURES
 from evaluators.proxy import LEXICAL, MINILM, PROXY_VERSION, Embedder, ProxyResult, load_embedder, proxy_scores
@@ -129,21 +129,31 @@ def read_votes(votes_dir: str | os.PathLike) -> list[dict[str, str]]:
                 raise ValueError(f"{path}: line 1: missing column(s) {sorted(missing)}")
             for row in reader:
                 if row["vote"] not in (row["crs1"], row["crs2"], "tie"):
-                    raise ValueError(f"{path}: line {reader.line_num}: vote {row['vote']!r} is neither "
-                                     f"{row['crs1']!r}, {row['crs2']!r} nor 'tie'")
+                    raise ValueError(
+                        f"{path}: line {reader.line_num}: vote {row['vote']!r} is neither "
+                        f"{row['crs1']!r}, {row['crs2']!r} nor 'tie'"
+                    )
                 rows.append(row)
     return rows
 
 
-def load_training_data(eval_path: str | os.PathLike, votes_dir: str | os.PathLike | None, catalog: Catalog, *,
-                       embedder: Embedder | None = None) -> TrainingData:
+def load_training_data(
+    eval_path: str | os.PathLike,
+    votes_dir: str | os.PathLike | None,
+    catalog: Catalog,
+    *,
+    embedder: Embedder | None = None,
+) -> TrainingData:
     """Proxies of the labelled CRSArena-Eval dialogues and of the voted CRSArena-Dial conversation pairs.
 
     A vote counts when both its conversations are in ``crs_arena_dial_*.json`` of ``votes_dir``.
     """
     read = read_crsarena_eval(eval_path, catalog)
-    labelled = [c for c in read.conversations
-                if read.labels[c.id].dialogue.get("dialogue_overall") is not None and _judgeable(c)]
+    labelled = [
+        c
+        for c in read.conversations
+        if read.labels[c.id].dialogue.get("dialogue_overall") is not None and _judgeable(c)
+    ]
     results = [proxy_scores(c, catalog, embedder=embedder) for c in labelled]
     similarity = results[0].similarity if results else LEXICAL
     X = np.array([feature_vector(r) for r in results], dtype=float).reshape(len(results), len(FEATURES))
@@ -170,12 +180,18 @@ def load_training_data(eval_path: str | os.PathLike, votes_dir: str | os.PathLik
             vote_users.append(vote["user_id"])
     width = len(FEATURES)
     return TrainingData(
-        X=X, y=np.array([read.labels[c.id].dialogue["dialogue_overall"] for c in labelled], dtype=float),
-        ids=[c.id for c in labelled], systems=[c.system_id for c in labelled],
+        X=X,
+        y=np.array([read.labels[c.id].dialogue["dialogue_overall"] for c in labelled], dtype=float),
+        ids=[c.id for c in labelled],
+        systems=[c.system_id for c in labelled],
         users=[user_of(c.id) for c in labelled],
-        A=np.array(A, dtype=float).reshape(len(A), width), B=np.array(B, dtype=float).reshape(len(B), width),
-        outcome=np.array(outcome, dtype=float), vote_users=vote_users, skipped_votes=skipped,
-        similarity=similarity, datasets=[c.metadata.get("dataset") for c in labelled],
+        A=np.array(A, dtype=float).reshape(len(A), width),
+        B=np.array(B, dtype=float).reshape(len(B), width),
+        outcome=np.array(outcome, dtype=float),
+        vote_users=vote_users,
+        skipped_votes=skipped,
+        similarity=similarity,
+        datasets=[c.metadata.get("dataset") for c in labelled],
     )
 
 
@@ -204,9 +220,17 @@ class Model:
         return np.clip(self.intercept + z @ np.asarray(self.coef), 0.0, 4.0)
 
 
-def fit_model(X: np.ndarray, y: np.ndarray, A: np.ndarray | None = None, B: np.ndarray | None = None,
-              outcome: np.ndarray | None = None, *, alphas: Iterable[float] = ALPHAS,
-              pair_weight: float = PAIR_WEIGHT, margin: float = MARGIN) -> Model:
+def fit_model(
+    X: np.ndarray,
+    y: np.ndarray,
+    A: np.ndarray | None = None,
+    B: np.ndarray | None = None,
+    outcome: np.ndarray | None = None,
+    *,
+    alphas: Iterable[float] = ALPHAS,
+    pair_weight: float = PAIR_WEIGHT,
+    margin: float = MARGIN,
+) -> Model:
     """Ridge on the labelled rows plus (weighted) vote-difference rows; see the module docstring."""
     imputer = SimpleImputer(strategy="median", keep_empty_features=True).fit(X)
     scaler = StandardScaler().fit(imputer.transform(X))
@@ -220,9 +244,16 @@ def fit_model(X: np.ndarray, y: np.ndarray, A: np.ndarray | None = None, B: np.n
         targets.append(margin * np.asarray(outcome, dtype=float))
         weights.append(np.full(len(A), pair_weight))
     ridge = RidgeCV(alphas=list(alphas), fit_intercept=False).fit(
-        np.vstack(rows), np.concatenate(targets), sample_weight=np.concatenate(weights))
-    return Model(impute=imputer.statistics_.tolist(), mean=scaler.mean_.tolist(), scale=scaler.scale_.tolist(),
-                 coef=ridge.coef_.tolist(), intercept=float(y.mean()), alpha=float(ridge.alpha_))
+        np.vstack(rows), np.concatenate(targets), sample_weight=np.concatenate(weights)
+    )
+    return Model(
+        impute=imputer.statistics_.tolist(),
+        mean=scaler.mean_.tolist(),
+        scale=scaler.scale_.tolist(),
+        coef=ridge.coef_.tolist(),
+        intercept=float(y.mean()),
+        alpha=float(ridge.alpha_),
+    )
 
 
 # -- cross-validation -----------------------------------------------------------------------------------
@@ -245,17 +276,24 @@ class CrossValidation:
         for dataset in ("redial", "opendialkg"):
             keep = [i for i, d in zip(data.ids, data.datasets) if d == dataset]
             if keep:
-                levels[f"dialogue_{dataset}"] = correlate({i: preds[i] for i in keep}, {i: human[i] for i in keep},
-                                                          n_boot=n_boot, seed=seed)["dialogue"]
+                levels[f"dialogue_{dataset}"] = correlate(
+                    {i: preds[i] for i in keep}, {i: human[i] for i in keep}, n_boot=n_boot, seed=seed
+                )["dialogue"]
         for name, level in levels.items():
             out[name] = {"n": level.n, **{m: asdict(c) for m, c in level.coefficients.items()}}
         out["votes"] = vote_agreement(self.pair_scores, data.outcome, n_boot=n_boot, seed=seed)
         return out
 
 
-def cross_validate(data: TrainingData, *, seed: int = SEED, n_splits: int = N_SPLITS,
-                   alphas: Iterable[float] = ALPHAS, pair_weight: float = PAIR_WEIGHT,
-                   margin: float = MARGIN) -> CrossValidation:
+def cross_validate(
+    data: TrainingData,
+    *,
+    seed: int = SEED,
+    n_splits: int = N_SPLITS,
+    alphas: Iterable[float] = ALPHAS,
+    pair_weight: float = PAIR_WEIGHT,
+    margin: float = MARGIN,
+) -> CrossValidation:
     """Group k-fold by user over the labelled dialogues and the votes together (see the module docstring)."""
     n, m = len(data.y), len(data.outcome)
     groups = np.array([*data.users, *data.vote_users])
@@ -265,8 +303,16 @@ def cross_validate(data: TrainingData, *, seed: int = SEED, n_splits: int = N_SP
     folds = list(splitter.split(np.zeros(n + m), groups=groups))
     for train, test in folds:
         lab, votes = train[train < n], train[train >= n] - n
-        model = fit_model(data.X[lab], data.y[lab], data.A[votes], data.B[votes], data.outcome[votes],
-                          alphas=alphas, pair_weight=pair_weight, margin=margin)
+        model = fit_model(
+            data.X[lab],
+            data.y[lab],
+            data.A[votes],
+            data.B[votes],
+            data.outcome[votes],
+            alphas=alphas,
+            pair_weight=pair_weight,
+            margin=margin,
+        )
         t_lab, t_votes = test[test < n], test[test >= n] - n
         if len(t_lab):
             predictions[t_lab] = model.predict(data.X[t_lab])
@@ -275,14 +321,22 @@ def cross_validate(data: TrainingData, *, seed: int = SEED, n_splits: int = N_SP
     return CrossValidation(predictions, pair_scores, folds)
 
 
-def vote_agreement(pair_scores: np.ndarray, outcome: np.ndarray, *, n_boot: int = 1000, seed: int = SEED
-                   ) -> dict[str, Any]:
+def vote_agreement(
+    pair_scores: np.ndarray, outcome: np.ndarray, *, n_boot: int = 1000, seed: int = SEED
+) -> dict[str, Any]:
     """How scores agree with votes: decisive votes the winner scores higher in (a tie of scores counts
     half), with a bootstrap 95% interval; the mean score gap on tied votes and on decisive ones."""
     decisive = outcome != 0
     if not len(outcome):
-        return {"decisive": 0, "ties": 0, "accuracy": None, "accuracy_low": None, "accuracy_high": None,
-                "tie_gap": None, "decisive_gap": None}
+        return {
+            "decisive": 0,
+            "ties": 0,
+            "accuracy": None,
+            "accuracy_low": None,
+            "accuracy_high": None,
+            "tie_gap": None,
+            "decisive_gap": None,
+        }
     diff = (pair_scores[:, 0] - pair_scores[:, 1]) * np.where(decisive, outcome, 1)
     hits = np.where(diff[decisive] > 0, 1.0, np.where(diff[decisive] == 0, 0.5, 0.0))
     gap = np.abs(pair_scores[:, 0] - pair_scores[:, 1])
@@ -292,8 +346,11 @@ def vote_agreement(pair_scores: np.ndarray, outcome: np.ndarray, *, n_boot: int 
         draws = hits[rng.integers(0, len(hits), (n_boot, len(hits)))].mean(axis=1)
         low, high = float(np.percentile(draws, 2.5)), float(np.percentile(draws, 97.5))
     return {
-        "decisive": int(decisive.sum()), "ties": int((~decisive).sum()),
-        "accuracy": float(hits.mean()) if len(hits) else None, "accuracy_low": low, "accuracy_high": high,
+        "decisive": int(decisive.sum()),
+        "ties": int((~decisive).sum()),
+        "accuracy": float(hits.mean()) if len(hits) else None,
+        "accuracy_low": low,
+        "accuracy_high": high,
         "tie_gap": float(gap[~decisive].mean()) if (~decisive).any() else None,
         "decisive_gap": float(gap[decisive].mean()) if decisive.any() else None,
     }
@@ -321,7 +378,8 @@ class Calibration:
         if result.version != self.proxy_version or result.similarity != self.similarity:
             raise CalibrationMismatch(
                 f"this calibration was fitted on {self.proxy_version} proxies with {self.similarity} similarity; "
-                f"got {result.version} with {result.similarity}")
+                f"got {result.version} with {result.similarity}"
+            )
         return float(self.model.predict([feature_vector(result)])[0])
 
     @property
@@ -349,34 +407,61 @@ def load_calibration(path: str | os.PathLike | None = None, *, similarity: str =
     if not path.exists():
         raise FileNotFoundError(f"no proxy calibration at {path}; fit one with `python -m evaluators calibrate`")
     data = json.loads(path.read_text(encoding="utf-8"))
-    refit = f"refit it with `python -m evaluators calibrate --out {path}" + \
-        (" --embeddings`" if similarity != LEXICAL else "`")
+    refit = f"refit it with `python -m evaluators calibrate --out {path}" + (
+        " --embeddings`" if similarity != LEXICAL else "`"
+    )
     if data.get("proxy_version") != PROXY_VERSION:
-        raise CalibrationMismatch(f"{path} was fitted for proxy version {data.get('proxy_version')!r}, but the "
-                                  f"proxies are {PROXY_VERSION!r}: {refit}")
+        raise CalibrationMismatch(
+            f"{path} was fitted for proxy version {data.get('proxy_version')!r}, but the "
+            f"proxies are {PROXY_VERSION!r}: {refit}"
+        )
     if data.get("similarity") != similarity:
-        raise CalibrationMismatch(f"{path} was fitted on proxies with {data.get('similarity')!r} similarity, "
-                                  f"not {similarity!r}: {refit}")
+        raise CalibrationMismatch(
+            f"{path} was fitted on proxies with {data.get('similarity')!r} similarity, not {similarity!r}: {refit}"
+        )
     if data.get("features") != list(FEATURES):
         raise CalibrationMismatch(f"{path} lists other features than the proxies give: {refit}")
     return Calibration(**{**data, "model": Model(**data["model"])})
 
 
-def calibrate(data: TrainingData, *, seed: int = SEED, n_splits: int = N_SPLITS, n_boot: int = 1000,
-              sources: dict[str, str] | None = None) -> Calibration:
+def calibrate(
+    data: TrainingData,
+    *,
+    seed: int = SEED,
+    n_splits: int = N_SPLITS,
+    n_boot: int = 1000,
+    sources: dict[str, str] | None = None,
+) -> Calibration:
     """Cross-validate, then fit on everything: the calibration to save."""
     cv = cross_validate(data, seed=seed, n_splits=n_splits)
     labels_only = cross_validate(data, seed=seed, n_splits=n_splits, pair_weight=0.0)
     model = fit_model(data.X, data.y, data.A, data.B, data.outcome)
     return Calibration(
-        proxy_version=PROXY_VERSION, similarity=data.similarity, features=list(FEATURES), model=model, seed=seed,
-        settings={"alphas": list(ALPHAS), "pair_weight": PAIR_WEIGHT, "margin": MARGIN, "n_splits": n_splits,
-                  "folds": "GroupKFold by user, shuffled with the seed", "n_boot": n_boot,
-                  "rubric": load_rubric().version},
-        training={"dialogues": len(data.y), "votes": len(data.outcome), "ties": int((data.outcome == 0).sum()),
-                  "skipped_votes": data.skipped_votes, **(sources or {})},
-        cv={"labels_and_votes": cv.summary(data, n_boot=n_boot, seed=seed),
-            "labels_only": labels_only.summary(data, n_boot=n_boot, seed=seed)},
+        proxy_version=PROXY_VERSION,
+        similarity=data.similarity,
+        features=list(FEATURES),
+        model=model,
+        seed=seed,
+        settings={
+            "alphas": list(ALPHAS),
+            "pair_weight": PAIR_WEIGHT,
+            "margin": MARGIN,
+            "n_splits": n_splits,
+            "folds": "GroupKFold by user, shuffled with the seed",
+            "n_boot": n_boot,
+            "rubric": load_rubric().version,
+        },
+        training={
+            "dialogues": len(data.y),
+            "votes": len(data.outcome),
+            "ties": int((data.outcome == 0).sum()),
+            "skipped_votes": data.skipped_votes,
+            **(sources or {}),
+        },
+        cv={
+            "labels_and_votes": cv.summary(data, n_boot=n_boot, seed=seed),
+            "labels_only": labels_only.summary(data, n_boot=n_boot, seed=seed),
+        },
         fitted_with={"scikit-learn": sklearn.__version__, "numpy": np.__version__},
     )
 
@@ -409,14 +494,19 @@ class ProxyJudge:
     def __post_init__(self) -> None:
         used = LEXICAL if self.embedder is None else MINILM
         if used != self.calibration.similarity:
-            raise CalibrationMismatch(f"the calibration was fitted on {self.calibration.similarity} similarity, "
-                                      f"the proxies would use {used}")
+            raise CalibrationMismatch(
+                f"the calibration was fitted on {self.calibration.similarity} similarity, the proxies would use {used}"
+            )
 
     def describe(self) -> dict[str, Any]:
         """What decides this scorer's results (stored with each evaluation)."""
-        return {"scorer": self.name, "proxy_version": self.calibration.proxy_version,
-                "similarity": self.calibration.similarity, "calibration": self.calibration.fingerprint,
-                "rubric": load_rubric().version}
+        return {
+            "scorer": self.name,
+            "proxy_version": self.calibration.proxy_version,
+            "similarity": self.calibration.similarity,
+            "calibration": self.calibration.fingerprint,
+            "rubric": load_rubric().version,
+        }
 
     def score(self, conversation: Conversation, catalog: Catalog) -> ProxyVerdict:
         result = proxy_scores(conversation, catalog, embedder=self.embedder)
@@ -441,8 +531,12 @@ FACE_PUBLISHED: tuple[dict[str, Any], ...] = (
     {"score": "overall", "level": "dialogue (KG systems)", "n": None, "spearman": 0.679, "pearson": 0.766},
     {"score": "mean of 7 aspects", "level": "system", "n": 9, "spearman": 0.838, "pearson": 0.918},
 )
-_LEVEL_NAMES = {"dialogue": "dialogue", "dialogue_redial": "dialogue (RD systems)",
-                "dialogue_opendialkg": "dialogue (KG systems)", "system": "system"}
+_LEVEL_NAMES = {
+    "dialogue": "dialogue",
+    "dialogue_redial": "dialogue (RD systems)",
+    "dialogue_opendialkg": "dialogue (KG systems)",
+    "system": "system",
+}
 
 
 def _cell(c: dict[str, Any] | None) -> str:
@@ -453,18 +547,29 @@ def _cell(c: dict[str, Any] | None) -> str:
 
 
 def _rows(scorer: str, score: str, fit: str, levels: dict[str, Any]) -> list[dict[str, Any]]:
-    return [{"scorer": scorer, "score": score, "fit": fit, "level": _LEVEL_NAMES[name], "n": level["n"],
-             **{m: _cell(level[m]) for m in ("spearman", "pearson", "kendall")}}
-            for name, level in levels.items() if name in _LEVEL_NAMES]
+    return [
+        {
+            "scorer": scorer,
+            "score": score,
+            "fit": fit,
+            "level": _LEVEL_NAMES[name],
+            "n": level["n"],
+            **{m: _cell(level[m]) for m in ("spearman", "pearson", "kendall")},
+        }
+        for name, level in levels.items()
+        if name in _LEVEL_NAMES
+    ]
 
 
-def _correlations(scores: dict[str, float | None], data: TrainingData, *, subsets: bool, n_boot: int, seed: int
-                  ) -> dict[str, Any]:
+def _correlations(
+    scores: dict[str, float | None], data: TrainingData, *, subsets: bool, n_boot: int, seed: int
+) -> dict[str, Any]:
     human = dict(zip(data.ids, data.y.tolist()))
     kept = {i: s for i, s in scores.items() if i in human}
     systems = dict(zip(data.ids, data.systems))
-    levels = correlate(kept, {i: human[i] for i in kept}, systems={i: systems[i] for i in kept},
-                       n_boot=n_boot, seed=seed)
+    levels = correlate(
+        kept, {i: human[i] for i in kept}, systems={i: systems[i] for i in kept}, n_boot=n_boot, seed=seed
+    )
     out = {name: {"n": lv.n, **{m: asdict(c) for m, c in lv.coefficients.items()}} for name, lv in levels.items()}
     if subsets:
         for dataset in ("redial", "opendialkg"):
@@ -474,36 +579,67 @@ def _correlations(scores: dict[str, float | None], data: TrainingData, *, subset
     return {k: out[k] for k in ("dialogue", "dialogue_redial", "dialogue_opendialkg", "system") if k in out}
 
 
-def validity_report(data: TrainingData, *, llm_rows: list[dict[str, Any]] | None = None, seed: int = SEED,
-                    n_boot: int = 1000) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def validity_report(
+    data: TrainingData, *, llm_rows: list[dict[str, Any]] | None = None, seed: int = SEED, n_boot: int = 1000
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The validity table: the proxy's calibrated overall (out of fold), its factor mean and each factor
     (fixed rules, nothing fitted), the LLM judge's scores from ``evaluate --out`` rows, and FACE's
     published figures; all against the human ``dialogue_overall``. Also returns the proxy's vote agreement."""
     cv = cross_validate(data, seed=seed)
     ids = data.ids
-    rows = _rows("proxy", "overall (calibrated)", f"{N_SPLITS}-fold CV by user",
-                 _correlations(dict(zip(ids, cv.predictions.tolist())), data, subsets=True, n_boot=n_boot, seed=seed))
+    rows = _rows(
+        "proxy",
+        "overall (calibrated)",
+        f"{N_SPLITS}-fold CV by user",
+        _correlations(dict(zip(ids, cv.predictions.tolist())), data, subsets=True, n_boot=n_boot, seed=seed),
+    )
     factor_scores = data.X[:, : len(FACTORS)]
     mean = np.nanmean(factor_scores, axis=1)
-    rows += _rows("proxy", "factor mean", "none", _correlations(dict(zip(ids, mean.tolist())), data, subsets=False,
-                                                                  n_boot=n_boot, seed=seed))
+    rows += _rows(
+        "proxy",
+        "factor mean",
+        "none",
+        _correlations(dict(zip(ids, mean.tolist())), data, subsets=False, n_boot=n_boot, seed=seed),
+    )
     for k, factor in enumerate(FACTORS):
         values = [None if math.isnan(v) else float(v) for v in factor_scores[:, k]]
-        rows += _rows("proxy", factor, "none (fixed rule)",
-                      _correlations(dict(zip(ids, values)), data, subsets=False, n_boot=n_boot, seed=seed))
+        rows += _rows(
+            "proxy",
+            factor,
+            "none (fixed rule)",
+            _correlations(dict(zip(ids, values)), data, subsets=False, n_boot=n_boot, seed=seed),
+        )
     if llm_rows:
         judged = {r["conversation_id"] for r in llm_rows}
         same = {i: p for i, p in zip(ids, cv.predictions.tolist()) if i in judged}
-        rows += _rows("proxy", f"overall (calibrated), on the {len(same)} dialogues of the LLM rows",
-                      f"{N_SPLITS}-fold CV by user", _correlations(same, data, subsets=True, n_boot=n_boot, seed=seed))
+        rows += _rows(
+            "proxy",
+            f"overall (calibrated), on the {len(same)} dialogues of the LLM rows",
+            f"{N_SPLITS}-fold CV by user",
+            _correlations(same, data, subsets=True, n_boot=n_boot, seed=seed),
+        )
         scorer = ", ".join(sorted({r.get("scorer", "llm") for r in llm_rows}))
         picks = {"overall (debate)": lambda r: r.get("overall"), "factor mean": lambda r: r.get("factor_mean")}
         picks.update({f: (lambda r, f=f: (r.get("factors") or {}).get(f)) for f in FACTORS})
         for score, pick in picks.items():
             values = {r["conversation_id"]: pick(r) for r in llm_rows}
-            rows += _rows(scorer, score, "none", _correlations(values, data, subsets=score.startswith("overall"),
-                                                               n_boot=n_boot, seed=seed))
-    rows += [{"scorer": "FACE (published, Llama-3.1-8B, 467 dialogues)", "score": r["score"], "fit": "paper",
-              "level": r["level"], "n": r["n"] or "–", "spearman": f"{r['spearman']:.3f}",
-              "pearson": f"{r['pearson']:.3f}", "kendall": "–"} for r in FACE_PUBLISHED]
+            rows += _rows(
+                scorer,
+                score,
+                "none",
+                _correlations(values, data, subsets=score.startswith("overall"), n_boot=n_boot, seed=seed),
+            )
+    rows += [
+        {
+            "scorer": "FACE (published, Llama-3.1-8B, 467 dialogues)",
+            "score": r["score"],
+            "fit": "paper",
+            "level": r["level"],
+            "n": r["n"] or "–",
+            "spearman": f"{r['spearman']:.3f}",
+            "pearson": f"{r['pearson']:.3f}",
+            "kendall": "–",
+        }
+        for r in FACE_PUBLISHED
+    ]
     return rows, vote_agreement(cv.pair_scores, data.outcome, n_boot=n_boot, seed=seed)

@@ -14,12 +14,12 @@ import click
 from tqdm import tqdm
 
 from catalog.catalog import get_catalog
-from evaluators.adapters import FORMATS, LogFormatError, read_logs
 from evaluators.factor_judge import DEFAULT_MODE, MODES
 from evaluators.factors import FACTORS
+from evaluators.log_readers import FORMATS, LogFormatError, read_logs
 from evaluators.pipeline import evaluate_conversation
 from evaluators.reporting import result_row
-from evaluators.setup import SCORERS, build_setup, default_scorer
+from evaluators.scorer_setup import SCORERS, build_setup, default_scorer
 from storage.db import DatabasePathError, default_db_path, get_db
 
 
@@ -30,37 +30,87 @@ def cli() -> None:
 
 @cli.command()
 @click.argument("logs", type=click.Path(exists=True, path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(["auto", *FORMATS]), default="auto", show_default=True,
-              help="Log format; auto detects it.")
-@click.option("--scorer", type=click.Choice(SCORERS), default="auto", show_default=True,
-              help="proxy: LLM-free factor proxies + overall calibrated on human labels; llm: the CoRE judge and "
-                   "debate; auto: llm when a capable model is configured, else proxy.")
-@click.option("--embeddings", is_flag=True,
-              help="Proxy scorer: MiniLM sentence similarity (needs a calibration fitted with it).")
-@click.option("--judge-model", "judge_models", multiple=True,
-              help="Judge model name on the judge role's endpoint ('embedded' for the local model). "
-                   "Repeat to average several judges. Default: the judge role's configured model.")
-@click.option("--mode", type=click.Choice(MODES), default=DEFAULT_MODE, show_default=True,
-              help="reasoned+probability: CoRE's reasons, then the rating read at the rating token (the written "
-                   "rating where the endpoint gives no log-probabilities); reasoned: the written rating; "
-                   "probability: the fast rating-only option, no reasons for the debate.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["auto", *FORMATS]),
+    default="auto",
+    show_default=True,
+    help="Log format; auto detects it.",
+)
+@click.option(
+    "--scorer",
+    type=click.Choice(SCORERS),
+    default="auto",
+    show_default=True,
+    help="proxy: LLM-free factor proxies + overall calibrated on human labels; llm: the CoRE judge and "
+    "debate; auto: llm when a capable model is configured, else proxy.",
+)
+@click.option(
+    "--embeddings", is_flag=True, help="Proxy scorer: MiniLM sentence similarity (needs a calibration fitted with it)."
+)
+@click.option(
+    "--judge-model",
+    "judge_models",
+    multiple=True,
+    help="Judge model name on the judge role's endpoint ('embedded' for the local model). "
+    "Repeat to average several judges. Default: the judge role's configured model.",
+)
+@click.option(
+    "--mode",
+    type=click.Choice(MODES),
+    default=DEFAULT_MODE,
+    show_default=True,
+    help="reasoned+probability: CoRE's reasons, then the rating read at the rating token (the written "
+    "rating where the endpoint gives no log-probabilities); reasoned: the written rating; "
+    "probability: the fast rating-only option, no reasons for the debate.",
+)
 @click.option("--debate/--no-debate", default=True, show_default=True, help="Run the four-persona debate.")
 @click.option("--debate-model", default=None, help="One model for all four personas (default: each debate role's own).")
 @click.option("--rounds", default=4, show_default=True, help="Most debate rounds.")
 @click.option("--tolerance", default=0.0, show_default=True, help="Consensus when the scores differ by at most this.")
 @click.option("--sequential", is_flag=True, help="Personas speak one by one within a round.")
 @click.option("--persuasiveness", is_flag=True, help="Also ask the simulator role for iEvaLM persuasiveness.")
-@click.option("--catalog", "catalog_name", default="bundled", show_default=True,
-              help="Catalog for metrics and item details: bundled, or a dataset folder name (redial, opendialkg).")
+@click.option(
+    "--catalog",
+    "catalog_name",
+    default="bundled",
+    show_default=True,
+    help="Catalog for metrics and item details: bundled, or a dataset folder name (redial, opendialkg).",
+)
 @click.option("--limit", type=int, default=None, help="Evaluate only the first N conversations.")
 @click.option("--workers", default=1, show_default=True, help="Conversations evaluated at the same time.")
 @click.option("--concurrency", default=6, show_default=True, help="Factor calls in flight per conversation.")
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="Write one JSON line per conversation.")
-@click.option("--db", "db_path", type=click.Path(path_type=Path), default=None,
-              help="SQLite file (default: CRS_ARENA_DB or ./data/crs_arena.db).")
+@click.option(
+    "--db",
+    "db_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="SQLite file (default: CRS_ARENA_DB or ./data/crs_arena.db).",
+)
 @click.option("--force", is_flag=True, help="Start new evaluations instead of reusing stored ones.")
-def evaluate(logs, fmt, scorer, embeddings, judge_models, mode, debate, debate_model, rounds, tolerance, sequential,
-             persuasiveness, catalog_name, limit, workers, concurrency, out, db_path, force):
+def evaluate(
+    logs,
+    fmt,
+    scorer,
+    embeddings,
+    judge_models,
+    mode,
+    debate,
+    debate_model,
+    rounds,
+    tolerance,
+    sequential,
+    persuasiveness,
+    catalog_name,
+    limit,
+    workers,
+    concurrency,
+    out,
+    db_path,
+    force,
+):
     """Score conversations from LOGS on the 12 CoRE factors (LLM judge and debate, or the LLM-free proxy scorer).
 
     Example:
@@ -82,31 +132,49 @@ def evaluate(logs, fmt, scorer, embeddings, judge_models, mode, debate, debate_m
     from arena.uploads import UploadRefused, store
 
     try:
-        stored = store(get_db(db_path), [c for c in conversations if any(t.role == "system" for t in c.turns)],
-                       upload=False)
+        stored = store(
+            get_db(db_path), [c for c in conversations if any(t.role == "system" for t in c.turns)], upload=False
+        )
     except UploadRefused as e:
         raise click.ClickException(str(e)) from None
     for note in stored.notes():
         click.echo(note, err=True)
-    renamed = {asked: given for asked, given in stored.renamed}
+    renamed = dict(stored.renamed)
     by_id = {c.id: c for c in stored.conversations}
     read.labels.update({renamed[k]: v for k, v in list(read.labels.items()) if k in renamed})
     conversations = [by_id.get(renamed.get(c.id, c.id), c) for c in conversations]
     chosen = default_scorer(judge_models) if scorer == "auto" else scorer
     try:
-        setup = build_setup(db_path=db_path, scorer=chosen, judge_models=judge_models, mode=mode, debate=debate,
-                            debate_model=debate_model, rounds=rounds, tolerance=tolerance, sequential=sequential,
-                            persuasiveness=persuasiveness, catalog_name=catalog_name, concurrency=concurrency,
-                            embeddings=embeddings)
+        setup = build_setup(
+            db_path=db_path,
+            scorer=chosen,
+            judge_models=judge_models,
+            mode=mode,
+            debate=debate,
+            debate_model=debate_model,
+            rounds=rounds,
+            tolerance=tolerance,
+            sequential=sequential,
+            persuasiveness=persuasiveness,
+            catalog_name=catalog_name,
+            concurrency=concurrency,
+            embeddings=embeddings,
+        )
     except (FileNotFoundError, ValueError) as e:
         raise click.ClickException(str(e)) from None
     if setup.proxy is not None:
         why = " (no capable LLM configured)" if scorer == "auto" else ""
-        click.echo(f"scorer: proxy{why}: LLM-free factor proxies, overall calibrated on human labels; "
-                   + "; ".join(setup.proxy.notes), err=True)
+        click.echo(
+            f"scorer: proxy{why}: LLM-free factor proxies, overall calibrated on human labels; "
+            + "; ".join(setup.proxy.notes),
+            err=True,
+        )
     elif any(c.is_demo for c in setup.judge.clients):
-        click.echo("note: the judge is the embedded 135M demo model — not validated; its scores are not "
-                   "meaningful (use --scorer proxy, or configure a capable model).", err=True)
+        click.echo(
+            "note: the judge is the embedded 135M demo model — not validated; its scores are not "
+            "meaningful (use --scorer proxy, or configure a capable model).",
+            err=True,
+        )
     sink = open(out, "w", encoding="utf-8") if out else None
     counts = {"done": 0, "partial": 0, "skipped": 0}
 
@@ -116,8 +184,10 @@ def evaluate(logs, fmt, scorer, embeddings, judge_models, mode, debate, debate_m
         return conversation, evaluate_conversation(conversation, setup, db_path=db_path, force=force), None
 
     try:
-        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool, \
-                tqdm(total=len(conversations), unit="conv", file=sys.stderr, disable=None) as bar:
+        with (
+            ThreadPoolExecutor(max_workers=max(1, workers)) as pool,
+            tqdm(total=len(conversations), unit="conv", file=sys.stderr, disable=None) as bar,
+        ):
             futures = [pool.submit(one, c) for c in conversations]
             for future in as_completed(futures):
                 conversation, evaluation, reason = future.result()
@@ -134,34 +204,64 @@ def evaluate(logs, fmt, scorer, embeddings, judge_models, mode, debate, debate_m
     finally:
         if sink:
             sink.close()
-    click.echo(f"evaluated {counts['done'] + counts['partial']} conversation(s): {counts['done']} complete, "
-               f"{counts['partial']} with gaps (run again to fill them), {counts['skipped']} skipped"
-               + (f"; results in {out}" if out else ""))
+    click.echo(
+        f"evaluated {counts['done'] + counts['partial']} conversation(s): {counts['done']} complete, "
+        f"{counts['partial']} with gaps (run again to fill them), {counts['skipped']} skipped"
+        + (f"; results in {out}" if out else "")
+    )
 
 
 @cli.command()
-@click.option("--scores", "scores_path", type=click.Path(exists=True, path_type=Path), default=None,
-              help="JSONL written by `evaluate --out` (required unless --validity; with it, the LLM judge's results).")
-@click.option("--human", "human_path", type=click.Path(exists=True, path_type=Path), required=True,
-              help="CRSArena-Eval JSON, or a CSV with columns id,value.")
+@click.option(
+    "--scores",
+    "scores_path",
+    type=click.Path(exists=True, path_type=Path),
+    default=None,
+    help="JSONL written by `evaluate --out` (required unless --validity; with it, the LLM judge's results).",
+)
+@click.option(
+    "--human",
+    "human_path",
+    type=click.Path(exists=True, path_type=Path),
+    required=True,
+    help="CRSArena-Eval JSON, or a CSV with columns id,value.",
+)
 @click.option("--aspect", default="dialogue_overall", show_default=True, help="Human aspect (CRSArena-Eval).")
-@click.option("--score", "score_key", default="overall", show_default=True,
-              help="What to correlate: overall, factor_mean, a factor id, or metric:<key>.")
+@click.option(
+    "--score",
+    "score_key",
+    default="overall",
+    show_default=True,
+    help="What to correlate: overall, factor_mean, a factor id, or metric:<key>.",
+)
 @click.option("--boot", default=1000, show_default=True, help="Bootstrap resamples.")
-@click.option("--out-dir", type=click.Path(path_type=Path), default=None,
-              help="Write correlations.csv, factor_matrix.csv and factor_matrix.html here.")
-@click.option("--validity", is_flag=True,
-              help="Print the proxy scorer's validity table (cross-validated) next to --scores and FACE's published "
-                   "figures; --human must be CRSArena-Eval.")
-@click.option("--votes", "votes_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
-              help="With --validity: folder of votes_*.csv and crs_arena_dial_*.json (default: --human's folder).")
+@click.option(
+    "--out-dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Write correlations.csv, factor_matrix.csv and factor_matrix.html here.",
+)
+@click.option(
+    "--validity",
+    is_flag=True,
+    help="Print the proxy scorer's validity table (cross-validated) next to --scores and FACE's published "
+    "figures; --human must be CRSArena-Eval.",
+)
+@click.option(
+    "--votes",
+    "votes_dir",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    help="With --validity: folder of votes_*.csv and crs_arena_dial_*.json (default: --human's folder).",
+)
 @click.option("--catalog", "catalog_name", default="redial", show_default=True, help="With --validity: the catalog.")
 def meta(scores_path, human_path, aspect, score_key, boot, out_dir, validity, votes_dir, catalog_name):
     """Correlate automatic scores with human labels (dialogue and system level) and the factors with each other.
 
     Examples:
 
-        python -m evaluators meta --scores dev.jsonl --human ../shared/data/crsarena/crs_arena_eval_dev.json --aspect dialogue_overall
+        python -m evaluators meta --scores dev.jsonl \
+            --human ../shared/data/crsarena/crs_arena_eval_dev.json --aspect dialogue_overall
 
         python -m evaluators meta --validity --scores dev.jsonl --human ../shared/data/crsarena/crs_arena_eval_dev.json
     """
@@ -171,8 +271,11 @@ def meta(scores_path, human_path, aspect, score_key, boot, out_dir, validity, vo
 
     if scores_path is None and not validity:
         raise click.ClickException("--scores is required (or use --validity)")
-    rows = [json.loads(line) for line in scores_path.read_text(encoding="utf-8").splitlines() if line.strip()] \
-        if scores_path else []
+    rows = (
+        [json.loads(line) for line in scores_path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        if scores_path
+        else []
+    )
     if validity:
         _validity(human_path, votes_dir or human_path.parent, catalog_name, aspect, rows, boot, out_dir)
         return
@@ -214,18 +317,22 @@ def _validity(human_path, votes_dir, catalog_name, aspect, llm_rows, boot, out_d
         raise click.ClickException(str(e)) from None
     table, votes = validity_report(data, llm_rows=llm_rows, n_boot=boot)
     frame = pd.DataFrame(table)
-    click.echo(f"validity against human dialogue_overall on {len(data.y)} dialogues ({human_path.name}); "
-               f"[95% bootstrap interval], {boot} resamples; proxy overall fitted on labels and {len(data.outcome)} "
-               f"votes in {N_SPLITS} folds by user, every figure out of fold")
+    click.echo(
+        f"validity against human dialogue_overall on {len(data.y)} dialogues ({human_path.name}); "
+        f"[95% bootstrap interval], {boot} resamples; proxy overall fitted on labels and {len(data.outcome)} "
+        f"votes in {N_SPLITS} folds by user, every figure out of fold"
+    )
     if llm_rows:
         click.echo(f"LLM judge rows: {len(llm_rows)} result line(s) from the --scores file")
     click.echo(frame.to_string(index=False))
     if votes["accuracy"] is not None:
-        click.echo(f"\nproxy vs held-out votes: winner scored higher in {votes['accuracy']:.1%} "
-                   f"[{votes['accuracy_low']:.1%}, {votes['accuracy_high']:.1%}] of {votes['decisive']} decisive "
-                   f"votes; "
-                   f"mean score gap {votes['tie_gap']:.2f} on {votes['ties']} ties vs {votes['decisive_gap']:.2f} "
-                   "on decisive votes (0-4 scale)")
+        click.echo(
+            f"\nproxy vs held-out votes: winner scored higher in {votes['accuracy']:.1%} "
+            f"[{votes['accuracy_low']:.1%}, {votes['accuracy_high']:.1%}] of {votes['decisive']} decisive "
+            f"votes; "
+            f"mean score gap {votes['tie_gap']:.2f} on {votes['ties']} ties vs {votes['decisive_gap']:.2f} "
+            "on decisive votes (0-4 scale)"
+        )
     if out_dir:
         out_dir.mkdir(parents=True, exist_ok=True)
         frame.to_csv(out_dir / "validity.csv", index=False)
@@ -233,12 +340,26 @@ def _validity(human_path, votes_dir, catalog_name, aspect, llm_rows, boot, out_d
 
 
 @cli.command("calibrate")
-@click.option("--eval", "eval_path", type=click.Path(exists=True, path_type=Path), required=True,
-              help="CRSArena-Eval JSON with dialogue_overall labels.")
-@click.option("--votes", "votes_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
-              help="Folder of votes_*.csv and crs_arena_dial_*.json (pairwise evidence); omit for labels only.")
-@click.option("--out", type=click.Path(path_type=Path), default=None,
-              help="Calibration file to write (default: assets/calibration/proxy_<version>[_minilm].json).")
+@click.option(
+    "--eval",
+    "eval_path",
+    type=click.Path(exists=True, path_type=Path),
+    required=True,
+    help="CRSArena-Eval JSON with dialogue_overall labels.",
+)
+@click.option(
+    "--votes",
+    "votes_dir",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    help="Folder of votes_*.csv and crs_arena_dial_*.json (pairwise evidence); omit for labels only.",
+)
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Calibration file to write (default: assets/calibration/proxy_<version>[_minilm].json).",
+)
 @click.option("--catalog", "catalog_name", default="redial", show_default=True)
 @click.option("--seed", default=0, show_default=True, help="Seed of the folds and the bootstrap.")
 @click.option("--boot", default=1000, show_default=True, help="Bootstrap resamples for the intervals.")
@@ -264,85 +385,176 @@ def calibrate_command(eval_path, votes_dir, out, catalog_name, seed, boot, embed
         raise click.ClickException(str(e)) from None
     if not len(data.y):
         raise click.ClickException(f"{eval_path} has no dialogue with a dialogue_overall label")
-    result = calibrate(data, seed=seed, n_boot=boot, sources={
-        "eval": eval_path.name, "votes": votes_dir.name if votes_dir else None, "catalog": catalog_name})
+    result = calibrate(
+        data,
+        seed=seed,
+        n_boot=boot,
+        sources={"eval": eval_path.name, "votes": votes_dir.name if votes_dir else None, "catalog": catalog_name},
+    )
     path = result.save(out or default_path(similarity=data.similarity))
-    click.echo(f"fitted on {len(data.y)} labelled dialogues and {len(data.outcome)} votes "
-               f"({int((data.outcome == 0).sum())} ties, {data.skipped_votes} skipped); alpha {result.model.alpha:g}")
+    click.echo(
+        f"fitted on {len(data.y)} labelled dialogues and {len(data.outcome)} votes "
+        f"({int((data.outcome == 0).sum())} ties, {data.skipped_votes} skipped); alpha {result.model.alpha:g}"
+    )
     for name, cv in result.cv.items():
         click.echo(f"{name} ({result.settings['n_splits']}-fold CV by user, out of fold):")
         for level, c in cv.items():
             if level == "votes":
                 if c["accuracy"] is not None:
-                    click.echo(f"  votes: winner higher in {c['accuracy']:.1%} [{c['accuracy_low']:.1%}, "
-                               f"{c['accuracy_high']:.1%}] of {c['decisive']}; gap {c['tie_gap']:.2f} on ties vs "
-                               f"{c['decisive_gap']:.2f} on decisive votes")
+                    click.echo(
+                        f"  votes: winner higher in {c['accuracy']:.1%} [{c['accuracy_low']:.1%}, "
+                        f"{c['accuracy_high']:.1%}] of {c['decisive']}; gap {c['tie_gap']:.2f} on ties vs "
+                        f"{c['decisive_gap']:.2f} on decisive votes"
+                    )
                 continue
-            click.echo(f"  {level:20s} n={c['n']:3d}  " + "  ".join(
-                f"{m} {c[m]['value']:.3f} [{c[m]['low']:.2f}, {c[m]['high']:.2f}]" if c[m]["value"] is not None
-                else f"{m} –" for m in ("spearman", "pearson", "kendall")))
+            click.echo(
+                f"  {level:20s} n={c['n']:3d}  "
+                + "  ".join(
+                    f"{m} {c[m]['value']:.3f} [{c[m]['low']:.2f}, {c[m]['high']:.2f}]"
+                    if c[m]["value"] is not None
+                    else f"{m} –"
+                    for m in ("spearman", "pearson", "kendall")
+                )
+            )
     click.echo(f"wrote {path}")
 
 
 @cli.command("simulate")
-@click.option("--systems", required=True,
-              help="Comma-separated system ids from the registry, e.g. kbrd,barcor,unicrs,chatcrs.")
-@click.option("--dataset", default="redial", show_default=True,
-              help="redial or opendialkg (read from <data dir>/<name>_eval), a folder in that layout, "
-                   "or a .jsonl file.")
+@click.option(
+    "--systems", required=True, help="Comma-separated system ids from the registry, e.g. kbrd,barcor,unicrs,chatcrs."
+)
+@click.option(
+    "--dataset",
+    default="redial",
+    show_default=True,
+    help="redial or opendialkg (read from <data dir>/<name>_eval), a folder in that layout, or a .jsonl file.",
+)
 @click.option("--split", default="test", show_default=True, help="Which <split>_data_processed.jsonl to read.")
-@click.option("--n", "n", type=int, default=20, show_default=True,
-              help="Records to simulate (each with every system); fewer when fewer usable records exist.")
-@click.option("--protocol", type=click.Choice(["core", "free", "attr"]), default="core", show_default=True,
-              help="core: 3-5 turns, 'tell me more' on an early hit; free: iEvaLM free-form, stop at the first hit; "
-                   "attr: iEvaLM attribute questions.")
+@click.option(
+    "--n",
+    "n",
+    type=int,
+    default=20,
+    show_default=True,
+    help="Records to simulate (each with every system); fewer when fewer usable records exist.",
+)
+@click.option(
+    "--protocol",
+    type=click.Choice(["core", "free", "attr"]),
+    default="core",
+    show_default=True,
+    help="core: 3-5 turns, 'tell me more' on an early hit; free: iEvaLM free-form, stop at the first hit; "
+    "attr: iEvaLM attribute questions.",
+)
 @click.option("--seed", type=int, default=0, show_default=True, help="Record order, personas and model seeds.")
-@click.option("--hit-k", type=int, default=50, show_default=True,
-              help="A hit is a target within the top k of a list.")
+@click.option("--hit-k", type=int, default=50, show_default=True, help="A hit is a target within the top k of a list.")
 @click.option("--max-turns", type=int, default=None, help="Most system turns (default: the protocol's 5).")
-@click.option("--personas", is_flag=True,
-              help="CONCEPT emotion x age personas (one per record, the same for all systems).")
-@click.option("--reliability", is_flag=True,
-              help="CONCEPT reliability: send the first request paraphrased too and measure the lists' overlap.")
-@click.option("--persuasiveness", type=click.Choice(["probability", "reasoned", "off"]), default="probability",
-              show_default=True,
-              help="How the simulated user gives its 0-2 persuasiveness score after each dialogue.")
+@click.option(
+    "--personas", is_flag=True, help="CONCEPT emotion x age personas (one per record, the same for all systems)."
+)
+@click.option(
+    "--reliability",
+    is_flag=True,
+    help="CONCEPT reliability: send the first request paraphrased too and measure the lists' overlap.",
+)
+@click.option(
+    "--persuasiveness",
+    type=click.Choice(["probability", "reasoned", "off"]),
+    default="probability",
+    show_default=True,
+    help="How the simulated user gives its 0-2 persuasiveness score after each dialogue.",
+)
 @click.option("--temperature", type=float, default=0.0, show_default=True, help="The simulated user's temperature.")
 @click.option("--concurrency", type=int, default=4, show_default=True, help="Dialogues in flight at once.")
-@click.option("--evaluate/--no-evaluate", default=True, show_default=True,
-              help="Score the finished dialogues (CoRE factors and debate, or the proxy; metrics).")
-@click.option("--scorer", type=click.Choice(SCORERS), default="auto", show_default=True,
-              help="As for evaluate: auto is the proxy when no capable LLM judge is configured.")
+@click.option(
+    "--evaluate/--no-evaluate",
+    default=True,
+    show_default=True,
+    help="Score the finished dialogues (CoRE factors and debate, or the proxy; metrics).",
+)
+@click.option(
+    "--scorer",
+    type=click.Choice(SCORERS),
+    default="auto",
+    show_default=True,
+    help="As for evaluate: auto is the proxy when no capable LLM judge is configured.",
+)
 @click.option("--debate/--no-debate", default=True, show_default=True, help="With the LLM scorer: run the debate.")
 @click.option("--retry-failed", is_flag=True, help="Also redo dialogues whose system failed in an earlier run.")
-@click.option("--run-id", default=None,
-              help="Name of the run (default: derived from the settings, so a rerun resumes).")
-@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
-              help="Report folder (default: simulations/<run id> beside the database).")
-@click.option("--db", "db_path", type=click.Path(path_type=Path), default=None,
-              help="SQLite file (default: CRS_ARENA_DB or ./data/crs_arena.db).")
-def simulate(systems, dataset, split, n, protocol, seed, hit_k, max_turns, personas, reliability, persuasiveness,
-             temperature, concurrency, evaluate, scorer, debate, retry_failed, run_id, out_dir, db_path):
+@click.option(
+    "--run-id", default=None, help="Name of the run (default: derived from the settings, so a rerun resumes)."
+)
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Report folder (default: simulations/<run id> beside the database).",
+)
+@click.option(
+    "--db",
+    "db_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="SQLite file (default: CRS_ARENA_DB or ./data/crs_arena.db).",
+)
+def simulate(
+    systems,
+    dataset,
+    split,
+    n,
+    protocol,
+    seed,
+    hit_k,
+    max_turns,
+    personas,
+    reliability,
+    persuasiveness,
+    temperature,
+    concurrency,
+    evaluate,
+    scorer,
+    debate,
+    retry_failed,
+    run_id,
+    out_dir,
+    db_path,
+):
     """Benchmark systems with an LLM user simulator on dataset records, then evaluate and report.
 
     Example:
 
-        python -m evaluators simulate --systems kbrd,barcor,unicrs,chatcrs --dataset redial --n 100 --protocol core --seed 0
+        python -m evaluators simulate --systems kbrd,barcor,unicrs,chatcrs --dataset redial --n 100 \
+            --protocol core --seed 0
 
     Every dialogue is stored (SQLite and the report's conversations.jsonl). Running the same command
     again skips finished dialogues and completes the rest; the leaderboard shows the results.
     """
-    from evaluators.simulator import (RecordError, SimulationConfig, SystemNotReady, UnknownSystem,
-                                      run_simulation)
+    from evaluators.simulator import RecordError, SimulationConfig, SystemNotReady, UnknownSystem, run_simulation
 
     db_path = _db(db_path)
     try:
-        config = SimulationConfig(systems=systems.split(","), dataset=dataset, split=split, n=n, protocol=protocol,
-                                  seed=seed, hit_k=hit_k, max_turns=max_turns, personas=personas,
-                                  reliability=reliability, persuasiveness=persuasiveness, temperature=temperature,
-                                  concurrency=concurrency,
-                                  evaluate=evaluate, scorer=scorer, debate=debate, retry_failed=retry_failed,
-                                  run_id=run_id, out_dir=out_dir)
+        config = SimulationConfig(
+            systems=systems.split(","),
+            dataset=dataset,
+            split=split,
+            n=n,
+            protocol=protocol,
+            seed=seed,
+            hit_k=hit_k,
+            max_turns=max_turns,
+            personas=personas,
+            reliability=reliability,
+            persuasiveness=persuasiveness,
+            temperature=temperature,
+            concurrency=concurrency,
+            evaluate=evaluate,
+            scorer=scorer,
+            debate=debate,
+            retry_failed=retry_failed,
+            run_id=run_id,
+            out_dir=out_dir,
+        )
     except ValueError as e:
         raise click.ClickException(str(e)) from None
     bars: dict[str, tqdm] = {}
@@ -365,20 +577,42 @@ def simulate(systems, dataset, split, n, protocol, seed, hit_k, max_turns, perso
     for note in result.report["notes"]:
         click.echo(note, err=True)
     summary = result.report["summary"]
-    columns = ["system", "done", "failed", "error", "hit_rate", "recall@1", "recall@10", "recall@50",
-               "session_recall@10", "session_recall@50", "persuasiveness", "overall", "factor_mean", "leaks_redacted"]
+    columns = [
+        "system",
+        "done",
+        "failed",
+        "error",
+        "hit_rate",
+        "recall@1",
+        "recall@10",
+        "recall@50",
+        "session_recall@10",
+        "session_recall@50",
+        "persuasiveness",
+        "overall",
+        "factor_mean",
+        "leaks_redacted",
+    ]
     click.echo(summary[columns].round(3).to_string(index=False))
     click.echo(result.summary_line())
     click.echo(f"report: {result.out_dir / 'report.html'} (and summary.csv, dialogues.csv, conversations.jsonl)")
 
 
 @cli.command("resume")
-@click.option("--db", "db_path", type=click.Path(path_type=Path), default=None,
-              help="SQLite file (default: CRS_ARENA_DB or ./data/crs_arena.db).")
+@click.option(
+    "--db",
+    "db_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="SQLite file (default: CRS_ARENA_DB or ./data/crs_arena.db).",
+)
 @click.option("--limit", type=int, default=None, help="Resume at most N evaluations.")
-@click.option("--include-running", is_flag=True,
-              help="First mark evaluations left 'running' as interrupted (only when nothing else is judging: "
-                   "the app does this itself at start).")
+@click.option(
+    "--include-running",
+    is_flag=True,
+    help="First mark evaluations left 'running' as interrupted (only when nothing else is judging: "
+    "the app does this itself at start).",
+)
 def resume_command(db_path, limit, include_running):
     """Finish evaluations a crash left unfinished: stored scores are kept, only the gaps are judged.
 

@@ -36,16 +36,16 @@ import json
 import math
 import random
 import re
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from statistics import fmean
 from string import Template
-from typing import Callable
 
 from evaluators.factors import FACTORS, LABELS, PERSONA_FACTORS
-from llm.base import LLMClient
-from llm.prompts import prompt
-from llm.types import LLMError, Message
+from llm_clients.base import LLMClient
+from llm_clients.prompts import prompt
+from llm_clients.types import LLMError, Message
 from storage.records import DebateMessage, FactorScore
 
 ROLES: tuple[str, ...] = tuple(PERSONA_FACTORS)
@@ -57,10 +57,10 @@ RAW_SEPARATOR = "\n\n--- repair answer ---\n\n"
 # JSON answer shape forced on the embedded model: its own evaluator name, a
 # one-line statement, an integer score 0-100.
 _GRAMMAR = Template(
-    r'''root ::= "{\"evaluator\": \"$name\", \"statement\": \"" char{1,$chars} "\", \"score\": " score "}"
+    r"""root ::= "{\"evaluator\": \"$name\", \"statement\": \"" char{1,$chars} "\", \"score\": " score "}"
 char ::= [^"\\\x00-\x1f]
 score ::= "100" | [1-9] [0-9] | [0-9]
-'''
+"""
 )
 
 

@@ -12,7 +12,7 @@ Modes (``JudgeConfig.mode``):
     The judge explains its judgement step by step, then ends with
     ``<rating>n</rating>``, in one answer. The score is the expected value over
     "0".."4" read **at the rating token** of that answer
-    (:meth:`LLMClient.read_answer`, :mod:`llm.probability`): the endpoint's top-20
+    (:meth:`LLMClient.read_answer`, :mod:`llm_clients.probability`): the endpoint's top-20
     log-probabilities of the token after the last rating tag, or the embedded
     model's logits there. When the endpoint returns no log-probabilities, or the
     digits hold less than ``min_mass`` of the probability at that token, the
@@ -71,12 +71,12 @@ from typing import Any
 
 from catalog.catalog import Catalog
 from evaluators.factors import FACTORS
-from evaluators.render import MAX_CHARS, MAX_ITEMS, MAX_TURNS, RenderedLog, factor_messages, render_log
+from evaluators.judge_input import MAX_CHARS, MAX_ITEMS, MAX_TURNS, RenderedLog, factor_messages, render_log
 from evaluators.rubric import Rubric, load_rubric
-from llm.base import LLMClient
-from llm.probability import MIN_MASS
-from llm.prompts import prompt, prompts_version
-from llm.types import LLMError, Message
+from llm_clients.base import LLMClient
+from llm_clients.probability import MIN_MASS
+from llm_clients.prompts import prompt, prompts_version
+from llm_clients.types import LLMError, Message
 from storage.records import Conversation, FactorScore
 
 MODES = ("reasoned+probability", "reasoned", "probability")
@@ -170,8 +170,14 @@ def judge_conversation(
     if not any(t.role == "system" for t in conversation.turns):
         raise ValueError("the interaction has no system turn to judge")
     rubric = load_rubric(config.rubric_version)
-    log = render_log(conversation, catalog, rubric=rubric, max_turns=config.max_turns,
-                     max_chars=config.max_log_chars, max_items=config.max_items)
+    log = render_log(
+        conversation,
+        catalog,
+        rubric=rubric,
+        max_turns=config.max_turns,
+        max_chars=config.max_log_chars,
+        max_items=config.max_items,
+    )
 
     verdicts: dict[str, list[_Verdict | None]] = {f: [None] * len(config.clients_for(f)) for f in factor_ids}
     results: dict[str, FactorScore] = {}
@@ -206,8 +212,13 @@ class _Verdict:
     details: dict[str, Any] = field(default_factory=dict)
 
     def as_metadata(self) -> dict[str, Any]:
-        return {"model": self.model, "score": self.score, "distribution": self.distribution,
-                "error": self.error, **self.details}
+        return {
+            "model": self.model,
+            "score": self.score,
+            "distribution": self.distribution,
+            "error": self.error,
+            **self.details,
+        }
 
 
 def _ask(client: LLMClient, log: RenderedLog, rubric: Rubric, factor_id: str, config: JudgeConfig) -> _Verdict:
@@ -215,22 +226,35 @@ def _ask(client: LLMClient, log: RenderedLog, rubric: Rubric, factor_id: str, co
     try:
         if config.mode == "probability":
             return _probability(client, factor_messages(log, rubric, factor_id, answer="rating_only"), config)
-        return _reasoned(client, factor_messages(log, rubric, factor_id, answer="reasoned"), label, config,
-                         read=config.mode == "reasoned+probability")
+        return _reasoned(
+            client,
+            factor_messages(log, rubric, factor_id, answer="reasoned"),
+            label,
+            config,
+            read=config.mode == "reasoned+probability",
+        )
     except LLMError as e:
         return _Verdict(model=client.name, score=None, error=f"{e.kind}: {e}")
 
 
-def _reasoned(client: LLMClient, messages: list[Message], label: str, config: JudgeConfig, *, read: bool
-              ) -> _Verdict:
+def _reasoned(client: LLMClient, messages: list[Message], label: str, config: JudgeConfig, *, read: bool) -> _Verdict:
     """Reasons, then ``<rating>n</rating>`` (CoRE §4.1); with ``read`` the score is read at the rating token."""
 
     def answer(msgs: list[Message], max_tokens: int, grammar: str | None):
         if read:
-            return client.rate(msgs, OPTIONS, tag="rating", min_mass=config.min_mass, temperature=config.temperature,
-                               max_tokens=max_tokens, seed=config.seed, grammar=grammar)
-        return client.chat(msgs, temperature=config.temperature, max_tokens=max_tokens, seed=config.seed,
-                           grammar=grammar), None
+            return client.rate(
+                msgs,
+                OPTIONS,
+                tag="rating",
+                min_mass=config.min_mass,
+                temperature=config.temperature,
+                max_tokens=max_tokens,
+                seed=config.seed,
+                grammar=grammar,
+            )
+        return client.chat(
+            msgs, temperature=config.temperature, max_tokens=max_tokens, seed=config.seed, grammar=grammar
+        ), None
 
     first, dist = answer(messages, config.max_tokens, None)
     rating = parse_rating(first.text)
@@ -254,8 +278,9 @@ def _reasoned(client: LLMClient, messages: list[Message], label: str, config: Ju
         return _Verdict(model=client.name, score=float(rating), rationale=rationale, details=details)
     details.update(dist.record(), parsed=rating)
     distribution = dict(dist.probs) if dist.method != "explicit" else None
-    return _Verdict(model=client.name, score=dist.expected(), distribution=distribution, rationale=rationale,
-                    details=details)
+    return _Verdict(
+        model=client.name, score=dist.expected(), distribution=distribution, rationale=rationale, details=details
+    )
 
 
 def _probability(client: LLMClient, messages: list[Message], config: JudgeConfig) -> _Verdict:
@@ -278,11 +303,15 @@ def _combine(factor_id: str, verdicts: list[_Verdict], config: JudgeConfig, rubr
         "prompt_version": prompts_version("judge"),
         "models": [v.as_metadata() for v in verdicts],
     }
-    rationale = "\n\n".join(f"[{v.model}] {v.rationale}" if ensemble else v.rationale
-                            for v in verdicts if v.rationale)
+    rationale = "\n\n".join(f"[{v.model}] {v.rationale}" if ensemble else v.rationale for v in verdicts if v.rationale)
     failed = [v for v in verdicts if v.error is not None]
-    common = {"factor": factor_id, "judge": judge_name(config.clients_for(factor_id)),
-              "rubric_version": rubric.version, "rationale": rationale, "metadata": metadata}
+    common = {
+        "factor": factor_id,
+        "judge": judge_name(config.clients_for(factor_id)),
+        "rubric_version": rubric.version,
+        "rationale": rationale,
+        "metadata": metadata,
+    }
     if failed:
         error = "; ".join(f"{v.model}: {v.error}" if ensemble else v.error for v in failed)
         return FactorScore(score=None, error=error, **common)

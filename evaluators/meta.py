@@ -25,21 +25,28 @@ import csv
 import math
 import os
 import warnings
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from scipy import stats
 
-from evaluators.adapters import read_crsarena_eval
 from evaluators.factors import FACTORS, LABELS
+from evaluators.log_readers import read_crsarena_eval
 
 METHODS = ("pearson", "spearman", "kendall")
-DIALOGUE_ASPECTS = ("understanding", "task_completion", "interest_arousal", "efficiency", "dialogue_overall",
-                    "preference_elicitation", "explanation")
+DIALOGUE_ASPECTS = (
+    "understanding",
+    "task_completion",
+    "interest_arousal",
+    "efficiency",
+    "dialogue_overall",
+    "preference_elicitation",
+    "explanation",
+)
 TURN_ASPECTS = ("relevance", "interestingness")
 MIN_PAIRS = 3
 
@@ -111,7 +118,8 @@ def correlate(
         draws = [g[rng.integers(0, len(g), (n_boot, len(g)))] for g in groups]
         out["system"] = _level(
             "system",
-            np.array([x[g].mean() for g in groups]), np.array([y[g].mean() for g in groups]),
+            np.array([x[g].mean() for g in groups]),
+            np.array([y[g].mean() for g in groups]),
             np.stack([x[d].mean(axis=1) for d in draws], axis=1) if groups else np.empty((n_boot, 0)),
             np.stack([y[d].mean(axis=1) for d in draws], axis=1) if groups else np.empty((n_boot, 0)),
             skipped,
@@ -185,13 +193,20 @@ def factor_matrix(score_table) -> tuple[pd.DataFrame, go.Figure]:
     labels = [LABELS[f] for f in FACTORS]
     figure = go.Figure(
         go.Heatmap(
-            z=matrix.to_numpy(), x=labels, y=labels, zmin=-1, zmax=1, colorscale="RdBu",
-            text=matrix.round(2).to_numpy(), texttemplate="%{text}",
+            z=matrix.to_numpy(),
+            x=labels,
+            y=labels,
+            zmin=-1,
+            zmax=1,
+            colorscale="RdBu",
+            text=matrix.round(2).to_numpy(),
+            texttemplate="%{text}",
             hovertemplate="%{y} / %{x}: %{z:.2f}<extra></extra>",
         )
     )
-    figure.update_layout(title=f"Spearman correlation between factors (n = {len(frame)})",
-                         yaxis_autorange="reversed", height=600)
+    figure.update_layout(
+        title=f"Spearman correlation between factors (n = {len(frame)})", yaxis_autorange="reversed", height=600
+    )
     return matrix, figure
 
 
@@ -212,7 +227,9 @@ def crsarena_eval_labels(path: str | os.PathLike, aspect: str = "dialogue_overal
         return {cid: labels.dialogue.get(aspect) for cid, labels in result.labels.items()}
     return {
         f"{c.id}#{k}": result.labels[c.id].turns.get(k, {}).get(aspect)
-        for c in result.conversations for k, turn in enumerate(c.turns) if turn.role == "system"
+        for c in result.conversations
+        for k, turn in enumerate(c.turns)
+        if turn.role == "system"
     }
 
 
@@ -242,5 +259,6 @@ def read_csv_labels(
                 labels[key] = float(raw) if raw else None
             except ValueError:
                 raise ValueError(
-                    f"{path}: line {line}: expected a number in column {value_column!r}, got {raw!r}") from None
+                    f"{path}: line {line}: expected a number in column {value_column!r}, got {raw!r}"
+                ) from None
     return labels

@@ -87,8 +87,7 @@ def final_list(conversation: Conversation, hit_k: int = 50) -> list[ItemRef]:
     return list(lists[-1]) if lists else []
 
 
-def recall_at_k(conversation: Conversation, ks: tuple[int, ...] = KS, *, hit_k: int = 50
-                ) -> dict[int, float] | None:
+def recall_at_k(conversation: Conversation, ks: tuple[int, ...] = KS, *, hit_k: int = 50) -> dict[int, float] | None:
     """iEvaLM's Recall@k: the share of the targets in the top k of the list the dialogue ended on.
 
     iEvaLM (§4.2, and ``Rec_eval.py`` in its released code) scores the recommendation list of the
@@ -223,8 +222,9 @@ class Diversity:
 def diversity(conversation: Conversation, catalog: Catalog) -> Diversity:
     rubric = load_rubric()
     items, unknown = _catalog_items(session_list(conversation), catalog)
-    counts = {dim.id: len({v for item in items for v in dim.values(item)})
-              for dim in rubric.features_for(conversation.domain)}
+    counts = {
+        dim.id: len({v for item in items for v in dim.values(item)}) for dim in rubric.features_for(conversation.domain)
+    }
     return Diversity(counts, len(items), unknown, rubric.factor("diversity").score_for(counts) if items else None)
 
 
@@ -255,8 +255,13 @@ def novelty(conversation: Conversation, catalog: Catalog) -> Novelty:
     if not judged:
         return Novelty(None, 0, 0, None, known.basis)
     less_known = sum(1 for i in judged if known.less_known(i))
-    return Novelty(less_known / len(judged), less_known, len(judged),
-                   load_rubric().factor("novelty").score_for(less_known, total=len(judged)), known.basis)
+    return Novelty(
+        less_known / len(judged),
+        less_known,
+        len(judged),
+        load_rubric().factor("novelty").score_for(less_known, total=len(judged)),
+        known.basis,
+    )
 
 
 @dataclass(frozen=True)
@@ -302,8 +307,11 @@ def popularity(catalog: Catalog) -> Popularity | None:
             _popularity[key] = Popularity("rank", ranks=ranks, cut=median(ranks.values()))
         else:
             counts = mention_counts(catalog)
-            _popularity[key] = None if counts is None else Popularity(
-                f"mentions in {catalog.name} dialogues", well_known=_head(counts))
+            _popularity[key] = (
+                None
+                if counts is None
+                else Popularity(f"mentions in {catalog.name} dialogues", well_known=_head(counts))
+            )
     return _popularity[key]
 
 
@@ -424,7 +432,7 @@ def distinct_n(conversation: Conversation, n: int) -> float | None:
     grams: list[tuple[str, ...]] = []
     for turn in _system_turns(conversation):
         tokens = _TOKEN.findall(turn.text.lower())
-        grams.extend(tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1))
+        grams.extend(tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1))
     return len(set(grams)) / len(grams) if grams else None
 
 
@@ -443,31 +451,33 @@ def compute_metrics(conversation: Conversation, catalog: Catalog) -> dict[str, A
     rep = repetition(conversation, catalog)
     out: dict[str, Any] = {f"recall@{k}": (recall[k] if recall else None) for k in KS}
     out.update({f"session_recall@{k}": (session_recall[k] if session_recall else None) for k in KS})
-    out.update({
-        "recall_targets": len({t.id for t in conversation.targets}) or None,
-        "session_list_size": len(session_list(conversation)),
-        "gt_hit": hit.hit,
-        "gt_hit_turn": hit.turn,
-        "hallucination_rate": hallucination.rate,
-        "reference_catalog": reference_catalog(conversation, catalog).name,
-        "titles_mentioned": hallucination.mentioned,
-        "hallucinated_titles": list(hallucination.unmatched),
-        "semantic_relevance": relevance.share,
-        "semantic_relevance_score": relevance.score,
-        **{f"diversity_{dim}": count for dim, count in div.counts.items()},
-        "diversity_items": div.items,
-        "diversity_score": div.score,
-        "novelty": nov.share,
-        "novelty_less_known": nov.less_known,
-        "novelty_score": nov.score,
-        "novelty_basis": nov.basis,
-        "unknown_items": div.unknown,
-        "rejections": rep.rejections,
-        "repeated_items": len(rep.repeated),
-        "repeat_turns": rep.repeat_turns,
-        "distinct_1": distinct_n(conversation, 1),
-        "distinct_2": distinct_n(conversation, 2),
-    })
+    out.update(
+        {
+            "recall_targets": len({t.id for t in conversation.targets}) or None,
+            "session_list_size": len(session_list(conversation)),
+            "gt_hit": hit.hit,
+            "gt_hit_turn": hit.turn,
+            "hallucination_rate": hallucination.rate,
+            "reference_catalog": reference_catalog(conversation, catalog).name,
+            "titles_mentioned": hallucination.mentioned,
+            "hallucinated_titles": list(hallucination.unmatched),
+            "semantic_relevance": relevance.share,
+            "semantic_relevance_score": relevance.score,
+            **{f"diversity_{dim}": count for dim, count in div.counts.items()},
+            "diversity_items": div.items,
+            "diversity_score": div.score,
+            "novelty": nov.share,
+            "novelty_less_known": nov.less_known,
+            "novelty_score": nov.score,
+            "novelty_basis": nov.basis,
+            "unknown_items": div.unknown,
+            "rejections": rep.rejections,
+            "repeated_items": len(rep.repeated),
+            "repeat_turns": rep.repeat_turns,
+            "distinct_1": distinct_n(conversation, 1),
+            "distinct_2": distinct_n(conversation, 2),
+        }
+    )
     return out
 
 

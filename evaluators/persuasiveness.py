@@ -11,7 +11,7 @@ The score is the **integer answer**, as iEvaLM scores it (it reports the mean of
 over examples). Two modes:
 
 * ``probability``: ``client.score`` over "0", "1", "2", read at the answer token
-  (:mod:`llm.probability`). The score is the answer the model wrote (the greedy answer; where no
+  (:mod:`llm_clients.probability`). The score is the answer the model wrote (the greedy answer; where no
   answer was written, as with the embedded model's logits or sampling, the most probable option);
   the expected value under the distribution is kept as the extra field ``expected``, and the
   distribution too. iEvaLM's released code forces the answer onto these three tokens with a logit
@@ -30,10 +30,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from evaluators.render import escape_data
-from llm.base import LLMClient
-from llm.prompts import prompt, prompts_version
-from llm.types import LLMError, Message
+from evaluators.judge_input import escape_data
+from llm_clients.base import LLMClient
+from llm_clients.prompts import prompt, prompts_version
+from llm_clients.types import LLMError, Message
 from storage.records import Conversation, Turn
 
 OPTIONS = ("0", "1", "2")
@@ -46,7 +46,7 @@ _SCORE_TAG = re.compile(r"<score>\s*([012])\s*</score>", re.IGNORECASE)
 class Persuasiveness:
     """One persuasiveness judgement. ``score`` (the 0/1/2 answer) is None exactly when ``error`` is set;
     ``expected`` is the expected value under ``distribution`` (probability mode only); ``reading`` says
-    how the answer was read (:meth:`llm.types.Distribution.record`)."""
+    how the answer was read (:meth:`llm_clients.types.Distribution.record`)."""
 
     score: int | None
     mode: str
@@ -98,14 +98,17 @@ def score_persuasiveness(
 def build_messages(conversation: Conversation, explanation: str, mode: str) -> list[Message]:
     """The prompt: the transcript first, the targets and the explanation next, the question last."""
     targets = escape_data(", ".join(t.title or t.id for t in conversation.targets))
-    user = "\n\n".join([
-        f"<conversation>\n{transcript(conversation)}\n</conversation>",
-        prompt("persuasiveness", "targets").format(targets=targets) if targets
-        else prompt("persuasiveness", "no_targets"),
-        prompt("persuasiveness", "explanation").format(explanation=escape_data(explanation)),
-        prompt("persuasiveness", "rules_targets" if targets else "rules_no_targets"),
-        prompt("persuasiveness", "answer_score" if mode == "probability" else "answer_reasoned"),
-    ])
+    user = "\n\n".join(
+        [
+            f"<conversation>\n{transcript(conversation)}\n</conversation>",
+            prompt("persuasiveness", "targets").format(targets=targets)
+            if targets
+            else prompt("persuasiveness", "no_targets"),
+            prompt("persuasiveness", "explanation").format(explanation=escape_data(explanation)),
+            prompt("persuasiveness", "rules_targets" if targets else "rules_no_targets"),
+            prompt("persuasiveness", "answer_score" if mode == "probability" else "answer_reasoned"),
+        ]
+    )
     system = prompt("persuasiveness", "system").format(items=conversation.domain)
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
@@ -136,8 +139,11 @@ def _reasoned(client: LLMClient, messages: list[Message], result: Persuasiveness
     result.rationale = answer.strip()
     score = parse_score(answer)
     if score is None:
-        repair = [*messages, {"role": "assistant", "content": answer},
-                  {"role": "user", "content": prompt("persuasiveness", "repair")}]
+        repair = [
+            *messages,
+            {"role": "assistant", "content": answer},
+            {"role": "user", "content": prompt("persuasiveness", "repair")},
+        ]
         score = parse_score(client.chat(repair, temperature=0.0, max_tokens=20).text)
     if score is None:
         result.error = "unparseable answer: no <score>0|1|2</score> after one repair request"

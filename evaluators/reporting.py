@@ -23,7 +23,7 @@ import plotly.graph_objects as go
 
 from evaluators.factors import DIMENSION_OF, FACTORS, LABELS
 from evaluators.pipeline import EvaluationSetup, factor_mean
-from llm.prompts import prompt
+from llm_clients.prompts import prompt
 from storage.records import Conversation, DebateMessage, Evaluation, FactorScore
 
 FACTOR_COLUMNS = ["factor", "dimension", "score", "distribution", "rationale", "error"]
@@ -107,14 +107,16 @@ def factor_table(scores: Iterable[FactorScore]) -> pd.DataFrame:
             shown = "failed"
         else:
             shown = f"{s.score:.2f}"
-        rows.append({
-            "factor": LABELS[factor],
-            "dimension": DIMENSION_OF[factor].replace("_", " "),
-            "score": shown,
-            "distribution": distribution_text(s.distribution) if s else "",
-            "rationale": s.rationale if s else "",
-            "error": (s.error or "") if s else "",
-        })
+        rows.append(
+            {
+                "factor": LABELS[factor],
+                "dimension": DIMENSION_OF[factor].replace("_", " "),
+                "score": shown,
+                "distribution": distribution_text(s.distribution) if s else "",
+                "rationale": s.rationale if s else "",
+                "error": (s.error or "") if s else "",
+            }
+        )
     return pd.DataFrame(rows, columns=FACTOR_COLUMNS)
 
 
@@ -125,10 +127,16 @@ def radar_figure(scores: Iterable[FactorScore], scorer: str = "", demo: bool = F
     labels = [LABELS[f] for f in FACTORS]
     values = [by_factor.get(f) for f in FACTORS]
     title = scorer + (f"<br><sub>{DEMO_NOTICE}</sub>" if demo else "")
-    figure = go.Figure(go.Scatterpolar(
-        r=[*values, values[0]], theta=[*labels, labels[0]], fill="toself", connectgaps=False,
-        name="score", hovertemplate="%{theta}: %{r:.2f}<extra></extra>",
-    ))
+    figure = go.Figure(
+        go.Scatterpolar(
+            r=[*values, values[0]],
+            theta=[*labels, labels[0]],
+            fill="toself",
+            connectgaps=False,
+            name="score",
+            hovertemplate="%{theta}: %{r:.2f}<extra></extra>",
+        )
+    )
     figure.update_layout(
         title={"text": title, "font": {"size": 13}} if title else None,
         polar={"radialaxis": {"range": [0, 4], "tickvals": [0, 1, 2, 3, 4]}},
@@ -164,10 +172,7 @@ class DebateLine:
 def debate_lines(messages: Iterable[DebateMessage]) -> list[DebateLine]:
     """The debate round by round, in the order the messages were given within a round."""
     ordered = sorted(enumerate(messages), key=lambda pair: (pair[1].round, pair[0]))
-    return [
-        DebateLine(m.round, persona_label(m.role), m.model, m.score, m.statement, m.error)
-        for _, m in ordered
-    ]
+    return [DebateLine(m.round, persona_label(m.role), m.model, m.score, m.statement, m.error) for _, m in ordered]
 
 
 def debate_summary(evaluation: Evaluation) -> str:
@@ -193,14 +198,16 @@ def result_table(results: Sequence[tuple[Conversation, Evaluation]]) -> pd.DataF
     rows = []
     for conversation, evaluation in results:
         row = result_row(conversation, evaluation)
-        rows.append({
-            "conversation_id": conversation.id,
-            "system": conversation.system_id,
-            "status": evaluation.status,
-            "overall": _rounded(row["overall"], 1),
-            "factor_mean": _rounded(row["factor_mean"], 2),
-            **{f: _rounded(row["factors"][f], 2) for f in FACTORS},
-        })
+        rows.append(
+            {
+                "conversation_id": conversation.id,
+                "system": conversation.system_id,
+                "status": evaluation.status,
+                "overall": _rounded(row["overall"], 1),
+                "factor_mean": _rounded(row["factor_mean"], 2),
+                **{f: _rounded(row["factors"][f], 2) for f in FACTORS},
+            }
+        )
     return pd.DataFrame(rows, columns=RESULT_COLUMNS)
 
 
@@ -214,32 +221,43 @@ def system_factor_means(table: pd.DataFrame) -> pd.DataFrame:
 def factor_means_figure(table: pd.DataFrame) -> go.Figure:
     """Grouped bars: each factor's mean (0-4), one colour per system."""
     means = system_factor_means(table)
-    figure = go.Figure([
-        go.Bar(name=str(system), x=[LABELS[f] for f in FACTORS], y=[_none_if_nan(v) for v in means.loc[system]])
-        for system in means.index
-    ])
+    figure = go.Figure(
+        [
+            go.Bar(name=str(system), x=[LABELS[f] for f in FACTORS], y=[_none_if_nan(v) for v in means.loc[system]])
+            for system in means.index
+        ]
+    )
     figure.update_layout(
-        title="Factor means per system", barmode="group", yaxis={"range": [0, 4], "title": "mean score (0-4)"},
-        height=420, margin={"t": 50, "b": 120},
+        title="Factor means per system",
+        barmode="group",
+        yaxis={"range": [0, 4], "title": "mean score (0-4)"},
+        height=420,
+        margin={"t": 50, "b": 120},
     )
     return figure
 
 
 def overall_figure(table: pd.DataFrame) -> go.Figure:
     """Histogram of the overall (debate) scores, one trace per system."""
-    figure = go.Figure([
-        go.Histogram(name=str(system), x=group["overall"].dropna(), xbins={"start": 0, "end": 100, "size": 10})
-        for system, group in table.groupby("system")
-    ])
+    figure = go.Figure(
+        [
+            go.Histogram(name=str(system), x=group["overall"].dropna(), xbins={"start": 0, "end": 100, "size": 10})
+            for system, group in table.groupby("system")
+        ]
+    )
     figure.update_layout(
-        title="Overall score distribution", barmode="group", xaxis={"range": [0, 100], "title": "overall (0-100)"},
-        yaxis={"title": "conversations"}, height=380,
+        title="Overall score distribution",
+        barmode="group",
+        xaxis={"range": [0, 100], "title": "overall (0-100)"},
+        yaxis={"title": "conversations"},
+        height=380,
     )
     return figure
 
 
-def write_reports(results: Sequence[tuple[Conversation, Evaluation]], folder: str | Path,
-                  labels: dict | None = None) -> tuple[Path, Path]:
+def write_reports(
+    results: Sequence[tuple[Conversation, Evaluation]], folder: str | Path, labels: dict | None = None
+) -> tuple[Path, Path]:
     """Write ``results.csv`` (the result table) and ``results.jsonl`` (one full result per line,
     as ``python -m evaluators evaluate --out`` writes) into ``folder``; returns both paths."""
     folder = Path(folder)

@@ -13,12 +13,12 @@ why; one superseded by a later evaluation with the same setup is marked ``supers
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from evaluators.pipeline import EvaluationSetup, evaluate_conversation
-from evaluators.setup import build_setup
-from llm.types import LLMError
+from evaluators.scorer_setup import build_setup
+from llm_clients.types import LLMError
 from storage.conversations import get_conversation
 from storage.db import get_db
 from storage.evaluations import evaluations_for, evaluations_with_status, set_evaluation_status
@@ -55,10 +55,16 @@ def setup_for(row: dict, db_path) -> EvaluationSetup | None:
         candidates = [dict(scorer="proxy", catalog_name=catalog, embeddings=config.get("similarity") == "minilm")]
     else:
         debate = config.get("debate")
-        common = dict(scorer="llm", mode=config.get("mode", "probability"), debate=debate is not None,
-                      rounds=(debate or {}).get("max_rounds", 4), tolerance=(debate or {}).get("tolerance", 0.0),
-                      sequential=(debate or {}).get("sequential", False),
-                      persuasiveness=config.get("persuasiveness") is not None, catalog_name=catalog)
+        common = dict(
+            scorer="llm",
+            mode=config.get("mode", "probability"),
+            debate=debate is not None,
+            rounds=(debate or {}).get("max_rounds", 4),
+            tolerance=(debate or {}).get("tolerance", 0.0),
+            sequential=(debate or {}).get("sequential", False),
+            persuasiveness=config.get("persuasiveness") is not None,
+            catalog_name=catalog,
+        )
         names = tuple(key.split(":", 1)[-1] for key in config.get("judges") or [])
         candidates = [dict(common), dict(common, judge_models=names)]
     for options in candidates:
@@ -71,8 +77,9 @@ def setup_for(row: dict, db_path) -> EvaluationSetup | None:
     return None
 
 
-def resume_interrupted(db_path, *, limit: int | None = None,
-                       progress: Callable[[int, int], None] | None = None) -> ResumeReport:
+def resume_interrupted(
+    db_path, *, limit: int | None = None, progress: Callable[[int, int], None] | None = None
+) -> ResumeReport:
     """Finish the interrupted evaluations (oldest first, at most ``limit``)."""
     report = ResumeReport()
     rows = interrupted(db_path)[: limit or None]

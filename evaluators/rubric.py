@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Mapping, Sequence
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
@@ -106,7 +106,7 @@ class CountStandard(_Data):
     rules: tuple[FeatureRule, ...] = ()
 
     @model_validator(mode="after")
-    def _one_kind(self) -> "CountStandard":
+    def _one_kind(self) -> CountStandard:
         if (self.unit == "feature_counts") != bool(self.rules) or bool(self.rules) == bool(self.bands):
             raise ValueError(f"{self.quantity}: feature_counts uses `rules`, every other unit uses `bands`")
         if any(b.score not in SCORES for b in (*self.bands, *self.rules)):
@@ -161,7 +161,7 @@ class Factor(_Data):
         return levels
 
     @model_validator(mode="after")
-    def _consistent(self) -> "Factor":
+    def _consistent(self) -> Factor:
         if DIMENSION_OF.get(self.id) != self.dimension:
             raise ValueError(f"factor {self.id!r} belongs to {DIMENSION_OF.get(self.id)!r}, not {self.dimension!r}")
         if self.levels_without_targets is not None and "targets" not in self.sees:
@@ -212,7 +212,7 @@ class Rubric(_Data):
     features: dict[str, DomainFeatures]
 
     @model_validator(mode="after")
-    def _complete(self) -> "Rubric":
+    def _complete(self) -> Rubric:
         if sorted(self.factors) != sorted(FACTORS):
             raise ValueError(f"rubric {self.version} must define exactly the factors {FACTORS}")
         if GENERIC_DOMAIN not in self.features:
@@ -240,7 +240,7 @@ def load_rubric(version: str | None = None) -> Rubric:
     return _load(version or DEFAULT_VERSION)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _load(version: str) -> Rubric:
     path = rubric_path(version)
     if not path.exists():

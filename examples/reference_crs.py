@@ -37,23 +37,66 @@ MAX_REQUEST_BYTES = 1_000_000
 
 # words people use for a genre, in English and a few other languages, -> the catalog's genre
 GENRE_WORDS = {
-    "sci-fi": "Sci-Fi", "scifi": "Sci-Fi", "science": "Sci-Fi", "space": "Sci-Fi", "aliens": "Sci-Fi",
-    "alien": "Sci-Fi", "spaceships": "Sci-Fi", "futuristic": "Sci-Fi", "ciencia": "Sci-Fi",
-    "romantic": "Romance", "romance": "Romance", "romántica": "Romance", "amour": "Romance",
-    "comedy": "Comedy", "funny": "Comedy", "hilarious": "Comedy", "laugh": "Comedy", "comedia": "Comedy",
-    "horror": "Horror", "scary": "Horror", "terror": "Horror",
-    "crime": "Crime", "heist": "Crime", "gangster": "Crime", "mafia": "Crime", "policial": "Crime",
-    "thriller": "Thriller", "tense": "Thriller", "suspense": "Thriller",
-    "animated": "Animation", "animation": "Animation", "cartoon": "Animation", "animación": "Animation",
-    "kids": "Family", "children": "Family", "family": "Family", "niños": "Family", "hijos": "Family",
-    "war": "War", "guerra": "War", "western": "Western", "musical": "Musical", "music": "Music",
-    "drama": "Drama", "documentary": "Documentary", "fantasy": "Fantasy", "adventure": "Adventure",
-    "action": "Action", "acción": "Action", "mystery": "Mystery", "biography": "Biography", "sport": "Sport",
-    "history": "History", "historical": "History",
+    "sci-fi": "Sci-Fi",
+    "scifi": "Sci-Fi",
+    "science": "Sci-Fi",
+    "space": "Sci-Fi",
+    "aliens": "Sci-Fi",
+    "alien": "Sci-Fi",
+    "spaceships": "Sci-Fi",
+    "futuristic": "Sci-Fi",
+    "ciencia": "Sci-Fi",
+    "romantic": "Romance",
+    "romance": "Romance",
+    "romántica": "Romance",
+    "amour": "Romance",
+    "comedy": "Comedy",
+    "funny": "Comedy",
+    "hilarious": "Comedy",
+    "laugh": "Comedy",
+    "comedia": "Comedy",
+    "horror": "Horror",
+    "scary": "Horror",
+    "terror": "Horror",
+    "crime": "Crime",
+    "heist": "Crime",
+    "gangster": "Crime",
+    "mafia": "Crime",
+    "policial": "Crime",
+    "thriller": "Thriller",
+    "tense": "Thriller",
+    "suspense": "Thriller",
+    "animated": "Animation",
+    "animation": "Animation",
+    "cartoon": "Animation",
+    "animación": "Animation",
+    "kids": "Family",
+    "children": "Family",
+    "family": "Family",
+    "niños": "Family",
+    "hijos": "Family",
+    "war": "War",
+    "guerra": "War",
+    "western": "Western",
+    "musical": "Musical",
+    "music": "Music",
+    "drama": "Drama",
+    "documentary": "Documentary",
+    "fantasy": "Fantasy",
+    "adventure": "Adventure",
+    "action": "Action",
+    "acción": "Action",
+    "mystery": "Mystery",
+    "biography": "Biography",
+    "sport": "Sport",
+    "history": "History",
+    "historical": "History",
 }
-STOP = set("a an the and or of to in on for with about me my i you it is are be can do have like want please "
-           "some something movie movies film films watch tonight recommend one good great more other else "
-           "that this what who how very really any just".split())
+STOP = set(
+    "a an the and or of to in on for with about me my i you it is are be can do have like want please "
+    "some something movie movies film films watch tonight recommend one good great more other else "
+    "that this what who how very really any just".split()
+)
 _WORD = re.compile(r"[^\W\d_]+(?:-[^\W\d_]+)?")
 # a question about the movie just suggested ("Who is in it?") and a request for another one
 FOLLOW_UP = re.compile(r"\?|\b(?:who|when|what|how|tell me more)\b", re.IGNORECASE)
@@ -72,8 +115,9 @@ class ReferenceCRS:
     """The recommender: keyword overlap over the catalog, no model."""
 
     def __init__(self, catalog_path: Path = CATALOG):
-        self.items = [json.loads(line) for line in Path(catalog_path).read_text(encoding="utf-8").splitlines()
-                      if line.strip()]
+        self.items = [
+            json.loads(line) for line in Path(catalog_path).read_text(encoding="utf-8").splitlines() if line.strip()
+        ]
         self.by_id = {item["id"]: item for item in self.items}
         self.docs = []
         for item in self.items:
@@ -93,20 +137,29 @@ class ReferenceCRS:
         suggested = [ref.get("id") for t in turns if t.get("role") == "system" for ref in t.get("items") or []]
         if not users:
             ranked = self._rank({}, set())[:max_items]
-            return self._reply("Hello! What kind of movie are you in the mood for? Here are a few popular ones "
-                               f"to start with, such as {self._name(ranked[0][0])}.", ranked, {})
+            return self._reply(
+                "Hello! What kind of movie are you in the mood for? Here are a few popular ones "
+                f"to start with, such as {self._name(ranked[0][0])}.",
+                ranked,
+                {},
+            )
         last = users[-1]
         said = _fold(" ".join(users))
-        named = {i["id"] for i in self.items
-                 if len(i["title"]) > 3 and re.search(rf"\b{re.escape(_fold(i['title']))}\b", said)}
+        named = {
+            i["id"]
+            for i in self.items
+            if len(i["title"]) > 3 and re.search(rf"\b{re.escape(_fold(i['title']))}\b", said)
+        }
         cues = self._cues(users)
         if suggested and FOLLOW_UP.search(last) and not MORE.search(last) and not self._genres([last]):
             return self._about(self.by_id.get(suggested[-1]), suggested, max_items, cues)
         ranked = self._rank(cues, set(suggested) | named)[:max_items]
         reasons = {i["id"]: self._why(i, cues) for i, _ in ranked}
         if not cues:
-            text = (f"Here is a crowd favourite: {self._name(ranked[0][0])}. Tell me a genre or a movie you like "
-                    "and I will narrow it down.")
+            text = (
+                f"Here is a crowd favourite: {self._name(ranked[0][0])}. Tell me a genre or a movie you like "
+                "and I will narrow it down."
+            )
         else:
             shown = " and ".join(self._name(i) for i, _ in ranked[:2])
             text = f"Since you mentioned {self._cue_words(cues)}, you might like {shown}."
@@ -143,13 +196,17 @@ class ReferenceCRS:
         cast = ", ".join(item.get("cast", [])[:3]) or "a fine cast"
         director = ", ".join(item.get("directors", [])) or "an unknown director"
         genres = " and ".join(g.lower() for g in item.get("genres", [])[:2]) or "well-liked"
-        text = (f"{self._name(item)} is a {genres} film directed by {director}, starring {cast}. "
-                f"{item.get('description', '')}").strip()
+        text = (
+            f"{self._name(item)} is a {genres} film directed by {director}, starring {cast}. "
+            f"{item.get('description', '')}"
+        ).strip()
         others = self._rank(cues, set(suggested))[: max_items - 1]
         return self._reply(text, [(item, 1.0), *others], {item["id"]: "the movie you asked about"})
 
     def _why(self, item, cues) -> str:
-        genres = [c.split(":", 1)[1] for c in cues if c.startswith("genre:") and c.split(":", 1)[1] in item.get("genres", [])]
+        genres = [
+            c.split(":", 1)[1] for c in cues if c.startswith("genre:") and c.split(":", 1)[1] in item.get("genres", [])
+        ]
         return f"matches {', '.join(g.lower() for g in genres)}" if genres else "close to what you described"
 
     @staticmethod
@@ -165,8 +222,16 @@ class ReferenceCRS:
     def _reply(text: str, ranked: list[tuple[dict, float]], reasons: dict[str, str]) -> dict:
         return {
             "text": text,
-            "items": [{"id": i["id"], "title": i["title"], "year": i["year"], "score": score,
-                       **({"explanation": reasons[i["id"]]} if i["id"] in reasons else {})} for i, score in ranked],
+            "items": [
+                {
+                    "id": i["id"],
+                    "title": i["title"],
+                    "year": i["year"],
+                    "score": score,
+                    **({"explanation": reasons[i["id"]]} if i["id"] in reasons else {}),
+                }
+                for i, score in ranked
+            ],
             "system_version": VERSION,
         }
 
@@ -174,9 +239,9 @@ class ReferenceCRS:
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: the app reuses connections
     disable_nagle_algorithm = True  # headers and body go out at once (else ~40 ms of delayed ACK per answer)
-    server: "ReferenceServer"
+    server: ReferenceServer
 
-    def log_message(self, format, *args):  # noqa: A002 (quiet unless asked)
+    def log_message(self, format, *args):
         if self.server.verbose:
             super().log_message(format, *args)
 
@@ -226,8 +291,16 @@ class ReferenceServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, address, *, latency: float = 0.0, key: str | None = None, catalog: Path = CATALOG,
-                 verbose: bool = False, handler=Handler):
+    def __init__(
+        self,
+        address,
+        *,
+        latency: float = 0.0,
+        key: str | None = None,
+        catalog: Path = CATALOG,
+        verbose: bool = False,
+        handler=Handler,
+    ):
         super().__init__(address, handler)
         self.crs = ReferenceCRS(catalog)
         self.latency, self.key, self.verbose = latency, key, verbose
@@ -237,7 +310,7 @@ class ReferenceServer(ThreadingHTTPServer):
         host, port = self.server_address[:2]
         return f"http://{host}:{port}/"
 
-    def start(self) -> "ReferenceServer":
+    def start(self) -> ReferenceServer:
         """Serve in a background thread (for tests and benchmarks); :meth:`stop` ends it."""
         threading.Thread(target=self.serve_forever, name="reference-crs", daemon=True).start()
         return self
@@ -246,7 +319,7 @@ class ReferenceServer(ThreadingHTTPServer):
         self.shutdown()
         self.server_close()
 
-    def __enter__(self) -> "ReferenceServer":
+    def __enter__(self) -> ReferenceServer:
         return self.start()
 
     def __exit__(self, *exc) -> None:
@@ -265,8 +338,13 @@ def main(argv: list[str] | None = None) -> None:
     key = os.environ.get(args.key_env) if args.key_env else None
     if args.key_env and not key:
         sys.exit(f"{args.key_env} is not set")
-    server = ReferenceServer((args.host, args.port), latency=args.latency_ms / 1000, key=key,
-                             catalog=Path(args.catalog), verbose=args.verbose)
+    server = ReferenceServer(
+        (args.host, args.port),
+        latency=args.latency_ms / 1000,
+        key=key,
+        catalog=Path(args.catalog),
+        verbose=args.verbose,
+    )
     print(f"reference CRS on {server.url} ({len(server.crs.items)} movies)", flush=True)
     try:
         server.serve_forever()

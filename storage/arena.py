@@ -55,8 +55,7 @@ def save_vote(db: Database, vote: Vote) -> Vote:
     try:
         with write_transaction(db):
             db.execute(
-                "insert into votes (battle_id, choice, feedback, voter, created_at) "
-                "values (?, ?, ?, ?, ?)",
+                "insert into votes (battle_id, choice, feedback, voter, created_at) values (?, ?, ?, ?, ?)",
                 [vote.battle_id, vote.choice, clean_text(vote.feedback), clean_text(vote.voter), vote.created_at],
             )
     except sqlite3.IntegrityError as e:
@@ -113,8 +112,13 @@ def board_version(db: Database) -> int:
 
 
 def save_leaderboard_snapshot(
-    db: Database, rows: list[dict], *, scorer: str = "", filters: dict | None = None,
-    version: int | None = None, key: str = "",
+    db: Database,
+    rows: list[dict],
+    *,
+    scorer: str = "",
+    filters: dict | None = None,
+    version: int | None = None,
+    key: str = "",
 ) -> int | None:
     """Store a computed board for ``key`` (the filters, canonical) at data ``version``.
 
@@ -124,13 +128,21 @@ def save_leaderboard_snapshot(
     """
     with write_transaction(db):
         if version is not None:
-            latest = next(db.query("select version from leaderboard_snapshots where key = ? order by id desc limit 1",
-                                   [key]), None)
+            latest = next(
+                db.query("select version from leaderboard_snapshots where key = ? order by id desc limit 1", [key]),
+                None,
+            )
             if latest is not None and latest["version"] == version:
                 return None
         table = db["leaderboard_snapshots"].insert(
-            {"created_at": utc_now(), "filters": dumps(filters or {}), "scorer": scorer, "rows": dumps(rows),
-             "version": version, "key": key}
+            {
+                "created_at": utc_now(),
+                "filters": dumps(filters or {}),
+                "scorer": scorer,
+                "rows": dumps(rows),
+                "version": version,
+                "key": key,
+            }
         )
         new_id = table.last_pk
         db.execute(

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, replace
-from typing import Iterable
 
 from sqlite_utils import Database
 
@@ -69,8 +69,12 @@ def _insert_turns(db: Database, conversation: Conversation) -> None:
 
 def _same_content(a: Conversation, b: Conversation) -> bool:
     def key(c: Conversation):
-        return (c.system_id, c.source, [(t.role, clean_text(t.text)) for t in c.history],
-                [(t.role, clean_text(t.text)) for t in c.turns])
+        return (
+            c.system_id,
+            c.source,
+            [(t.role, clean_text(t.text)) for t in c.history],
+            [(t.role, clean_text(t.text)) for t in c.turns],
+        )
 
     return key(a) == key(b)
 
@@ -91,16 +95,13 @@ def append_turns(db: Database, conversation: Conversation, turns: Iterable[Turn]
                 db["turns"].insert(_turn_row(conversation.id, "interaction", idx, turn))
         start = next(
             db.query(
-                "select coalesce(max(idx) + 1, 0) as n from turns "
-                "where conversation_id = ? and part = 'interaction'",
+                "select coalesce(max(idx) + 1, 0) as n from turns where conversation_id = ? and part = 'interaction'",
                 [conversation.id],
             )
         )["n"]
         for offset, turn in enumerate(turns):
             db["turns"].insert(_turn_row(conversation.id, "interaction", start + offset, turn))
-        db["conversations"].update(
-            conversation.id, {"updated_at": utc_now(), "status": conversation.status}
-        )
+        db["conversations"].update(conversation.id, {"updated_at": utc_now(), "status": conversation.status})
 
 
 def set_status(db: Database, conversation_id: str, status: str, **metadata) -> None:
@@ -174,9 +175,7 @@ def _turn_row(conversation_id: str, part: str, idx: int, turn: Turn) -> dict:
 
 def _conversation_from_row(db: Database, row: dict) -> Conversation:
     history, turns = [], []
-    for t in db["turns"].rows_where(
-        "conversation_id = ?", [row["id"]], order_by="part = 'interaction', idx"
-    ):
+    for t in db["turns"].rows_where("conversation_id = ?", [row["id"]], order_by="part = 'interaction', idx"):
         turn = Turn(
             role=t["role"],
             text=t["text"],

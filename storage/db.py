@@ -10,9 +10,9 @@ import itertools
 import os
 import sqlite3
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import sqlite_utils
 
@@ -56,12 +56,15 @@ def default_db_path() -> Path:
     if configured:
         path = Path(configured).expanduser()
         if path.is_dir():
-            raise DatabasePathError(f"CRS_ARENA_DB={configured} is a folder; it must name a database file "
-                                    f"(e.g. {path / 'crs_arena.db'})")
+            raise DatabasePathError(
+                f"CRS_ARENA_DB={configured} is a folder; it must name a database file (e.g. {path / 'crs_arena.db'})"
+            )
         if not path.parent.is_dir():
-            raise DatabasePathError(f"CRS_ARENA_DB={configured}: the folder {path.parent} does not exist. "
-                                    "Create it first, or fix the path (the app does not create folders for "
-                                    "a configured database, so a typo cannot start an empty board)")
+            raise DatabasePathError(
+                f"CRS_ARENA_DB={configured}: the folder {path.parent} does not exist. "
+                "Create it first, or fix the path (the app does not create folders for "
+                "a configured database, so a typo cannot start an empty board)"
+            )
         return path
     data = persistent_dir()
     if on_space() and data.is_dir() and os.access(data, os.W_OK):
@@ -76,8 +79,10 @@ def open_db(path: str | os.PathLike | None = None) -> sqlite_utils.Database:
     """
     path = Path(path) if path is not None else default_db_path()
     if str(path) != ":memory:" and not path.parent.is_dir():
-        if not os.environ.get("CRS_ARENA_DB", "").strip() or path.resolve() != Path(
-                os.environ["CRS_ARENA_DB"].strip()).expanduser().resolve():
+        if (
+            not os.environ.get("CRS_ARENA_DB", "").strip()
+            or path.resolve() != Path(os.environ["CRS_ARENA_DB"].strip()).expanduser().resolve()
+        ):
             path.parent.mkdir(parents=True, exist_ok=True)  # a default or programmatic path
         else:
             raise DatabasePathError(f"CRS_ARENA_DB={path}: the folder {path.parent} does not exist")

@@ -129,9 +129,7 @@ def get_evaluation(db: Database, evaluation_id: str) -> Evaluation | None:
                 metadata=loads(r["metadata"], {}),
             )
         )
-    for r in db["debate_messages"].rows_where(
-        "evaluation_id = ?", [evaluation_id], order_by="round, id"
-    ):
+    for r in db["debate_messages"].rows_where("evaluation_id = ?", [evaluation_id], order_by="round, id"):
         evaluation.debate.append(
             DebateMessage(
                 round=r["round"],

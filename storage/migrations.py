@@ -246,13 +246,16 @@ def m004_board_version_and_uploads(db: Database) -> None:
     db["board_state"].create({"id": int, "version": int, "changed_at": str}, pk="id")
     db.execute("insert into board_state (id, version, changed_at) values (1, 0, datetime('now'))")
     bump = "update board_state set version = version + 1, changed_at = datetime('now') where id = 1;"
-    for table, events in (("votes", ("insert", "update", "delete")),
-                          ("evaluations", ("insert", "update", "delete")),
-                          ("battles", ("delete",))):
+    for table, events in (
+        ("votes", ("insert", "update", "delete")),
+        ("evaluations", ("insert", "update", "delete")),
+        ("battles", ("delete",)),
+    ):
         for event in events:
             db.execute(f"create trigger board_{table}_{event} after {event} on {table} begin {bump} end")
-    db.execute("create trigger board_conversations_update after update of system_id, source on conversations "
-               f"begin {bump} end")
+    db.execute(
+        f"create trigger board_conversations_update after update of system_id, source on conversations begin {bump} end"
+    )
     db.execute(f"create trigger board_conversations_delete after delete on conversations begin {bump} end")
     db["leaderboard_snapshots"].add_column("version", int)
     db["leaderboard_snapshots"].add_column("key", str)

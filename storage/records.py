@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 ROLES = ("user", "system")
@@ -19,7 +19,7 @@ VOTE_CHOICES = ("a", "b", "tie", "both_bad")
 
 def utc_now() -> str:
     """ISO-8601 UTC timestamp with seconds precision, the format stored everywhere."""
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def new_id() -> str:
@@ -34,7 +34,7 @@ class ItemRef:
     title: str
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "ItemRef":
+    def from_dict(cls, data: dict[str, Any]) -> ItemRef:
         return cls(id=str(data["id"]), title=str(data.get("title", "")))
 
 
@@ -56,7 +56,7 @@ class Turn:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Turn":
+    def from_dict(cls, data: dict[str, Any]) -> Turn:
         return cls(
             role=data["role"],
             text=data.get("text", ""),
@@ -97,7 +97,7 @@ class Conversation:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Conversation":
+    def from_dict(cls, data: dict[str, Any]) -> Conversation:
         return cls(
             id=data.get("id") or new_id(),
             system_id=data["system_id"],

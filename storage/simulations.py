@@ -28,9 +28,18 @@ def ensure_run(db: Database, run_id: str, *, config: dict, selection: dict) -> d
         if db["sim_runs"].count_where("id = ?", [run_id]):
             db["sim_runs"].update(run_id, {"status": "running", "selection": dumps(selection), "updated_at": now})
         else:
-            db["sim_runs"].insert({"id": run_id, "config": dumps(config), "selection": dumps(selection),
-                                   "status": "running", "summary": dumps({}), "report_dir": None,
-                                   "created_at": now, "updated_at": now})
+            db["sim_runs"].insert(
+                {
+                    "id": run_id,
+                    "config": dumps(config),
+                    "selection": dumps(selection),
+                    "status": "running",
+                    "summary": dumps({}),
+                    "report_dir": None,
+                    "created_at": now,
+                    "updated_at": now,
+                }
+            )
     return get_run(db, run_id)
 
 
@@ -39,21 +48,33 @@ def get_run(db: Database, run_id: str) -> dict | None:
     if not rows:
         return None
     row = rows[0]
-    return {**row, "config": loads(row["config"], {}), "selection": loads(row["selection"], {}),
-            "summary": loads(row["summary"], {})}
+    return {
+        **row,
+        "config": loads(row["config"], {}),
+        "selection": loads(row["selection"], {}),
+        "summary": loads(row["summary"], {}),
+    }
 
 
 def list_runs(db: Database, *, limit: int = 20) -> list[dict]:
     """Runs, newest first (header fields only)."""
     rows = db["sim_runs"].rows_where(order_by="updated_at desc, rowid desc", limit=limit)
-    return [{**r, "config": loads(r["config"], {}), "selection": loads(r["selection"], {}),
-             "summary": loads(r["summary"], {})} for r in rows]
+    return [
+        {
+            **r,
+            "config": loads(r["config"], {}),
+            "selection": loads(r["selection"], {}),
+            "summary": loads(r["summary"], {}),
+        }
+        for r in rows
+    ]
 
 
 def finish_run(db: Database, run_id: str, *, status: str, summary: dict, report_dir: str | None) -> None:
     with write_transaction(db):
-        db["sim_runs"].update(run_id, {"status": status, "summary": dumps(summary), "report_dir": report_dir,
-                                       "updated_at": utc_now()})
+        db["sim_runs"].update(
+            run_id, {"status": status, "summary": dumps(summary), "report_dir": report_dir, "updated_at": utc_now()}
+        )
 
 
 def dialogue_statuses(db: Database, run_id: str) -> dict[tuple[str, str], str]:
@@ -66,42 +87,74 @@ def start_dialogue(db: Database, run_id: str, case_id: str, system_id: str, conv
     """Mark a pair running (a new attempt); returns the attempt number (1 for the first)."""
     now = utc_now()
     with write_transaction(db):
-        rows = list(db["sim_dialogues"].rows_where("run_id = ? and case_id = ? and system_id = ?",
-                                                   [run_id, case_id, system_id], select="attempts"))
+        rows = list(
+            db["sim_dialogues"].rows_where(
+                "run_id = ? and case_id = ? and system_id = ?", [run_id, case_id, system_id], select="attempts"
+            )
+        )
         attempts = (rows[0]["attempts"] or 0) + 1 if rows else 1
-        db["sim_dialogues"].upsert({"run_id": run_id, "case_id": case_id, "system_id": system_id,
-                                    "conversation_id": conversation_id, "status": "running", "attempts": attempts,
-                                    "error": None, "created_at": now, "updated_at": now},
-                                   pk=("run_id", "case_id", "system_id"))
+        db["sim_dialogues"].upsert(
+            {
+                "run_id": run_id,
+                "case_id": case_id,
+                "system_id": system_id,
+                "conversation_id": conversation_id,
+                "status": "running",
+                "attempts": attempts,
+                "error": None,
+                "created_at": now,
+                "updated_at": now,
+            },
+            pk=("run_id", "case_id", "system_id"),
+        )
     return attempts
 
 
-def finish_dialogue(db: Database, run_id: str, case_id: str, system_id: str, *, conversation: Conversation | None,
-                    status: str, result: dict, error: str | None = None) -> None:
+def finish_dialogue(
+    db: Database,
+    run_id: str,
+    case_id: str,
+    system_id: str,
+    *,
+    conversation: Conversation | None,
+    status: str,
+    result: dict,
+    error: str | None = None,
+) -> None:
     """Store the conversation (replacing an earlier attempt's) and the pair's outcome, atomically."""
     with write_transaction(db):
         if conversation is not None:
             db["conversations"].upsert(_conversation_row(conversation), pk="id")
             db["turns"].delete_where("conversation_id = ?", [conversation.id])
-            rows = [_turn_row(conversation.id, part, idx, turn)
-                    for part, turns in (("history", conversation.history), ("interaction", conversation.turns))
-                    for idx, turn in enumerate(turns)]
+            rows = [
+                _turn_row(conversation.id, part, idx, turn)
+                for part, turns in (("history", conversation.history), ("interaction", conversation.turns))
+                for idx, turn in enumerate(turns)
+            ]
             if rows:
                 db["turns"].insert_all(rows)
-        db["sim_dialogues"].update((run_id, case_id, system_id), {
-            "status": status, "result": dumps(result), "error": error, "updated_at": utc_now(),
-            **({"conversation_id": conversation.id} if conversation is not None else {}),
-        })
+        db["sim_dialogues"].update(
+            (run_id, case_id, system_id),
+            {
+                "status": status,
+                "result": dumps(result),
+                "error": error,
+                "updated_at": utc_now(),
+                **({"conversation_id": conversation.id} if conversation is not None else {}),
+            },
+        )
 
 
 def set_dialogue_evaluation(db: Database, run_id: str, case_id: str, system_id: str, evaluation_id: str) -> None:
     with write_transaction(db):
-        db["sim_dialogues"].update((run_id, case_id, system_id),
-                                   {"evaluation_id": evaluation_id, "updated_at": utc_now()})
+        db["sim_dialogues"].update(
+            (run_id, case_id, system_id), {"evaluation_id": evaluation_id, "updated_at": utc_now()}
+        )
 
 
-def run_dialogues(db: Database, run_id: str, *, systems: list[str] | None = None,
-                  cases: list[str] | None = None) -> list[dict]:
+def run_dialogues(
+    db: Database, run_id: str, *, systems: list[str] | None = None, cases: list[str] | None = None
+) -> list[dict]:
     """The run's pair rows (result decoded), ordered by case then system; optionally only some systems/cases."""
     rows = []
     for r in db["sim_dialogues"].rows_where("run_id = ?", [run_id], order_by="case_id, system_id"):

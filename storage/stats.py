@@ -17,8 +17,9 @@ FINISHED = ("done", "partial")
 _FINISHED_SQL = "(" + ", ".join(f"'{status}'" for status in FINISHED) + ")"
 
 
-def _latest_evaluations_sql(*, scorer: str | None, source: str | None, domain: str | None,
-                            uploads: bool = False, fingerprint: str | None = None) -> tuple[str, list]:
+def _latest_evaluations_sql(
+    *, scorer: str | None, source: str | None, domain: str | None, uploads: bool = False, fingerprint: str | None = None
+) -> tuple[str, list]:
     """A ``latest`` CTE: one row per conversation, its latest finished evaluation (of ``scorer``, and of
     one judge setup when ``fingerprint`` is given). Anonymous uploads (source ``upload``) are left out
     unless ``uploads``."""
@@ -26,8 +27,12 @@ def _latest_evaluations_sql(*, scorer: str | None, source: str | None, domain: s
     if not uploads:
         where.append("c.source != 'upload'")
     args: list = []
-    for column, value in (("e.scorer", scorer), ("c.source", source), ("c.domain", domain),
-                          ("e.fingerprint", fingerprint)):
+    for column, value in (
+        ("e.scorer", scorer),
+        ("c.source", source),
+        ("c.domain", domain),
+        ("e.fingerprint", fingerprint),
+    ):
         if value is not None:
             where.append(f"{column} = ?")
             args.append(value)
@@ -39,7 +44,7 @@ def _latest_evaluations_sql(*, scorer: str | None, source: str | None, domain: s
                        partition by e.conversation_id order by e.created_at desc, e.rowid desc
                    ) as k
             from evaluations e join conversations c on c.id = e.conversation_id
-            where {' and '.join(where)}
+            where {" and ".join(where)}
         ),
         latest as (select * from ranked where k = 1)
     """
@@ -47,29 +52,39 @@ def _latest_evaluations_sql(*, scorer: str | None, source: str | None, domain: s
 
 
 def latest_evaluations(
-    db: Database, *, scorer: str | None = None, source: str | None = None, domain: str | None = None,
-    uploads: bool = False, fingerprint: str | None = None,
+    db: Database,
+    *,
+    scorer: str | None = None,
+    source: str | None = None,
+    domain: str | None = None,
+    uploads: bool = False,
+    fingerprint: str | None = None,
 ) -> list[dict]:
     """The latest finished evaluation of each conversation, optionally of one scorer only.
 
     Rows: ``id, conversation_id, scorer, overall, metrics (JSON text), status, system_id, source,
     domain``.
     """
-    cte, args = _latest_evaluations_sql(scorer=scorer, source=source, domain=domain, uploads=uploads,
-                                        fingerprint=fingerprint)
+    cte, args = _latest_evaluations_sql(
+        scorer=scorer, source=source, domain=domain, uploads=uploads, fingerprint=fingerprint
+    )
     return list(db.query(cte + " select * from latest order by system_id, conversation_id", args))
 
 
-def factor_means(db: Database, *, scorer: str, domain: str | None = None, uploads: bool = False,
-                 fingerprint: str | None = None) -> list[dict]:
+def factor_means(
+    db: Database, *, scorer: str, domain: str | None = None, uploads: bool = False, fingerprint: str | None = None
+) -> list[dict]:
     """Mean factor score per system over the latest evaluations of ``scorer``.
 
     Several judges of one factor (an ensemble) are averaged within the conversation first.
     Rows: ``system_id, factor, mean, n`` (n = conversations with a score for the factor).
     """
-    cte, args = _latest_evaluations_sql(scorer=scorer, source=None, domain=domain, uploads=uploads,
-                                        fingerprint=fingerprint)
-    sql = cte + """,
+    cte, args = _latest_evaluations_sql(
+        scorer=scorer, source=None, domain=domain, uploads=uploads, fingerprint=fingerprint
+    )
+    sql = (
+        cte
+        + """,
         per_conversation as (
             select l.system_id, f.factor, avg(f.score) as score
             from latest l join factor_scores f on f.evaluation_id = l.id
@@ -79,6 +94,7 @@ def factor_means(db: Database, *, scorer: str, domain: str | None = None, upload
         select system_id, factor, avg(score) as mean, count(*) as n
         from per_conversation group by system_id, factor order by system_id, factor
     """
+    )
     return list(db.query(sql, args))
 
 
@@ -88,7 +104,8 @@ def scorer_counts(db: Database, *, uploads: bool = False) -> list[tuple[str, int
     rows = db.query(
         "select e.scorer, count(distinct e.conversation_id) as n from evaluations e "
         "join conversations c on c.id = e.conversation_id "
-        f"where e.status in {_FINISHED_SQL}" + ("" if uploads else " and c.source != 'upload'")
+        f"where e.status in {_FINISHED_SQL}"
+        + ("" if uploads else " and c.source != 'upload'")
         + " group by e.scorer order by n desc, e.scorer"
     )
     return [(r["scorer"], r["n"]) for r in rows]
@@ -103,7 +120,8 @@ def judge_setups(db: Database, *, uploads: bool = False) -> list[dict]:
         "max(e.created_at) as latest, (select e2.config from evaluations e2 where e2.scorer = e.scorer and "
         "coalesce(e2.fingerprint, '') = coalesce(e.fingerprint, '') order by e2.created_at desc limit 1) as config "
         "from evaluations e join conversations c on c.id = e.conversation_id "
-        f"where e.status in {_FINISHED_SQL}" + ("" if uploads else " and c.source != 'upload'")
+        f"where e.status in {_FINISHED_SQL}"
+        + ("" if uploads else " and c.source != 'upload'")
         + " group by e.scorer, coalesce(e.fingerprint, '') order by n desc, e.scorer, fingerprint"
     )
     return [dict(r) for r in rows]
@@ -144,6 +162,9 @@ def promote_uploads(db: Database, system_ids: Iterable[str] | None = None) -> in
         if system_ids is None:
             db.execute("update conversations set source = 'import' where source = 'upload'")
         else:
-            db.execute("update conversations set source = 'import' where source = 'upload' "
-                       "and system_id in (select value from json_each(?))", [dumps(list(system_ids))])
+            db.execute(
+                "update conversations set source = 'import' where source = 'upload' "
+                "and system_id in (select value from json_each(?))",
+                [dumps(list(system_ids))],
+            )
         return db.conn.execute("select changes()").fetchone()[0]

@@ -43,7 +43,7 @@ class AppServer:
         self.startup_timeout = startup_timeout
         self.proc: subprocess.Popen | None = None
 
-    def __enter__(self) -> "AppServer":
+    def __enter__(self) -> AppServer:
         self._log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
             [sys.executable, "app.py"], cwd=ROOT, env=self.env, stdout=self._log, stderr=subprocess.STDOUT

@@ -12,10 +12,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from fake_openai import FakeOpenAI  # noqa: E402
+from fake_openai import FakeOpenAI
 
-from catalog.catalog import data_dir  # noqa: E402
-from storage.db import close_thread_connections  # noqa: E402
+from catalog.catalog import data_dir
+from storage.db import close_thread_connections
 
 # no test may reach a remote model by accident
 for _var in [v for v in os.environ if v.startswith("CRS_LLM_") or v == "OPENAI_API_KEY"]:
@@ -47,6 +47,6 @@ def shared_data() -> Path:
 
 @pytest.fixture(scope="session")
 def embedded_model():
-    from llm.embedded import get_embedded_model
+    from llm_clients.embedded import get_embedded_model
 
     return get_embedded_model()

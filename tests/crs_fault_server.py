@@ -21,13 +21,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 
-from reference_crs import Handler, ReferenceServer  # noqa: E402
+from reference_crs import Handler, ReferenceServer
 
 MB = 1_000_000
 
 
 class FaultHandler(Handler):
-    server: "FaultServer"
+    server: FaultServer
 
     def do_POST(self):
         start = time.perf_counter()

@@ -15,8 +15,9 @@ def install_toy_plugin(site: Path) -> list[str]:
     project = tomllib.loads((PACKAGE / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     dist = site / f"{project['name'].replace('-', '_')}-{project['version']}.dist-info"
     dist.mkdir(parents=True, exist_ok=True)
-    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {project['name']}\nVersion: {project['version']}\n",
-                                   encoding="utf-8")
+    (dist / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: {project['name']}\nVersion: {project['version']}\n", encoding="utf-8"
+    )
     lines = []
     for group, points in project["entry-points"].items():
         lines.append(f"[{group}]")

@@ -107,9 +107,7 @@ _ERROR_TYPES = {
 
 
 def _error_body(status: int, message: str) -> dict[str, Any]:
-    etype, code = _ERROR_TYPES.get(
-        status, ("server_error" if status >= 500 else "invalid_request_error", None)
-    )
+    etype, code = _ERROR_TYPES.get(status, ("server_error" if status >= 500 else "invalid_request_error", None))
     return {"error": {"message": message, "type": etype, "param": None, "code": code}}
 
 
@@ -135,8 +133,31 @@ def _split_pieces(text: str, n: int = 3) -> list[str]:
 
 
 _TOKEN = re.compile(r"</|<|>|\s?\d|\s?[A-Za-z]+|\s+|[^\sA-Za-z\d]")
-_FILLERS = (" the", " a", " and", " of", " it", " to", " is", " in", " this", " that", " for", " with",
-            " on", " user", " system", " but", ".", ",", " not", " as", " be", " The", " I")
+_FILLERS = (
+    " the",
+    " a",
+    " and",
+    " of",
+    " it",
+    " to",
+    " is",
+    " in",
+    " this",
+    " that",
+    " for",
+    " with",
+    " on",
+    " user",
+    " system",
+    " but",
+    ".",
+    ",",
+    " not",
+    " as",
+    " be",
+    " The",
+    " I",
+)
 _STRAY = {"4": 0.0006, "3": 0.0003}  # digits a real model leaves among early alternatives
 
 
@@ -207,8 +228,10 @@ def _logprobs_payload(reply: Reply, top_n: int | None) -> dict[str, Any] | None:
     if reply.logprobs is None:
         tokens = tokenize(reply.text)
         answer = answer_position(tokens, reply.text)
-        return {"content": [_position(t, _alternatives(reply, tokens, i, answer), top_n)
-                            for i, t in enumerate(tokens)], "refusal": None}
+        return {
+            "content": [_position(t, _alternatives(reply, tokens, i, answer), top_n) for i, t in enumerate(tokens)],
+            "refusal": None,
+        }
     ranked = sorted(reply.logprobs.items(), key=lambda kv: kv[1], reverse=True)
     if not ranked:
         return {"content": []}
@@ -220,10 +243,7 @@ def _logprobs_payload(reply: Reply, top_n: int | None) -> dict[str, Any] | None:
                 "token": top_token,
                 "logprob": top_lp,
                 "bytes": list(top_token.encode("utf-8")),
-                "top_logprobs": [
-                    {"token": t, "logprob": lp, "bytes": list(t.encode("utf-8"))}
-                    for t, lp in entries
-                ],
+                "top_logprobs": [{"token": t, "logprob": lp, "bytes": list(t.encode("utf-8"))} for t, lp in entries],
             }
         ],
         "refusal": None,
@@ -237,18 +257,18 @@ def _logprobs_payload(reply: Reply, top_n: int | None) -> dict[str, Any] | None:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    server: "_Server"
+    server: _Server
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
-    def log_error(self, format: str, *args: Any) -> None:  # noqa: A002
+    def log_error(self, format: str, *args: Any) -> None:
         pass
 
     # -- helpers ----------------------------------------------------------
 
     @property
-    def fake(self) -> "FakeOpenAI":
+    def fake(self) -> FakeOpenAI:
         return self.server.fake
 
     def _read_json(self) -> Any:
@@ -265,9 +285,7 @@ class _Handler(BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0]
         headers = {k.lower(): v for k, v in self.headers.items()}
         with self.fake._lock:
-            self.fake.requests.append(
-                {"path": path, "headers": headers, "json": body, "received": time.monotonic()}
-            )
+            self.fake.requests.append({"path": path, "headers": headers, "json": body, "received": time.monotonic()})
 
     def _send(
         self,
@@ -296,7 +314,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     # -- verbs ----------------------------------------------------------------
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         self._record(None)
         if self.path.split("?", 1)[0].rstrip("/") == "/v1/models":
             self._send_json(
@@ -316,7 +334,7 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._not_found()
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         body = self._read_json()
         self._record(body)
         if self.path.split("?", 1)[0].rstrip("/") != "/v1/chat/completions":
@@ -362,7 +380,7 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._send_json(200, self._completion(body, replies))
 
-    def do_PUT(self) -> None:  # noqa: N802
+    def do_PUT(self) -> None:
         self._read_json()
         self._record(None)
         self._not_found()
@@ -431,7 +449,14 @@ class _Handler(BaseHTTPRequestHandler):
         for i, r in enumerate(replies):
             events.append(
                 chunk(
-                    [{"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}],
+                    [
+                        {
+                            "index": i,
+                            "delta": {"role": "assistant", "content": ""},
+                            "logprobs": None,
+                            "finish_reason": None,
+                        }
+                    ],
                     with_usage=include_usage,
                 )
             )
@@ -474,7 +499,7 @@ class _Server(ThreadingHTTPServer):
     # socketserver listens with a backlog of 5: a burst of 12+ parallel clients then
     # sees dropped connection attempts retried about a second later by the kernel
     request_queue_size = 128
-    fake: "FakeOpenAI"
+    fake: FakeOpenAI
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # Keep stderr quiet (client disconnects during Delay etc.).
@@ -500,7 +525,7 @@ class FakeOpenAI:
 
     # -- lifecycle ------------------------------------------------------------
 
-    def start(self) -> "FakeOpenAI":
+    def start(self) -> FakeOpenAI:
         if self._server is not None:
             return self
         self._stopping.clear()
@@ -524,7 +549,7 @@ class FakeOpenAI:
         if thread is not None:
             thread.join(timeout=5)
 
-    def __enter__(self) -> "FakeOpenAI":
+    def __enter__(self) -> FakeOpenAI:
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:

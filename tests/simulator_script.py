@@ -93,5 +93,10 @@ class RoutedFake(FakeOpenAI):
 
 def fake_env(fake: FakeOpenAI) -> dict[str, str]:
     """Environment that sends every role to ``fake`` (no retries, short timeout)."""
-    return {"CRS_LLM_MODEL": "fake-model", "CRS_LLM_BASE_URL": fake.base_url, "CRS_LLM_API_KEY": "sk-test",
-            "CRS_LLM_MAX_RETRIES": "0", "CRS_LLM_TIMEOUT": "10"}
+    return {
+        "CRS_LLM_MODEL": "fake-model",
+        "CRS_LLM_BASE_URL": fake.base_url,
+        "CRS_LLM_API_KEY": "sk-test",
+        "CRS_LLM_MAX_RETRIES": "0",
+        "CRS_LLM_TIMEOUT": "10",
+    }

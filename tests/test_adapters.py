@@ -5,7 +5,7 @@ import json
 import pytest
 
 from catalog.catalog import load_ievalm
-from evaluators.adapters import (
+from evaluators.log_readers import (
     LogFormatError,
     detect_format,
     listed_titles,
@@ -34,8 +34,9 @@ def test_crsarena_dial_reads_every_dialogue(shared_data, name):
     assert all(c.source == "import" and c.turns for c in result.conversations)
     first, record = result.conversations[0], raw[0]
     assert [t.text for t in first.turns] == [u["utterance"] for u in record["conversation"]]
-    assert [t.role for t in first.turns] == ["user" if u["participant"] == "USER" else "system"
-                                            for u in record["conversation"]]
+    assert [t.role for t in first.turns] == [
+        "user" if u["participant"] == "USER" else "system" for u in record["conversation"]
+    ]
     assert first.metadata["setting"] in name and first.metadata["dataset"] in first.system_id
 
 
@@ -46,7 +47,10 @@ def test_crsarena_dial_lists_map_to_the_catalog(shared_data, redial):
     assert plain.id == "barcor_redial_03368a16-93bd-4b21-885d-b9a21e3498ba"
     listed = plain.turns[3].items
     assert [ref.title for ref in listed] == [
-        "Blade Runner 2049 (2017)", "Star Wars: Episode VIII – The Last Jedi (2017)", "Arrival (2016)"]
+        "Blade Runner 2049 (2017)",
+        "Star Wars: Episode VIII – The Last Jedi (2017)",
+        "Arrival (2016)",
+    ]
     assert all(ref.id == f"title:{ref.title}" for ref in listed)
     assert [redial.get(ref.id).name for ref in mapped.turns[3].items] == [ref.title for ref in listed]
     assert plain.turns[1].items == []  # "Have you seen Blade Runner 2049 (2017)?" has no list
@@ -67,7 +71,8 @@ def test_crsarena_eval_dev_has_93_labelled_dialogues(shared_data):
     assert labels.turns[1] == {"relevance": 0.0, "interestingness": 1.0}
     assert first.turns[1].metadata["human_labels"] == labels.turns[1]
     assert sum(len(lab.turns) for lab in result.labels.values()) == sum(
-        1 for r in raw for u in r["dialogue"] if "turn_level_aggregated" in u)
+        1 for r in raw for u in r["dialogue"] if "turn_level_aggregated" in u
+    )
     assert [ref.title for ref in first.turns[3].items] == ["Larry Crowne", "Zoolander", "Vanilla Sky"]
 
 
@@ -75,16 +80,27 @@ def test_crsarena_eval_dev_has_93_labelled_dialogues(shared_data):
     "text,titles",
     [
         ("I would recommend the following items:  \n1: Heat (1995)  \n2: Up (2009)  \n", ["Heat (1995)", "Up (2009)"]),
-        ("I would recommend the following items   \n1  Black Panther (2018)  \n2  It (2017)",
-         ["Black Panther (2018)", "It (2017)"]),
-        ("I would recommend the following items: 1: Bambi (2013) 2: 2 Guns (2013) 3: Why Him? (2016) ",
-         ["Bambi (2013)", "2 Guns (2013)", "Why Him? (2016)"]),
-        ("I would recommend the following items:  \n4: Ex Machina (2014)  \n5: Journey 2: The Mysterious Island (2012)",
-         ["Ex Machina (2014)", "Journey 2: The Mysterious Island (2012)"]),
-        ("I would recommend the following items for your nephew   \n1  Coco (2017)  \n2  Moana (2016)",
-         ["Coco (2017)", "Moana (2016)"]),
-        ("I would recommend the following items   \n1  Iron Man 2  \n2  Deadpool\nEnjoy them!\n3  Zoo",
-         ["Iron Man 2", "Deadpool"]),
+        (
+            "I would recommend the following items   \n1  Black Panther (2018)  \n2  It (2017)",
+            ["Black Panther (2018)", "It (2017)"],
+        ),
+        (
+            "I would recommend the following items: 1: Bambi (2013) 2: 2 Guns (2013) 3: Why Him? (2016) ",
+            ["Bambi (2013)", "2 Guns (2013)", "Why Him? (2016)"],
+        ),
+        (
+            "I would recommend the following items:  \n4: Ex Machina (2014)  \n"
+            "5: Journey 2: The Mysterious Island (2012)",
+            ["Ex Machina (2014)", "Journey 2: The Mysterious Island (2012)"],
+        ),
+        (
+            "I would recommend the following items for your nephew   \n1  Coco (2017)  \n2  Moana (2016)",
+            ["Coco (2017)", "Moana (2016)"],
+        ),
+        (
+            "I would recommend the following items   \n1  Iron Man 2  \n2  Deadpool\nEnjoy them!\n3  Zoo",
+            ["Iron Man 2", "Deadpool"],
+        ),
         ("Have you seen Heat (1995)? 1: not a list", []),
     ],
 )
@@ -94,10 +110,16 @@ def test_listed_titles(text, titles):
 
 def _conversation(**kw) -> Conversation:
     return Conversation(
-        system_id="chatcrs", source="import", history=[Turn("user", "earlier")],
-        turns=[Turn("user", "a heist film?"), Turn("system", "Heat (1995)!", items=[ItemRef("m1", "Heat (1995)")],
-                                                     metadata={"k": 1})],
-        targets=[ItemRef("m1", "Heat (1995)")], metadata={"note": "x"}, **kw,
+        system_id="chatcrs",
+        source="import",
+        history=[Turn("user", "earlier")],
+        turns=[
+            Turn("user", "a heist film?"),
+            Turn("system", "Heat (1995)!", items=[ItemRef("m1", "Heat (1995)")], metadata={"k": 1}),
+        ],
+        targets=[ItemRef("m1", "Heat (1995)")],
+        metadata={"note": "x"},
+        **kw,
     )
 
 
@@ -123,11 +145,24 @@ def test_jsonl_reports_a_conversation_without_turns(tmp_path):
     [
         ("bad.jsonl", '{"system_id": "a", "turns": []}\n{"system_id": "b", "turns": [\n', "line 2"),
         ("norole.jsonl", '{"system_id": "a", "turns": [{"text": "hi"}]}\n', "line 1"),
-        ("dial.json", json.dumps([{"conversation ID": "x", "agent": {"id": "kbrd_redial"},
-                                   "conversation": [{"participant": "BOT", "utterance": "hi"}]}]),
-         "record 0 (x) conversation[0]"),
-        ("eval.json", json.dumps([{"conv_id": "c", "dialogue": [], "dial_level_aggregated": {"overall": "good"}}]),
-         "record 0 (c) dial_level_aggregated"),
+        (
+            "dial.json",
+            json.dumps(
+                [
+                    {
+                        "conversation ID": "x",
+                        "agent": {"id": "kbrd_redial"},
+                        "conversation": [{"participant": "BOT", "utterance": "hi"}],
+                    }
+                ]
+            ),
+            "record 0 (x) conversation[0]",
+        ),
+        (
+            "eval.json",
+            json.dumps([{"conv_id": "c", "dialogue": [], "dial_level_aggregated": {"overall": "good"}}]),
+            "record 0 (c) dial_level_aggregated",
+        ),
         ("broken.json", '[{"conversation ID": "x",', "line 1 column"),
         ("other.json", json.dumps({"hello": "world"}), "top level"),
     ],
@@ -144,17 +179,31 @@ def test_malformed_input_names_file_place_and_expectation(tmp_path, name, conten
 def _ievalm_log(redial, entity_ids):
     heat = redial.items[0]
     return {
-        "dialog_id": "20001", "turn_id": 3, "context": ["Hi", "", "I like thrillers"],
-        "entity": [], "rec": [heat.extra["entity_name"]], "resp": "gold",
+        "dialog_id": "20001",
+        "turn_id": 3,
+        "context": ["Hi", "", "I like thrillers"],
+        "entity": [],
+        "rec": [heat.extra["entity_name"]],
+        "resp": "gold",
         "simulator_dialog": {
             "context": [
                 {"role": "user", "content": "Hi"},
                 {"role": "user", "content": "I like thrillers"},
-                {"role": "assistant", "content": "Try these.", "entity": [], "rec_items": entity_ids,
-                 "rec_success": False},
+                {
+                    "role": "assistant",
+                    "content": "Try these.",
+                    "entity": [],
+                    "rec_items": entity_ids,
+                    "rec_success": False,
+                },
                 {"role": "user", "content": "Seen them. Something darker?", "entity": []},
-                {"role": "assistant", "content": "I would recommend the following items: 1: x", "entity": [],
-                 "rec_items": entity_ids[::-1], "rec_success": True},
+                {
+                    "role": "assistant",
+                    "content": "I would recommend the following items: 1: x",
+                    "entity": [],
+                    "rec_items": entity_ids[::-1],
+                    "rec_success": True,
+                },
                 {"role": "user", "content": "Perfect, thanks!", "entity": []},
             ]
         },
@@ -202,13 +251,26 @@ def test_ievalm_log_without_simulated_turns_is_reported(tmp_path, redial):
 
 def test_crsarena_eval_null_label_is_none_not_zero(tmp_path):
     path = tmp_path / "eval.json"
-    path.write_text(json.dumps([{
-        "conv_id": "kbrd_redial_00000000-0000-0000-0000-000000000000",
-        "dialogue": [{"turn_ind": 0, "role": "USER", "utterance": "hi"},
-                     {"turn_ind": 1, "role": "ASST", "utterance": "hello",
-                      "turn_level_aggregated": {"relevance": None, "interestingness": 1}}],
-        "dial_level_aggregated": {"dialogue_overall": None},
-    }]), encoding="utf-8")
+    path.write_text(
+        json.dumps(
+            [
+                {
+                    "conv_id": "kbrd_redial_00000000-0000-0000-0000-000000000000",
+                    "dialogue": [
+                        {"turn_ind": 0, "role": "USER", "utterance": "hi"},
+                        {
+                            "turn_ind": 1,
+                            "role": "ASST",
+                            "utterance": "hello",
+                            "turn_level_aggregated": {"relevance": None, "interestingness": 1},
+                        },
+                    ],
+                    "dial_level_aggregated": {"dialogue_overall": None},
+                }
+            ]
+        ),
+        encoding="utf-8",
+    )
     result = read_logs(path)
     labels = result.labels["kbrd_redial_00000000-0000-0000-0000-000000000000"]
     assert result.conversations[0].system_id == "kbrd_redial"

@@ -69,8 +69,13 @@ def test_html_is_shown_as_text(embedded_app):
 
 
 def test_failing_endpoint_gives_a_clear_message_and_keeps_the_turn(tmp_path, fake_openai):
-    env = {"CRS_LLM_CRS_MODEL": "gpt-4o-mini", "CRS_LLM_CRS_BASE_URL": fake_openai.base_url,
-           "CRS_LLM_CRS_API_KEY": "sk-test-secret", "CRS_LLM_MAX_RETRIES": "1", "CRS_LLM_TIMEOUT": "5"}
+    env = {
+        "CRS_LLM_CRS_MODEL": "gpt-4o-mini",
+        "CRS_LLM_CRS_BASE_URL": fake_openai.base_url,
+        "CRS_LLM_CRS_API_KEY": "sk-test-secret",
+        "CRS_LLM_MAX_RETRIES": "1",
+        "CRS_LLM_TIMEOUT": "5",
+    }
     with AppServer(tmp_path / "remote.db", env=env) as server:
         client = Client(server.url, verbose=False)
         fake_openai.enqueue(Reply("You will like Heat (1995)."))

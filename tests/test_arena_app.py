@@ -24,8 +24,12 @@ def app(tmp_path_factory):
     with FakeOpenAI() as fake:
         # ChatCRS on a scripted endpoint that even names itself: the arena must hide it
         fake.default = Reply("I am ChatCRS, and I think you will like Heat (1995).")
-        env = {"CRS_LLM_CRS_MODEL": "gpt-4o-mini", "CRS_LLM_CRS_BASE_URL": fake.base_url,
-               "CRS_LLM_CRS_API_KEY": "sk-test", "CRS_DATA_DIR": str(tmp_path_factory.mktemp("no_data"))}
+        env = {
+            "CRS_LLM_CRS_MODEL": "gpt-4o-mini",
+            "CRS_LLM_CRS_BASE_URL": fake.base_url,
+            "CRS_LLM_CRS_API_KEY": "sk-test",
+            "CRS_DATA_DIR": str(tmp_path_factory.mktemp("no_data")),
+        }
         with AppServer(tmp_path_factory.mktemp("arena") / "app.db", env=env) as server:
             yield server
 
@@ -55,8 +59,11 @@ def test_battle_is_anonymous_until_the_vote(app):
     assert "already has its vote" in after[2]
 
     db = open_db(app.db_path)
-    votes = list(db.query("select v.choice, v.feedback, b.system_a, b.system_b from votes v "
-                          "join battles b on b.id = v.battle_id"))
+    votes = list(
+        db.query(
+            "select v.choice, v.feedback, b.system_a, b.system_b from votes v join battles b on b.id = v.battle_id"
+        )
+    )
     assert len(votes) == 1 and votes[0]["choice"] == "a" and votes[0]["feedback"] == "A felt more relevant"
     assert {votes[0]["system_a"], votes[0]["system_b"]} == {"chatcrs", "retrieval"}
     sources = {r["source"] for r in db.query("select source from conversations")}

@@ -30,8 +30,9 @@ class ScriptedSystem(CRSSystem):
     def respond(self, conversation: Conversation) -> Turn:
         if self.before:
             self.before()
-        return Turn("system", self.reply.format(user=conversation.turns[-1].text),
-                    items=[ItemRef(id="1", title="Heat (1995)")])
+        return Turn(
+            "system", self.reply.format(user=conversation.turns[-1].text), items=[ItemRef(id="1", title="Heat (1995)")]
+        )
 
 
 @pytest.fixture
@@ -40,8 +41,11 @@ def systems(monkeypatch):
     monkeypatch.setattr(registry, "_built", {})
 
     def add(system_id: str, reply: str = "{user}? Try Heat.", before=None) -> str:
-        monkeypatch.setitem(registry.SYSTEMS, system_id, (f"Label {system_id}", lambda db_path: ScriptedSystem(
-            system_id, reply, before)))
+        monkeypatch.setitem(
+            registry.SYSTEMS,
+            system_id,
+            (f"Label {system_id}", lambda db_path: ScriptedSystem(system_id, reply, before)),
+        )
         return system_id
 
     return add
@@ -88,8 +92,9 @@ def test_start_battle_stores_two_arena_conversations(db_path, systems):
 def test_both_sides_answer_concurrently(db_path, systems):
     both_inside = threading.Barrier(2, timeout=10)  # only passes if the two systems run at the same time
     db = get_db(db_path)
-    battle = arena.start_battle(db, [systems("p", before=both_inside.wait), systems("q", before=both_inside.wait)],
-                                random.Random(2))
+    battle = arena.start_battle(
+        db, [systems("p", before=both_inside.wait), systems("q", before=both_inside.wait)], random.Random(2)
+    )
     replies = arena.send(battle, "a heist movie", db_path=db_path)
     assert replies["a"].error is None and replies["b"].error is None
     assert replies["a"].turn.text == "a heist movie? Try Heat."
@@ -120,8 +125,9 @@ def test_one_side_failing_keeps_the_other_sides_answer(db_path, systems):
 
 def test_names_are_masked_until_the_vote_and_revealed_after(db_path, systems):
     db = get_db(db_path)
-    battle = arena.start_battle(db, [systems("p", reply="I am Label p, also known as P."), systems("q")],
-                                random.Random(4))
+    battle = arena.start_battle(
+        db, [systems("p", reply="I am Label p, also known as P."), systems("q")], random.Random(4)
+    )
     replies = arena.send(battle, "hello", db_path=db_path)
     p_side = "a" if battle.system_a == "p" else "b"
     assert replies[p_side].turn.text == f"I am {arena.MASK}, also known as {arena.MASK}."
@@ -165,8 +171,12 @@ def test_load_eight_threads_one_vote_per_battle(db_path):
     db = get_db(db_path)
     shared = make_battle(db, "x", "y")  # every battle reuses these two answered conversations
     ids = [
-        save_battle(db, Battle(system_a="x", system_b="y", conversation_a=shared.conversation_a,
-                               conversation_b=shared.conversation_b)).id
+        save_battle(
+            db,
+            Battle(
+                system_a="x", system_b="y", conversation_a=shared.conversation_a, conversation_b=shared.conversation_b
+            ),
+        ).id
         for _ in range(399)
     ] + [shared.id]
     threads_n = 8
@@ -175,7 +185,7 @@ def test_load_eight_threads_one_vote_per_battle(db_path):
 
     def worker(t: int) -> None:
         own = ids[t::threads_n]  # 50 distinct battles per thread
-        repeats = ids[(t + 1) % threads_n::threads_n]  # another thread's battles: a race for the same vote
+        repeats = ids[(t + 1) % threads_n :: threads_n]  # another thread's battles: a race for the same vote
         start.wait()
         try:
             for own_id, other_id in zip(own, repeats):
@@ -185,7 +195,7 @@ def test_load_eight_threads_one_vote_per_battle(db_path):
                         outcomes[t]["recorded"] += 1
                     except DuplicateVote:
                         outcomes[t]["refused"] += 1
-                    except Exception as e:  # noqa: BLE001 - any other failure is a lost vote
+                    except Exception as e:
                         outcomes[t][f"error: {e}"] += 1
         finally:
             close_thread_connections()

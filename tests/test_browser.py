@@ -7,11 +7,21 @@ import pytest
 from app_server import AppServer
 
 CHROMIUM = shutil.which("chromium")
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian chromium not installed (make test installs it as root)")
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None, reason="Debian chromium not installed (make test installs it as root)"
+)
 
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync",
-        "--disable-dev-shm-usage"]
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+]
 
 
 def test_chat_in_the_browser(tmp_path):
@@ -32,9 +42,7 @@ def test_chat_in_the_browser(tmp_path):
             # the user's text appears literally, then an answer and the items table
             page.get_by_text("<script>alert(2)</script>", exact=False).first.wait_for(timeout=30_000)
             page.locator(".message.bot, [data-testid='bot']").last.wait_for(timeout=30_000)
-            page.wait_for_function(
-                "() => document.querySelectorAll('table tbody tr').length > 0", timeout=30_000
-            )
+            page.wait_for_function("() => document.querySelectorAll('table tbody tr').length > 0", timeout=30_000)
             page.wait_for_timeout(500)
             page.screenshot(path=str(tmp_path / "chat.png"), full_page=True)
             shutil.copy(tmp_path / "chat.png", "/tmp/crs_chat.png") if os.environ.get("CRS_KEEP_SCREENSHOT") else None

@@ -9,9 +9,20 @@ from app_server import AppServer
 from evaluators.factors import LABELS
 
 CHROMIUM = shutil.which("chromium")
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian chromium not installed (make test installs it as root)")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"]
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None, reason="Debian chromium not installed (make test installs it as root)"
+)
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+]
 
 
 def test_chat_judge_arena_vote_leaderboard(tmp_path):
@@ -38,7 +49,8 @@ def test_chat_judge_arena_vote_leaderboard(tmp_path):
             page.get_by_role("option", name="LLM judge (+ debate)").click()
             page.locator("#judge-button").click()
             page.wait_for_function(
-                "() => (document.querySelector('#judge-status')?.innerText || '').includes('/100')", timeout=240_000)
+                "() => (document.querySelector('#judge-status')?.innerText || '').includes('/100')", timeout=240_000
+            )
             status = page.locator("#judge-status").inner_text()
             assert "not validated" in status
             factors_text = page.locator("#judge-factors").inner_text()
@@ -52,8 +64,10 @@ def test_chat_judge_arena_vote_leaderboard(tmp_path):
             page.locator("button:visible", has_text="Send").first.click()
             vote = page.get_by_role("button", name="👈 A is better")
             page.wait_for_function(
-                "() => [...document.querySelectorAll('button')].some(b => b.innerText.includes('A is better') && !b.disabled)",
-                timeout=120_000)
+                "() => [...document.querySelectorAll('button')]"
+                ".some(b => b.innerText.includes('A is better') && !b.disabled)",
+                timeout=120_000,
+            )
             assert page.locator("#arena-name-a").inner_text().strip() == ""
             vote.click()
             page.wait_for_function("() => (document.querySelector('#arena-name-a')?.innerText || '').trim().length > 0")
@@ -63,7 +77,9 @@ def test_chat_judge_arena_vote_leaderboard(tmp_path):
             # the vote is on the leaderboard as soon as its tab is opened (no Refresh click)
             page.get_by_role("tab", name="Leaderboard").click()
             page.wait_for_function(
-                "() => (document.querySelector('#leaderboard-table')?.innerText || '').includes('chatcrs')", timeout=60_000)
+                "() => (document.querySelector('#leaderboard-table')?.innerText || '').includes('chatcrs')",
+                timeout=60_000,
+            )
             page.screenshot(path=str(shots / "leaderboard.png"), full_page=True)
             assert revealed
             if os.environ.get("CRS_KEEP_SCREENSHOT"):

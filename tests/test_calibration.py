@@ -30,7 +30,7 @@ from evaluators.cli import cli
 from evaluators.factors import FACTORS
 from evaluators.pipeline import EvaluationSetup, evaluate_conversation
 from evaluators.proxy import PROXY_VERSION, proxy_scores
-from evaluators.setup import default_scorer
+from evaluators.scorer_setup import default_scorer
 from storage.db import get_db
 from storage.evaluations import get_evaluation
 from storage.records import Conversation, ItemRef, Turn
@@ -45,9 +45,18 @@ def synthetic(n=60, votes=0, seed=1) -> TrainingData:
     users = [f"u{k // 2}" for k in range(n)]  # two dialogues per user
     A, B = rng.normal(size=(votes, len(FEATURES))), rng.normal(size=(votes, len(FEATURES)))
     outcome = np.where(A[:, 2] > B[:, 2], 1.0, -1.0)  # votes follow a feature the labels ignore
-    return TrainingData(X=X, y=y, ids=[f"c{k}" for k in range(n)], systems=[f"s{k % 6}" for k in range(n)],
-                        users=users, A=A, B=B, outcome=outcome, vote_users=[f"u{k % (n // 2)}" for k in range(votes)],
-                        datasets=["redial"] * n)
+    return TrainingData(
+        X=X,
+        y=y,
+        ids=[f"c{k}" for k in range(n)],
+        systems=[f"s{k % 6}" for k in range(n)],
+        users=users,
+        A=A,
+        B=B,
+        outcome=outcome,
+        vote_users=[f"u{k % (n // 2)}" for k in range(votes)],
+        datasets=["redial"] * n,
+    )
 
 
 def test_cross_validation_matches_scikit_learns_splitter_and_estimators():
@@ -115,8 +124,20 @@ def test_a_calibration_for_another_proxy_version_is_refused(tmp_path):
 
 def test_the_refit_is_deterministic_and_reproduces_the_saved_parameters(shared_data, tmp_path):
     out = tmp_path / "refit.json"
-    result = CliRunner().invoke(cli, ["calibrate", "--eval", str(shared_data / "crsarena" / "crs_arena_eval_dev.json"),
-                                      "--votes", str(shared_data / "crsarena"), "--out", str(out), "--boot", "1000"])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "calibrate",
+            "--eval",
+            str(shared_data / "crsarena" / "crs_arena_eval_dev.json"),
+            "--votes",
+            str(shared_data / "crsarena"),
+            "--out",
+            str(out),
+            "--boot",
+            "1000",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "spearman" in result.output and "votes: winner higher" in result.output
     refit, saved = json.loads(out.read_text()), json.loads(default_path().read_text())
@@ -129,26 +150,64 @@ def test_validity_table_on_the_dev_slice(shared_data, tmp_path):
     human = shared_data / "crsarena" / "crs_arena_eval_dev.json"
     llm = tmp_path / "llm.jsonl"
     first = json.loads(human.read_text())[:5]
-    llm.write_text("".join(json.dumps({"conversation_id": d["conv_id"], "system_id": "s", "scorer": "llm:tiny",
-                                       "overall": float(k), "factor_mean": 1.0,
-                                       "factors": {f: 1.0 for f in FACTORS}}) + "\n" for k, d in enumerate(first)))
-    result = CliRunner().invoke(cli, ["meta", "--validity", "--human", str(human), "--scores", str(llm),
-                                      "--boot", "20", "--out-dir", str(tmp_path / "v")])
+    llm.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "conversation_id": d["conv_id"],
+                    "system_id": "s",
+                    "scorer": "llm:tiny",
+                    "overall": float(k),
+                    "factor_mean": 1.0,
+                    "factors": dict.fromkeys(FACTORS, 1.0),
+                }
+            )
+            + "\n"
+            for k, d in enumerate(first)
+        )
+    )
+    result = CliRunner().invoke(
+        cli,
+        [
+            "meta",
+            "--validity",
+            "--human",
+            str(human),
+            "--scores",
+            str(llm),
+            "--boot",
+            "20",
+            "--out-dir",
+            str(tmp_path / "v"),
+        ],
+    )
     assert result.exit_code == 0, result.output
-    for expected in ("overall (calibrated)", "on the 5 dialogues of the LLM rows", "llm:tiny", "FACE (published",
-                     "0.668", "held-out votes"):
+    for expected in (
+        "overall (calibrated)",
+        "on the 5 dialogues of the LLM rows",
+        "llm:tiny",
+        "FACE (published",
+        "0.668",
+        "held-out votes",
+    ):
         assert expected in result.output
     assert (tmp_path / "v" / "validity.csv").exists()
 
 
 def test_a_proxy_evaluation_is_stored_with_scorer_proxy(db_path):
     catalog = load_bundled()
-    conversation = Conversation(system_id="chatcrs", turns=[
-        Turn("user", "I want a heist movie."),
-        Turn("system", "Try Heat (1995), a tense crime story starring Al Pacino.",
-             items=[ItemRef("heat-1995", "Heat (1995)")]),
-        Turn("user", "Great, thanks!"),
-    ])
+    conversation = Conversation(
+        system_id="chatcrs",
+        turns=[
+            Turn("user", "I want a heist movie."),
+            Turn(
+                "system",
+                "Try Heat (1995), a tense crime story starring Al Pacino.",
+                items=[ItemRef("heat-1995", "Heat (1995)")],
+            ),
+            Turn("user", "Great, thanks!"),
+        ],
+    )
     setup = EvaluationSetup(proxy=load_proxy_judge(), catalog=catalog)
     seen = []
     ev = evaluate_conversation(conversation, setup, db_path=db_path, on_factor=seen.append)

@@ -4,13 +4,31 @@ import pytest
 
 from catalog.catalog import load_bundled, load_ievalm
 from catalog.items import split_name
-from catalog.kg import build_kg
+from catalog.kg_builder import build_kg
 from catalog.matcher import normalize_title
 
 GENRES = {
-    "Action", "Adventure", "Animation", "Biography", "Comedy", "Crime", "Documentary", "Drama", "Family",
-    "Fantasy", "History", "Horror", "Music", "Musical", "Mystery", "Romance", "Sci-Fi", "Sport", "Thriller",
-    "War", "Western",
+    "Action",
+    "Adventure",
+    "Animation",
+    "Biography",
+    "Comedy",
+    "Crime",
+    "Documentary",
+    "Drama",
+    "Family",
+    "Fantasy",
+    "History",
+    "Horror",
+    "Music",
+    "Musical",
+    "Mystery",
+    "Romance",
+    "Sci-Fi",
+    "Sport",
+    "Thriller",
+    "War",
+    "Western",
 }
 
 

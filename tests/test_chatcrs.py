@@ -6,9 +6,9 @@ from fake_openai import Error, Reply
 from catalog.catalog import load_bundled
 from crs_backends.chatcrs import ChatCRS
 from crs_backends.session import MAX_MESSAGE_CHARS, ChatSession, EmptyMessage, prepare_user_message
-from llm.base import LLMClient
-from llm.remote import OpenAICompatibleModel
-from llm.types import LLMError
+from llm_clients.base import LLMClient
+from llm_clients.remote import OpenAICompatibleModel
+from llm_clients.types import LLMError
 from storage.conversations import get_conversation
 from storage.db import get_db
 from storage.records import Conversation, Turn
@@ -30,7 +30,9 @@ def _conv(*texts):
 
 
 def test_mentioned_titles_lead_the_list_and_inventions_are_recorded(fake_openai, catalog, db_path):
-    fake_openai.enqueue(Reply("Since you liked The Matrix (1999), try Inception (2010) and Gravity Falls Forever (2017)."))
+    fake_openai.enqueue(
+        Reply("Since you liked The Matrix (1999), try Inception (2010) and Gravity Falls Forever (2017).")
+    )
     crs = _remote_chatcrs(fake_openai, catalog, db_path)
     turn = crs.respond(_conv("I loved The Matrix. Something similar?"))
     names = [ref.title for ref in turn.items]
@@ -90,7 +92,7 @@ def test_embedded_chatcrs_turn(embedded_model, catalog, db_path):
 
 
 def test_retrieval_baseline(catalog):
-    from crs_backends.retrieval import RetrievalCRS
+    from crs_backends.tfidf_baseline import RetrievalCRS
 
     crs = RetrievalCRS(catalog)
     conv = _conv("I loved The Matrix, something with robots and action please")

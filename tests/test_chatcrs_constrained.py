@@ -12,9 +12,9 @@ from catalog.items import Item
 from crs_backends import constrained as cx
 from crs_backends.chatcrs import ChatCRS
 from crs_backends.chatcrs_check import SCRIPTS, fact_errors, invented_titles, run_batch, summary
-from llm.base import LLMClient
-from llm.prompts import prompt
-from llm.remote import OpenAICompatibleModel
+from llm_clients.base import LLMClient
+from llm_clients.prompts import prompt
+from llm_clients.remote import OpenAICompatibleModel
 from storage.records import Conversation, Turn
 
 
@@ -60,12 +60,17 @@ def test_replies_are_short_and_fit_the_turn(batch, catalog):
     # a vague answer after a question: recommend anyway, not a second question
     assert by_user["I don't know, anything"].act == "recommend"
     # a preference: recommend candidates that fit it
-    for text, genre in [("Something funny please", "Comedy"), ("Any good horror films from the 80s?", "Horror"),
-                        ("A western with Clint Eastwood please", "Western")]:
+    for text, genre in [
+        ("Something funny please", "Comedy"),
+        ("Any good horror films from the 80s?", "Horror"),
+        ("A western with Clint Eastwood please", "Western"),
+    ]:
         turn = by_user[text]
         assert turn.act == "recommend" and turn.chosen
         assert all(genre in catalog.match_name(n).genres for n in turn.chosen), turn.reply
-    assert all(1980 <= catalog.match_name(n).year <= 1989 for n in by_user["Any good horror films from the 80s?"].chosen)
+    assert all(
+        1980 <= catalog.match_name(n).year <= 1989 for n in by_user["Any good horror films from the 80s?"].chosen
+    )
     # "already seen that, something more recent": nothing named before, nothing older than ten years
     first, recent = by_user[SCRIPTS[0][0]], by_user[SCRIPTS[0][1]]
     assert not set(recent.candidates) & set(first.chosen)
@@ -82,16 +87,20 @@ def test_replies_are_short_and_fit_the_turn(batch, catalog):
             assert abs(sum(probs.values()) - 1) < 0.01
     # the list beside the reply: the chosen titles first, then more from the catalog
     for c in batch:
-        assert c.items[:len(c.chosen)] == c.chosen and len(c.items) == 10 and len(set(c.items)) == 10
+        assert c.items[: len(c.chosen)] == c.chosen and len(c.items) == 10 and len(set(c.items)) == 10
         assert all(catalog.match_name(t) is not None for t in c.items)
     assert summary(batch)["acts"]["explain"] >= 3
 
 
 def test_nothing_fits_gives_a_question_not_an_empty_choice(embedded_model, catalog, db_path):
     # the whole catalog named by the user: the retrieval has nothing left to offer
-    tiny = Catalog([Item("heat-1995", "Heat", 1995, ("Crime",), ("Michael Mann",), ("Al Pacino",)),
-                    Item("alien-1979", "Alien", 1979, ("Horror",), ("Ridley Scott",), ("Sigourney Weaver",))],
-                   name="tiny")
+    tiny = Catalog(
+        [
+            Item("heat-1995", "Heat", 1995, ("Crime",), ("Michael Mann",), ("Al Pacino",)),
+            Item("alien-1979", "Alien", 1979, ("Horror",), ("Ridley Scott",), ("Sigourney Weaver",)),
+        ],
+        name="tiny",
+    )
     crs = ChatCRS(LLMClient(embedded_model, role="crs", db_path=db_path), tiny)
     conversation = Conversation(system_id="chatcrs", turns=[Turn("user", "I loved Heat (1995) and Alien (1979)")])
     turn = crs.respond(conversation)
@@ -100,7 +109,8 @@ def test_nothing_fits_gives_a_question_not_an_empty_choice(embedded_model, catal
     assert invented_titles(turn.text, tiny, []) == []
     # and a year nothing in the catalog has
     turn = ChatCRS(LLMClient(embedded_model, role="crs", db_path=db_path), catalog).respond(
-        Conversation(system_id="chatcrs", turns=[Turn("user", "A comedy from the 2050s please")]))
+        Conversation(system_id="chatcrs", turns=[Turn("user", "A comedy from the 2050s please")])
+    )
     assert turn.metadata["act"] == "ask" and turn.metadata["candidates"] == []
     assert turn.text in cx.lines(prompt("chatcrs", "no_match"))
 
@@ -121,13 +131,21 @@ def test_a_failing_model_gives_a_clear_grounded_reply(fake_openai, catalog, db_p
 
 def test_the_checks_find_inventions_and_wrong_facts(catalog):
     heat, alien = catalog.match_name("Heat (1995)"), catalog.match_name("Alien (1979)")
-    good = ("I'd suggest Heat (1995), a crime and drama film directed by Michael Mann, starring Al Pacino. "
-            "Or Alien (1979), a horror and sci-fi film directed by Ridley Scott, starring Sigourney Weaver. "
-            "Would you like something different?")
+    good = (
+        "I'd suggest Heat (1995), a crime and drama film directed by Michael Mann, starring Al Pacino. "
+        "Or Alien (1979), a horror and sci-fi film directed by Ridley Scott, starring Sigourney Weaver. "
+        "Would you like something different?"
+    )
     assert invented_titles(good, catalog, [heat, alien]) == [] and fact_errors(good, catalog, [heat, alien]) == []
-    bad = ("You might like The Terminator: Teraion (2013) or The Last Kingdoms, a sequel to Heat (1995), "
-           "a comedy film directed by Ridley Scott, starring Tom Hanks. Also Inception.")
-    assert set(invented_titles(bad, catalog, [heat])) == {"The Terminator: Teraion (2013)", "The Last Kingdoms", "Inception (2010)"}
+    bad = (
+        "You might like The Terminator: Teraion (2013) or The Last Kingdoms, a sequel to Heat (1995), "
+        "a comedy film directed by Ridley Scott, starring Tom Hanks. Also Inception."
+    )
+    assert set(invented_titles(bad, catalog, [heat])) == {
+        "The Terminator: Teraion (2013)",
+        "The Last Kingdoms",
+        "Inception (2010)",
+    }
     assert invented_titles(good, catalog, [heat]) == ["Alien (1979)"]  # real, but not offered this turn
     errors = " | ".join(fact_errors(bad, catalog, [heat]))
     assert "'comedy'" in errors and "'Ridley Scott'" in errors and "'Tom Hanks'" in errors
@@ -136,20 +154,29 @@ def test_the_checks_find_inventions_and_wrong_facts(catalog):
 def test_choosing_helpers():
     import random
 
-    assert cx.distinct_prefixes(["The Shining (1980)", "The Thing (1982)", "John Wick (2014)",
-                                 "John Wick: Chapter 2 (2017)"]) == {
-        "The Shining": "The Shining (1980)", "The Thing": "The Thing (1982)",
-        "John Wick (2014)": "John Wick (2014)", "John Wick:": "John Wick: Chapter 2 (2017)"}
+    assert cx.distinct_prefixes(
+        ["The Shining (1980)", "The Thing (1982)", "John Wick (2014)", "John Wick: Chapter 2 (2017)"]
+    ) == {
+        "The Shining": "The Shining (1980)",
+        "The Thing": "The Thing (1982)",
+        "John Wick (2014)": "John Wick (2014)",
+        "John Wick:": "John Wick: Chapter 2 (2017)",
+    }
     probs = {"a": 0.7, "b": 0.25, "c": 0.05}
     assert cx.sample(probs, random.Random(1), 0) == "a"
-    assert [cx.sample(probs, random.Random(s)) for s in range(5)] == [cx.sample(probs, random.Random(s)) for s in range(5)]
+    assert [cx.sample(probs, random.Random(s)) for s in range(5)] == [
+        cx.sample(probs, random.Random(s)) for s in range(5)
+    ]
     assert cx.second_choice(probs, "a", random.Random(0)) == "b"  # c is under a quarter of a
     with pytest.raises(ValueError):
         cx.sample({}, random.Random(0))
-    wishes = cx.read_wishes(["Something funny and animated from the last five years, like Toy Story"],
-                            load_bundled())
+    wishes = cx.read_wishes(["Something funny and animated from the last five years, like Toy Story"], load_bundled())
     assert wishes.genres == ("Comedy", "Animation") and wishes.min_year == 2014 and wishes.max_year is None
     assert not cx.read_wishes(["Hi! Can you recommend a good movie?"], load_bundled()).said_something
-    assert cx.read_wishes(["A funny animated movie", "For kids"], load_bundled()).genres == ("Comedy", "Animation", "Family")
+    assert cx.read_wishes(["A funny animated movie", "For kids"], load_bundled()).genres == (
+        "Comedy",
+        "Animation",
+        "Family",
+    )
     assert cx.read_wishes(["A horror film", "Actually, a comedy instead"], load_bundled()).genres == ("Comedy",)
     assert cx.asks_why("Why would I like it?") and cx.asks_why("Tell me more about it") and not cx.asks_why("Hi")

@@ -26,24 +26,34 @@ def test_the_reference_server_passes_every_rule():
         report = check(server.url)
     assert report.passed, report.to_text()
     assert [r.rule for r in report.rules] == list(RULES)
-    assert [p.name for p in report.probes] == ["cold_start", "preference_scifi", "preference_romcom", "rejection",
-                                               "follow_up", "non_english", "empty_history"]
+    assert [p.name for p in report.probes] == [
+        "cold_start",
+        "preference_scifi",
+        "preference_romcom",
+        "rejection",
+        "follow_up",
+        "non_english",
+        "empty_history",
+    ]
     assert server.requests == 7  # one request per probe, no retries
     assert server.bodies[-1]["turns"] == []  # the empty history
     assert "100%" in report.rule("catalog_items").detail
     assert "8/8 rules passed" in report.to_text()
 
 
-@pytest.mark.parametrize("fault, failed", [
-    ("html", ["no_html"]),
-    ("empty_slot", ["no_empty_slot"]),
-    ("same_list", ["preference_changes_ranking", "respects_rejection"]),  # one list: it holds the rejected title
-    ("rejected_again", ["respects_rejection"]),
-    ("no_items", ["text_and_items", "catalog_items", "preference_changes_ranking"]),
-    ("unmapped", ["text_and_items", "catalog_items", "preference_changes_ranking"]),
-    ("status:500", [r for r in RULES if r != "in_time"]),  # quick failures are still in time
-    ("invalid_json", [r for r in RULES if r != "in_time"]),
-])
+@pytest.mark.parametrize(
+    "fault, failed",
+    [
+        ("html", ["no_html"]),
+        ("empty_slot", ["no_empty_slot"]),
+        ("same_list", ["preference_changes_ranking", "respects_rejection"]),  # one list: it holds the rejected title
+        ("rejected_again", ["respects_rejection"]),
+        ("no_items", ["text_and_items", "catalog_items", "preference_changes_ranking"]),
+        ("unmapped", ["text_and_items", "catalog_items", "preference_changes_ranking"]),
+        ("status:500", [r for r in RULES if r != "in_time"]),  # quick failures are still in time
+        ("invalid_json", [r for r in RULES if r != "in_time"]),
+    ],
+)
 def test_a_broken_server_fails_the_rules_it_breaks(fault, failed):
     with FaultServer(fault) as server:
         report = check(server.url, time_limit=5)
@@ -61,8 +71,9 @@ def test_a_slow_server_fails_in_time():
 def test_checking_a_registered_system_by_id(tmp_path, monkeypatch):
     with FaultServer("html") as server:
         path = tmp_path / "systems.toml"
-        path.write_text(f'[[system]]\nid = "my_crs"\nlabel = "My CRS"\nurl = "{server.url}"\nmax_retries = 3\n',
-                        encoding="utf-8")
+        path.write_text(
+            f'[[system]]\nid = "my_crs"\nlabel = "My CRS"\nurl = "{server.url}"\nmax_retries = 3\n', encoding="utf-8"
+        )
         for system_id, value in registry_entries(load_systems_file(path)).items():
             monkeypatch.setitem(registry.SYSTEMS, system_id, value)
         report = check("my_crs")
@@ -89,18 +100,29 @@ def test_python_m_crs_backends_check(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("CRS_LLM_")}
     env.update({"CRS_NEURAL_BUILD": "never", "CRS_ARENA_DB": str(tmp_path / "x.db"), "HF_HUB_OFFLINE": "1"})
     with FaultServer("empty_slot") as server:
-        done = subprocess.run([sys.executable, "-m", "crs_backends", "check", server.url], cwd=ROOT, env=env,
-                              capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            [sys.executable, "-m", "crs_backends", "check", server.url],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     assert done.returncode == 1, done.stderr
     assert "FAIL  no_empty_slot" in done.stdout and "7/8 rules passed; failed: no_empty_slot" in done.stdout
 
 
 def test_slot_and_html_detectors():
-    for text in ("Have you seen ?", "I recommend <movie>.", "Try [MOVIE] tonight", "You'll love @12345",
-                 "Watch __ now", "Try the , it is good"):
+    for text in (
+        "Have you seen ?",
+        "I recommend <movie>.",
+        "Try [MOVIE] tonight",
+        "You'll love @12345",
+        "Watch __ now",
+        "Try the , it is good",
+    ):
         assert has_empty_slot(text), text
-    for text in ("Have you seen Heat (1995)?", "I'd recommend it.", "Try Se7en, email me@example.org",
-                 "Who is in it?"):
+    for text in ("Have you seen Heat (1995)?", "I'd recommend it.", "Try Se7en, email me@example.org", "Who is in it?"):
         assert not has_empty_slot(text), text
     for text in ("<b>Heat</b>", "<script>x</script>", "a <img src=x onerror=y>", "&lt;b&gt;", "javascript:go()"):
         assert has_html(text), text

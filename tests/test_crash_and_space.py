@@ -39,15 +39,22 @@ def test_kill_9_during_a_judgement_then_restart_and_resume(tmp_path):
     db_path = tmp_path / "crash.db"
     with FakeOpenAI() as fake:
         fake.default = Reply(JUDGE_ANSWER, logprobs=JUDGE_LOGPROBS)
-        env = {"CRS_LLM_JUDGE_MODEL": "fake-judge", "CRS_LLM_JUDGE_BASE_URL": fake.base_url,
-               "CRS_LLM_JUDGE_API_KEY": "sk-test-crash-0000", "CRS_LLM_MAX_RETRIES": "0", "CRS_LLM_TIMEOUT": "60"}
+        env = {
+            "CRS_LLM_JUDGE_MODEL": "fake-judge",
+            "CRS_LLM_JUDGE_BASE_URL": fake.base_url,
+            "CRS_LLM_JUDGE_API_KEY": "sk-test-crash-0000",
+            "CRS_LLM_MAX_RETRIES": "0",
+            "CRS_LLM_TIMEOUT": "60",
+        }
         server = AppServer(db_path, env=env)
         with server:
             client = Client(server.url, verbose=False)
             *_, conversation_id, _ = client.predict("A heist thriller please", "retrieval", api_name="/chat")
             # four factors answer at once, the other eight hang until the app is killed
-            fake.enqueue(*[Reply(JUDGE_ANSWER, logprobs=JUDGE_LOGPROBS)] * 4,
-                         *[Delay(60, Reply(JUDGE_ANSWER, logprobs=JUDGE_LOGPROBS))] * 8)
+            fake.enqueue(
+                *[Reply(JUDGE_ANSWER, logprobs=JUDGE_LOGPROBS)] * 4,
+                *[Delay(60, Reply(JUDGE_ANSWER, logprobs=JUDGE_LOGPROBS))] * 8,
+            )
             client.submit(conversation_id, "probability", False, 1, "llm", api_name="/judge")
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline:
@@ -83,13 +90,23 @@ def test_kill_9_during_a_judgement_then_restart_and_resume(tmp_path):
 
 def test_the_command_line_resumes_an_interrupted_proxy_evaluation(db_path):
     db = get_db(db_path)
-    conversation = save_conversation(db, Conversation(system_id="kbrd", source="import", turns=[
-        Turn("user", "a heist movie?"), Turn("system", "Try Heat (1995), a tense crime thriller.")]))
-    from evaluators.setup import build_setup
+    conversation = save_conversation(
+        db,
+        Conversation(
+            system_id="kbrd",
+            source="import",
+            turns=[Turn("user", "a heist movie?"), Turn("system", "Try Heat (1995), a tense crime thriller.")],
+        ),
+    )
+    from evaluators.scorer_setup import build_setup
 
     setup = build_setup(db_path=db_path, scorer="proxy")
-    evaluation = start_evaluation(db, Evaluation(conversation_id=conversation.id, scorer="proxy",
-                                                 config=setup.describe(), fingerprint=setup.fingerprint()))
+    evaluation = start_evaluation(
+        db,
+        Evaluation(
+            conversation_id=conversation.id, scorer="proxy", config=setup.describe(), fingerprint=setup.fingerprint()
+        ),
+    )
     save_factor_score(db, evaluation.id, FactorScore("coherence", 4.0, "proxy", "core-1"))
     result = CliRunner().invoke(evaluators_cli, ["resume", "--db", str(db_path)])
     assert result.exit_code == 0 and "no interrupted evaluation" in result.output  # running is not touched
@@ -105,11 +122,16 @@ def test_space_start_with_a_persistent_data_folder(tmp_path):
     """As a Space starts it: SPACE_ID and SYSTEM set, no CRS_ARENA_DB, a writable /data-like folder."""
     data = tmp_path / "data"
     data.mkdir()
-    env = {"SPACE_ID": "someone/crs-arena", "SYSTEM": "spaces", "CRS_ARENA_DB": "",
-           "CRS_ARENA_PERSISTENT_DIR": str(data)}
+    env = {
+        "SPACE_ID": "someone/crs-arena",
+        "SYSTEM": "spaces",
+        "CRS_ARENA_DB": "",
+        "CRS_ARENA_PERSISTENT_DIR": str(data),
+    }
     with AppServer(tmp_path / "space.db", env=env) as server:
         chat, items, status, conversation_id, _ = Client(server.url, verbose=False).predict(
-            "A space adventure please", "retrieval", api_name="/chat")
+            "A space adventure please", "retrieval", api_name="/chat"
+        )
         assert chat[-1]["role"] == "assistant" and items["data"]
     assert (data / "crs_arena.db").exists() and not (tmp_path / "space.db").exists()
     turns = _rows(data / "crs_arena.db", "select role from turns where conversation_id = ?", [conversation_id])
@@ -117,10 +139,16 @@ def test_space_start_with_a_persistent_data_folder(tmp_path):
 
 
 def _start(env: dict, tmp_path) -> subprocess.CompletedProcess:
-    full = {**{k: v for k, v in os.environ.items() if not k.startswith("CRS_LLM_")},
-            "CRS_NEURAL_BUILD": "never", "HF_HUB_OFFLINE": "1", "GRADIO_SERVER_PORT": "1", **env}
-    return subprocess.run([sys.executable, "-c", "import app"], cwd=ROOT, env=full, capture_output=True,
-                          text=True, timeout=120)
+    full = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("CRS_LLM_")},
+        "CRS_NEURAL_BUILD": "never",
+        "HF_HUB_OFFLINE": "1",
+        "GRADIO_SERVER_PORT": "1",
+        **env,
+    }
+    return subprocess.run(
+        [sys.executable, "-c", "import app"], cwd=ROOT, env=full, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_a_database_in_a_missing_folder_is_refused_at_start(tmp_path):
@@ -139,8 +167,14 @@ def test_an_endpoint_without_a_model_uses_the_listed_one_or_is_refused(tmp_path,
     assert env["CRS_LLM_MODEL"] == "fake-model" and "fake-model" in notices[0] and "sk-test" not in notices[0]
     with pytest.raises(ConfigError, match="CRS_LLM_MODEL"):
         resolve_endpoint_models({"CRS_LLM_BASE_URL": "http://127.0.0.1:9/v1"})
-    done = _start({"CRS_ARENA_DB": str(tmp_path / "x.db"), "CRS_LLM_BASE_URL": "http://127.0.0.1:9/v1",
-                   "CRS_LLM_API_KEY": "sk-test-secret-1"}, tmp_path)
+    done = _start(
+        {
+            "CRS_ARENA_DB": str(tmp_path / "x.db"),
+            "CRS_LLM_BASE_URL": "http://127.0.0.1:9/v1",
+            "CRS_LLM_API_KEY": "sk-test-secret-1",
+        },
+        tmp_path,
+    )
     assert done.returncode == 2 and "CRS_LLM_MODEL" in done.stderr and "sk-test-secret-1" not in done.stderr
 
 
@@ -151,19 +185,40 @@ def test_bulk_uploads_cannot_starve_live_judging(tmp_path):
 
     with FakeOpenAI() as fake:
         fake.default = Delay(20, Reply(JUDGE_ANSWER, logprobs=JUDGE_LOGPROBS))  # every judge call is slow
-        env = {"CRS_LLM_JUDGE_MODEL": "fake-judge", "CRS_LLM_JUDGE_BASE_URL": fake.base_url,
-               "CRS_LLM_JUDGE_API_KEY": "sk-test-slow-0000", "CRS_LLM_MAX_RETRIES": "0", "CRS_LLM_TIMEOUT": "60"}
+        env = {
+            "CRS_LLM_JUDGE_MODEL": "fake-judge",
+            "CRS_LLM_JUDGE_BASE_URL": fake.base_url,
+            "CRS_LLM_JUDGE_API_KEY": "sk-test-slow-0000",
+            "CRS_LLM_MAX_RETRIES": "0",
+            "CRS_LLM_TIMEOUT": "60",
+        }
         with AppServer(tmp_path / "starve.db", env=env) as server:
             client = Client(server.url, verbose=False)
             *_, conversation_id, _ = client.predict("A heist thriller please", "retrieval", api_name="/chat")
             jobs = []
             for k in range(2):
                 path = tmp_path / f"bulk{k}.jsonl"
-                path.write_text("".join(json.dumps({"id": f"bulk-{k}-{i}", "system_id": "kbrd", "turns": [
-                    {"role": "user", "text": "any heist movie?"},
-                    {"role": "system", "text": "Try Heat (1995)."}]}) + "\n" for i in range(3)))
-                jobs.append(Client(server.url, verbose=False).submit(
-                    [handle_file(str(path))], "auto", "probability", False, 1, 0, "llm", api_name="/evaluate"))
+                path.write_text(
+                    "".join(
+                        json.dumps(
+                            {
+                                "id": f"bulk-{k}-{i}",
+                                "system_id": "kbrd",
+                                "turns": [
+                                    {"role": "user", "text": "any heist movie?"},
+                                    {"role": "system", "text": "Try Heat (1995)."},
+                                ],
+                            }
+                        )
+                        + "\n"
+                        for i in range(3)
+                    )
+                )
+                jobs.append(
+                    Client(server.url, verbose=False).submit(
+                        [handle_file(str(path))], "auto", "probability", False, 1, 0, "llm", api_name="/evaluate"
+                    )
+                )
             deadline = time.monotonic() + 30
             while len(fake.requests) < 2 and time.monotonic() < deadline:  # the bulk judging is under way
                 time.sleep(0.2)

@@ -8,19 +8,24 @@ from fake_openai import Delay, Error, Reply
 
 from evaluators.debate import ROLES, DebateConfig, parse_answer, run_debate, speaking_order
 from evaluators.factors import FACTORS
-from llm.base import LLMClient
-from llm.remote import OpenAICompatibleModel
+from llm_clients.base import LLMClient
+from llm_clients.remote import OpenAICompatibleModel
 from storage.records import FactorScore
 
 LOG = "<interaction>\nUser: Any film like Heat?\nSystem: Try Ronin (1998): a tense heist thriller.\n</interaction>"
-NAMES = {"debate_user": "Common User", "debate_expert": "Domain Expert", "debate_linguist": "Linguist",
-         "debate_hci": "HCI Expert"}
+NAMES = {
+    "debate_user": "Common User",
+    "debate_expert": "Domain Expert",
+    "debate_linguist": "Linguist",
+    "debate_hci": "HCI Expert",
+}
 
 
 def _factors(failed: dict[str, str] | None = None) -> list[FactorScore]:
     failed = failed or {}
     return [
-        FactorScore(f, None, "judge", "r1", error=failed[f]) if f in failed
+        FactorScore(f, None, "judge", "r1", error=failed[f])
+        if f in failed
         else FactorScore(f, 3.0, "judge", "r1", rationale=f"The {f} reason.")
         for f in FACTORS
     ]
@@ -29,8 +34,12 @@ def _factors(failed: dict[str, str] | None = None) -> list[FactorScore]:
 def _clients(fake, models: dict[str, str] | None = None) -> dict[str, LLMClient]:
     models = models or {}
     return {
-        role: LLMClient(OpenAICompatibleModel(models.get(role, "fake-model"), base_url=fake.base_url, api_key="k",
-                                              max_retries=0, timeout=5), db_path=None)
+        role: LLMClient(
+            OpenAICompatibleModel(
+                models.get(role, "fake-model"), base_url=fake.base_url, api_key="k", max_retries=0, timeout=5
+            ),
+            db_path=None,
+        )
         for role in ROLES
     }
 
@@ -40,8 +49,9 @@ def _answer(score, statement="My reasons.") -> Reply:
 
 
 def _debate(fake, *, factors=None, models=None, on_message=None, **config):
-    return run_debate(LOG, factors or _factors(), DebateConfig(clients=_clients(fake, models), **config),
-                      on_message=on_message)
+    return run_debate(
+        LOG, factors or _factors(), DebateConfig(clients=_clients(fake, models), **config), on_message=on_message
+    )
 
 
 def _prompt(request) -> str:
@@ -78,7 +88,7 @@ def test_persistent_disagreement_runs_four_rounds_and_averages_the_last(fake_ope
     assert len(fake_openai.requests) == 16
     # round 4 reads the whole discussion of rounds 1 to 3, oldest first
     last = _prompt(fake_openai.requests[-1])
-    discussion = last[last.index("<discussion>"):]
+    discussion = last[last.index("<discussion>") :]
     assert discussion.index("Round 1:") < discussion.index("Round 2:") < discussion.index("Round 3:")
     assert all(f"Round {r} says {s}." in discussion for r in (1, 2, 3) for s in rounds[r - 1])
     assert "Round 4 says" not in discussion and "round 4 of at most 4" in last
@@ -91,12 +101,15 @@ def test_tolerance(fake_openai, tolerance, consensus):
     assert (result.consensus, result.rounds_used, result.final_score) == (consensus, 1, 72.75)
 
 
-@pytest.mark.parametrize("bad, problem", [
-    ("I would give it a solid seventy.", "no JSON object"),
-    ('{"evaluator": "Common User", "statement": "Great.", "score": 120}', "outside 0-100"),
-    ('{"evaluator": "Common User", "statement": "Great.", "score": "high"}', "not a number"),
-    ('{"evaluator": "Common User", "score": 70}', '"statement" is missing'),
-])
+@pytest.mark.parametrize(
+    "bad, problem",
+    [
+        ("I would give it a solid seventy.", "no JSON object"),
+        ('{"evaluator": "Common User", "statement": "Great.", "score": 120}', "outside 0-100"),
+        ('{"evaluator": "Common User", "statement": "Great.", "score": "high"}', "not a number"),
+        ('{"evaluator": "Common User", "score": 70}', '"statement" is missing'),
+    ],
+)
 def test_a_malformed_answer_gets_one_repair(fake_openai, bad, problem):
     fake_openai.enqueue(Reply(bad), _answer(65, "Fixed."), *[_answer(65) for _ in range(3)])
     result = _debate(fake_openai, sequential=True)
@@ -137,26 +150,32 @@ def test_no_valid_score_ends_the_debate_without_a_final_score(fake_openai):
     assert len(result.messages) == 4 and all(m.error for m in result.messages)
 
 
-@pytest.mark.parametrize("text, expected", [
-    ('```json\n{"evaluator": "Linguist", "statement": "Fluent.", "score": 80}\n```', ("Fluent.", 80.0)),
-    ('Here is my view {as promised}:\n{"statement": " Fine. ", "score": "72.5"} Thanks!', ("Fine.", 72.5)),
-    ('{"note": "draft"} then {"statement": "Final.", "score": 0}', ("Final.", 0.0)),
-    ('{"statement": "Top.", "score": 100}', ("Top.", 100.0)),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ('```json\n{"evaluator": "Linguist", "statement": "Fluent.", "score": 80}\n```', ("Fluent.", 80.0)),
+        ('Here is my view {as promised}:\n{"statement": " Fine. ", "score": "72.5"} Thanks!', ("Fine.", 72.5)),
+        ('{"note": "draft"} then {"statement": "Final.", "score": 0}', ("Final.", 0.0)),
+        ('{"statement": "Top.", "score": 100}', ("Top.", 100.0)),
+    ],
+)
 def test_parse_answer_finds_the_json_object(text, expected):
     assert parse_answer(text) == expected
 
 
-@pytest.mark.parametrize("text, problem", [
-    ('{"statement": "x", "score": -1}', "outside 0-100"),
-    ('{"statement": "x", "score": 100.5}', "outside 0-100"),
-    ('{"statement": "x", "score": true}', "not a number"),
-    ('{"statement": "x", "score": NaN}', "not a number"),
-    ('{"statement": "x", "score": null}', "not a number"),
-    ('{"statement": "x"}', 'no "score"'),
-    ('{"statement": "", "score": 50}', '"statement" is missing'),
-    ("[50]", "no JSON object"),
-])
+@pytest.mark.parametrize(
+    "text, problem",
+    [
+        ('{"statement": "x", "score": -1}', "outside 0-100"),
+        ('{"statement": "x", "score": 100.5}', "outside 0-100"),
+        ('{"statement": "x", "score": true}', "not a number"),
+        ('{"statement": "x", "score": NaN}', "not a number"),
+        ('{"statement": "x", "score": null}', "not a number"),
+        ('{"statement": "x"}', 'no "score"'),
+        ('{"statement": "", "score": 50}', '"statement" is missing'),
+        ("[50]", "no JSON object"),
+    ],
+)
 def test_parse_answer_rejects_what_it_cannot_use(text, problem):
     with pytest.raises(ValueError, match=re.escape(problem)):
         parse_answer(text)
@@ -164,8 +183,9 @@ def test_parse_answer_rejects_what_it_cannot_use(text, problem):
 
 def test_answers_in_prose_and_code_fences_are_accepted(fake_openai):
     fenced = '```json\n{"evaluator": "Linguist", "statement": "Fluent.", "score": 80}\n```'
-    fake_openai.enqueue(Reply(fenced), Reply('Sure! {"statement": "Good.", "score": "80"}'),
-                        *[_answer(80) for _ in range(2)])
+    fake_openai.enqueue(
+        Reply(fenced), Reply('Sure! {"statement": "Good.", "score": "80"}'), *[_answer(80) for _ in range(2)]
+    )
     result = _debate(fake_openai, sequential=True)
     assert (result.final_score, result.consensus, len(fake_openai.requests)) == (80.0, True, 4)
     assert [m.statement for m in result.messages[:2]] == ["Fluent.", "Good."]
@@ -257,7 +277,7 @@ def test_embedded_model_debate_plumbing(embedded_model):
     # at most keep the test short (each call takes seconds on two CPU cores).
     client = LLMClient(embedded_model)
     seen = []
-    config = DebateConfig(clients={role: client for role in ROLES}, max_rounds=2)
+    config = DebateConfig(clients=dict.fromkeys(ROLES, client), max_rounds=2)
     result = run_debate(LOG, _factors(), config, on_message=seen.append)
     assert 1 <= result.rounds_used <= 2 and len(result.messages) == 4 * result.rounds_used == len(seen)
     for m in result.messages:
@@ -295,15 +315,28 @@ def test_the_default_evaluation_hands_the_judges_reasons_to_the_debate(fake_open
     from evaluators.pipeline import EvaluationSetup, evaluate_conversation
     from storage.records import Conversation, ItemRef, Turn
 
-    judge = [Reply(f"Reason number {i}: 3 of the 5 replies fit.\n<rating>2</rating>",
-                   at={"answer": {"2": 0.6, "3": 0.4}}) for i in range(12)]
+    judge = [
+        Reply(f"Reason number {i}: 3 of the 5 replies fit.\n<rating>2</rating>", at={"answer": {"2": 0.6, "3": 0.4}})
+        for i in range(12)
+    ]
     fake_openai.enqueue(*judge, *[_answer(60) for _ in ROLES])
-    conversation = Conversation(system_id="x", domain="books", turns=[
-        Turn("user", "A mystery novel?"), Turn("system", "Try The Big Sleep.", items=[ItemRef("b1", "The Big Sleep")])])
-    client = LLMClient(OpenAICompatibleModel("judge", base_url=fake_openai.base_url, api_key="k", max_retries=0,
-                                             timeout=5), db_path=db_path)
-    setup = EvaluationSetup(judge=JudgeConfig(clients=[client], max_concurrency=1),
-                            debate=DebateConfig(clients=_clients(fake_openai)), catalog=get_catalog())
+    conversation = Conversation(
+        system_id="x",
+        domain="books",
+        turns=[
+            Turn("user", "A mystery novel?"),
+            Turn("system", "Try The Big Sleep.", items=[ItemRef("b1", "The Big Sleep")]),
+        ],
+    )
+    client = LLMClient(
+        OpenAICompatibleModel("judge", base_url=fake_openai.base_url, api_key="k", max_retries=0, timeout=5),
+        db_path=db_path,
+    )
+    setup = EvaluationSetup(
+        judge=JudgeConfig(clients=[client], max_concurrency=1),
+        debate=DebateConfig(clients=_clients(fake_openai)),
+        catalog=get_catalog(),
+    )
     evaluation = evaluate_conversation(conversation, setup, db_path=db_path)
     assert evaluation.status == "done" and evaluation.overall == 60.0
     assert all(s.score == pytest.approx(2.4) for s in evaluation.factor_scores)

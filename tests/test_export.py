@@ -19,8 +19,16 @@ TOKEN = "hf_secret_token_value_123"
 
 
 def _fill(db):
-    a = save_conversation(db, Conversation(system_id="chatcrs", turns=[
-        Turn("user", "A heist movie?"), Turn("system", "Heat (1995).", items=[ItemRef("heat-1995", "Heat (1995)")])]))
+    a = save_conversation(
+        db,
+        Conversation(
+            system_id="chatcrs",
+            turns=[
+                Turn("user", "A heist movie?"),
+                Turn("system", "Heat (1995).", items=[ItemRef("heat-1995", "Heat (1995)")]),
+            ],
+        ),
+    )
     b = save_conversation(db, Conversation(system_id="kbrd", turns=[Turn("user", "A heist movie?")]))
     battle = save_battle(db, Battle("chatcrs", "kbrd", a.id, b.id))
     save_vote(db, Vote(battle.id, "a", feedback="better list", voter="alice"))
@@ -39,9 +47,19 @@ def test_rows_are_json_ready_and_leave_out_the_voter(db_path):
     assert [c["id"] for c in conversations] == [a.id, b.id]
     assert conversations[0]["turns"][1]["items"] == [{"id": "heat-1995", "title": "Heat (1995)"}]
     votes = list(vote_rows(db))
-    assert votes == [{"battle_id": battle.id, "domain": "movies", "system_a": "chatcrs", "system_b": "kbrd",
-                      "conversation_a": a.id, "conversation_b": b.id, "choice": "a", "feedback": "better list",
-                      "created_at": votes[0]["created_at"]}]
+    assert votes == [
+        {
+            "battle_id": battle.id,
+            "domain": "movies",
+            "system_a": "chatcrs",
+            "system_b": "kbrd",
+            "conversation_a": a.id,
+            "conversation_b": b.id,
+            "choice": "a",
+            "feedback": "better list",
+            "created_at": votes[0]["created_at"],
+        }
+    ]
     judgments = list(judgment_rows(db))
     assert len(judgments) == 1 and judgments[0]["status"] == "partial" and judgments[0]["overall"] == 70.0
     assert {s["factor"]: s["score"] for s in judgments[0]["factor_scores"]} == {"coherence": 3.0, "novelty": None}
@@ -106,8 +124,16 @@ def test_the_scheduler_exports_before_each_commit_and_never_uploads_the_database
     db = get_db(db_path)
     a, b, _ = _fill(db)
     hub = _OfflineHub()
-    scheduler = ExportScheduler(db_path=db_path, repo_id="me/data", repo_type="dataset", folder_path=tmp_path / "hub",
-                                path_in_repo="data", every=60, hf_api=hub, allow_patterns=["*.jsonl"])
+    scheduler = ExportScheduler(
+        db_path=db_path,
+        repo_id="me/data",
+        repo_type="dataset",
+        folder_path=tmp_path / "hub",
+        path_in_repo="data",
+        every=60,
+        hf_api=hub,
+        allow_patterns=["*.jsonl"],
+    )
     try:
         deadline = time.monotonic() + 10
         while not hub.commits and time.monotonic() < deadline:  # the first push starts at once, in its thread

@@ -219,7 +219,7 @@ def test_stop_is_prompt_even_with_pending_delay():
     def call():
         try:
             client.chat.completions.create(model="m", messages=MSGS)
-        except BaseException as e:  # noqa: BLE001
+        except BaseException as e:
             errors.append(e)
 
     t = threading.Thread(target=call, daemon=True)

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from arena.uploads import UploadRefused, store
 from catalog.catalog import get_catalog
 from crs_backends.session import MAX_MESSAGE_CHARS, EmptyMessage, prepare_user_message
-from evaluators.adapters import FORMATS, LogFormatError, read_logs
+from evaluators.log_readers import FORMATS, LogFormatError, read_logs
 from storage.conversations import append_turns
 from storage.db import open_db
 from storage.records import Conversation, Turn
@@ -27,45 +27,81 @@ SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[Heal
 
 ODD = ["\ud800", "\udfff", "\x00", "\x07", "\u200b", "\u202e", "\ufeff", "é", "🎬", "\n", "<", "]"]
 PIECES = ["<script>", "](javascript:x)", "I would recommend the following items: 1: Heat (1995)", "upload:"]
-text = st.lists(st.one_of(st.text(alphabet=st.one_of(st.characters(), st.sampled_from(ODD)), max_size=20),
-                          st.sampled_from(PIECES)), max_size=4).map("".join)
+text = st.lists(
+    st.one_of(st.text(alphabet=st.one_of(st.characters(), st.sampled_from(ODD)), max_size=20), st.sampled_from(PIECES)),
+    max_size=4,
+).map("".join)
 scalar = st.one_of(st.none(), st.booleans(), st.integers(-10, 10**12), st.floats(allow_nan=False), text)
-json_value = st.recursive(scalar, lambda inner: st.one_of(st.lists(inner, max_size=4),
-                                                          st.dictionaries(text, inner, max_size=4)), max_leaves=12)
-turn = st.fixed_dictionaries({"role": st.one_of(st.sampled_from(["user", "system"]), json_value),
-                              "text": st.one_of(text, json_value)},
-                             optional={"items": json_value, "metadata": json_value})
+json_value = st.recursive(
+    scalar,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(text, inner, max_size=4)),
+    max_leaves=12,
+)
+turn = st.fixed_dictionaries(
+    {"role": st.one_of(st.sampled_from(["user", "system"]), json_value), "text": st.one_of(text, json_value)},
+    optional={"items": json_value, "metadata": json_value},
+)
 ours = st.fixed_dictionaries(
-    {"system_id": st.one_of(st.sampled_from(["kbrd", "upload:x", "a.b-c_d"]), text, json_value),
-     "turns": st.one_of(st.lists(turn, max_size=5), json_value)},
-    optional={"id": st.one_of(text, json_value), "history": st.lists(turn, max_size=2), "domain": json_value,
-              "targets": json_value, "metadata": json_value, "status": json_value, "created_at": json_value})
-utterance = st.fixed_dictionaries({"participant": st.one_of(st.sampled_from(["USER", "AGENT"]), json_value),
-                                   "utterance": st.one_of(text, json_value)})
-dial = st.fixed_dictionaries({"conversation ID": st.one_of(text, json_value),
-                              "agent": st.one_of(st.fixed_dictionaries({"id": st.one_of(text, json_value)}), json_value),
-                              "conversation": st.one_of(st.lists(utterance, max_size=4), json_value)},
-                             optional={"user": json_value, "metadata": json_value})
-eval_turn = st.fixed_dictionaries({"role": st.one_of(st.sampled_from(["USER", "ASST"]), json_value),
-                                   "utterance": st.one_of(text, json_value)},
-                                  optional={"turn_ind": json_value, "turn_level_aggregated": json_value})
-eval_record = st.fixed_dictionaries({"conv_id": st.one_of(text, json_value),
-                                     "dialogue": st.one_of(st.lists(eval_turn, max_size=4), json_value),
-                                     "dial_level_aggregated": json_value})
+    {
+        "system_id": st.one_of(st.sampled_from(["kbrd", "upload:x", "a.b-c_d"]), text, json_value),
+        "turns": st.one_of(st.lists(turn, max_size=5), json_value),
+    },
+    optional={
+        "id": st.one_of(text, json_value),
+        "history": st.lists(turn, max_size=2),
+        "domain": json_value,
+        "targets": json_value,
+        "metadata": json_value,
+        "status": json_value,
+        "created_at": json_value,
+    },
+)
+utterance = st.fixed_dictionaries(
+    {"participant": st.one_of(st.sampled_from(["USER", "AGENT"]), json_value), "utterance": st.one_of(text, json_value)}
+)
+dial = st.fixed_dictionaries(
+    {
+        "conversation ID": st.one_of(text, json_value),
+        "agent": st.one_of(st.fixed_dictionaries({"id": st.one_of(text, json_value)}), json_value),
+        "conversation": st.one_of(st.lists(utterance, max_size=4), json_value),
+    },
+    optional={"user": json_value, "metadata": json_value},
+)
+eval_turn = st.fixed_dictionaries(
+    {"role": st.one_of(st.sampled_from(["USER", "ASST"]), json_value), "utterance": st.one_of(text, json_value)},
+    optional={"turn_ind": json_value, "turn_level_aggregated": json_value},
+)
+eval_record = st.fixed_dictionaries(
+    {
+        "conv_id": st.one_of(text, json_value),
+        "dialogue": st.one_of(st.lists(eval_turn, max_size=4), json_value),
+        "dial_level_aggregated": json_value,
+    }
+)
 
 
 # mostly well-formed records with odd text: they reach the storage path
 valid_names = st.sampled_from(["kbrd", "barcor_redial", "upload:x", "a.b-c_d", "k" * 40])
 name = st.one_of(valid_names, valid_names, valid_names, text)
 good_turn = st.fixed_dictionaries({"role": st.sampled_from(["user", "system"]), "text": text})
-good_ours = st.fixed_dictionaries({"system_id": name, "turns": st.tuples(
-    st.lists(good_turn, max_size=4), good_turn.map(lambda t: {**t, "role": "system"})).map(lambda p: [*p[0], p[1]])},
-                                  optional={"id": st.one_of(st.sampled_from(["a", "b", "c"]), text)})
-good_dial = st.fixed_dictionaries({
-    "conversation ID": st.one_of(st.sampled_from(["a", "b"]), text),
-    "agent": st.fixed_dictionaries({"id": name}),
-    "conversation": st.lists(st.fixed_dictionaries({"participant": st.sampled_from(["USER", "AGENT"]),
-                                                    "utterance": text}), max_size=4)})
+good_ours = st.fixed_dictionaries(
+    {
+        "system_id": name,
+        "turns": st.tuples(st.lists(good_turn, max_size=4), good_turn.map(lambda t: {**t, "role": "system"})).map(
+            lambda p: [*p[0], p[1]]
+        ),
+    },
+    optional={"id": st.one_of(st.sampled_from(["a", "b", "c"]), text)},
+)
+good_dial = st.fixed_dictionaries(
+    {
+        "conversation ID": st.one_of(st.sampled_from(["a", "b"]), text),
+        "agent": st.fixed_dictionaries({"id": name}),
+        "conversation": st.lists(
+            st.fixed_dictionaries({"participant": st.sampled_from(["USER", "AGENT"]), "utterance": text}), max_size=4
+        ),
+    }
+)
 
 
 def dump(value) -> str:
@@ -112,8 +148,10 @@ def test_readers_never_raise_anything_but_a_format_error_and_never_write_partly(
                 assert counts(db) == before  # refused whole: nothing written
                 event("refused by the upload rules")
                 return
-            event(f"stored {min(len(report.conversations), 2)}{'+' if len(report.conversations) >= 2 else ''} "
-                  "conversation(s)")
+            event(
+                f"stored {min(len(report.conversations), 2)}{'+' if len(report.conversations) >= 2 else ''} "
+                "conversation(s)"
+            )
             distinct = {c.id: c for c in report.conversations}
             assert counts(db)[0] - before[0] == len(distinct)  # whole: every conversation, each once
             assert counts(db)[1] - before[1] == sum(len(c.all_turns) for c in distinct.values())

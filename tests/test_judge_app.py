@@ -36,11 +36,14 @@ def app(tmp_path_factory):
     with FakeOpenAI() as fake:
         fake.default = Reply(JUDGE_ANSWER, at={"answer": _MASS})
         env = {
-            "CRS_LLM_JUDGE_MODEL": "fake-judge", "CRS_LLM_JUDGE_BASE_URL": fake.base_url,
+            "CRS_LLM_JUDGE_MODEL": "fake-judge",
+            "CRS_LLM_JUDGE_BASE_URL": fake.base_url,
             "CRS_LLM_JUDGE_API_KEY": SECRET,
-            "CRS_LLM_DEBATE_MODEL": "fake-debater", "CRS_LLM_DEBATE_BASE_URL": fake.base_url,
+            "CRS_LLM_DEBATE_MODEL": "fake-debater",
+            "CRS_LLM_DEBATE_BASE_URL": fake.base_url,
             "CRS_LLM_DEBATE_API_KEY": SECRET,
-            "CRS_LLM_MAX_RETRIES": "0", "CRS_LLM_TIMEOUT": "20",
+            "CRS_LLM_MAX_RETRIES": "0",
+            "CRS_LLM_TIMEOUT": "20",
         }
         with AppServer(tmp_path_factory.mktemp("judge") / "app.db", env=env) as server:
             yield server, fake
@@ -80,8 +83,10 @@ def test_judging_streams_twelve_factors_then_the_debate_and_stores_them(app):
 
     statements = [m for m in debate if (m.get("metadata") or {}).get("title")]
     assert len(statements) == 4
-    assert all(m["metadata"]["title"].startswith("Round 1 · ") and m["metadata"]["title"].endswith("70/100")
-               for m in statements)
+    assert all(
+        m["metadata"]["title"].startswith("Round 1 · ") and m["metadata"]["title"].endswith("70/100")
+        for m in statements
+    )
     shown = _text(statements[0]["content"])
     assert "&lt;rating&gt;" in shown and "<rating>" not in shown  # model text is escaped
 
@@ -104,16 +109,22 @@ def test_a_failed_factor_is_shown_as_an_error_and_stored_without_a_score(app):
     fake.enqueue(Error(500, "judge exploded"))
 
     status, factors, _, _ = Client(server.url, verbose=False).predict(
-        conversation.id, "probability", False, 1, api_name="/judge")
+        conversation.id, "probability", False, 1, api_name="/judge"
+    )
 
     failed = [r for r in factors["data"] if r[2] == "failed"]
     assert len(failed) == 1 and "HTTP 500" in failed[0][5]
     assert all(r[2] == f"{EXPECTED:.2f}" for r in factors["data"] if r[2] != "failed")
     assert "1 factor(s) without a score" in status and "No debate was run." in status
-    rows = open_db(server.db_path).execute(
-        "select f.score, f.error from factor_scores f join evaluations e on e.id = f.evaluation_id "
-        "where e.conversation_id = ? and f.error is not null", [conversation.id],
-    ).fetchall()
+    rows = (
+        open_db(server.db_path)
+        .execute(
+            "select f.score, f.error from factor_scores f join evaluations e on e.id = f.evaluation_id "
+            "where e.conversation_id = ? and f.error is not null",
+            [conversation.id],
+        )
+        .fetchall()
+    )
     assert len(rows) == 1 and rows[0][0] is None
 
 
@@ -125,7 +136,8 @@ def test_judge_without_a_conversation_says_so(app):
 
 def _conversation(cid: str, system: str, reply: str) -> dict:
     return {
-        "id": cid, "system_id": system,
+        "id": cid,
+        "system_id": system,
         "turns": [
             {"role": "user", "text": "I want a heist movie."},
             {"role": "system", "text": reply, "items": [{"id": "title:Heat", "title": "Heat"}]},
@@ -136,20 +148,30 @@ def _conversation(cid: str, system: str, reply: str) -> dict:
 def test_evaluate_an_upload_gives_rows_plots_and_downloads(app, tmp_path):
     server, _ = app
     logs = tmp_path / "logs.jsonl"
-    logs.write_text("\n".join(json.dumps(c) for c in [
-        _conversation("upload-a", "kbrd", "Try Heat (1995), a tense heist film."),
-        _conversation("upload-b", "chatcrs", "You could watch Heat (1995): a classic heist."),
-    ]) + "\n", encoding="utf-8")
+    logs.write_text(
+        "\n".join(
+            json.dumps(c)
+            for c in [
+                _conversation("upload-a", "kbrd", "Try Heat (1995), a tense heist film."),
+                _conversation("upload-b", "chatcrs", "You could watch Heat (1995): a classic heist."),
+            ]
+        )
+        + "\n",
+        encoding="utf-8",
+    )
     client = Client(server.url, verbose=False)
 
     status, table, bars, overall, files = client.predict(
-        [handle_file(str(logs))], "auto", "probability", True, 2, 0, api_name="/evaluate")
+        [handle_file(str(logs))], "auto", "probability", True, 2, 0, api_name="/evaluate"
+    )
 
     assert "Evaluated **2** conversation(s): 2 complete" in status
     assert table["headers"][:5] == ["conversation_id", "system", "status", "overall", "factor_mean"]
     # uploads are anonymous: their systems live in the upload: namespace (issue #12)
-    assert [r[:4] for r in table["data"]] == [["upload-a", "upload:kbrd", "done", 70.0],
-                                               ["upload-b", "upload:chatcrs", "done", 70.0]]
+    assert [r[:4] for r in table["data"]] == [
+        ["upload-a", "upload:kbrd", "done", 70.0],
+        ["upload-b", "upload:chatcrs", "done", 70.0],
+    ]
     assert bars["type"] == "plotly" and overall["type"] == "plotly"
     by_name = {f.rsplit("/", 1)[-1]: f for f in files}
     assert set(by_name) == {"results.csv", "results.jsonl"}

@@ -16,15 +16,25 @@ from storage.records import Battle, Conversation, Evaluation, FactorScore, Turn,
 
 # CRS Arena's published Elo (K = 16, CRSArena-Dial README / analysis notebook)
 PUBLISHED_ELO = {
-    "chatgpt_opendialkg": 1102, "chatgpt_redial": 1102, "barcor_redial": 1077, "kbrd_redial": 994,
-    "barcor_opendialkg": 988, "unicrs_redial": 950, "unicrs_opendialkg": 937, "crbcrs_redial": 930,
+    "chatgpt_opendialkg": 1102,
+    "chatgpt_redial": 1102,
+    "barcor_redial": 1077,
+    "kbrd_redial": 994,
+    "barcor_opendialkg": 988,
+    "unicrs_redial": 950,
+    "unicrs_opendialkg": 937,
+    "crbcrs_redial": 930,
     "kbrd_opendialkg": 920,
 }
 
 
 def conversation(db, system: str, *, source: str = "import", domain: str = "movies") -> str:
-    c = Conversation(system_id=system, source=source, domain=domain,
-                     turns=[Turn("user", "a comedy?"), Turn("system", "Try Airplane! (1980).")])
+    c = Conversation(
+        system_id=system,
+        source=source,
+        domain=domain,
+        turns=[Turn("user", "a comedy?"), Turn("system", "Try Airplane! (1980).")],
+    )
     return save_conversation(db, c).id
 
 
@@ -39,8 +49,7 @@ def evaluate(db, conversation_id: str, scorer: str, overall, factors: dict, metr
 
 def battle(db, a: str, b: str, choice: str, n: int = 1, domain: str = "movies") -> None:
     for _ in range(n):
-        saved = save_battle(db, Battle(system_a=a, system_b=b, conversation_a=None, conversation_b=None,
-                                       domain=domain))
+        saved = save_battle(db, Battle(system_a=a, system_b=b, conversation_a=None, conversation_b=None, domain=domain))
         save_vote(db, Vote(battle_id=saved.id, choice=choice))
 
 
@@ -191,8 +200,9 @@ def test_crsarena_import_is_idempotent_and_puts_chatgpt_first(db_path, shared_da
     assert (report.conversations_read, report.conversations_added) == (474, 474)
     assert (report.vote_rows, report.battles, report.battles_added, report.votes_added) == (185, 184, 184, 184)
     assert report.repeated_rows == 1 and report.sides_without_conversation == 3
-    again = CliRunner().invoke(cli, ["import-crsarena", str(shared_data / "crsarena"), "--catalog", "none",
-                                     "--no-score", "--db", str(db_path)])
+    again = CliRunner().invoke(
+        cli, ["import-crsarena", str(shared_data / "crsarena"), "--catalog", "none", "--no-score", "--db", str(db_path)]
+    )
     assert again.exit_code == 0, again.output
     assert "0 of 474 conversations added; 0 of 184 battles and 0 votes added" in again.output
     assert db["votes"].count == 184 and db["battles"].count == 184 and db["conversations"].count == 474

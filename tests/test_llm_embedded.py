@@ -4,12 +4,15 @@ import threading
 
 import pytest
 
-from llm.base import LLMClient
-from llm.types import Completion
+from llm_clients.base import LLMClient
+from llm_clients.types import Completion
 
 JUDGE = [
     {"role": "system", "content": "You rate conversations. Answer with <rating>N</rating>, N from 0 to 4."},
-    {"role": "user", "content": "User: I want a comedy.\nSystem: Try Groundhog Day (1993), a clever comedy.\nRate its coherence."},
+    {
+        "role": "user",
+        "content": "User: I want a comedy.\nSystem: Try Groundhog Day (1993), a clever comedy.\nRate its coherence.",
+    },
 ]
 
 
@@ -89,7 +92,9 @@ def test_thread_safe_under_concurrent_calls(embedded_model):
 
     def call(i):
         try:
-            results.append(client.chat([{"role": "user", "content": f"Say the number {i}."}], max_tokens=8, temperature=0))
+            results.append(
+                client.chat([{"role": "user", "content": f"Say the number {i}."}], max_tokens=8, temperature=0)
+            )
         except Exception as e:  # pragma: no cover
             errors.append(e)
 
@@ -102,7 +107,9 @@ def test_thread_safe_under_concurrent_calls(embedded_model):
 
 
 def test_long_conversation_is_fitted_into_the_context(embedded_model):
-    long_turns = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i} " + "word " * 400} for i in range(30)]
+    long_turns = [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i} " + "word " * 400} for i in range(30)
+    ]
     messages = [{"role": "system", "content": "Be brief."}, *long_turns]
     fitted = embedded_model._fit(messages, 100)
     prompt_tokens = len(embedded_model._tokens(embedded_model.prompt(fitted)))
@@ -117,5 +124,7 @@ def test_long_conversation_is_fitted_into_the_context(embedded_model):
 def test_grammar_constrains_the_answer(embedded_model):
     client = LLMClient(embedded_model)
     for seed in range(3):
-        c = client.chat(JUDGE, temperature=0.8, seed=seed, max_tokens=12, grammar='root ::= "<rating>" [0-4] "</rating>"')
+        c = client.chat(
+            JUDGE, temperature=0.8, seed=seed, max_tokens=12, grammar='root ::= "<rating>" [0-4] "</rating>"'
+        )
         assert c.text[:8] == "<rating>" and c.text[8] in "01234" and c.text.endswith("</rating>")

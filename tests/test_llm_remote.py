@@ -5,11 +5,11 @@ import math
 import pytest
 from fake_openai import Delay, Error, Garbage, Reply
 
-from llm.base import LLMClient
-from llm.config import role_config
-from llm.registry import model_for
-from llm.remote import OpenAICompatibleModel
-from llm.types import LLMError
+from llm_clients.base import LLMClient
+from llm_clients.config import role_config
+from llm_clients.registry import model_for
+from llm_clients.remote import OpenAICompatibleModel
+from llm_clients.types import LLMError
 from storage.db import get_db
 
 MSGS = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]
@@ -125,8 +125,12 @@ def test_secrets_never_reach_the_database(fake_openai, db_path):
 
 
 def test_role_configuration_from_environment(fake_openai, db_path):
-    env = {"CRS_LLM_JUDGE_MODEL": "judge-model", "CRS_LLM_JUDGE_BASE_URL": fake_openai.base_url,
-           "CRS_LLM_JUDGE_API_KEY": "sk-judge", "OPENAI_API_KEY": "sk-openai"}
+    env = {
+        "CRS_LLM_JUDGE_MODEL": "judge-model",
+        "CRS_LLM_JUDGE_BASE_URL": fake_openai.base_url,
+        "CRS_LLM_JUDGE_API_KEY": "sk-judge",
+        "OPENAI_API_KEY": "sk-openai",
+    }
     cfg = role_config("judge", env)
     assert (cfg.model, cfg.api_key, cfg.source) == ("judge-model", "sk-judge", "CRS_LLM_JUDGE_MODEL")
     assert "sk-judge" not in str(cfg.public())
@@ -134,12 +138,19 @@ def test_role_configuration_from_environment(fake_openai, db_path):
     assert LLMClient(model_for(cfg)).chat(MSGS).text == "ok"
     assert fake_openai.requests[0]["headers"]["authorization"] == "Bearer sk-judge"
     # a custom endpoint never receives OPENAI_API_KEY
-    custom = role_config("crs", {"CRS_LLM_MODEL": "m", "CRS_LLM_BASE_URL": "http://127.0.0.1:1/v1", "OPENAI_API_KEY": "sk-openai"})
+    custom = role_config(
+        "crs", {"CRS_LLM_MODEL": "m", "CRS_LLM_BASE_URL": "http://127.0.0.1:1/v1", "OPENAI_API_KEY": "sk-openai"}
+    )
     assert custom.api_key is None
     openai_cfg = role_config("crs", {"CRS_LLM_MODEL": "gpt-4o-mini", "OPENAI_API_KEY": "sk-openai"})
     assert openai_cfg.api_key == "sk-openai"
     # debate roles fall back to the shared debate settings, then the global ones, then embedded
-    assert role_config("debate_hci", {"CRS_LLM_DEBATE_MODEL": "d", "CRS_LLM_DEBATE_BASE_URL": "http://127.0.0.1:2/v1"}).model == "d"
+    assert (
+        role_config(
+            "debate_hci", {"CRS_LLM_DEBATE_MODEL": "d", "CRS_LLM_DEBATE_BASE_URL": "http://127.0.0.1:2/v1"}
+        ).model
+        == "d"
+    )
     assert role_config("simulator", {}).is_embedded
     assert role_config("judge", {"CRS_LLM_MODEL": "embedded"}).is_embedded
     with pytest.raises(ValueError):
@@ -168,8 +179,13 @@ def test_usage_totals_per_client_and_clone(fake_openai, db_path):
 
 
 def test_sampled_answers_in_tags_are_read(fake_openai, db_path):
-    fake_openai.enqueue(Reply("<rating>3</rating>", no_logprobs=True), Reply("<rating>3</rating>"),
-                        Reply("<rating>4</rating>"), Reply("Score: 3.5"), Reply("<rating>x</rating>"))
+    fake_openai.enqueue(
+        Reply("<rating>3</rating>", no_logprobs=True),
+        Reply("<rating>3</rating>"),
+        Reply("<rating>4</rating>"),
+        Reply("Score: 3.5"),
+        Reply("<rating>x</rating>"),
+    )
     dist = _client(fake_openai, db_path).score(MSGS, ["0", "1", "2", "3", "4"], prefix="<rating>", samples=4)
     assert dist.method == "sampling" and dist.invalid == 2
     assert dist.probs["3"] == pytest.approx(0.5) and dist.probs["4"] == pytest.approx(0.5)

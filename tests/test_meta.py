@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from evaluators.adapters import read_crsarena_eval
 from evaluators.factors import FACTORS
+from evaluators.log_readers import read_crsarena_eval
 from evaluators.meta import correlate, crsarena_eval_labels, factor_matrix, read_csv_labels
 
 
@@ -76,7 +76,8 @@ def test_none_values_are_skipped_and_counted(dev):
     assert level.n == 83 and level.skipped == 11
     kept = sorted(set(scores) & set(dev["human"]) - set(dropped))
     assert level["spearman"].value == pytest.approx(
-        stats.spearmanr([scores[i] for i in kept], [human[i] for i in kept])[0])
+        stats.spearmanr([scores[i] for i in kept], [human[i] for i in kept])[0]
+    )
 
 
 def test_undefined_correlations_are_none_not_zero():

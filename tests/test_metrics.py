@@ -21,12 +21,40 @@ from evaluators.metrics import (
 from storage.records import Conversation, ItemRef, Turn
 
 EXPECTED_KEYS = [
-    "recall@1", "recall@5", "recall@10", "recall@50", "session_recall@1", "session_recall@5", "session_recall@10",
-    "session_recall@50", "recall_targets", "session_list_size", "gt_hit", "gt_hit_turn",
-    "hallucination_rate", "reference_catalog", "titles_mentioned", "hallucinated_titles", "semantic_relevance",
-    "semantic_relevance_score", "diversity_genre", "diversity_director", "diversity_lead_actor",
-    "diversity_decade", "diversity_items", "diversity_score", "novelty", "novelty_less_known", "novelty_score",
-    "novelty_basis", "unknown_items", "rejections", "repeated_items", "repeat_turns", "distinct_1", "distinct_2",
+    "recall@1",
+    "recall@5",
+    "recall@10",
+    "recall@50",
+    "session_recall@1",
+    "session_recall@5",
+    "session_recall@10",
+    "session_recall@50",
+    "recall_targets",
+    "session_list_size",
+    "gt_hit",
+    "gt_hit_turn",
+    "hallucination_rate",
+    "reference_catalog",
+    "titles_mentioned",
+    "hallucinated_titles",
+    "semantic_relevance",
+    "semantic_relevance_score",
+    "diversity_genre",
+    "diversity_director",
+    "diversity_lead_actor",
+    "diversity_decade",
+    "diversity_items",
+    "diversity_score",
+    "novelty",
+    "novelty_less_known",
+    "novelty_score",
+    "novelty_basis",
+    "unknown_items",
+    "rejections",
+    "repeated_items",
+    "repeat_turns",
+    "distinct_1",
+    "distinct_2",
 ]
 
 
@@ -49,12 +77,18 @@ def dialogue(catalog):
         history=[Turn("system", "Heat (1995) is on tonight.", items=[ref(catalog, "Heat")])],  # context only
         turns=[
             Turn("user", "I want a classic adventure."),
-            Turn("system", "You could watch Raiders of the Lost Ark (1981) or Star Wars (1977).",
-                 items=[raiders, star_wars, godfather]),
+            Turn(
+                "system",
+                "You could watch Raiders of the Lost Ark (1981) or Star Wars (1977).",
+                items=[raiders, star_wars, godfather],
+            ),
             Turn("user", "I've seen Star Wars already."),
-            Turn("system", "Then Stagecoach (1939) is a great western and Star Wars (1977) is a classic too; "
-                           "Moonlight Voyage Deluxe (2019) as well.",
-                 items=[stagecoach, shane, ItemRef("zz-unknown", "Unknown Film (2020)")]),
+            Turn(
+                "system",
+                "Then Stagecoach (1939) is a great western and Star Wars (1977) is a classic too; "
+                "Moonlight Voyage Deluxe (2019) as well.",
+                items=[stagecoach, shane, ItemRef("zz-unknown", "Unknown Film (2020)")],
+            ),
             Turn("user", "Great, thanks!"),
         ],
         targets=[shane, ref(catalog, "Back to the Future")],
@@ -62,15 +96,23 @@ def dialogue(catalog):
 
 
 def test_session_list_concatenates_and_deduplicates(dialogue):
-    conv = Conversation(system_id="x", turns=[
-        Turn("system", "a", items=[ItemRef("1", "A"), ItemRef("2", "B")]),
-        Turn("user", "more"),
-        Turn("system", "b", items=[ItemRef("2", "B"), ItemRef("3", "C")]),
-    ])
+    conv = Conversation(
+        system_id="x",
+        turns=[
+            Turn("system", "a", items=[ItemRef("1", "A"), ItemRef("2", "B")]),
+            Turn("user", "more"),
+            Turn("system", "b", items=[ItemRef("2", "B"), ItemRef("3", "C")]),
+        ],
+    )
     assert [r.id for r in session_list(conv)] == ["1", "2", "3"]
     assert [r.id for r in session_list(dialogue)] == [
-        "raiders-of-the-lost-ark-1981", "star-wars-1977", "the-godfather-1972", "stagecoach-1939", "shane-1953",
-        "zz-unknown"]
+        "raiders-of-the-lost-ark-1981",
+        "star-wars-1977",
+        "the-godfather-1972",
+        "stagecoach-1939",
+        "shane-1953",
+        "zz-unknown",
+    ]
 
 
 def test_recall_and_hit(dialogue):
@@ -150,12 +192,20 @@ def _listing(catalog, *titles):
 
 
 def test_diversity_on_obvious_lists(catalog):
-    trilogy = diversity(_listing(catalog, "Raiders of the Lost Ark", "Indiana Jones and the Temple of Doom",
-                                 "Indiana Jones and the Last Crusade"), catalog)
+    trilogy = diversity(
+        _listing(
+            catalog,
+            "Raiders of the Lost Ark",
+            "Indiana Jones and the Temple of Doom",
+            "Indiana Jones and the Last Crusade",
+        ),
+        catalog,
+    )
     # one director, one lead (Harrison Ford), one decade: only the two genres vary
     assert trilogy.counts == {"genre": 2, "director": 1, "lead_actor": 1, "decade": 1} and trilogy.score == 1
-    varied = diversity(_listing(catalog, "Raiders of the Lost Ark", "The Godfather", "Stagecoach", "Shane", "Heat"),
-                       catalog)
+    varied = diversity(
+        _listing(catalog, "Raiders of the Lost Ark", "The Godfather", "Stagecoach", "Shane", "Heat"), catalog
+    )
     assert varied.counts["director"] == varied.counts["lead_actor"] == varied.counts["decade"] == 5
     assert varied.score == 4
 
@@ -180,8 +230,10 @@ def test_dataset_conversations_use_the_datasets_catalog_and_mention_counts(share
     redial = get_catalog("redial")
     known = popularity(redial)
     assert known.basis == "mentions in redial dialogues" and 100 < len(known.well_known) < 1000
-    hits = [redial.match_name(n).ref() for n in ("Black Panther (2018)", "Deadpool 2 (2018)",
-                                                  "Avengers: Infinity War (2018)")]
+    hits = [
+        redial.match_name(n).ref()
+        for n in ("Black Panther (2018)", "Deadpool 2 (2018)", "Avengers: Infinity War (2018)")
+    ]
     blockbusters = Conversation(system_id="x", turns=[Turn("system", "", items=hits)], metadata={"dataset": "redial"})
     assert novelty(blockbusters, redial).score == 0
     rare = [i.ref() for i in redial.items if i.id not in known.well_known][:4]
@@ -202,13 +254,16 @@ def test_repetition_after_the_user_rejects_a_named_title(dialogue, catalog):
 
 def test_repetition_after_ive_seen_it(catalog):
     heat, godfather = ref(catalog, "Heat"), ref(catalog, "The Godfather")
-    conv = Conversation(system_id="x", turns=[
-        Turn("system", "How about Heat (1995)?", items=[heat]),
-        Turn("user", "I've seen it."),
-        Turn("system", "Then The Godfather (1972).", items=[godfather]),
-        Turn("user", "Hmm, maybe."),
-        Turn("system", "Or Heat (1995) after all?", items=[heat, godfather]),
-    ])
+    conv = Conversation(
+        system_id="x",
+        turns=[
+            Turn("system", "How about Heat (1995)?", items=[heat]),
+            Turn("user", "I've seen it."),
+            Turn("system", "Then The Godfather (1972).", items=[godfather]),
+            Turn("user", "Hmm, maybe."),
+            Turn("system", "Or Heat (1995) after all?", items=[heat, godfather]),
+        ],
+    )
     result = repetition(conv, catalog)
     assert result.rejections == 1 and result.repeated == ("heat-1995",) and result.repeat_turns == 1
     assert repetition(conv).repeated == ("heat-1995",)  # lists alone suffice without a catalog
@@ -217,12 +272,19 @@ def test_repetition_after_ive_seen_it(catalog):
 @pytest.mark.parametrize(
     "text,rejects",
     [
-        ("I've seen it.", True), ("I’ve seen that", True), ("I have already watched that one", True),
+        ("I've seen it.", True),
+        ("I’ve seen that", True),
+        ("I have already watched that one", True),
         ("No, something else please", True),
-        ("Nope", True), ("I didn't like it", True), ("Not that one.", True),
-        ("I haven't seen it, tell me more", False), ("I have not seen it", False), ("I haven’t seen it", False),
+        ("Nope", True),
+        ("I didn't like it", True),
+        ("Not that one.", True),
+        ("I haven't seen it, tell me more", False),
+        ("I have not seen it", False),
+        ("I haven’t seen it", False),
         ("Sounds great, I'll watch it", False),
-        ("I know nothing about it, what is it about?", False), ("Yes please!", False),
+        ("I know nothing about it, what is it about?", False),
+        ("Yes please!", False),
     ],
 )
 def test_rejection_cues(text, rejects):
@@ -256,18 +318,24 @@ def test_empty_conversation(catalog):
 
 
 def test_no_system_turn_with_targets(catalog):
-    conv = Conversation(system_id="x", turns=[Turn("user", "Hi, no idea what to watch")],
-                        targets=[ref(catalog, "Heat")])
+    conv = Conversation(
+        system_id="x", turns=[Turn("user", "Hi, no idea what to watch")], targets=[ref(catalog, "Heat")]
+    )
     metrics = compute_metrics(conv, catalog)
     assert metrics["recall@50"] == 0.0 and metrics["gt_hit"] is False and metrics["gt_hit_turn"] is None
     assert metrics["semantic_relevance_score"] is None and metrics["rejections"] == 0
 
 
 def test_system_turns_without_lists(catalog):
-    conv = Conversation(system_id="x", turns=[
-        Turn("user", "Something scary?"), Turn("system", "What kind of scary?"),
-        Turn("user", "Ghosts."), Turn("system", "Try The Shining (1980)."),
-    ])
+    conv = Conversation(
+        system_id="x",
+        turns=[
+            Turn("user", "Something scary?"),
+            Turn("system", "What kind of scary?"),
+            Turn("user", "Ghosts."),
+            Turn("system", "Try The Shining (1980)."),
+        ],
+    )
     metrics = compute_metrics(conv, catalog)
     assert metrics["session_list_size"] == 0 and metrics["diversity_score"] is None
     assert metrics["semantic_relevance"] == 0.0 and metrics["semantic_relevance_score"] == 0
@@ -277,8 +345,9 @@ def test_system_turns_without_lists(catalog):
 
 def test_unknown_ids_do_not_crash(catalog):
     unknown = ItemRef("not-in-catalog", "Nope (2030)")
-    conv = Conversation(system_id="x", turns=[Turn("system", "Nope (2030)!", items=[unknown]), Turn("user", "No.")],
-                        targets=[unknown])
+    conv = Conversation(
+        system_id="x", turns=[Turn("system", "Nope (2030)!", items=[unknown]), Turn("user", "No.")], targets=[unknown]
+    )
     metrics = compute_metrics(conv, catalog)
     assert metrics["recall@1"] == 1.0 and metrics["gt_hit"] is True
     assert metrics["unknown_items"] == 1 and metrics["diversity_items"] == 0 and metrics["diversity_score"] is None

@@ -65,8 +65,12 @@ def small_cache(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def app(small_cache, tmp_path_factory):
-    env = {**NO_SOURCE, "CRS_ARENA_CACHE": str(small_cache), "CRS_NEURAL_BUILD": "never",
-           "CRS_DATA_DIR": str(tmp_path_factory.mktemp("no_data"))}
+    env = {
+        **NO_SOURCE,
+        "CRS_ARENA_CACHE": str(small_cache),
+        "CRS_NEURAL_BUILD": "never",
+        "CRS_DATA_DIR": str(tmp_path_factory.mktemp("no_data")),
+    }
     with AppServer(tmp_path_factory.mktemp("neural_app") / "app.db", env=env, startup_timeout=180) as server:
         yield server
 
@@ -92,7 +96,8 @@ def test_selector_lists_every_system_with_its_version(app):
 def test_chat_with_each_system(app, system):
     client = Client(app.url, verbose=False)
     chat, items, status, conversation_id, box = client.predict(
-        "Hi! I love crime movies like The Godfather (1972). Any suggestions?", system, api_name="/chat")
+        "Hi! I love crime movies like The Godfather (1972). Any suggestions?", system, api_name="/chat"
+    )
     assert [m["role"] for m in chat] == ["user", "assistant"], status
     reply = _text(chat[-1]["content"])
     assert reply.strip() and box == ""
@@ -117,8 +122,12 @@ def test_chat_with_each_system(app, system):
 
 
 def test_missing_checkpoints_give_a_message_not_a_crash(tmp_path):
-    env = {**NO_SOURCE, "CRS_ARENA_CACHE": str(tmp_path / "empty_cache"), "CRS_NEURAL_BUILD": "never",
-           "CRS_DATA_DIR": str(tmp_path / "no_data")}
+    env = {
+        **NO_SOURCE,
+        "CRS_ARENA_CACHE": str(tmp_path / "empty_cache"),
+        "CRS_NEURAL_BUILD": "never",
+        "CRS_DATA_DIR": str(tmp_path / "no_data"),
+    }
     with AppServer(tmp_path / "app.db", env=env, startup_timeout=180) as server:
         client = Client(server.url, verbose=False)
         choices = {value: label for label, value in _selector(client)["choices"]}
@@ -137,7 +146,7 @@ def test_missing_checkpoints_give_a_message_not_a_crash(tmp_path):
 @pytest.fixture(scope="module")
 def small_models(small_cache):
     from catalog.catalog import get_catalog
-    from crs_backends.neural.kg import load_kg
+    from crs_backends.neural.kg_reader import load_kg
     from crs_backends.neural.system import model_class
 
     small = _builder()

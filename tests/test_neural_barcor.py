@@ -9,22 +9,29 @@ from pathlib import Path
 
 import pytest
 import torch
+from neural_fixtures import CONVS, TEXTS, one_thread  # noqa: F401 (one_thread: an autouse fixture)
+from neural_fixtures import tiny_kg as shared_tiny_kg
 
 from crs_backends.neural import barcor
 from crs_backends.neural.barcor import BARCOR, context_text, fill_slots, strip_system
 from crs_backends.neural.checkpoints import CheckpointError, part_dir
 from crs_backends.neural.engine import MOVIE_SLOT, ConvInput, Record, TrainConfig, read_records
-from crs_backends.neural.kg import KGData, load_kg
+from crs_backends.neural.kg_reader import KGData, load_kg
 from crs_backends.neural.tokenizer import train_tokenizer
-
-from neural_fixtures import CONVS, TEXTS, one_thread  # noqa: F401 (one_thread: an autouse fixture)
-from neural_fixtures import tiny_kg as shared_tiny_kg
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 # tiny published-style sizes for fabricated checkpoints
-TINY = dict(d_model=16, encoder_layers=1, decoder_layers=2, encoder_attention_heads=2, decoder_attention_heads=2,
-            encoder_ffn_dim=24, decoder_ffn_dim=24, max_position_embeddings=256)
+TINY = dict(
+    d_model=16,
+    encoder_layers=1,
+    decoder_layers=2,
+    encoder_attention_heads=2,
+    decoder_attention_heads=2,
+    encoder_ffn_dim=24,
+    decoder_ffn_dim=24,
+    max_position_embeddings=256,
+)
 
 
 def tiny_kg() -> KGData:
@@ -38,8 +45,12 @@ def kg() -> KGData:
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    return train_tokenizer(TEXTS + ["User: " + t for t in TEXTS] + ["System: " + t for t in TEXTS],
-                           style="bart", vocab_size=600, min_frequency=1)
+    return train_tokenizer(
+        TEXTS + ["User: " + t for t in TEXTS] + ["System: " + t for t in TEXTS],
+        style="bart",
+        vocab_size=600,
+        min_frequency=1,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -81,27 +92,63 @@ def published_keys(*, d, ffn, vocab, positions, enc, dec, labels=None, lm=False,
     if lm and aliases:
         keys["lm_head.weight"] = (vocab, d)
     if labels is not None:
-        keys.update({"classification_head.dense.weight": (d, d), "classification_head.dense.bias": (d,),
-                     "classification_head.out_proj.weight": (labels, d), "classification_head.out_proj.bias": (labels,)})
+        keys.update(
+            {
+                "classification_head.dense.weight": (d, d),
+                "classification_head.dense.bias": (d,),
+                "classification_head.out_proj.weight": (labels, d),
+                "classification_head.out_proj.bias": (labels,),
+            }
+        )
     return keys
 
 
 def published_config(*, d, ffn, vocab, positions, enc, dec, heads, labels=None) -> dict:
     """A config.json as transformers 4.28 wrote it for a fine-tuned facebook/bart-base (tiny sizes)."""
     cfg = {
-        "_name_or_path": "facebook/bart-base", "activation_dropout": 0.1, "activation_function": "gelu",
-        "add_bias_logits": False, "add_final_layer_norm": False, "attention_dropout": 0.1, "bos_token_id": 0,
-        "classif_dropout": 0.1, "classifier_dropout": 0.0, "d_model": d, "decoder_attention_heads": heads,
-        "decoder_ffn_dim": ffn, "decoder_layerdrop": 0.0, "decoder_layers": dec, "decoder_start_token_id": 2,
-        "dropout": 0.1, "early_stopping": True, "encoder_attention_heads": heads, "encoder_ffn_dim": ffn,
-        "encoder_layerdrop": 0.0, "encoder_layers": enc, "eos_token_id": 2, "forced_bos_token_id": 0,
-        "forced_eos_token_id": 2, "gradient_checkpointing": False, "init_std": 0.02, "is_encoder_decoder": True,
-        "max_position_embeddings": positions, "model_type": "bart", "no_repeat_ngram_size": 3,
-        "normalize_before": False, "normalize_embedding": True, "num_beams": 4, "num_hidden_layers": enc,
-        "pad_token_id": 1, "scale_embedding": False, "torch_dtype": "float32", "transformers_version": "4.28.1",
-        "use_cache": True, "vocab_size": vocab,
-        "task_specific_params": {"summarization": {"length_penalty": 1.0, "max_length": 128, "min_length": 12,
-                                                   "num_beams": 4}},
+        "_name_or_path": "facebook/bart-base",
+        "activation_dropout": 0.1,
+        "activation_function": "gelu",
+        "add_bias_logits": False,
+        "add_final_layer_norm": False,
+        "attention_dropout": 0.1,
+        "bos_token_id": 0,
+        "classif_dropout": 0.1,
+        "classifier_dropout": 0.0,
+        "d_model": d,
+        "decoder_attention_heads": heads,
+        "decoder_ffn_dim": ffn,
+        "decoder_layerdrop": 0.0,
+        "decoder_layers": dec,
+        "decoder_start_token_id": 2,
+        "dropout": 0.1,
+        "early_stopping": True,
+        "encoder_attention_heads": heads,
+        "encoder_ffn_dim": ffn,
+        "encoder_layerdrop": 0.0,
+        "encoder_layers": enc,
+        "eos_token_id": 2,
+        "forced_bos_token_id": 0,
+        "forced_eos_token_id": 2,
+        "gradient_checkpointing": False,
+        "init_std": 0.02,
+        "is_encoder_decoder": True,
+        "max_position_embeddings": positions,
+        "model_type": "bart",
+        "no_repeat_ngram_size": 3,
+        "normalize_before": False,
+        "normalize_embedding": True,
+        "num_beams": 4,
+        "num_hidden_layers": enc,
+        "pad_token_id": 1,
+        "scale_embedding": False,
+        "torch_dtype": "float32",
+        "transformers_version": "4.28.1",
+        "use_cache": True,
+        "vocab_size": vocab,
+        "task_specific_params": {
+            "summarization": {"length_penalty": 1.0, "max_length": 128, "min_length": 12, "num_beams": 4}
+        },
     }
     if labels is None:
         cfg["architectures"] = ["BartForConditionalGeneration"]
@@ -116,8 +163,14 @@ def fabricate(root: Path, kg: KGData, tokenizer, *, dataset="tiny", conv_safeten
     """Write barcor_rec_<ds>/ (pytorch_model.bin with tied aliases) and barcor_conv_<ds>/ (safetensors without
     aliases, or a bin) with the published names at tiny sizes; returns the tensors written."""
     g = torch.Generator().manual_seed(seed)
-    dims = dict(d=TINY["d_model"], ffn=TINY["encoder_ffn_dim"], vocab=len(tokenizer),
-                positions=TINY["max_position_embeddings"], enc=TINY["encoder_layers"], dec=TINY["decoder_layers"])
+    dims = dict(
+        d=TINY["d_model"],
+        ffn=TINY["encoder_ffn_dim"],
+        vocab=len(tokenizer),
+        positions=TINY["max_position_embeddings"],
+        enc=TINY["encoder_layers"],
+        dec=TINY["decoder_layers"],
+    )
     written = {}
     for part, labels, lm in (("rec", kg.n_entities, False), ("conv", None, True)):
         d = part_dir(root, "barcor", part, dataset)
@@ -125,8 +178,10 @@ def fabricate(root: Path, kg: KGData, tokenizer, *, dataset="tiny", conv_safeten
         cfg = published_config(heads=TINY["encoder_attention_heads"], labels=labels, **dims)
         (d / "config.json").write_text(json.dumps(cfg))
         alias_free = part == "conv" and conv_safetensors
-        state = {k: torch.randn(shape, generator=g) * 0.5
-                 for k, shape in published_keys(labels=labels, lm=lm, aliases=not alias_free, **dims).items()}
+        state = {
+            k: torch.randn(shape, generator=g) * 0.5
+            for k, shape in published_keys(labels=labels, lm=lm, aliases=not alias_free, **dims).items()
+        }
         if not alias_free:  # tied: the aliases are the shared table (same storage, as HF saved them)
             for k in list(state):
                 if k.endswith("embed_tokens.weight") or k == "lm_head.weight":
@@ -157,8 +212,10 @@ def test_published_size_key_lists_match_the_reference():
     with torch.device("meta"):
         rec = BartForSequenceClassification(barcor._bart_config(full, vocab_size=50265, num_labels=24630))
         conv = BartForConditionalGeneration(barcor._bart_config(full, vocab_size=50265))
-    for module, expected, n in ((rec, published_keys(labels=24630, **dims), 265),
-                                (conv, published_keys(lm=True, **dims), 263)):
+    for module, expected, n in (
+        (rec, published_keys(labels=24630, **dims), 265),
+        (conv, published_keys(lm=True, **dims), 263),
+    ):
         got = {k: tuple(v.shape) for k, v in module.state_dict().items()}
         assert len(expected) == n
         assert got == expected
@@ -208,8 +265,9 @@ def test_bad_checkpoint_raises_naming_the_file(tmp_path, kg, tokenizer, case):
         data = weights.read_bytes()
         weights.write_bytes(data[: len(data) // 2])
     elif case == "alias_differs":
-        _rewrite_bin(weights, lambda s: s.__setitem__("model.encoder.embed_tokens.weight",
-                                                      s["model.shared.weight"].clone() + 1))
+        _rewrite_bin(
+            weights, lambda s: s.__setitem__("model.encoder.embed_tokens.weight", s["model.shared.weight"].clone() + 1)
+        )
     elif case == "no_weights":
         weights.unlink()
     with pytest.raises(CheckpointError) as err:
@@ -328,8 +386,12 @@ def test_bad_input_long_empty_non_english(small):
     ids = small.context_ids(long.context)
     assert len(ids) == barcor.CONTEXT_MAX_LENGTH and ids[0] == 0 and ids[-1] == 2
     assert small.tokenizer.decode(ids, skip_special_tokens=True).endswith("the very last words here")
-    for inp in (long, ConvInput([]), ConvInput(["", ""]),
-                ConvInput(["Je cherche un film d'horreur, s'il vous plaît 🎬", "", "Привет! 你好，推荐一部电影"])):
+    for inp in (
+        long,
+        ConvInput([]),
+        ConvInput(["", ""]),
+        ConvInput(["Je cherche un film d'horreur, s'il vous plaît 🎬", "", "Привет! 你好，推荐一部电影"]),
+    ):
         ranked = small.recommend(inp)
         assert 0 < len(ranked) <= 50 and all(isinstance(i, int) for i, _ in ranked)
         assert isinstance(small.generate(inp), str)
@@ -385,8 +447,14 @@ def test_training_lowers_loss_resumes_and_loads(tmp_path, redial):
 
 def test_records_without_known_targets_still_train_conv(tmp_path, kg, tokenizer):
     model = BARCOR.create(kg, size="small", seed=2, tokenizer=tokenizer)
-    records = [Record(context=["Hi", "Hello! What do you like?", "Horror"], entity=["horror"],
-                      rec=["Not In The KG (1999)"], resp="Have you seen The Shining (1980)?")] * 4
+    records = [
+        Record(
+            context=["Hi", "Hello! What do you like?", "Horror"],
+            entity=["horror"],
+            rec=["Not In The KG (1999)"],
+            resp="Have you seen The Shining (1980)?",
+        )
+    ] * 4
     report = barcor.train(model, records, tmp_path, "tiny", TrainConfig(epochs=2, batch_size=2))
     assert report.losses["rec"] == [] and len(report.losses["conv"]) == 4
     assert (part_dir(tmp_path, "barcor", "rec", "tiny") / "pytorch_model.bin").exists()

@@ -27,7 +27,9 @@ def fake_files() -> dict[str, bytes]:
         "relation2id.json": json.dumps({"genre": 0, "star": 1}).encode(),
         "kg.json": json.dumps({"0": [[0, 1], [1, 2]]}).encode() + b" " * 60_000,  # many read chunks
         "item_ids.json": json.dumps([0]).encode(),
-        "id2info.json": json.dumps({"111": {"name": "Heat (1995)", "genre": ["crime"], "star": ["Al Pacino"]}}).encode(),
+        "id2info.json": json.dumps(
+            {"111": {"name": "Heat (1995)", "genre": ["crime"], "star": ["Al Pacino"]}}
+        ).encode(),
     }
 
 
@@ -119,8 +121,15 @@ def cache(tmp_path, monkeypatch) -> Path:
     """An empty cache, no data dir, no configured source, nothing small built, the fake files as the recorded ones."""
     root = tmp_path / "cache"
     monkeypatch.setenv("CRS_ARENA_CACHE", str(root))
-    for var in ("CRS_MODELS_DIR", "CRS_MODELS_URL", "CRS_MODELS_SHA256", "CRS_MODELS_HUB_REPO", "CRS_MODELS_DATASET",
-                "CRS_DATA_BASE_URL", "CRS_FETCH_AT_START"):
+    for var in (
+        "CRS_MODELS_DIR",
+        "CRS_MODELS_URL",
+        "CRS_MODELS_SHA256",
+        "CRS_MODELS_HUB_REPO",
+        "CRS_MODELS_DATASET",
+        "CRS_DATA_BASE_URL",
+        "CRS_FETCH_AT_START",
+    ):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("CRS_DATA_DIR", str(tmp_path / "no_data"))
     not_built = types.SimpleNamespace(small_models_root=lambda: None, ensure_small_models=lambda progress=None: None)
@@ -132,7 +141,9 @@ def cache(tmp_path, monkeypatch) -> Path:
 
 def leftovers(cache: Path) -> list[str]:
     """Partial or temporary files anywhere under the datasets folder."""
-    return sorted(str(p.relative_to(cache)) for p in (cache / "datasets").rglob("*") if p.name.endswith((".part", ".part.json")))
+    return sorted(
+        str(p.relative_to(cache)) for p in (cache / "datasets").rglob("*") if p.name.endswith((".part", ".part.json"))
+    )
 
 
 def test_fetch_places_verified_files_and_resolution_finds_them(cache):
@@ -265,8 +276,13 @@ def test_checkpoints_without_dataset_files_name_the_fetch_command(cache, monkeyp
     assert "Error" not in message and "Traceback" not in message
     # not replaced by the small local version behind the user's back, even when one is built or buildable
     built = []
-    monkeypatch.setattr(sources, "_small_module", lambda: types.SimpleNamespace(
-        small_models_root=lambda: None, ensure_small_models=lambda progress=None: built.append(1)))
+    monkeypatch.setattr(
+        sources,
+        "_small_module",
+        lambda: types.SimpleNamespace(
+            small_models_root=lambda: None, ensure_small_models=lambda progress=None: built.append(1)
+        ),
+    )
     with pytest.raises(DatasetFilesMissing):
         sources.resolve("kbrd", build=True)
     assert built == []
@@ -299,7 +315,9 @@ def test_registry_shows_the_command_and_builds_nothing(cache, monkeypatch):
 def test_cli_fetch_brings_the_set_and_its_dataset_files(cache, capsys):
     archive = make_tar(checkpoint_set(("kbrd", "unicrs")))
     with FileServer({"/models.tar.gz": archive, **data_paths(fake_files())}) as server:
-        assert sources.main(["fetch", "--url", server.base + "/models.tar.gz", "--data-url", server.base + "/data"]) == 0
+        assert (
+            sources.main(["fetch", "--url", server.base + "/models.tar.gz", "--data-url", server.base + "/data"]) == 0
+        )
     out = capsys.readouterr().out
     assert "checkpoints ready in" in out and "KBRD: redial" in out
     assert f"dataset files of redial ready in {cache / 'datasets' / 'redial'}" in out
@@ -365,7 +383,8 @@ def test_recorded_sums_match_the_public_files(shared_data):
 
 def test_the_default_source_is_the_pinned_public_commit(monkeypatch):
     monkeypatch.delenv("CRS_DATA_BASE_URL", raising=False)
-    assert datasets.base_url() == ("https://raw.githubusercontent.com/RUCAIBox/iEvaLM-CRS/"
-                                   "162e2f442fb0799550af587dce0285a2d5ca897f/data")
+    assert datasets.base_url() == (
+        "https://raw.githubusercontent.com/RUCAIBox/iEvaLM-CRS/162e2f442fb0799550af587dce0285a2d5ca897f/data"
+    )
     for table in datasets.DATASET_FILES.values():  # every published set finds its KG and item names
         assert set(datasets.REQUIRED_FILES) <= set(table)

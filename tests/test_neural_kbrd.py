@@ -11,17 +11,31 @@ import torch
 from crs_backends.neural import kbrd as K
 from crs_backends.neural.checkpoints import CheckpointError, part_dir
 from crs_backends.neural.engine import MOVIE_SLOT, ConvInput, TrainConfig, read_records
-from crs_backends.neural.kg import KGData, load_kg
+from crs_backends.neural.kg_reader import KGData, load_kg
 from crs_backends.neural.tokenizer import train_tokenizer
 
 DS = "redial"
 
 # ------------------------------------------------------------------ a tiny KG and the published key lists
-NAMES = ["Alpha (2001)", "Beta (2002)", "Gamma (2003)", "Delta (2004)", "drama", "comedy", "Tom Hanks",
-         "Steven Spielberg", "Nora Ephron"]
-TEXTS = ["Hi, I like drama movies like Alpha (2001)", "Have you seen Beta (2002)? It is a comedy",
-         "I love Tom Hanks movies", "Steven Spielberg directed Gamma (2003)", "Thanks, bye!",
-         "Nora Ephron wrote Delta (2004), a great comedy"] * 3
+NAMES = [
+    "Alpha (2001)",
+    "Beta (2002)",
+    "Gamma (2003)",
+    "Delta (2004)",
+    "drama",
+    "comedy",
+    "Tom Hanks",
+    "Steven Spielberg",
+    "Nora Ephron",
+]
+TEXTS = [
+    "Hi, I like drama movies like Alpha (2001)",
+    "Have you seen Beta (2002)? It is a comedy",
+    "I love Tom Hanks movies",
+    "Steven Spielberg directed Gamma (2003)",
+    "Thanks, bye!",
+    "Nora Ephron wrote Delta (2004), a great comedy",
+] * 3
 
 
 def tiny_kg() -> KGData:
@@ -33,11 +47,18 @@ def tiny_kg() -> KGData:
 
 def rec_shapes(n_ent: int, hidden: int, n_rel: int, bases: int = 8) -> dict[str, tuple]:
     """``kbrd_rec_<ds>/model.pt`` as published (checkpoint-keys.md §3.1)."""
-    return {"node_embeds": (n_ent, hidden), "special_token_embeddings": (1, hidden),
-            "kg_encoder.weight": (bases, hidden, hidden), "kg_encoder.comp": (n_rel, bases),
-            "kg_encoder.root": (hidden, hidden), "kg_encoder.bias": (hidden,),
-            "attn.attn.0.weight": (hidden, hidden), "attn.attn.0.bias": (hidden,),
-            "attn.attn.2.weight": (1, hidden), "attn.attn.2.bias": (1,)}
+    return {
+        "node_embeds": (n_ent, hidden),
+        "special_token_embeddings": (1, hidden),
+        "kg_encoder.weight": (bases, hidden, hidden),
+        "kg_encoder.comp": (n_rel, bases),
+        "kg_encoder.root": (hidden, hidden),
+        "kg_encoder.bias": (hidden,),
+        "attn.attn.0.weight": (hidden, hidden),
+        "attn.attn.0.bias": (hidden,),
+        "attn.attn.2.weight": (1, hidden),
+        "attn.attn.2.bias": (1,),
+    }
 
 
 def conv_shapes(vocab: int, d: int, ffn: int, positions: int, user: int, layers: int = 2) -> dict[str, tuple]:
@@ -71,7 +92,8 @@ def random_state(shapes: dict[str, tuple], seed: int) -> dict[str, torch.Tensor]
     for k, shape in shapes.items():
         if "layer_norm" in k or "layernorm" in k:
             state[k] = (torch.ones(shape) if k.endswith("weight") else torch.zeros(shape)) + 0.01 * torch.randn(
-                shape, generator=g)
+                shape, generator=g
+            )
         elif k == "special_token_embeddings":
             state[k] = torch.zeros(shape)
         else:
@@ -89,17 +111,48 @@ HIDDEN, D, FFN, POS = 16, 32, 48, 256
 def published_config(vocab: int) -> dict:
     """A config.json the way transformers 4.28 wrote the published one (bart-base + KBRD overrides), tiny."""
     return {
-        "_name_or_path": "facebook/bart-base", "activation_dropout": 0.1, "activation_function": "gelu",
-        "add_bias_logits": False, "add_final_layer_norm": False, "architectures": ["KBRDforConv"],
-        "attention_dropout": 0.1, "bos_token_id": 0, "classif_dropout": 0.1, "classifier_dropout": 0.0,
-        "d_model": D, "decoder_attention_heads": 2, "decoder_ffn_dim": FFN, "decoder_layerdrop": 0.0,
-        "decoder_layers": 2, "decoder_start_token_id": 2, "dropout": 0.1, "early_stopping": True,
-        "encoder_attention_heads": 2, "encoder_ffn_dim": FFN, "encoder_layerdrop": 0.0, "encoder_layers": 2,
-        "eos_token_id": 2, "forced_bos_token_id": None, "forced_eos_token_id": None, "gradient_checkpointing": False,
-        "hidden_size": D, "init_std": 0.02, "is_encoder_decoder": True, "max_position_embeddings": POS,
-        "model_type": "bart", "no_repeat_ngram_size": 3, "normalize_before": False, "normalize_embedding": True,
-        "num_beams": 4, "num_hidden_layers": 2, "pad_token_id": 1, "scale_embedding": False,
-        "torch_dtype": "float32", "transformers_version": "4.28.1", "use_cache": True, "vocab_size": vocab,
+        "_name_or_path": "facebook/bart-base",
+        "activation_dropout": 0.1,
+        "activation_function": "gelu",
+        "add_bias_logits": False,
+        "add_final_layer_norm": False,
+        "architectures": ["KBRDforConv"],
+        "attention_dropout": 0.1,
+        "bos_token_id": 0,
+        "classif_dropout": 0.1,
+        "classifier_dropout": 0.0,
+        "d_model": D,
+        "decoder_attention_heads": 2,
+        "decoder_ffn_dim": FFN,
+        "decoder_layerdrop": 0.0,
+        "decoder_layers": 2,
+        "decoder_start_token_id": 2,
+        "dropout": 0.1,
+        "early_stopping": True,
+        "encoder_attention_heads": 2,
+        "encoder_ffn_dim": FFN,
+        "encoder_layerdrop": 0.0,
+        "encoder_layers": 2,
+        "eos_token_id": 2,
+        "forced_bos_token_id": None,
+        "forced_eos_token_id": None,
+        "gradient_checkpointing": False,
+        "hidden_size": D,
+        "init_std": 0.02,
+        "is_encoder_decoder": True,
+        "max_position_embeddings": POS,
+        "model_type": "bart",
+        "no_repeat_ngram_size": 3,
+        "normalize_before": False,
+        "normalize_embedding": True,
+        "num_beams": 4,
+        "num_hidden_layers": 2,
+        "pad_token_id": 1,
+        "scale_embedding": False,
+        "torch_dtype": "float32",
+        "transformers_version": "4.28.1",
+        "use_cache": True,
+        "vocab_size": vocab,
     }
 
 
@@ -116,8 +169,11 @@ def fabricate(root, kg: KGData, *, safetensors: bool = False, seed: int = 1):
     if safetensors:
         from safetensors.torch import save_file
 
-        untied = {k: v.contiguous() for k, v in conv_state.items() if k not in
-                  ("model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight", "lm_head.weight")}
+        untied = {
+            k: v.contiguous()
+            for k, v in conv_state.items()
+            if k not in ("model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight", "lm_head.weight")
+        }
         save_file(untied, str(conv_dir / "model.safetensors"))
     else:
         torch.save(conv_state, conv_dir / "pytorch_model.bin")
@@ -134,10 +190,12 @@ def test_fabricated_published_checkpoint_loads_strictly(tmp_path, safetensors):
     assert len(rec_state) == 10 and len(conv_state) == 97
     model = K.KBRD.load(tmp_path, DS, kg)
     # our modules have exactly the published names and shapes
-    assert {k: tuple(v.shape) for k, v in model.rec.state_dict().items()} == \
-        {k: tuple(v.shape) for k, v in rec_state.items()}
-    assert {k: tuple(v.shape) for k, v in model.conv.state_dict().items()} == \
-        {k: tuple(v.shape) for k, v in conv_state.items()}
+    assert {k: tuple(v.shape) for k, v in model.rec.state_dict().items()} == {
+        k: tuple(v.shape) for k, v in rec_state.items()
+    }
+    assert {k: tuple(v.shape) for k, v in model.conv.state_dict().items()} == {
+        k: tuple(v.shape) for k, v in conv_state.items()
+    }
     for k, v in rec_state.items():
         assert torch.equal(model.rec.state_dict()[k], v), k
     for k, v in conv_state.items():
@@ -180,8 +238,19 @@ def _break(root, what: str):
     return target
 
 
-@pytest.mark.parametrize("what", ["rec_missing", "rec_extra", "rec_shape", "rec_truncated",
-                                  "conv_missing", "conv_extra", "conv_shape", "conv_truncated"])
+@pytest.mark.parametrize(
+    "what",
+    [
+        "rec_missing",
+        "rec_extra",
+        "rec_shape",
+        "rec_truncated",
+        "conv_missing",
+        "conv_extra",
+        "conv_shape",
+        "conv_truncated",
+    ],
+)
 def test_bad_checkpoint_fails_naming_the_file(tmp_path, what):
     kg = tiny_kg()
     fabricate(tmp_path, kg)
@@ -219,8 +288,13 @@ def test_save_load_round_trip_identical_outputs(tmp_path):
     assert len(torch.load(conv_dir / "pytorch_model.bin", weights_only=True)) == 97  # aliases kept, like 4.x
     again = K.KBRD.load(tmp_path, DS, kg)
     assert again.size == "small" and again.settings == model.settings
-    for inp in (ConvInput(["Hi", "Hello! What do you like?", "Something like Beta (2002) with Tom Hanks"],
-                          ["Beta (2002)", "Tom Hanks"]), ConvInput([], [])):
+    for inp in (
+        ConvInput(
+            ["Hi", "Hello! What do you like?", "Something like Beta (2002) with Tom Hanks"],
+            ["Beta (2002)", "Tom Hanks"],
+        ),
+        ConvInput([], []),
+    ):
         assert again.recommend(inp) == model.recommend(inp)
         a = model.generate_ids(inp, min_new_tokens=8, max_new_tokens=12)
         assert torch.equal(a, again.generate_ids(inp, min_new_tokens=8, max_new_tokens=12))
@@ -267,10 +341,15 @@ def test_recommend_returns_item_ids_only(small_model):
 
 def test_long_empty_and_non_english_context(small_model):
     long_words = " ".join(f"word{i % 50}" for i in range(5000))
-    cases = [ConvInput([long_words, "ok", long_words], ["Alpha (2001)"] * 100),
-             ConvInput([], []), ConvInput(["", "", ""], []),
-             ConvInput(["Je voudrais un film comme Alpha (2001)", "好的，你喜欢什么电影？", "Кино с Томом Хэнксом 🎬"],
-                       ["Alpha (2001)", "Tom Hanks"])]
+    cases = [
+        ConvInput([long_words, "ok", long_words], ["Alpha (2001)"] * 100),
+        ConvInput([], []),
+        ConvInput(["", "", ""], []),
+        ConvInput(
+            ["Je voudrais un film comme Alpha (2001)", "好的，你喜欢什么电影？", "Кино с Томом Хэнксом 🎬"],
+            ["Alpha (2001)", "Tom Hanks"],
+        ),
+    ]
     for inp in cases:
         ids = small_model.context_ids(inp.context)
         assert len(ids) <= small_model.settings["context_max_length"]
@@ -327,6 +406,11 @@ def test_training_lowers_loss_and_resumes(tmp_path, shared_data):
     again = K.train(loaded, records, tmp_path, DS, config)
     assert again.steps == 0 and again.losses["rec"] == report.losses["rec"]
     # a larger budget continues where it stopped
-    more = K.train(loaded, records, tmp_path, DS,
-                   TrainConfig(size="small", epochs=50, max_steps=20, batch_size=12, lr=3e-3, seed=0))
+    more = K.train(
+        loaded,
+        records,
+        tmp_path,
+        DS,
+        TrainConfig(size="small", epochs=50, max_steps=20, batch_size=12, lr=3e-3, seed=0),
+    )
     assert more.steps == 4 and len(more.losses["rec"]) == 10

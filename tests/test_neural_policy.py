@@ -12,19 +12,15 @@ from __future__ import annotations
 import json
 
 import pytest
+from neural_fixtures import catalog, kg  # noqa: F401 (module fixtures)
 
 from catalog.catalog import Catalog
 from crs_backends.neural import facts, policy
 from crs_backends.neural.engine import TOP_K, NeuralModel
-from crs_backends.neural.kg import KGData
+from crs_backends.neural.kg_reader import KGData
 from crs_backends.neural.sources import CheckpointSource, SourceError
 from crs_backends.neural.system import NeuralCRS, item_catalog_for, load_neural_system
 from storage.records import Conversation, Turn
-
-from neural_fixtures import catalog, kg  # noqa: F401 (module fixtures)
-
-
-
 
 # ---------------------------------------------------------------- the option maths
 
@@ -59,10 +55,11 @@ def test_choice_menu_follows_the_dataset_and_resets_a_foreign_state():
 
 def test_list_template_and_placeholders_as_published():
     text = policy.list_reply(["Heat (1995)", "Up (2009)", "Alien (1979)", "Jaws (1975)"])
-    assert text == ("I would recommend the following items:  \n1: Heat (1995)  \n2: Up (2009)  \n"
-                    "3: Alien (1979)  \n")
-    assert policy.fill_placeholders("Have you seen <pad>? or <pad>", "<pad>", ["Heat (1995)"]) == \
-        "Have you seen Heat (1995)? or "
+    assert text == ("I would recommend the following items:  \n1: Heat (1995)  \n2: Up (2009)  \n3: Alien (1979)  \n")
+    assert (
+        policy.fill_placeholders("Have you seen <pad>? or <pad>", "<pad>", ["Heat (1995)"])
+        == "Have you seen Heat (1995)? or "
+    )
     with pytest.raises(ValueError):
         policy.check_policy("greedy")
 
@@ -103,8 +100,9 @@ def _order(kg: KGData, catalog: Catalog, names: list[str]) -> list[int]:
 
 def test_recommend_choice_gives_exactly_the_list_template(kg, catalog, tmp_path):
     names = ["Heat (1995)", "Alien (1979)", "Jaws (1975)"]
-    model = ScriptedModel(kg, _order(kg, catalog, names), "What genre do you like?",
-                          [[0.1, 0.2, 0.3, 4.0], [0.1, 0.2, 0.3, 4.0]])
+    model = ScriptedModel(
+        kg, _order(kg, catalog, names), "What genre do you like?", [[0.1, 0.2, 0.3, 4.0], [0.1, 0.2, 0.3, 4.0]]
+    )
     crs = NeuralCRS(model, catalog, source=_published(tmp_path))
     conv = Conversation(system_id="unicrs", turns=[Turn(role="user", text="Hi, I like crime films")])
     turn = crs.respond(conv)
@@ -124,6 +122,7 @@ def test_recommend_choice_gives_exactly_the_list_template(kg, catalog, tmp_path)
 
 def test_generated_reply_fills_the_placeholder_with_the_ranking(kg, catalog, tmp_path):
     names = ["Heat (1995)", "Alien (1979)"]
+
     class PublishedUniCRS(ScriptedModel):
         placeholder = "<pad>"  # crs_fighter's movie_token for UniCRS
 
@@ -158,9 +157,14 @@ def test_published_sets_rank_over_their_dataset_items(tmp_path, catalog, monkeyp
     monkeypatch.setenv("CRS_ARENA_CACHE", str(tmp_path / "cache"))
     kg_dir = tmp_path / "kg_redial"
     kg_dir.mkdir()
-    (kg_dir / "id2info.json").write_text(json.dumps({
-        "101": {"name": "Obscure Film (1971)", "genre": ["drama"], "director": ["A B"], "star": ["C D"]},
-        "102": {"name": "Heat (1995)", "genre": ["crime"], "director": ["Michael Mann"], "star": ["Al Pacino"]}}))
+    (kg_dir / "id2info.json").write_text(
+        json.dumps(
+            {
+                "101": {"name": "Obscure Film (1971)", "genre": ["drama"], "director": ["A B"], "star": ["C D"]},
+                "102": {"name": "Heat (1995)", "genre": ["crime"], "director": ["Michael Mann"], "star": ["Al Pacino"]},
+            }
+        )
+    )
     (kg_dir / "entity2id.json").write_text(json.dumps({"Obscure Film (1971)": 0, "Heat (1995)": 1}))
     source = CheckpointSource("kbrd", tmp_path, "redial", kg_dir, "archive", "CRS Arena archive")
     items = item_catalog_for(source, catalog)
@@ -196,8 +200,12 @@ def test_real_kbrd_takes_each_option_once_in_its_first_four_turns(kbrd_set, cata
     assert crs.policy == "crs_arena"
     conv = Conversation(system_id="kbrd", turns=[])
     letters = []
-    for text in ("Hi! I love crime movies like Heat (1995)", "Something with Al Pacino?", "I've seen it.",
-                 "Anything more recent?"):
+    for text in (
+        "Hi! I love crime movies like Heat (1995)",
+        "Something with Al Pacino?",
+        "I've seen it.",
+        "Anything more recent?",
+    ):
         conv.turns.append(Turn(role="user", text=text))
         turn = crs.respond(conv)
         choice = turn.metadata["choice"]
@@ -219,8 +227,11 @@ def test_real_kbrd_takes_each_option_once_in_its_first_four_turns(kbrd_set, cata
 def test_fact_slots_are_filled_from_the_catalog(catalog):
     heat = catalog.match_name("Heat (1995)")
     alien = catalog.match_name("Alien (1979)")
-    text = facts.fill("You might like <movie>: it is a <genre> film directed by <director>, with <actor>. "
-                      "Or <movie>, from <year>.", [heat, alien], [heat.name, alien.name])
+    text = facts.fill(
+        "You might like <movie>: it is a <genre> film directed by <director>, with <actor>. Or <movie>, from <year>.",
+        [heat, alien],
+        [heat.name, alien.name],
+    )
     assert text.startswith(f"You might like {heat.name}: it is a") and f"directed by {heat.directors[0]}" in text
     assert f"with {heat.cast[0]}" in text and f"{alien.name}, from {alien.year}." in text
     assert not facts.contradictions(text, catalog) and not facts.stutters(text)
@@ -250,8 +261,10 @@ def test_the_simulator_attribute_mode_uses_the_models_own_choice(kg, catalog, tm
     conv = Conversation(system_id="unicrs", turns=[Turn(role="user", text="I want a movie")])
     protocol = Protocol.named("attr")
     # actor was asked already: the best remaining letter is C (director), as ask.py's state would leave it
-    assert choose_action(crs, conv, protocol, ["genre", "director", "recommend"], ["actor"], "movies") == \
-        ("director", "system")
+    assert choose_action(crs, conv, protocol, ["genre", "director", "recommend"], ["actor"], "movies") == (
+        "director",
+        "system",
+    )
     assert crs.choose_action(conv, ["genre", "recommend"]) == "recommend"
 
 
@@ -260,18 +273,21 @@ def test_articles_agree_with_the_filled_genre(catalog):
         item = catalog.match_name(name)
         word = facts.genre_word(item.genres[0])
         article = "an" if word[0] in "aeiou" else "a"
-        assert facts.fill("Try <movie>: it is a <genre> film.", [item], [item.name]) == \
-            f"Try {item.name}: it is {article} {word} film."
+        assert (
+            facts.fill("Try <movie>: it is a <genre> film.", [item], [item.name])
+            == f"Try {item.name}: it is {article} {word} film."
+        )
 
 
 def test_the_phrase_decides_what_a_slot_states(catalog):
     """A small model may write the wrong slot token; 'directed by' still gets the director."""
     item = catalog.match_name("The Apartment (1960)") or catalog.match_name("Heat (1995)")
-    text = facts.fill("How about <movie>: it is a <movie> film directed by <actor>, with <genre>.", [item],
-                      [item.name])
+    text = facts.fill("How about <movie>: it is a <movie> film directed by <actor>, with <genre>.", [item], [item.name])
     word = facts.genre_word(item.genres[0])
     assert f"directed by {item.directors[0]}, with {item.cast[0]}." in text and f" {word} film" in text
     assert not facts.contradictions(text, catalog)
     # "it is a <movie>." (seen from the small UniCRS: "it is a Batman (1989).") states the genre, names no film
-    assert facts.fill("How about <movie>? It is a <movie>.", [item], [item.name]) == \
-        f"How about {item.name}? It is {'an' if word[0] in 'aeiou' else 'a'} {word}."
+    assert (
+        facts.fill("How about <movie>? It is a <movie>.", [item], [item.name])
+        == f"How about {item.name}? It is {'an' if word[0] in 'aeiou' else 'a'} {word}."
+    )

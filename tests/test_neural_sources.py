@@ -17,12 +17,17 @@ import pytest
 from crs_backends.neural import sources
 from crs_backends.neural.sources import SourceError
 
-KG = {"entity2id.json": {"Heat (1995)": 0, "crime": 1}, "relation2id.json": {"genre": 0},
-      "kg.json": {"0": [[0, 1]]}, "item_ids.json": [0]}
+KG = {
+    "entity2id.json": {"Heat (1995)": 0, "crime": 1},
+    "relation2id.json": {"genre": 0},
+    "kg.json": {"0": [[0, 1]]},
+    "item_ids.json": [0],
+}
 
 
-def layout_files(prefix: str = "models/", systems=("kbrd", "barcor", "unicrs"), dataset="redial",
-                 kg: bool = True) -> dict[str, bytes]:
+def layout_files(
+    prefix: str = "models/", systems=("kbrd", "barcor", "unicrs"), dataset="redial", kg: bool = True
+) -> dict[str, bytes]:
     """The published layout with stand-in contents (the bytes are never loaded as models here)."""
     files = {}
     for system in systems:
@@ -61,8 +66,9 @@ class Server:
                 pass
 
             def do_GET(self):
-                outer.requests.append({"path": self.path, "range": self.headers.get("Range"),
-                                       "if_range": self.headers.get("If-Range")})
+                outer.requests.append(
+                    {"path": self.path, "range": self.headers.get("Range"), "if_range": self.headers.get("If-Range")}
+                )
                 if self.path != "/models.tar.gz":
                     self.send_error(404)
                     return
@@ -150,8 +156,7 @@ def test_interrupted_download_resumes_with_range(cache, tmp_path):
         part = dest.with_name(dest.name + ".part")
         kept = part.stat().st_size
         assert 0 < kept < len(body) and not dest.exists()
-        sources.download(server.url, dest, retries=0, progress=False,
-                         sha256=hashlib.sha256(body).hexdigest())
+        sources.download(server.url, dest, retries=0, progress=False, sha256=hashlib.sha256(body).hexdigest())
     assert dest.read_bytes() == body and not part.exists()
     assert server.requests[1]["range"] == f"bytes={kept}-" and server.requests[1]["if_range"] == '"v1"'
 
@@ -334,8 +339,9 @@ def test_small_local_version_is_found_and_built_on_request(cache, tmp_path, monk
         (root / "manifest.json").write_text(json.dumps({"dataset": "bundled", "version": "v1"}))
         built.append(progress)
 
-    builder = types.SimpleNamespace(small_models_root=lambda: root if root.exists() else None,
-                                    ensure_small_models=ensure_small_models)
+    builder = types.SimpleNamespace(
+        small_models_root=lambda: root if root.exists() else None, ensure_small_models=ensure_small_models
+    )
     monkeypatch.setattr(sources, "_small_module", lambda: builder)
     with pytest.raises(SourceError):
         sources.resolve("unicrs")  # not built, and not asked to build
@@ -365,8 +371,9 @@ def test_small_set_in_the_cache_is_not_taken_for_the_archive(cache, monkeypatch)
     for name, data in layout_files(prefix="", dataset="bundled").items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_bytes(data)
-    (root / "manifest.json").write_text(json.dumps({"version": "small-v1", "dataset": "bundled", "complete": True,
-                                                    "size": "small"}))
+    (root / "manifest.json").write_text(
+        json.dumps({"version": "small-v1", "dataset": "bundled", "complete": True, "size": "small"})
+    )
     found = sources.resolve("kbrd")
     assert found.origin == "small local" and found.root == root and "v1)" in found.variant
     with Server(make_tar(layout_files(systems=("kbrd",)))) as server:

@@ -9,9 +9,17 @@ import pytest
 
 from catalog.catalog import load_bundled
 from crs_backends.neural.engine import MOVIE_SLOT, read_records
-from crs_backends.neural.kg import kg_from_catalog
-from crs_backends.neural.synthetic import (KINDS, describe, generate_dialogues, movie_template, record_template,
-                                           record_texts, synthetic_records, write_synthetic)
+from crs_backends.neural.kg_reader import kg_from_catalog
+from crs_backends.neural.synthetic import (
+    KINDS,
+    describe,
+    generate_dialogues,
+    movie_template,
+    record_template,
+    record_texts,
+    synthetic_records,
+    write_synthetic,
+)
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +46,7 @@ def test_deterministic_for_a_seed_and_different_across_seeds(catalog, kg, record
     again = synthetic_records(catalog, 2000, seed=0, kg=kg)
     assert again == records
     other = synthetic_records(catalog, 50, seed=1, kg=kg)
-    assert [r.resp for r in other] != [r.resp for r in records[:len(other)]]
+    assert [r.resp for r in other] != [r.resp for r in records[: len(other)]]
 
 
 def test_fast(catalog, kg):
@@ -61,8 +69,10 @@ def test_every_preference_kind_and_act_appears(dialogues, records):
     assert len(questions) > 100  # the system also asks
     assert sum(1 for r in records if r.rec) > 0.5 * len(records)
     # wording varies: lower-cased and typo'd user turns exist, many distinct user utterances
-    assert any(u == u.lower() and any(c.isalpha() for c in u) for u in (t.text for d in dialogues for t in d.turns
-                                                                         if t.role == "user"))
+    assert any(
+        u == u.lower() and any(c.isalpha() for c in u)
+        for u in (t.text for d in dialogues for t in d.turns if t.role == "user")
+    )
     assert len(set(users)) > 1000
 
 
@@ -84,7 +94,7 @@ def test_records_follow_the_ievalm_layout(records, kg, catalog):
         by_dialog.setdefault(r.dialog_id, []).append(r)
     for rs in list(by_dialog.values())[:200]:
         for a, b in zip(rs, rs[1:]):
-            assert b.entity[:len(a.entity)] == a.entity
+            assert b.entity[: len(a.entity)] == a.entity
             assert set(a.rec) <= set(b.entity)  # recommended items are mentioned, so they are entities later
 
 
@@ -117,8 +127,10 @@ def test_templates_put_movie_slots_where_titles_were(records, tmp_path):
         assert t.count(MOVIE_SLOT) == len(r.rec)
         assert not any(name in t for name in r.rec)
     assert record_template(next(r for r in records if not r.rec)).count(MOVIE_SLOT) == 0
-    assert movie_template("Try Heat (1995) or Heat 2 (2026).", ["Heat (1995)", "Heat 2 (2026)"]) == \
-        f"Try {MOVIE_SLOT} or {MOVIE_SLOT}."
+    assert (
+        movie_template("Try Heat (1995) or Heat 2 (2026).", ["Heat (1995)", "Heat 2 (2026)"])
+        == f"Try {MOVIE_SLOT} or {MOVIE_SLOT}."
+    )
     path = write_synthetic(tmp_path / "syn.jsonl", with_rec[:20])
     lines = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
     assert all(MOVIE_SLOT in x["template"] for x in lines)

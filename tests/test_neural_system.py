@@ -12,20 +12,17 @@ import re
 import types
 
 import pytest
+from neural_fixtures import catalog, kg  # noqa: F401 (module fixtures)
 
 from catalog.catalog import Catalog
 from catalog.items import Item
 from crs_backends import registry
 from crs_backends.neural import sources
 from crs_backends.neural.engine import TOP_K, ConvInput, NeuralModel
-from crs_backends.neural.kg import KGData
+from crs_backends.neural.kg_reader import KGData
 from crs_backends.neural.sources import CheckpointSource
 from crs_backends.neural.system import NeuralCRS, fallback_sentence, load_neural_system, repair_text
 from storage.records import Conversation, Turn
-
-from neural_fixtures import catalog, kg  # noqa: F401 (module fixtures)
-
-
 
 
 class ScriptedModel(NeuralModel):
@@ -60,11 +57,17 @@ def item_named(catalog: Catalog, name: str) -> Item:
 def test_context_and_entities_as_crs_arena_builds_them(catalog, kg):
     model = ScriptedModel(kg, kg.item_ids, ["ok"])
     crs = NeuralCRS(model, catalog)
-    conv = conversation(("system", "Hello! What do you like?"), ("user", "I loved The Godfather (1972)."),
-                        ("user", "Also crime films with Al Pacino"))
+    conv = conversation(
+        ("system", "Hello! What do you like?"),
+        ("user", "I loved The Godfather (1972)."),
+        ("user", "Also crime films with Al Pacino"),
+    )
     inp = crs.conv_input(conv)
-    assert inp.context == ["", "Hello! What do you like?",
-                           "I loved The Godfather (1972). Also crime films with Al Pacino"]
+    assert inp.context == [
+        "",
+        "Hello! What do you like?",
+        "I loved The Godfather (1972). Also crime films with Al Pacino",
+    ]
     assert inp.entities[:2] == ["The Godfather (1972)", "Al Pacino"]
     # duplicates are kept: linking and the exact mention both find the title
     assert inp.entities.count("The Godfather (1972)") >= 2
@@ -100,12 +103,18 @@ def test_no_empty_slot_or_empty_reply_survives(catalog, kg, reply):
 
 
 def test_repair_leaves_normal_questions_alone():
-    for text in ["What kind of movies do you like?", "What movies have you seen?", "Do you like scary movies?",
-                 "You should watch Police Academy (1984)"]:
+    for text in [
+        "What kind of movies do you like?",
+        "What movies have you seen?",
+        "Do you like scary movies?",
+        "You should watch Police Academy (1984)",
+    ]:
         assert repair_text(text, ["Heat (1995)"]) == (text, False)
     assert fallback_sentence([]).startswith("Could you tell me")
-    assert fallback_sentence(["A (1990)", "B (1991)", "C (1992)", "D (1993)"]) == \
-        "You might like A (1990), B (1991) or C (1992)."
+    assert (
+        fallback_sentence(["A (1990)", "B (1991)", "C (1992)", "D (1993)"])
+        == "You might like A (1990), B (1991) or C (1992)."
+    )
 
 
 def test_items_outside_the_chat_catalog_are_skipped(catalog, kg):
@@ -135,8 +144,9 @@ def test_info_marks_small_versions(catalog, kg, tmp_path):
 def kbrd_set(tmp_path_factory, catalog, kg):
     """A tiny KBRD saved in the published layout with its KG, as a CRS_MODELS_DIR."""
     kbrd = pytest.importorskip("crs_backends.neural.kbrd")
-    texts = [f"I like {i.name}. You should watch {i.name}, a {' '.join(i.genres).lower()} film"
-             for i in catalog.items[:200]]
+    texts = [
+        f"I like {i.name}. You should watch {i.name}, a {' '.join(i.genres).lower()} film" for i in catalog.items[:200]
+    ]
     model = kbrd.KBRD.create(kg, texts, size="small", seed=0)
     root = tmp_path_factory.mktemp("models")
     model.save(root, "bundled")
@@ -222,8 +232,9 @@ def test_registry_builds_the_small_versions_once(tmp_path, monkeypatch, kbrd_set
         if progress:
             progress("kbrd", 1, 1)
 
-    builder = types.SimpleNamespace(small_models_root=lambda: built_root if built_root.exists() else None,
-                                    ensure_small_models=ensure_small_models)
+    builder = types.SimpleNamespace(
+        small_models_root=lambda: built_root if built_root.exists() else None, ensure_small_models=ensure_small_models
+    )
     monkeypatch.setattr(sources, "_small_module", lambda: builder)
     info = registry.system_info("kbrd")
     assert info.demo and "built on first use" in info.variant

@@ -39,8 +39,15 @@ def test_a_kg_without_records_names_what_was_looked_for(tmp_path, shared_data):
     code, out = run("kbrd", "--data", str(kg_only), "--out", str(tmp_path / "m"))
     assert code != 0 and "mykg_eval/train_data_processed.jsonl" in out and "--records" in out
     (kg_only / "kg.json").write_text("{not json", encoding="utf-8")
-    code, out = run("kbrd", "--data", str(kg_only), "--out", str(tmp_path / "m"), "--records",
-                    str(shared_data / "redial_eval" / "test_data_processed.jsonl"))
+    code, out = run(
+        "kbrd",
+        "--data",
+        str(kg_only),
+        "--out",
+        str(tmp_path / "m"),
+        "--records",
+        str(shared_data / "redial_eval" / "test_data_processed.jsonl"),
+    )
     assert code != 0 and "kg.json" in out
 
 
@@ -61,8 +68,18 @@ def _steps(out: str) -> dict[str, int]:
 
 def test_train_writes_the_published_layout_and_resumes(tmp_path, shared_data):
     out_dir = tmp_path / "models"
-    args = ["kbrd", "--data", str(shared_data / "redial"), "--out", str(out_dir), "--limit", "64",
-            "--batch-size", "8", "--quiet"]
+    args = [
+        "kbrd",
+        "--data",
+        str(shared_data / "redial"),
+        "--out",
+        str(out_dir),
+        "--limit",
+        "64",
+        "--batch-size",
+        "8",
+        "--quiet",
+    ]
     code, out = run(*args, "--max-steps", "3")
     assert code == 0, out
     assert "64 records" in out and "3 new steps" in out
@@ -76,8 +93,9 @@ def test_train_writes_the_published_layout_and_resumes(tmp_path, shared_data):
     assert "continuing" in out and "3 new steps" in out
     assert _steps(out) == {"rec": 3, "conv": 3}
 
-    code, out = run("report", "--models", str(out_dir), "--data", str(shared_data / "redial"), "--limit", "30",
-                    "--quiet")
+    code, out = run(
+        "report", "--models", str(out_dir), "--data", str(shared_data / "redial"), "--limit", "30", "--quiet"
+    )
     assert code == 0, out
     assert "0.169" in out and "not trained" in out  # published numbers beside ours; barcor/unicrs skipped
     assert re.search(r"^BENCH kbrd_recall_at_10 \d\.\d{3} ratio target >= 0.169$", out, flags=re.M)
@@ -93,8 +111,13 @@ def test_small_builder_publishes_atomically_and_once(tmp_path, monkeypatch):
     assert small.small_models_root() is None
     root = small.ensure_small_models(systems=("kbrd",), show_bar=False, log=lambda m: None)
     assert root == small.small_models_root() == small.small_models_dir()
-    assert sorted(p.name for p in root.iterdir()) == ["data", "kbrd_conv_bundled", "kbrd_rec_bundled", "kg_bundled",
-                                                       "manifest.json"]
+    assert sorted(p.name for p in root.iterdir()) == [
+        "data",
+        "kbrd_conv_bundled",
+        "kbrd_rec_bundled",
+        "kg_bundled",
+        "manifest.json",
+    ]
     assert not list(root.parent.glob(".small-v*"))  # no temp or old dirs left behind
     manifest = read_manifest(root)
     assert manifest["complete"] is True and manifest["dataset"] == "bundled" and manifest["systems"] == ["kbrd"]

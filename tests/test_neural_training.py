@@ -51,8 +51,9 @@ def test_stages_resume_from_the_saved_step_and_a_finished_stage_does_nothing(tmp
     assert steps == 0 and len(losses["fit"]) == 12
     steps, losses = run_stages("toy", "ds", tmp_path, [_stage(again, 15)], config)
     assert steps == 3 and len(losses["fit"]) == 15
-    assert torch.equal(again.weight, torch.load(state_path(tmp_path, "toy", "fit", "ds"),
-                                                weights_only=False)["modules"][0]["weight"])
+    assert torch.equal(
+        again.weight, torch.load(state_path(tmp_path, "toy", "fit", "ds"), weights_only=False)["modules"][0]["weight"]
+    )
 
 
 def test_a_damaged_state_restarts_the_stage_with_a_warning(tmp_path):
@@ -67,8 +68,9 @@ def test_a_damaged_state_restarts_the_stage_with_a_warning(tmp_path):
     # a state of another shape (another module) is refused the same way
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        steps, _ = run_stages("toy", "ds", tmp_path, [_stage(nn.Sequential(nn.Linear(2, 1)), 7)],
-                              TrainConfig(batch_size=8))
+        steps, _ = run_stages(
+            "toy", "ds", tmp_path, [_stage(nn.Sequential(nn.Linear(2, 1)), 7)], TrainConfig(batch_size=8)
+        )
     assert steps == 7
     assert any("afresh" in str(w.message) for w in caught)
 

@@ -7,28 +7,29 @@ import os
 
 import pytest
 import torch
+from neural_fixtures import CONVS, TEXTS, TITLES, one_thread  # noqa: F401 (one_thread: an autouse fixture)
+from neural_fixtures import tiny_kg as shared_tiny_kg
 
 from crs_backends.neural import unicrs
 from crs_backends.neural.checkpoints import CheckpointError, part_dir
 from crs_backends.neural.engine import MOVIE_SLOT, ConvInput, Record, TrainConfig, read_records
-from crs_backends.neural.kg import KGData, load_kg
+from crs_backends.neural.kg_reader import KGData, load_kg
 from crs_backends.neural.tokenizer import train_tokenizer
 from crs_backends.neural.unicrs import UniCRS, fill_slots, turn_texts
 from crs_backends.neural.unicrs_prompt import RGCN, KGPrompt
 
-from neural_fixtures import CONVS, TEXTS, TITLES, one_thread  # noqa: F401 (one_thread: an autouse fixture)
-from neural_fixtures import tiny_kg as shared_tiny_kg
-
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 TINY_GPT2 = dict(n_embd=32, n_layer=2, n_head=4, n_positions=320)
-TINY_TEXT = dict(hidden_size=24, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
-                 max_position_embeddings=136)
+TINY_TEXT = dict(
+    hidden_size=24, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32, max_position_embeddings=136
+)
 
 
 def tiny_kg() -> KGData:
-    return shared_tiny_kg({"0": [[0, 8]], "1": [[0, 8], [1, 12]], "3": [[1, 11]], "4": [[1, 13], [0, 8]],
-                           "6": [[0, 10]]})
+    return shared_tiny_kg(
+        {"0": [[0, 8]], "1": [[0, 8], [1, 12]], "3": [[1, 11]], "4": [[1, 13], [0, 8]], "6": [[0, 10]]}
+    )
 
 
 @pytest.fixture(scope="module")
@@ -39,8 +40,10 @@ def kg() -> KGData:
 @pytest.fixture(scope="module")
 def tokenizers():
     corpus = TEXTS + ["User: " + t for t in TEXTS] + ["System: " + t for t in TEXTS]
-    return (train_tokenizer(corpus, style="gpt2", vocab_size=600, min_frequency=1),
-            train_tokenizer(corpus, style="roberta", vocab_size=600, min_frequency=1))
+    return (
+        train_tokenizer(corpus, style="gpt2", vocab_size=600, min_frequency=1),
+        train_tokenizer(corpus, style="roberta", vocab_size=600, min_frequency=1),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -54,23 +57,35 @@ def small(kg, tokenizers) -> UniCRS:
 # the published names and shapes, written out from reference/checkpoint-keys.md §3.5 (independently of our module)
 
 
-def published_kgprompt_shapes(hidden: int, token_hidden: int, n_layer: int, n_entity: int, n_rel: int,
-                              bases: int = 8) -> dict[str, tuple[int, ...]]:
+def published_kgprompt_shapes(
+    hidden: int, token_hidden: int, n_layer: int, n_entity: int, n_rel: int, bases: int = 8
+) -> dict[str, tuple[int, ...]]:
     e = hidden // 2
     return {
         "node_embeds": (n_entity, e),
-        "kg_encoder.weight": (bases, e, e), "kg_encoder.comp": (n_rel, bases),
-        "kg_encoder.root": (e, e), "kg_encoder.bias": (e,),
-        "entity_proj1.0.weight": (e // 2, e), "entity_proj1.0.bias": (e // 2,),
-        "entity_proj1.2.weight": (e, e // 2), "entity_proj1.2.bias": (e,),
-        "entity_proj2.weight": (hidden, e), "entity_proj2.bias": (hidden,),
-        "token_proj1.0.weight": (token_hidden // 2, token_hidden), "token_proj1.0.bias": (token_hidden // 2,),
-        "token_proj1.2.weight": (token_hidden, token_hidden // 2), "token_proj1.2.bias": (token_hidden,),
-        "token_proj2.weight": (hidden, token_hidden), "token_proj2.bias": (hidden,),
+        "kg_encoder.weight": (bases, e, e),
+        "kg_encoder.comp": (n_rel, bases),
+        "kg_encoder.root": (e, e),
+        "kg_encoder.bias": (e,),
+        "entity_proj1.0.weight": (e // 2, e),
+        "entity_proj1.0.bias": (e // 2,),
+        "entity_proj1.2.weight": (e, e // 2),
+        "entity_proj1.2.bias": (e,),
+        "entity_proj2.weight": (hidden, e),
+        "entity_proj2.bias": (hidden,),
+        "token_proj1.0.weight": (token_hidden // 2, token_hidden),
+        "token_proj1.0.bias": (token_hidden // 2,),
+        "token_proj1.2.weight": (token_hidden, token_hidden // 2),
+        "token_proj1.2.bias": (token_hidden,),
+        "token_proj2.weight": (hidden, token_hidden),
+        "token_proj2.bias": (hidden,),
         "cross_attn.weight": (hidden, hidden),
-        "prompt_proj1.0.weight": (hidden // 2, hidden), "prompt_proj1.0.bias": (hidden // 2,),
-        "prompt_proj1.2.weight": (hidden, hidden // 2), "prompt_proj1.2.bias": (hidden,),
-        "prompt_proj2.weight": (n_layer * 2 * hidden, hidden), "prompt_proj2.bias": (n_layer * 2 * hidden,),
+        "prompt_proj1.0.weight": (hidden // 2, hidden),
+        "prompt_proj1.0.bias": (hidden // 2,),
+        "prompt_proj1.2.weight": (hidden, hidden // 2),
+        "prompt_proj1.2.bias": (hidden,),
+        "prompt_proj2.weight": (n_layer * 2 * hidden, hidden),
+        "prompt_proj2.bias": (n_layer * 2 * hidden,),
     }
 
 
@@ -80,10 +95,16 @@ def fabricate(root, kg: KGData, tokenizers, dataset="tiny", seed=0) -> dict[str,
 
     gtok, ptok = tokenizers
     torch.manual_seed(seed)
-    gcfg = GPT2Config(vocab_size=len(gtok), bos_token_id=gtok.eos_token_id, eos_token_id=gtok.eos_token_id,
-                      pad_token_id=gtok.pad_token_id, **TINY_GPT2)
-    rcfg = RobertaConfig(vocab_size=len(ptok), pad_token_id=1, bos_token_id=0, eos_token_id=2, type_vocab_size=1,
-                         **TINY_TEXT)
+    gcfg = GPT2Config(
+        vocab_size=len(gtok),
+        bos_token_id=gtok.eos_token_id,
+        eos_token_id=gtok.eos_token_id,
+        pad_token_id=gtok.pad_token_id,
+        **TINY_GPT2,
+    )
+    rcfg = RobertaConfig(
+        vocab_size=len(ptok), pad_token_id=1, bos_token_id=0, eos_token_id=2, type_vocab_size=1, **TINY_TEXT
+    )
     gdir, rdir = root / f"unicrs_gpt2_{dataset}", root / f"unicrs_roberta_{dataset}"
     GPT2LMHeadModel(gcfg).save_pretrained(str(gdir))
     RobertaModel(rcfg).save_pretrained(str(rdir))
@@ -123,7 +144,8 @@ def test_fast_rgcn_equals_pyg_rgcnconv(kg):
 
 
 def test_prompt_math_follows_the_published_formulas(kg):
-    """Hand computation of §5.2 for both modes: divided by the hidden size, softmax over tokens (rec) / entities (conv)."""
+    """Hand computation of §5.2 for both modes: divided by the hidden size, softmax over tokens (rec) /
+    entities (conv)."""
     torch.manual_seed(1)
     ei, et = kg.edges
     p = KGPrompt(32, 24, 4, 2, 2, kg.n_entities_with_pad, kg.n_relations, 8, ei, et).eval()
@@ -139,8 +161,9 @@ def test_prompt_math_follows_the_published_formulas(kg):
         ent = table[ents]
         scores = p.cross_attn(t) @ ent.transpose(1, 2) / 32
         for output_entity, prompt, length in (
-                (True, torch.softmax(scores, 1).transpose(1, 2) @ t + ent, 3),
-                (False, torch.softmax(scores, 2) @ ent + t, 7)):
+            (True, torch.softmax(scores, 1).transpose(1, 2) @ t + ent, 3),
+            (False, torch.softmax(scores, 2) @ ent + t, 7),
+        ):
             q = p.prompt_proj2(p.prompt_proj1(prompt) + prompt)
             q = q.reshape(1, length, 2, 2, 4, 8).permute(2, 3, 0, 4, 1, 5)
             out = p(ents, tok, output_entity=output_entity)
@@ -190,8 +213,13 @@ def test_bad_prompt_file_is_refused_naming_it(tmp_path, kg, tokenizers, damage):
     if damage == "truncated":
         path.write_bytes(path.read_bytes()[:200])
     message = _expect_error(tmp_path, kg, str(path))
-    assert {"missing": "cross_attn.weight", "extra": "cross_attn.bias", "shape": "node_embeds",
-            "truncated": "corrupt", "edges": "edge_index"}[damage] in message
+    assert {
+        "missing": "cross_attn.weight",
+        "extra": "cross_attn.bias",
+        "shape": "node_embeds",
+        "truncated": "corrupt",
+        "edges": "edge_index",
+    }[damage] in message
 
 
 def test_bad_backbone_is_refused_naming_it(tmp_path, kg, tokenizers):
@@ -211,8 +239,14 @@ def test_prefix_keys_are_optional(tmp_path, kg, tokenizers):
     states = fabricate(tmp_path, kg, tokenizers)
     state = dict(states["rec"])
     state["rec_prefix_embeds"] = torch.randn(5, 32)
-    state.update({"rec_prefix_proj.0.weight": torch.randn(16, 32), "rec_prefix_proj.0.bias": torch.randn(16),
-                  "rec_prefix_proj.2.weight": torch.randn(32, 16), "rec_prefix_proj.2.bias": torch.randn(32)})
+    state.update(
+        {
+            "rec_prefix_proj.0.weight": torch.randn(16, 32),
+            "rec_prefix_proj.0.bias": torch.randn(16),
+            "rec_prefix_proj.2.weight": torch.randn(32, 16),
+            "rec_prefix_proj.2.bias": torch.randn(32),
+        }
+    )
     torch.save(state, part_dir(tmp_path, "unicrs", "rec", "tiny") / "model.pt")
     model = UniCRS.load(tmp_path, "tiny", kg)
     assert model.rec_prompt.n_prefix_rec == 5 and model.conv_prompt.n_prefix_rec is None
@@ -257,9 +291,12 @@ def test_kv_cache_equals_hf_style_manual_loop(small):
         for _ in range(10):
             cache = DynamicCache(tuple((prefix[i, 0], prefix[i, 1]) for i in range(prefix.shape[0])))
             ids = torch.tensor([seq])
-            out = small.gpt2(input_ids=ids, past_key_values=cache,
-                             attention_mask=torch.ones(1, prefix.shape[-2] + len(seq), dtype=torch.long),
-                             position_ids=torch.arange(len(seq))[None])
+            out = small.gpt2(
+                input_ids=ids,
+                past_key_values=cache,
+                attention_mask=torch.ones(1, prefix.shape[-2] + len(seq), dtype=torch.long),
+                position_ids=torch.arange(len(seq))[None],
+            )
             logits = out.logits[0, -1].clone()
             # the small versions ban repeated trigrams within the reply only (the published ban spans the context)
             banned = small._ban_repeats(seq[start:], 3) + guard.banned(seq[-1])
@@ -267,7 +304,7 @@ def test_kv_cache_equals_hf_style_manual_loop(small):
             seq.append(int(logits.argmax()))
             if seq[-1] == small.eos_id:
                 break
-    assert small.generate_ids(conv, max_new_tokens=10) == seq[len(small.conv_context(conv)):]
+    assert small.generate_ids(conv, max_new_tokens=10) == seq[len(small.conv_context(conv)) :]
 
 
 def test_left_padding_does_not_change_rec_scores(small):
@@ -299,11 +336,16 @@ def test_context_formatting_follows_published(small):
     assert small.bot_ids and small.tokenizer.decode(small.bot_ids) == "System:"
 
 
-@pytest.mark.parametrize("conv", [
-    ConvInput([]), ConvInput([""]), ConvInput(["Je cherche un film d'horreur français, comme Amélie (2001)?"],
-                                             ["Amélie (2001)"]),
-    ConvInput(["我想看一部恐怖电影"]), ConvInput(["a very long message " * 300] * 9, TITLES * 10),
-])
+@pytest.mark.parametrize(
+    "conv",
+    [
+        ConvInput([]),
+        ConvInput([""]),
+        ConvInput(["Je cherche un film d'horreur français, comme Amélie (2001)?"], ["Amélie (2001)"]),
+        ConvInput(["我想看一部恐怖电影"]),
+        ConvInput(["a very long message " * 300] * 9, TITLES * 10),
+    ],
+)
 def test_bad_input_still_answers(small, conv):
     recs = small.recommend(conv)
     assert recs and all(i in small.kg.item_ids for i, _ in recs)
@@ -322,19 +364,24 @@ def test_choose_skips_used_options(small):
 
 
 def test_fill_slots_in_order():
-    assert fill_slots("Have you seen <movie>? Or <pad>?", ["Heat (1995)", "Up (2009)", "Jaws (1975)"]) == \
-        "Have you seen Heat (1995)? Or Up (2009)?"
+    assert (
+        fill_slots("Have you seen <movie>? Or <pad>?", ["Heat (1995)", "Up (2009)", "Jaws (1975)"])
+        == "Have you seen Heat (1995)? Or Up (2009)?"
+    )
     assert fill_slots("try<movie>now", ["Up (2009)"]) == "try Up (2009) now"
     assert fill_slots("Have you seen <mask>?", None, ("<mask>",)) == f"Have you seen {MOVIE_SLOT}?"
 
 
-@pytest.mark.parametrize("text,items", [
-    ("Have you seen <movie>?", []),
-    ("I liked it. Have you seen <movie>? What about <movie>!", ["Heat (1995)"]),
-    ("<movie> <movie> <movie>", ["Up (2009)"]),
-    ("<pad>", []),
-    ("You would like <movie>, <movie> and <pad>. Enjoy!", ["Alien (1979)", "Heat (1995)"]),
-])
+@pytest.mark.parametrize(
+    "text,items",
+    [
+        ("Have you seen <movie>?", []),
+        ("I liked it. Have you seen <movie>? What about <movie>!", ["Heat (1995)"]),
+        ("<movie> <movie> <movie>", ["Up (2009)"]),
+        ("<pad>", []),
+        ("You would like <movie>, <movie> and <pad>. Enjoy!", ["Alien (1979)", "Heat (1995)"]),
+    ],
+)
 def test_never_an_empty_slot(text, items):
     out = fill_slots(text, items)
     assert out.strip()
@@ -345,10 +392,18 @@ def test_never_an_empty_slot(text, items):
 
 def test_model_fills_its_own_slot_tokens(small):
     movie = small.tokenizer.convert_tokens_to_ids(MOVIE_SLOT)
-    ids = small.tokenizer("Have you seen", add_special_tokens=False)["input_ids"] + [movie] + \
-        small.tokenizer("? It is great, like", add_special_tokens=False)["input_ids"] + [small.pad_id] + \
-        small.tokenizer(".", add_special_tokens=False)["input_ids"] + [small.eos_id]
-    assert small.decode_reply(ids, ["Heat (1995)", "Up (2009)"]) == "Have you seen Heat (1995)? It is great, like Up (2009)."
+    ids = (
+        small.tokenizer("Have you seen", add_special_tokens=False)["input_ids"]
+        + [movie]
+        + small.tokenizer("? It is great, like", add_special_tokens=False)["input_ids"]
+        + [small.pad_id]
+        + small.tokenizer(".", add_special_tokens=False)["input_ids"]
+        + [small.eos_id]
+    )
+    assert (
+        small.decode_reply(ids, ["Heat (1995)", "Up (2009)"])
+        == "Have you seen Heat (1995)? It is great, like Up (2009)."
+    )
     assert small.decode_reply(ids, None) == f"Have you seen {MOVIE_SLOT}? It is great, like {MOVIE_SLOT}."
     one = small.decode_reply(ids, ["Heat (1995)"])
     assert one == "Have you seen Heat (1995)?"
@@ -383,16 +438,25 @@ def test_training_lowers_loss_and_resumes(tmp_path, shared_data):
     assert loaded.generate(conv, items=[kg.entity_name(i) for i, _ in recs[:3]]).strip()
     # resumable: a longer run continues from the saved steps of the last stage
     again = UniCRS.create(kg, texts, size="small", seed=0)
-    report2 = unicrs.train(again, records, tmp_path, "redial",
-                           TrainConfig(size="small", epochs=10, max_steps=11, batch_size=6, lr=3e-3, seed=0))
+    report2 = unicrs.train(
+        again,
+        records,
+        tmp_path,
+        "redial",
+        TrainConfig(size="small", epochs=10, max_steps=11, batch_size=6, lr=3e-3, seed=0),
+    )
     assert report2.steps == 1 and len(report2.losses["conv"]) == 7  # only the missing step ran
     state = torch.load(tmp_path / ".train" / "unicrs_joint_redial" / "trainer_state.pt", weights_only=False)
     assert state["step"] == 7 and state["losses"]["conv"][:6] == report.losses["conv"]
 
 
 def test_records_become_slot_masked_examples(small):
-    rec = Record(context=["I like horror", "Have you seen Alien (1979)?"], entity=["horror", "Alien (1979)"],
-                 rec=["The Shining (1980)", "Not In KG"], resp="Try The Shining (1980), it is scary.")
+    rec = Record(
+        context=["I like horror", "Have you seen Alien (1979)?"],
+        entity=["horror", "Alien (1979)"],
+        rec=["The Shining (1980)", "Not In KG"],
+        resp="Try The Shining (1980), it is scary.",
+    )
     ex = small.example(rec)
     assert ex["targets"] == [0]
     text = small.tokenizer.decode(ex["resp"], skip_special_tokens=False)

@@ -6,9 +6,9 @@ import pytest
 from fake_openai import Error, Reply
 
 from evaluators.persuasiveness import parse_score, score_persuasiveness
-from llm.base import LLMClient
-from llm.prompts import prompts_version
-from llm.remote import OpenAICompatibleModel
+from llm_clients.base import LLMClient
+from llm_clients.prompts import prompts_version
+from llm_clients.remote import OpenAICompatibleModel
 from storage.records import Conversation, ItemRef, Turn
 
 
@@ -22,8 +22,11 @@ def _conversation(targets=True) -> Conversation:
         system_id="chatcrs",
         turns=[
             Turn("user", "I want a tense heist movie."),
-            Turn("system", "Try Heat (1995): De Niro and Pacino in a precise LA heist story.",
-                 items=[ItemRef("m1", "Heat (1995)"), ItemRef("m2", "Ronin (1998)")]),
+            Turn(
+                "system",
+                "Try Heat (1995): De Niro and Pacino in a precise LA heist story.",
+                items=[ItemRef("m1", "Heat (1995)"), ItemRef("m2", "Ronin (1998)")],
+            ),
             Turn("user", "Why that one?"),
             Turn("system", "It is the classic of the genre."),
         ],
@@ -51,8 +54,12 @@ def test_probability_mode_reads_the_distribution(fake_openai, db_path):
 
 def test_reasoned_mode_parses_the_tag(fake_openai, db_path):
     fake_openai.enqueue(Reply("The reason is thin and it is not what I had in mind.\n<score>1</score>"))
-    result = score_persuasiveness(_conversation(targets=False), _client(fake_openai, db_path), mode="reasoned",
-                                  explanation="Because it is a great film.")
+    result = score_persuasiveness(
+        _conversation(targets=False),
+        _client(fake_openai, db_path),
+        mode="reasoned",
+        explanation="Because it is a great film.",
+    )
     assert result.score == 1 and result.error is None and result.distribution is None
     assert result.rationale.startswith("The reason is thin")
     user = fake_openai.requests[0]["json"]["messages"][-1]["content"]
@@ -112,8 +119,13 @@ def test_the_rules_are_ievalms_in_its_order(fake_openai, db_path):
     fake_openai.enqueue(Reply("1"))
     score_persuasiveness(_conversation(), _client(fake_openai, db_path))
     user = fake_openai.requests[0]["json"]["messages"][-1]["content"]
-    rules = [user.index(s) for s in ("mentions one of the things you were really looking for, give 2",
-                                     "worse than what you were looking for, give 0",
-                                     "comparable to what you were looking for, give 1",
-                                     "better than what you were looking for), give 2")]
+    rules = [
+        user.index(s)
+        for s in (
+            "mentions one of the things you were really looking for, give 2",
+            "worse than what you were looking for, give 0",
+            "comparable to what you were looking for, give 1",
+            "better than what you were looking for), give 2",
+        )
+    ]
     assert rules == sorted(rules)

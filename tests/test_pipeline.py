@@ -12,8 +12,8 @@ from evaluators.debate import DebateConfig
 from evaluators.factor_judge import JudgeConfig
 from evaluators.factors import FACTORS, PERSONA_FACTORS
 from evaluators.pipeline import EvaluationSetup, evaluate_conversation
-from llm.base import LLMClient
-from llm.remote import OpenAICompatibleModel
+from llm_clients.base import LLMClient
+from llm_clients.remote import OpenAICompatibleModel
 from storage.db import get_db
 from storage.evaluations import get_evaluation
 from storage.records import Conversation, ItemRef, Turn
@@ -32,10 +32,17 @@ def _conversation(system_id="chatcrs", **kw) -> Conversation:
         system_id=system_id,
         turns=[
             Turn("user", "I want a heist movie."),
-            Turn("system", "Try Heat (1995) and Ocean's Eleven (2001).",
-                 items=[ItemRef("heat-1995", "Heat (1995)"), ItemRef("oceans-eleven-2001", "Ocean's Eleven (2001)")]),
+            Turn(
+                "system",
+                "Try Heat (1995) and Ocean's Eleven (2001).",
+                items=[ItemRef("heat-1995", "Heat (1995)"), ItemRef("oceans-eleven-2001", "Ocean's Eleven (2001)")],
+            ),
             Turn("user", "I've seen Heat. Something else?"),
-            Turn("system", "Then Inception (2010), a heist inside dreams.", items=[ItemRef("inception-2010", "Inception (2010)")]),
+            Turn(
+                "system",
+                "Then Inception (2010), a heist inside dreams.",
+                items=[ItemRef("inception-2010", "Inception (2010)")],
+            ),
         ],
         targets=[ItemRef("inception-2010", "Inception (2010)")],
         **kw,
@@ -59,8 +66,9 @@ def test_full_evaluation_is_stored_and_a_rerun_costs_nothing(fake_openai, db_pat
     fake_openai.default = BOTH
     seen_factors, seen_messages = [], []
     setup = _setup(fake_openai, db_path, catalog)
-    ev = evaluate_conversation(_conversation(), setup, db_path=db_path,
-                               on_factor=seen_factors.append, on_debate=seen_messages.append)
+    ev = evaluate_conversation(
+        _conversation(), setup, db_path=db_path, on_factor=seen_factors.append, on_debate=seen_messages.append
+    )
     assert ev.status == "done" and ev.error is None
     assert [s.factor for s in ev.factor_scores] == list(FACTORS) and all(s.score == 3 for s in ev.factor_scores)
     assert (ev.overall, ev.rounds_used, ev.consensus) == (70.0, 1, True)
@@ -71,8 +79,9 @@ def test_full_evaluation_is_stored_and_a_rerun_costs_nothing(fake_openai, db_pat
     assert ev.usage["calls"] == 16 and ev.scorer == "llm:judge-a"
     assert ev.config["judges"] == [setup.judge.clients[0].model.key]
     requests = len(fake_openai.requests)
-    again = evaluate_conversation(_conversation(id=ev.conversation_id), _setup(fake_openai, db_path, catalog),
-                                  db_path=db_path)
+    again = evaluate_conversation(
+        _conversation(id=ev.conversation_id), _setup(fake_openai, db_path, catalog), db_path=db_path
+    )
     assert again.id == ev.id and len(fake_openai.requests) == requests
     assert get_evaluation(get_db(db_path), ev.id).debate[0].score == 70.0
 
@@ -96,8 +105,11 @@ def test_faults_keep_finished_factors_and_a_rerun_fills_only_the_gaps(fake_opena
 
 def test_a_conversation_without_a_system_turn_is_refused(fake_openai, db_path, catalog):
     with pytest.raises(ValueError, match="no system turn"):
-        evaluate_conversation(Conversation(system_id="x", turns=[Turn("user", "hi")]),
-                              _setup(fake_openai, db_path, catalog), db_path=db_path)
+        evaluate_conversation(
+            Conversation(system_id="x", turns=[Turn("user", "hi")]),
+            _setup(fake_openai, db_path, catalog),
+            db_path=db_path,
+        )
 
 
 def test_end_to_end_with_the_embedded_model(embedded_model, db_path, catalog):
@@ -105,15 +117,22 @@ def test_end_to_end_with_the_embedded_model(embedded_model, db_path, catalog):
     client = LLMClient(embedded_model, db_path=db_path)
     setup = EvaluationSetup(
         judge=JudgeConfig(clients=[client], mode="probability"),
-        debate=DebateConfig(clients={r: client for r in PERSONA_FACTORS}, max_rounds=2),
+        debate=DebateConfig(clients=dict.fromkeys(PERSONA_FACTORS, client), max_rounds=2),
         catalog=catalog,
     )
     ev = evaluate_conversation(_conversation(), setup, db_path=db_path)
     assert len(ev.factor_scores) == 12
     for s in ev.factor_scores:  # a distribution at the rating token, or (digit mass below 0.5) the constrained answer
         read = s.metadata["models"][0]
-        assert s.error or (s.score is not None and 0 <= s.score <= 4 and (
-            abs(sum(s.distribution.values()) - 1) < 1e-6 if read["method"] == "logits" else "threshold" in read["fallback"]))
+        assert s.error or (
+            s.score is not None
+            and 0 <= s.score <= 4
+            and (
+                abs(sum(s.distribution.values()) - 1) < 1e-6
+                if read["method"] == "logits"
+                else "threshold" in read["fallback"]
+            )
+        )
     assert 1 <= ev.rounds_used <= 2 and all(m.score is None or 0 <= m.score <= 100 for m in ev.debate)
     assert ev.status in ("done", "partial") and ev.metrics["session_list_size"] == 3
 
@@ -136,8 +155,22 @@ def test_command_line_evaluate_then_meta(fake_openai, db_path, tmp_path, monkeyp
     assert len(rows) == 3 and all(r["overall"] == 70.0 and r["factors"]["coherence"] == 3 for r in rows)
     human = tmp_path / "human.csv"
     human.write_text("id,value\n" + "\n".join(f"{c.id},{i}" for i, c in enumerate(convs[:3])) + "\n")
-    result = runner.invoke(cli, ["meta", "--scores", str(out), "--human", str(human), "--score", "metric:distinct_1",
-                                 "--boot", "50", "--out-dir", str(tmp_path / "meta")])
+    result = runner.invoke(
+        cli,
+        [
+            "meta",
+            "--scores",
+            str(out),
+            "--human",
+            str(human),
+            "--score",
+            "metric:distinct_1",
+            "--boot",
+            "50",
+            "--out-dir",
+            str(tmp_path / "meta"),
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "dialogue" in result.output and (tmp_path / "meta" / "factor_matrix.html").exists()
     bad = tmp_path / "bad.jsonl"

@@ -1,4 +1,4 @@
-"""The probability reader (llm/probability.py): the distribution at the answer token, checked and recorded.
+"""The probability reader (llm_clients/probability.py): the distribution at the answer token, checked and recorded.
 
 Unit cases on hand-built token lists, then option scoring over real HTTP against the fake endpoint,
 whose answers come as several tokens with top-20 alternatives and stray digits early on.
@@ -10,9 +10,9 @@ import math
 import pytest
 from fake_openai import Reply, answer_position, tokenize
 
-from llm.base import LLMClient
-from llm.probability import MIN_MASS, find_answer, read_logprobs
-from llm.remote import OpenAICompatibleModel
+from llm_clients.base import LLMClient
+from llm_clients.probability import MIN_MASS, find_answer, read_logprobs
+from llm_clients.remote import OpenAICompatibleModel
 
 OPTIONS = ["0", "1", "2", "3", "4"]
 
@@ -22,15 +22,21 @@ def _tokens(*spec):
     out = []
     for token, alternatives in spec:
         top = sorted(alternatives.items(), key=lambda kv: -kv[1])
-        out.append({"token": token, "bytes": len(token.encode()), "logprob": math.log(alternatives[token]),
-                    "top": [[t, math.log(p)] for t, p in top]})
+        out.append(
+            {
+                "token": token,
+                "bytes": len(token.encode()),
+                "logprob": math.log(alternatives[token]),
+                "top": [[t, math.log(p)] for t, p in top],
+            }
+        )
     return out
 
 
 def test_find_answer_takes_the_last_tag_and_its_byte_offset():
     text = "3 of the 5 items fit — <rating>1</rating> no, <rating> 2 </rating>"
     option, offset = find_answer(text, OPTIONS, tag="rating")
-    assert option == "2" and text.encode()[offset:offset + 1] == b"2"
+    assert option == "2" and text.encode()[offset : offset + 1] == b"2"
     assert find_answer("no tag, a 3", OPTIONS, tag="rating") is None
     assert find_answer("<rating>7</rating>", OPTIONS, tag="rating") is None
     assert find_answer("Answer: B.", ["A", "B", "C"]) == ("B", 8)  # "Answer" is not the option A
@@ -39,9 +45,15 @@ def test_find_answer_takes_the_last_tag_and_its_byte_offset():
 
 
 def test_the_stray_digit_early_is_not_read():
-    logprobs = _tokens(("Fine", {"Fine": 0.9, "4": 0.0006}), (".", {".": 0.95}), ("<", {"<": 0.99}),
-                       ("rating", {"rating": 0.99}), (">", {">": 0.99}),
-                       ("1", {"1": 0.90, "2": 0.08, "0": 0.02}), ("</", {"</": 0.99}))
+    logprobs = _tokens(
+        ("Fine", {"Fine": 0.9, "4": 0.0006}),
+        (".", {".": 0.95}),
+        ("<", {"<": 0.99}),
+        ("rating", {"rating": 0.99}),
+        (">", {">": 0.99}),
+        ("1", {"1": 0.90, "2": 0.08, "0": 0.02}),
+        ("</", {"</": 0.99}),
+    )
     text = "Fine.<rating>1</"
     option, offset = find_answer(text + "rating>", OPTIONS, tag="rating")
     dist = read_logprobs(logprobs, text, option, offset, OPTIONS)
@@ -50,8 +62,12 @@ def test_the_stray_digit_early_is_not_read():
 
 
 def test_a_token_that_joins_the_tag_and_the_digit_is_read_after_the_tag():
-    logprobs = _tokens(("ok", {"ok": 0.9}), (" <rating", {" <rating": 0.9}),
-                       (">3", {">3": 0.6, ">4": 0.3, ">10": 0.05, "4": 0.05}), ("</rating>", {"</rating>": 1.0}))
+    logprobs = _tokens(
+        ("ok", {"ok": 0.9}),
+        (" <rating", {" <rating": 0.9}),
+        (">3", {">3": 0.6, ">4": 0.3, ">10": 0.05, "4": 0.05}),
+        ("</rating>", {"</rating>": 1.0}),
+    )
     text = "ok <rating>3</rating>"
     option, offset = find_answer(text, OPTIONS, tag="rating")
     dist = read_logprobs(logprobs, text, option, offset, OPTIONS)
@@ -60,8 +76,9 @@ def test_a_token_that_joins_the_tag_and_the_digit_is_read_after_the_tag():
 
 
 def test_low_mass_missing_logprobs_and_a_lost_token_fall_back_to_the_written_answer():
-    logprobs = _tokens(("<", {"<": 1.0}), ("rating", {"rating": 1.0}), (">", {">": 1.0}),
-                       ("2", {"2": 0.3, " two": 0.6}))
+    logprobs = _tokens(
+        ("<", {"<": 1.0}), ("rating", {"rating": 1.0}), (">", {">": 1.0}), ("2", {"2": 0.3, " two": 0.6})
+    )
     text = "<rating>2"
     low = read_logprobs(logprobs, text, "2", 8, OPTIONS)
     assert low.method == "explicit" and low.expected() == 2.0 and low.mass == pytest.approx(0.3)
@@ -84,14 +101,16 @@ def test_the_fake_answers_like_a_real_endpoint():
 
 
 def _client(fake, db_path) -> LLMClient:
-    return LLMClient(OpenAICompatibleModel("m", base_url=fake.base_url, api_key="k", max_retries=0, timeout=5),
-                     db_path=db_path)
+    return LLMClient(
+        OpenAICompatibleModel("m", base_url=fake.base_url, api_key="k", max_retries=0, timeout=5), db_path=db_path
+    )
 
 
 def test_option_scoring_reads_the_letter_token_not_an_early_stray(fake_openai, db_path):
     # the simulator's (and ChatCRS's) option choice: "Answer: B" with a stray "A" and "C" early on
-    fake_openai.enqueue(Reply("Answer: B", at={0: {"Answer": 0.9, "A": 0.05, "C": 0.01},
-                                              2: {" B": 0.6, " A": 0.3, " D": 0.1}}))
+    fake_openai.enqueue(
+        Reply("Answer: B", at={0: {"Answer": 0.9, "A": 0.05, "C": 0.01}, 2: {" B": 0.6, " A": 0.3, " D": 0.1}})
+    )
     dist = _client(fake_openai, db_path).score([{"role": "user", "content": "A, B, C or D?"}], list("ABCD"))
     assert dist.method == "logprobs" and dist.position == 2 and dist.parsed == "B"
     assert dist.probs == pytest.approx({"A": 0.3, "B": 0.6, "C": 0.0, "D": 0.1})
@@ -103,8 +122,13 @@ def test_option_scoring_records_the_reading_and_its_fallback(fake_openai, db_pat
     fake_openai.enqueue(Reply("2", at={0: {"2": 0.2, "two": 0.8}}))
     dist = _client(fake_openai, db_path).score([{"role": "user", "content": "0, 1 or 2?"}], ["0", "1", "2"])
     assert dist.method == "explicit" and dist.expected() == 2.0
-    assert dist.record() == {"method": "explicit", "mass": pytest.approx(0.2), "position": 0, "parsed": "2",
-                             "fallback": dist.fallback}
+    assert dist.record() == {
+        "method": "explicit",
+        "mass": pytest.approx(0.2),
+        "position": 0,
+        "parsed": "2",
+        "fallback": dist.fallback,
+    }
 
 
 def test_rate_reads_the_rating_token_over_http(fake_openai, db_path):

@@ -50,8 +50,12 @@ def test_every_factor_has_a_score_and_a_documented_row(catalog):
 
 def test_a_rejected_reply_scores_lower_in_coherence_than_an_accepted_one(catalog):
     accepted = recommend("Great, thanks! I'll watch it.")
-    for rejection in ("No, that's not what I asked for.", "I've seen it already.", "That makes no sense??",
-                      "Can you recommend a science fiction movie please?"):  # the same request again
+    for rejection in (
+        "No, that's not what I asked for.",
+        "I've seen it already.",
+        "That makes no sense??",
+        "Can you recommend a science fiction movie please?",
+    ):  # the same request again
         assert score(recommend(rejection), catalog, "coherence") < score(accepted, catalog, "coherence"), rejection
     assert score(accepted, catalog, "coherence") == 4
 
@@ -66,9 +70,15 @@ def test_recoverability_rewards_changing_course_after_a_complaint(catalog):
 
 def test_a_reply_with_a_reason_scores_higher_in_explainability(catalog):
     bare = conv(Turn("user", "A movie please."), Turn("system", "Inception (2010).", items=[INCEPTION]))
-    reasoned = conv(Turn("user", "A movie please."),
-                    Turn("system", "Inception (2010), because you like puzzles: it stars Leonardo DiCaprio as a thief "
-                                   "who steals secrets from dreams.", items=[INCEPTION]))
+    reasoned = conv(
+        Turn("user", "A movie please."),
+        Turn(
+            "system",
+            "Inception (2010), because you like puzzles: it stars Leonardo DiCaprio as a thief "
+            "who steals secrets from dreams.",
+            items=[INCEPTION],
+        ),
+    )
     assert score(bare, catalog, "explainability") == 0
     assert score(reasoned, catalog, "explainability") == 4
 
@@ -85,20 +95,28 @@ def test_a_hallucinated_title_or_a_wrong_credit_lowers_groundedness(catalog):
 
 
 def test_preference_questions_make_a_system_proactive(catalog):
-    asking = conv(Turn("user", "Hi"), Turn("system", "Hi! What kind of movies do you like?"),
-                  Turn("user", "Thrillers."), Turn("system", "Have you seen Heat (1995)? Or do you prefer newer ones?",
-                                                  items=[HEAT]))
-    passive = conv(Turn("user", "Hi"), Turn("system", "Hello."), Turn("user", "Thrillers."),
-                   Turn("system", "Heat is a film.", items=[HEAT]))
+    asking = conv(
+        Turn("user", "Hi"),
+        Turn("system", "Hi! What kind of movies do you like?"),
+        Turn("user", "Thrillers."),
+        Turn("system", "Have you seen Heat (1995)? Or do you prefer newer ones?", items=[HEAT]),
+    )
+    passive = conv(
+        Turn("user", "Hi"),
+        Turn("system", "Hello."),
+        Turn("user", "Thrillers."),
+        Turn("system", "Heat is a film.", items=[HEAT]),
+    )
     assert score(asking, catalog, "proactiveness") == 4
     assert score(passive, catalog, "proactiveness") == 0
 
 
 def test_gibberish_and_stutter_lower_grammar_and_naturalness(catalog):
     clean = conv(Turn("user", "Any comedy?"), Turn("system", "Sure, I think you would enjoy a light comedy tonight."))
-    broken = conv(Turn("user", "Any comedy?"),
-                  Turn("system", "Yes, I can can can i i you like the the same same year invisSystem "
-                                 "detrimabledputed."))
+    broken = conv(
+        Turn("user", "Any comedy?"),
+        Turn("system", "Yes, I can can can i i you like the the same same year invisSystem detrimabledputed."),
+    )
     slot = conv(Turn("user", "Any comedy?"), Turn("system", "Have you seen ?"))
     titled = conv(Turn("user", "Any comedy?"), Turn("system", "Have you seen Heat (1995)? Or The Matrix (1999)."))
     for factor in ("grammatical_correctness", "naturalness"):
@@ -130,9 +148,14 @@ def test_effectiveness_from_targets_and_reactions(catalog):
 
 
 def test_item_factors_follow_the_exact_metrics(catalog):
-    c = conv(Turn("user", "Crime films?"),
-             Turn("system", "Heat (1995) and The Godfather (1972) are in my list, and Inception (2010).",
-                  items=[HEAT, ItemRef("the-godfather-1972", "The Godfather (1972)")]))
+    c = conv(
+        Turn("user", "Crime films?"),
+        Turn(
+            "system",
+            "Heat (1995) and The Godfather (1972) are in my list, and Inception (2010).",
+            items=[HEAT, ItemRef("the-godfather-1972", "The Godfather (1972)")],
+        ),
+    )
     result = proxy_scores(c, catalog)
     assert result.factors["diversity"].score == metrics.diversity(c, catalog).score
     assert result.factors["novelty"].score == metrics.novelty(c, catalog).score
@@ -144,11 +167,15 @@ def test_item_factors_follow_the_exact_metrics(catalog):
 
 
 def test_novelty_without_popularity_ranks_uses_the_bundled_well_known_movies():
-    items = [Item("a", "Inception", 2010, genres=("Sci-Fi",)),
-             Item("b", "Quiet Orchard Tales", 2003, genres=("Drama",))]
+    items = [
+        Item("a", "Inception", 2010, genres=("Sci-Fi",)),
+        Item("b", "Quiet Orchard Tales", 2003, genres=("Drama",)),
+    ]
     small = Catalog(items, name="small")
-    both = conv(Turn("user", "?"), Turn("system", "Here.", items=[ItemRef("a", "Inception (2010)"),
-                                                                   ItemRef("b", "Quiet Orchard Tales (2003)")]))
+    both = conv(
+        Turn("user", "?"),
+        Turn("system", "Here.", items=[ItemRef("a", "Inception (2010)"), ItemRef("b", "Quiet Orchard Tales (2003)")]),
+    )
     known = conv(Turn("user", "?"), Turn("system", "Here.", items=[ItemRef("a", "Inception (2010)")]))
     assert score(both, small, "novelty") == 4 and score(known, small, "novelty") == 0
     unknown = conv(Turn("user", "?"), Turn("system", "Here.", items=[ItemRef("zzz", "Nowhere (2001)")]))
@@ -160,8 +187,10 @@ def test_one_turn_and_no_reaction_after_the_last_system_turn(catalog):
     alone = proxy_scores(conv(Turn("system", "Hi! What kind of movies do you like?")), catalog)
     assert alone.factors["coherence"].score == 4 and alone.factors["proactiveness"].score == 4
     assert alone.features["negative_feedback_rate"] is None and alone.features["log_system_turns"] == 0
-    unanswered = proxy_scores(conv(Turn("user", "A sci-fi movie?"),
-                                   Turn("system", "You might like Inception (2010).", items=[INCEPTION])), catalog)
+    unanswered = proxy_scores(
+        conv(Turn("user", "A sci-fi movie?"), Turn("system", "You might like Inception (2010).", items=[INCEPTION])),
+        catalog,
+    )
     assert unanswered.factors["coherence"].score == 4 and unanswered.factors["recoverability"].score == 4
     assert unanswered.factors["effectiveness"].score is None  # no target, no reaction: not measurable
     with pytest.raises(ValueError, match="no system turn"):
@@ -169,9 +198,12 @@ def test_one_turn_and_no_reaction_after_the_last_system_turn(catalog):
 
 
 def test_non_english_text_is_not_scored_for_language(catalog):
-    german = conv(Turn("user", "Kannst du mir bitte einen guten Film empfehlen, gerne etwas lustiges?"),
-                  Turn("system", "Gerne, wie wäre es mit einer leichten Komödie für heute Abend?"),
-                  Turn("user", "Das klingt gut, welche denn genau?"), Turn("system", "Vielleicht etwas mit Tieren."))
+    german = conv(
+        Turn("user", "Kannst du mir bitte einen guten Film empfehlen, gerne etwas lustiges?"),
+        Turn("system", "Gerne, wie wäre es mit einer leichten Komödie für heute Abend?"),
+        Turn("user", "Das klingt gut, welche denn genau?"),
+        Turn("system", "Vielleicht etwas mit Tieren."),
+    )
     result = proxy_scores(german, catalog)
     assert result.factors["grammatical_correctness"].score is None and result.factors["naturalness"].score is None
     assert any("English" in n for n in result.notes)
@@ -179,8 +211,12 @@ def test_non_english_text_is_not_scored_for_language(catalog):
 
 
 def test_empty_items_empty_text_and_very_long_turns(catalog):
-    empty = proxy_scores(conv(Turn("user", "Recommend a movie"), Turn("system", "", items=[]),
-                              Turn("user", "Hello?"), Turn("system", ",")), catalog)
+    empty = proxy_scores(
+        conv(
+            Turn("user", "Recommend a movie"), Turn("system", "", items=[]), Turn("user", "Hello?"), Turn("system", ",")
+        ),
+        catalog,
+    )
     assert empty.factors["coherence"].score <= 2 and empty.features["gibberish_rate"] == 1.0
     long_text = " ".join(["this movie has a great story and you would like it"] * 200)  # 2,200 words, no full stop
     long = proxy_scores(conv(Turn("user", "Tell me about it"), Turn("system", long_text)), catalog)
@@ -195,8 +231,12 @@ class FakeEmbedder:
 
 
 def test_embeddings_find_paraphrased_repeats_and_are_reported(catalog):
-    c = conv(Turn("user", "Suggest a good film tonight"), Turn("system", "I like popcorn."),
-             Turn("user", "Recommend some movie please"), Turn("system", "Sure."))
+    c = conv(
+        Turn("user", "Suggest a good film tonight"),
+        Turn("system", "I like popcorn."),
+        Turn("user", "Recommend some movie please"),
+        Turn("system", "Sure."),
+    )
     lexical = proxy_scores(c, catalog)
     embedded = proxy_scores(c, catalog, embedder=FakeEmbedder())
     assert lexical.similarity == LEXICAL and embedded.similarity == MINILM
@@ -229,9 +269,14 @@ def test_novelty_and_groundedness_use_the_conversations_dataset(shared_data):
 
     redial = get_catalog("redial")
     hits = [redial.match_name(n).ref() for n in ("Black Panther (2018)", "Deadpool 2 (2018)")]
-    conversation = Conversation(system_id="x", metadata={"dataset": "redial"}, turns=[
-        Turn("user", "Something fun?"), Turn("system", "You should watch Pari (1995) or Black Panther (2018).",
-                                              items=hits)])
+    conversation = Conversation(
+        system_id="x",
+        metadata={"dataset": "redial"},
+        turns=[
+            Turn("user", "Something fun?"),
+            Turn("system", "You should watch Pari (1995) or Black Panther (2018).", items=hits),
+        ],
+    )
     result = proxy_scores(conversation, redial)
     assert result.factors["novelty"].score == 0.0 and "mentions in redial dialogues" in result.factors["novelty"].detail
     bundled = proxy_scores(conversation, load_bundled())

@@ -24,9 +24,7 @@ from arena.ratings import (
 
 def battles(rows: list[tuple[str, str, str, int]]) -> pd.DataFrame:
     """(model_a, model_b, winner, how many times) → one row per battle."""
-    return pd.DataFrame(
-        [{"model_a": a, "model_b": b, "winner": w} for a, b, w, n in rows for _ in range(n)]
-    )
+    return pd.DataFrame([{"model_a": a, "model_b": b, "winner": w} for a, b, w, n in rows for _ in range(n)])
 
 
 def scipy_fit(frame: pd.DataFrame, systems: tuple[str, ...], weights: np.ndarray | None = None) -> np.ndarray:
@@ -46,8 +44,13 @@ def scipy_fit(frame: pd.DataFrame, systems: tuple[str, ...], weights: np.ndarray
         return nll, grad
 
     with threadpool_limits(limits=1, user_api="blas"):  # tiny problem: BLAS threads only add latency
-        result = minimize(loss, np.zeros(len(systems)), jac=True, method="L-BFGS-B",
-                          options={"gtol": 1e-10, "ftol": 1e-15, "maxiter": 5000})
+        result = minimize(
+            loss,
+            np.zeros(len(systems)),
+            jac=True,
+            method="L-BFGS-B",
+            options={"gtol": 1e-10, "ftol": 1e-15, "maxiter": 5000},
+        )
     return 1000 + SCALE * result.x
 
 
@@ -61,8 +64,16 @@ def test_a_system_that_never_lost_is_first_and_finite():
 
 
 def test_symmetric_data_gives_equal_ratings_centred_on_1000():
-    data = battles([("a", "b", "a", 5), ("a", "b", "b", 5), ("b", "c", "a", 4), ("b", "c", "b", 4),
-                    ("c", "a", "tie", 3), ("a", "c", "both_bad", 3)])
+    data = battles(
+        [
+            ("a", "b", "a", 5),
+            ("a", "b", "b", 5),
+            ("b", "c", "a", 4),
+            ("b", "c", "b", 4),
+            ("c", "a", "tie", 3),
+            ("a", "c", "both_bad", 3),
+        ]
+    )
     ratings = fit_bt(aggregate(data))
     assert ratings == pytest.approx([1000.0, 1000.0, 1000.0], abs=1e-6)
 
@@ -102,9 +113,13 @@ def test_bootstrap_intervals_contain_the_estimate_and_match_a_looped_fit():
     batched = bootstrap_bt(outcomes, weights=weights)
     assert batched.shape == (201, 5)
     # the looped reference refits every replicate from the same resampled counts, one battle row per outcome row
-    rows = pd.DataFrame({"model_a": [outcomes.systems[i] for i in outcomes.a],
-                         "model_b": [outcomes.systems[i] for i in outcomes.b],
-                         "winner": np.where(outcomes.score == 1, "a", np.where(outcomes.score == 0, "b", "tie"))})
+    rows = pd.DataFrame(
+        {
+            "model_a": [outcomes.systems[i] for i in outcomes.a],
+            "model_b": [outcomes.systems[i] for i in outcomes.b],
+            "winner": np.where(outcomes.score == 1, "a", np.where(outcomes.score == 0, "b", "tie")),
+        }
+    )
     looped = np.array([scipy_fit(rows, outcomes.systems, w) for w in weights])
     assert np.abs(batched[1:] - looped).max() < 1.0
     low, high = np.quantile(batched[1:], [0.025, 0.975], axis=0)
@@ -129,8 +144,19 @@ def test_rank_counts_systems_whose_interval_lies_entirely_above():
 def test_compute_ratings_table():
     data = battles([("x", "y", "a", 6), ("x", "y", "b", 2), ("y", "z", "tie", 3), ("z", "x", "both_bad", 1)])
     table = compute_ratings(data, rounds=200, seed=0)
-    assert list(table.columns) == ["system", "rating", "ci_low", "ci_high", "rank", "group", "battles", "wins",
-                                   "ties", "losses", "elo"]
+    assert list(table.columns) == [
+        "system",
+        "rating",
+        "ci_low",
+        "ci_high",
+        "rank",
+        "group",
+        "battles",
+        "wins",
+        "ties",
+        "losses",
+        "elo",
+    ]
     x = table.set_index("system").loc["x"]
     assert (x["battles"], x["wins"], x["ties"], x["losses"]) == (9, 6, 1, 2)
     assert (table["ci_low"] <= table["rating"]).all() and (table["rating"] <= table["ci_high"]).all()

@@ -40,8 +40,12 @@ def catalog():
 def remote(url, catalog, *, key_env=None, env=None, **config) -> RemoteCRS:
     config.setdefault("max_retries", 0)
     config.setdefault("timeout", 5)
-    return RemoteCRS(RemoteConfig(id="my_crs", label="My CRS", url=url, key_env=key_env, **config), catalog,
-                     backoff=0.01, env=env or {})
+    return RemoteCRS(
+        RemoteConfig(id="my_crs", label="My CRS", url=url, key_env=key_env, **config),
+        catalog,
+        backoff=0.01,
+        env=env or {},
+    )
 
 
 def conversation(*texts: str) -> Conversation:
@@ -50,9 +54,15 @@ def conversation(*texts: str) -> Conversation:
 
 def test_the_request_carries_the_conversation_ids_catalog_and_key(catalog):
     heat = catalog.match_name("Heat (1995)")
-    conv = Conversation(system_id="my_crs", history=[Turn("user", "Hello"), Turn("system", "Hi! What do you like?")],
-                        turns=[Turn("user", "A heist movie"), Turn("system", "Try Heat (1995).", items=[heat.ref()]),
-                               Turn("user", "Something else, please")])
+    conv = Conversation(
+        system_id="my_crs",
+        history=[Turn("user", "Hello"), Turn("system", "Hi! What do you like?")],
+        turns=[
+            Turn("user", "A heist movie"),
+            Turn("system", "Try Heat (1995).", items=[heat.ref()]),
+            Turn("user", "Something else, please"),
+        ],
+    )
     with FaultServer("ok") as server:
         system = remote(server.url, catalog, key_env="MY_CRS_KEY", env={"MY_CRS_KEY": KEY})
         turn = system.respond(conv)
@@ -97,18 +107,21 @@ def test_the_key_is_required_by_the_reference_server(catalog):
         assert ok.items
 
 
-@pytest.mark.parametrize("fault, kind, says, requests", [
-    ("status:500", "server", "failed with HTTP 500 (after 3 attempts)", 3),
-    ("status:503", "server", "failed with HTTP 503 (after 3 attempts)", 3),
-    ("status:429", "rate_limit", "rate-limiting requests (HTTP 429, after 3 attempts)", 3),
-    ("status:404", "refused", "refused the request (HTTP 404)", 1),
-    ("status:401", "auth", "names no key variable", 1),
-    ("invalid_json", "bad_response", "not valid JSON; nothing was stored", 1),
-    ("wrong_types", "bad_response", "'text' is missing or not a string", 1),
-    ("empty_text", "bad_response", "'text' is empty", 1),
-    ("redirect", "redirect", "redirect (HTTP 302), which is not followed", 1),
-    ("drop", "connection", "could not be reached (after 3 attempts)", 3),
-])
+@pytest.mark.parametrize(
+    "fault, kind, says, requests",
+    [
+        ("status:500", "server", "failed with HTTP 500 (after 3 attempts)", 3),
+        ("status:503", "server", "failed with HTTP 503 (after 3 attempts)", 3),
+        ("status:429", "rate_limit", "rate-limiting requests (HTTP 429, after 3 attempts)", 3),
+        ("status:404", "refused", "refused the request (HTTP 404)", 1),
+        ("status:401", "auth", "names no key variable", 1),
+        ("invalid_json", "bad_response", "not valid JSON; nothing was stored", 1),
+        ("wrong_types", "bad_response", "'text' is missing or not a string", 1),
+        ("empty_text", "bad_response", "'text' is empty", 1),
+        ("redirect", "redirect", "redirect (HTTP 302), which is not followed", 1),
+        ("drop", "connection", "could not be reached (after 3 attempts)", 3),
+    ],
+)
 def test_faults_become_clear_messages(catalog, fault, kind, says, requests):
     with FaultServer(fault) as server:
         system = remote(server.url, catalog, max_retries=2)
@@ -186,18 +199,29 @@ def test_a_bad_response_stores_no_system_turn(catalog, db_path):
 
 
 def test_parse_response_checks_types_and_limits(catalog):
-    ok = parse_response({"text": " Try Heat. ", "items": [
-        {"title": "Heat", "year": 1995, "score": 0.9, "explanation": "tense"},
-        {"id": "heat-1995"},  # the same item again: listed once
-        {"title": "The Matrix (1999)"},
-        {"id": "not-in-catalog", "title": "Matrix, The"},  # an unknown id falls back to the title
-        {"title": "Nothing Like This Exists"},
-    ], "system_version": "v2", "extra": "ignored"}, catalog, list_size=10)
+    ok = parse_response(
+        {
+            "text": " Try Heat. ",
+            "items": [
+                {"title": "Heat", "year": 1995, "score": 0.9, "explanation": "tense"},
+                {"id": "heat-1995"},  # the same item again: listed once
+                {"title": "The Matrix (1999)"},
+                {"id": "not-in-catalog", "title": "Matrix, The"},  # an unknown id falls back to the title
+                {"title": "Nothing Like This Exists"},
+            ],
+            "system_version": "v2",
+            "extra": "ignored",
+        },
+        catalog,
+        list_size=10,
+    )
     assert ok.text == "Try Heat." and [i.id for i in ok.items] == ["heat-1995", "the-matrix-1999"]
     assert ok.returned == 5 and ok.unmapped_count == 1 and ok.mapped_share == pytest.approx(0.8)
     assert ok.scores == {"heat-1995": 0.9} and ok.explanations == {"heat-1995": "tense"}
-    assert parse_response({"text": "x", "items": [{"id": i.id} for i in catalog.items[:30]]}, catalog,
-                          list_size=5).items == catalog.items[:5]
+    assert (
+        parse_response({"text": "x", "items": [{"id": i.id} for i in catalog.items[:30]]}, catalog, list_size=5).items
+        == catalog.items[:5]
+    )
     assert parse_response({"text": "a\x00b\x07", "items": None}, catalog).text == "ab"
     bad = [
         ([], "not a JSON object"),
@@ -218,15 +242,18 @@ def test_parse_response_checks_types_and_limits(catalog):
             parse_response(data, catalog)
 
 
-@pytest.mark.parametrize("url, says", [
-    ("ftp://127.0.0.1/crs", "only http:// and https://"),
-    ("file:///etc/passwd", "only http:// and https://"),
-    ("javascript:alert(1)", "only http:// and https://"),
-    ("127.0.0.1:8800/", "only http:// and https://"),
-    ("http://user:secret@127.0.0.1/", "must not carry credentials"),
-    ("http:///path", "no host"),
-    ("", "empty"),
-])
+@pytest.mark.parametrize(
+    "url, says",
+    [
+        ("ftp://127.0.0.1/crs", "only http:// and https://"),
+        ("file:///etc/passwd", "only http:// and https://"),
+        ("javascript:alert(1)", "only http:// and https://"),
+        ("127.0.0.1:8800/", "only http:// and https://"),
+        ("http://user:secret@127.0.0.1/", "must not carry credentials"),
+        ("http:///path", "no host"),
+        ("", "empty"),
+    ],
+)
 def test_only_http_urls_are_accepted(url, says):
     with pytest.raises(ValueError, match=says) as err:
         http_url(url)

@@ -33,10 +33,14 @@ RECORDS = [
 def setup(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("byo")
     paths = install_toy_plugin(tmp / "site")
-    with RoutedFake() as fake, ReferenceServer(("127.0.0.1", 0), key=KEY) as reference, \
-            FaultServer("invalid_json") as broken:
+    with (
+        RoutedFake() as fake,
+        ReferenceServer(("127.0.0.1", 0), key=KEY) as reference,
+        FaultServer("invalid_json") as broken,
+    ):
         systems = tmp / "systems.toml"
-        systems.write_text(f"""\
+        systems.write_text(
+            f"""\
 [[system]]
 id = "my_crs"
 label = "My CRS"
@@ -56,10 +60,15 @@ max_retries = 0
 id = "toy"
 label = "Toy plug-in"
 entry_point = "toy"
-""", encoding="utf-8")
-        env = fake_env(fake) | {"CRS_SYSTEMS_FILE": str(systems), "MY_CRS_KEY": KEY,
-                                "PYTHONPATH": os.pathsep.join([*paths, os.environ.get("PYTHONPATH", "")]),
-                                "CRS_DATA_DIR": str(tmp / "no_data")}
+""",
+            encoding="utf-8",
+        )
+        env = fake_env(fake) | {
+            "CRS_SYSTEMS_FILE": str(systems),
+            "MY_CRS_KEY": KEY,
+            "PYTHONPATH": os.pathsep.join([*paths, os.environ.get("PYTHONPATH", "")]),
+            "CRS_DATA_DIR": str(tmp / "no_data"),
+        }
         with AppServer(tmp / "app.db", env=env) as server:
             yield {"server": server, "env": env, "tmp": tmp, "reference": reference, "broken": broken}
 
@@ -70,7 +79,8 @@ def test_a_system_from_the_file_chats_in_the_app(setup):
     variant = client.predict("my_crs", api_name="/new_conversation")[-1]
     assert "My CRS" in variant and "keyword overlap over the bundled catalog" in variant
     chat, items, status, conversation_id, box = client.predict(
-        "I love science fiction movies set in space, with aliens", "my_crs", api_name="/chat")
+        "I love science fiction movies set in space, with aliens", "my_crs", api_name="/chat"
+    )
     assert status == "" and box == "" and [m["role"] for m in chat] == ["user", "assistant"]
     assert "sci-fi" in str(chat[-1]["content"])
     titles = [row[items["headers"].index("title")] for row in items["data"]]
@@ -128,9 +138,32 @@ def test_it_is_simulated_and_its_rows_reach_the_leaderboard(setup):
     out = tmp / "sim"
     env = {k: v for k, v in os.environ.items() if not k.startswith("CRS_LLM_")} | server.env
     done = subprocess.run(
-        [sys.executable, "-m", "evaluators", "simulate", "--systems", "my_crs", "--dataset", str(records), "--n", "2",
-         "--protocol", "free", "--scorer", "proxy", "--out", str(out), "--db", str(server.db_path)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+        [
+            sys.executable,
+            "-m",
+            "evaluators",
+            "simulate",
+            "--systems",
+            "my_crs",
+            "--dataset",
+            str(records),
+            "--n",
+            "2",
+            "--protocol",
+            "free",
+            "--scorer",
+            "proxy",
+            "--out",
+            str(out),
+            "--db",
+            str(server.db_path),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "2 dialogue(s) done" in done.stdout + done.stderr
     assert "my_crs" in (out / "summary.csv").read_text(encoding="utf-8")
@@ -161,8 +194,11 @@ def test_the_key_is_never_stored_logged_or_shown(setup):
 
 def test_a_bad_systems_file_stops_the_start_with_its_line(tmp_path):
     bad = tmp_path / "systems.toml"
-    bad.write_text('[[system]]\nid = "a"\nlabel = "A"\nurl = "http://127.0.0.1:9/"\n\n[[system]]\nid = "a"\n'
-                   'label = "B"\nurl = "http://127.0.0.1:9/"\n', encoding="utf-8")
+    bad.write_text(
+        '[[system]]\nid = "a"\nlabel = "A"\nurl = "http://127.0.0.1:9/"\n\n[[system]]\nid = "a"\n'
+        'label = "B"\nurl = "http://127.0.0.1:9/"\n',
+        encoding="utf-8",
+    )
     with pytest.raises(RuntimeError) as err:
         with AppServer(tmp_path / "app.db", env={"CRS_SYSTEMS_FILE": str(bad)}, startup_timeout=60):
             pass

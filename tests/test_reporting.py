@@ -23,30 +23,46 @@ from evaluators.reporting import (
     system_factor_means,
     write_reports,
 )
-from llm.base import LLMClient
-from llm.remote import OpenAICompatibleModel
+from llm_clients.base import LLMClient
+from llm_clients.remote import OpenAICompatibleModel
 from storage.records import Conversation, DebateMessage, Evaluation, FactorScore, Turn
 
 
 def _score(factor, score, error=None, distribution=None, rationale=""):
-    return FactorScore(factor=factor, score=score, judge="llm:j", rubric_version="r", error=error,
-                       distribution=distribution, rationale=rationale)
+    return FactorScore(
+        factor=factor,
+        score=score,
+        judge="llm:j",
+        rubric_version="r",
+        error=error,
+        distribution=distribution,
+        rationale=rationale,
+    )
 
 
 def _evaluation(system, overall, factor_value, *, failed=(), status="done"):
     conversation = Conversation(system_id=system, turns=[Turn("user", "hi"), Turn("system", "Heat (1995)?")])
     scores = [_score(f, None, error="server: boom") if f in failed else _score(f, factor_value) for f in FACTORS]
-    evaluation = Evaluation(conversation_id=conversation.id, scorer="llm:j", status=status, overall=overall,
-                            rounds_used=2, consensus=False, factor_scores=scores,
-                            config={"debate": {"max_rounds": 4}})
+    evaluation = Evaluation(
+        conversation_id=conversation.id,
+        scorer="llm:j",
+        status=status,
+        overall=overall,
+        rounds_used=2,
+        consensus=False,
+        factor_scores=scores,
+        config={"debate": {"max_rounds": 4}},
+    )
     return conversation, evaluation
 
 
 def test_factor_table_shows_pending_failed_and_scored_factors_never_a_zero():
-    table = factor_table([
-        _score("coherence", 3.256, distribution={"0": 0, "1": 0.05, "2": 0.1, "3": 0.4, "4": 0.45}, rationale="ok"),
-        _score("naturalness", None, error="rating_parse_failure"),
-    ])
+    table = factor_table(
+        [
+            _score("coherence", 3.256, distribution={"0": 0, "1": 0.05, "2": 0.1, "3": 0.4, "4": 0.45}, rationale="ok"),
+            _score("naturalness", None, error="rating_parse_failure"),
+        ]
+    )
     assert len(table) == 12
     assert list(table.columns) == ["factor", "dimension", "score", "distribution", "rationale", "error"]
     rows = {r.factor: r for r in table.itertuples()}
@@ -87,8 +103,11 @@ def test_debate_summary_says_what_happened():
 
 
 def test_result_table_means_and_plots_skip_missing_scores():
-    results = [_evaluation("kbrd", 60.0, 2.0), _evaluation("kbrd", 80.0, 4.0, failed=("novelty",), status="partial"),
-               _evaluation("chatcrs", None, 3.0)]
+    results = [
+        _evaluation("kbrd", 60.0, 2.0),
+        _evaluation("kbrd", 80.0, 4.0, failed=("novelty",), status="partial"),
+        _evaluation("chatcrs", None, 3.0),
+    ]
     table = result_table(results)
     assert list(table["system"]) == ["kbrd", "kbrd", "chatcrs"] and list(table["status"]) == ["done", "partial", "done"]
     assert table["factor_mean"].iloc[0] == 2.0 and table["novelty"].isna().iloc[1]
@@ -123,6 +142,7 @@ def test_scorer_label_flags_the_demo_model(remote_client, embedded_model, db_pat
     demo = LLMClient(embedded_model, db_path=db_path)
     remote = EvaluationSetup(judge=JudgeConfig(clients=[remote_client]))
     assert scorer_label(remote) == "llm:gpt-test"
-    mixed = EvaluationSetup(judge=JudgeConfig(clients=[remote_client]),
-                            debate=DebateConfig(clients={r: demo for r in PERSONA_FACTORS}))
+    mixed = EvaluationSetup(
+        judge=JudgeConfig(clients=[remote_client]), debate=DebateConfig(clients=dict.fromkeys(PERSONA_FACTORS, demo))
+    )
     assert scorer_label(mixed) == f"llm:gpt-test; debate: {demo.name} ({DEMO_NOTICE})"

@@ -53,7 +53,13 @@ def test_error_counts_cost_one_point_each_and_four_scores_zero(rubric, fid):
 @pytest.mark.parametrize(
     "count,total,score",
     [
-        (0, 10, 0), (1, 30, 1), (2, 30, 1), (3, 30, 2), (5, 30, 2), (6, 30, 3), (9, 40, 3),
+        (0, 10, 0),
+        (1, 30, 1),
+        (2, 30, 1),
+        (3, 30, 2),
+        (5, 30, 2),
+        (6, 30, 3),
+        (9, 40, 3),
         (10, 50, 3),  # exactly ten: "more than ten" read strictly
         (11, 50, 4),
         (2, 4, 4),  # half of a short list

@@ -31,8 +31,8 @@ from evaluators.simulator.leaks import REDACTED, find_leaks, redact
 from evaluators.simulator.personas import accepts, list_overlap, persona_for, sincerity
 from evaluators.simulator.protocols import persuasiveness
 from evaluators.simulator.records import Case, read_records, select_cases
-from llm.base import LLMClient
-from llm.remote import OpenAICompatibleModel
+from llm_clients.base import LLMClient
+from llm_clients.remote import OpenAICompatibleModel
 from storage.db import get_db
 from storage.records import Conversation, ItemRef, Turn
 from storage.simulations import run_dialogues
@@ -60,16 +60,24 @@ def routed_env(fake, monkeypatch):
 
 
 def client(fake, db_path) -> LLMClient:
-    return LLMClient(OpenAICompatibleModel("sim", base_url=fake.base_url, api_key="k", max_retries=0, timeout=5),
-                     role="simulator", db_path=db_path)
+    return LLMClient(
+        OpenAICompatibleModel("sim", base_url=fake.base_url, api_key="k", max_retries=0, timeout=5),
+        role="simulator",
+        db_path=db_path,
+    )
 
 
 class ScriptedSystem(CRSSystem):
     """A system under test whose lists hold a target exactly on the given turns (and can fail on one)."""
 
     def __init__(self, catalog, target_id: str, *, hits_at=(), fail_at: int | None = None, system_id="scripted"):
-        self.catalog, self.target_id, self.hits_at, self.fail_at, self.id = catalog, target_id, set(hits_at), fail_at, \
-            system_id
+        self.catalog, self.target_id, self.hits_at, self.fail_at, self.id = (
+            catalog,
+            target_id,
+            set(hits_at),
+            fail_at,
+            system_id,
+        )
         self.filler = [i for i in catalog.items if i.id != target_id]
 
     @property
@@ -80,7 +88,7 @@ class ScriptedSystem(CRSSystem):
         number = sum(1 for t in conversation.turns if t.role == "system") + 1
         if number == self.fail_at:
             raise RuntimeError("the model server is down")
-        items = [i.ref() for i in self.filler[number * 10:number * 10 + 10]]
+        items = [i.ref() for i in self.filler[number * 10 : number * 10 + 10]]
         if number in self.hits_at:
             items.insert(3, self.catalog.get(self.target_id).ref())
         return Turn("system", f"Here are my picks for turn {number}: {items[0].title}.", items=items)
@@ -99,18 +107,22 @@ def dialogue(fake, db_path, catalog, protocol, *, hits_at=(), fail_at=None, cont
 
 
 def situations(outcome) -> list[str]:
-    return [t.metadata.get("situation") or t.metadata.get("source") for t in outcome.conversation.turns
-            if t.role == "user"]
+    return [
+        t.metadata.get("situation") or t.metadata.get("source") for t in outcome.conversation.turns if t.role == "user"
+    ]
 
 
 # -- stopping rules ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("hits_at, turns, first_hit, expected", [
-    ({1, 2, 3, 4, 5}, 3, 1, ["dataset", "tell_more", "follow_up", "accept"]),
-    ({3}, 3, 3, ["dataset", "reject", "reject", "accept"]),
-    (set(), 5, None, ["dataset", "reject", "reject", "reject", "reject"]),
-])
+@pytest.mark.parametrize(
+    "hits_at, turns, first_hit, expected",
+    [
+        ({1, 2, 3, 4, 5}, 3, 1, ["dataset", "tell_more", "follow_up", "accept"]),
+        ({3}, 3, 3, ["dataset", "reject", "reject", "accept"]),
+        (set(), 5, None, ["dataset", "reject", "reject", "reject", "reject"]),
+    ],
+)
 def test_core_protocol_stopping_rules(fake, db_path, catalog, hits_at, turns, first_hit, expected):
     outcome = dialogue(fake, db_path, catalog, Protocol.named("core"), hits_at=hits_at)
     assert outcome.status == "done"
@@ -177,8 +189,9 @@ def test_attribute_protocol_with_a_system_model_chooses_by_its_own_scores(routed
     case = case_for(catalog)
     user = SimulatedUser(None, case.targets)
     protocol = Protocol.named("attr", writer=True, max_turns=2)
-    outcome = run_dialogue(case, chatcrs, user, protocol, conversation=Conversation(system_id="chatcrs",
-                                                                                    source="simulation"))
+    outcome = run_dialogue(
+        case, chatcrs, user, protocol, conversation=Conversation(system_id="chatcrs", source="simulation")
+    )
     asks = [t for t in outcome.conversation.turns if t.metadata.get("action") == "ask"]
     assert [t.metadata["choice_by"] for t in asks] == ["system-llm", "system-llm"]  # "A" = the first open option
     assert [t.metadata["attribute"] for t in asks] == ["genre", "actor"]
@@ -249,8 +262,14 @@ def test_an_empty_answer_is_asked_again_then_is_an_error(fake, db_path, catalog)
 
 def _finished(catalog) -> Conversation:
     target = catalog.match(TARGET)
-    return Conversation(system_id="x", targets=[target.ref()], turns=[
-        Turn("user", "A twisty heist?"), Turn("system", "Inception (2010): a heist inside dreams.", items=[target.ref()])])
+    return Conversation(
+        system_id="x",
+        targets=[target.ref()],
+        turns=[
+            Turn("user", "A twisty heist?"),
+            Turn("system", "Inception (2010): a heist inside dreams.", items=[target.ref()]),
+        ],
+    )
 
 
 def test_persuasiveness_parsing(fake, db_path, catalog):
@@ -287,8 +306,11 @@ def test_sincerity_flags_an_acceptance_with_nothing_matching(catalog):
     inception, toy = catalog.match(TARGET), catalog.match("Toy Story (1995)")
     assert accepts("Sounds perfect, I'll watch it tonight!") and not accepts("That's not what I want.")
     assert not accepts("I won't watch that")
-    turns = [Turn("user", "hi"), Turn("system", "Try Toy Story", items=[toy.ref()]),
-             Turn("user", "Sounds perfect, I'll watch it!", metadata={"source": "simulator", "situation": "reject"})]
+    turns = [
+        Turn("user", "hi"),
+        Turn("system", "Try Toy Story", items=[toy.ref()]),
+        Turn("user", "Sounds perfect, I'll watch it!", metadata={"source": "simulator", "situation": "reject"}),
+    ]
     flagged = sincerity(turns, (inception,), catalog, k=50)
     assert flagged == {"accepted": True, "accepted_turn": 2, "matched": False, "deception_suspected": True}
     turns[1] = Turn("system", "Try this", items=[toy.ref(), inception.ref()])
@@ -309,8 +331,12 @@ def write_records(path, rows):
 
 RECORDS = [
     {"dialog_id": "1", "turn_id": 1, "context": ["Hi! Any good sci-fi?"], "rec": ["Inception (2010)"]},
-    {"dialog_id": "2", "turn_id": 3, "context": ["Hello", "Hi, what do you like?", "Tense crime films."],
-     "rec": ["Heat (1995)", "A Film Nobody Made (1931)"]},
+    {
+        "dialog_id": "2",
+        "turn_id": 3,
+        "context": ["Hello", "Hi, what do you like?", "Tense crime films."],
+        "rec": ["Heat (1995)", "A Film Nobody Made (1931)"],
+    },
     {"dialog_id": "3", "turn_id": 1, "context": ["Something for the kids?"], "rec": ["Toy Story (1995)"]},
     {"dialog_id": "4", "turn_id": 1, "context": [], "rec": ["Jaws (1975)"]},
     {"dialog_id": "5", "turn_id": 1, "context": ["I want a movie"], "rec": []},
@@ -343,8 +369,16 @@ def test_record_selection_reports_what_it_skipped(tmp_path, catalog):
 def config(tmp_path, **kw) -> SimulationConfig:
     (tmp_path / "toy_eval").mkdir(exist_ok=True)
     records = write_records(tmp_path / "toy_eval" / "test_data_processed.jsonl", RECORDS)
-    base = dict(systems=["retrieval", "chatcrs"], dataset=str(records), n=4, protocol="core", seed=0, scorer="proxy",
-                concurrency=4, out_dir=tmp_path / "report")
+    base = dict(
+        systems=["retrieval", "chatcrs"],
+        dataset=str(records),
+        n=4,
+        protocol="core",
+        seed=0,
+        scorer="proxy",
+        concurrency=4,
+        out_dir=tmp_path / "report",
+    )
     return SimulationConfig(**(base | kw))
 
 
@@ -416,10 +450,12 @@ def test_endpoint_faults_leave_gaps_that_a_rerun_completes(routed_env, db_path, 
     assert second.counts["done"] == 4 and conversation_count(db_path) == 4
 
 
-def test_a_failing_system_is_marked_failed_and_the_batch_continues(routed_env, db_path, tmp_path, catalog,
-                                                                    monkeypatch):
-    monkeypatch.setitem(registry.SYSTEMS, "flaky", ("Flaky", lambda _db: ScriptedSystem(
-        catalog, "no-target", fail_at=2, system_id="flaky")))
+def test_a_failing_system_is_marked_failed_and_the_batch_continues(routed_env, db_path, tmp_path, catalog, monkeypatch):
+    monkeypatch.setitem(
+        registry.SYSTEMS,
+        "flaky",
+        ("Flaky", lambda _db: ScriptedSystem(catalog, "no-target", fail_at=2, system_id="flaky")),
+    )
     result = run_simulation(config(tmp_path, systems=["flaky", "retrieval"]), db_path=db_path)
     assert result.counts["failed"] == 4 and result.counts["done"] == 4
     rows = [r for r in run_dialogues(get_db(db_path), result.run_id) if r["system_id"] == "flaky"]
@@ -432,12 +468,20 @@ def test_a_failing_system_is_marked_failed_and_the_batch_continues(routed_env, d
 
 def test_a_fixed_seed_gives_the_same_results(routed_env, tmp_path):
     def transcript(db_file):
-        result = run_simulation(config(tmp_path, personas=True, reliability=True, out_dir=db_file.parent / "r"),
-                                db_path=db_file)
+        result = run_simulation(
+            config(tmp_path, personas=True, reliability=True, out_dir=db_file.parent / "r"), db_path=db_file
+        )
         rows = run_dialogues(get_db(db_file), result.run_id)
-        return result.run_id, [(r["case_id"], r["system_id"], r["status"], json.dumps(r["result"], sort_keys=True),
-                                [(t.role, t.text, [i.id for i in t.items]) for t in
-                                 _conversation(db_file, r["conversation_id"]).turns]) for r in rows]
+        return result.run_id, [
+            (
+                r["case_id"],
+                r["system_id"],
+                r["status"],
+                json.dumps(r["result"], sort_keys=True),
+                [(t.role, t.text, [i.id for i in t.items]) for t in _conversation(db_file, r["conversation_id"]).turns],
+            )
+            for r in rows
+        ]
 
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
@@ -458,9 +502,26 @@ def _conversation(db_file, conversation_id):
 def test_cli_simulate_writes_the_report(routed_env, db_path, tmp_path):
     records = write_records(tmp_path / "records.jsonl", RECORDS)
     out = tmp_path / "cli-report"
-    result = CliRunner().invoke(cli, ["simulate", "--systems", "retrieval", "--dataset", str(records), "--n", "50",
-                                      "--protocol", "free", "--scorer", "proxy", "--out", str(out),
-                                      "--db", str(db_path)])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "simulate",
+            "--systems",
+            "retrieval",
+            "--dataset",
+            str(records),
+            "--n",
+            "50",
+            "--protocol",
+            "free",
+            "--scorer",
+            "proxy",
+            "--out",
+            str(out),
+            "--db",
+            str(db_path),
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "Only 4 usable records" in result.output and "4 dialogue(s) done" in result.output
     assert (out / "report.html").exists() and (out / "dialogues.csv").exists()

@@ -23,12 +23,17 @@ def test_simulate_tab_runs_a_batch_and_shows_the_report(app_with_fake):
     client = Client(server.url, verbose=False)
     assert "/simulate" in client.view_api(return_format="dict", print_info=False)["named_endpoints"]
     status, table, factors, overall, recall, files = client.predict(
-        ["retrieval"], "redial", "attr", 2, 0, False, api_name="/simulate")
+        ["retrieval"], "redial", "attr", 2, 0, False, api_name="/simulate"
+    )
     assert "2 dialogue(s) done" in status and "scorer(s): proxy" in status
     assert table["headers"][:3] == ["system", "done", "failed"] and table["data"][0][:2] == ["retrieval", 2]
     assert factors and overall and recall
-    assert sorted(f.rsplit("/", 1)[-1] for f in files) == ["conversations.jsonl", "dialogues.csv", "report.html",
-                                                           "summary.csv"]
+    assert sorted(f.rsplit("/", 1)[-1] for f in files) == [
+        "conversations.jsonl",
+        "dialogues.csv",
+        "report.html",
+        "summary.csv",
+    ]
     db = open_db(server.db_path)
     assert db["conversations"].count_where("source = 'simulation' and system_id = 'retrieval'") == 2
     again = client.predict(["retrieval"], "redial", "attr", 2, 0, False, api_name="/simulate")[0]

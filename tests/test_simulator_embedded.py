@@ -23,8 +23,16 @@ def embedded_only(monkeypatch):
 
 @pytest.mark.timeout(900)  # a handful of 135M calls: seconds on two free cores, minutes on a busy machine
 def test_three_redial_records_with_the_embedded_model(shared_data, embedded_model, embedded_only, db_path, tmp_path):
-    config = SimulationConfig(systems=["retrieval"], dataset="redial", n=3, protocol="free", max_turns=2,
-                              seed=0, concurrency=2, out_dir=tmp_path / "report")
+    config = SimulationConfig(
+        systems=["retrieval"],
+        dataset="redial",
+        n=3,
+        protocol="free",
+        max_turns=2,
+        seed=0,
+        concurrency=2,
+        out_dir=tmp_path / "report",
+    )
     result = run_simulation(config, db_path=db_path)
     assert result.report["notes"][-1].startswith("The simulated user runs the embedded 135M demo model")
     rows = run_dialogues(get_db(db_path), result.run_id)
@@ -41,8 +49,11 @@ def test_three_redial_records_with_the_embedded_model(shared_data, embedded_mode
         assert all(t.items for t in conversation.turns if t.role == "system")
         for t in conversation.turns:  # no unredacted target title in what the simulated user wrote
             if t.metadata.get("source") == "simulator" and t.metadata.get("situation") != "accept":
-                assert all(target.title.split(" (")[0].lower() not in t.text.lower()
-                           for target in conversation.targets if len(target.title) > 12)
+                assert all(
+                    target.title.split(" (")[0].lower() not in t.text.lower()
+                    for target in conversation.targets
+                    if len(target.title) > 12
+                )
         p = row["result"]["persuasiveness"]
         assert (p["score"] is not None and 0 <= p["score"] <= 2) or p["error"]
     assert (tmp_path / "report" / "report.html").exists()

@@ -39,8 +39,19 @@ from storage.records import (
 def _conversation(**kw) -> Conversation:
     return Conversation(
         system_id=kw.pop("system_id", "chatcrs"),
-        history=[Turn("user", "I liked Heat"), Turn("system", "Try Ronin", items=[ItemRef("ronin-1998", "Ronin (1998)")])],
-        turns=[Turn("user", "Something newer? 日本語 ✓ <b>x</b>"), Turn("system", "Drive (2011)", items=[ItemRef("drive-2011", "Drive (2011)"), ItemRef("heat-1995", "Heat (1995)")], metadata={"unmatched_titles": ["Nope (1900)"]})],
+        history=[
+            Turn("user", "I liked Heat"),
+            Turn("system", "Try Ronin", items=[ItemRef("ronin-1998", "Ronin (1998)")]),
+        ],
+        turns=[
+            Turn("user", "Something newer? 日本語 ✓ <b>x</b>"),
+            Turn(
+                "system",
+                "Drive (2011)",
+                items=[ItemRef("drive-2011", "Drive (2011)"), ItemRef("heat-1995", "Heat (1995)")],
+                metadata={"unmatched_titles": ["Nope (1900)"]},
+            ),
+        ],
         targets=[ItemRef("drive-2011", "Drive (2011)")],
         metadata={"k": [1, 2]},
         **kw,
@@ -51,8 +62,18 @@ def test_schema_wal_and_version(db_path):
     db = open_db(db_path)
     assert db.journal_mode == "wal"
     assert schema_version(db) >= 1
-    for table in ["conversations", "turns", "evaluations", "factor_scores", "debate_messages",
-                  "battles", "votes", "leaderboard_snapshots", "llm_cache", "llm_calls"]:
+    for table in [
+        "conversations",
+        "turns",
+        "evaluations",
+        "factor_scores",
+        "debate_messages",
+        "battles",
+        "votes",
+        "leaderboard_snapshots",
+        "llm_cache",
+        "llm_calls",
+    ]:
         assert db[table].exists(), table
     assert db.execute("pragma busy_timeout").fetchone()[0] >= 5000
     # reopening applies nothing twice
@@ -89,8 +110,9 @@ def test_evaluation_round_trip_keeps_errors_apart_from_zero(db_path):
     save_factor_score(db, ev.id, FactorScore("novelty", None, "m1", "core-1", error="rating_parse_failure"))
     save_factor_score(db, ev.id, FactorScore("coherence", 3.5, "m1", "core-1"))  # a retry replaces
     save_debate_message(db, ev.id, DebateMessage(1, "linguist", "m1", "Fluent.", 80.0))
-    finish_evaluation(db, ev.id, overall=80.0, rounds_used=1, consensus=True, metrics={"recall@1": 1.0},
-                      usage={"calls": 13})
+    finish_evaluation(
+        db, ev.id, overall=80.0, rounds_used=1, consensus=True, metrics={"recall@1": 1.0}, usage={"calls": 13}
+    )
     got = get_evaluation(db, ev.id)
     assert got.metrics == {"recall@1": 1.0} and got.usage == {"calls": 13}
     scores = {f.factor: f for f in got.factor_scores}
@@ -123,8 +145,17 @@ def test_leaderboard_snapshot_and_cache(db_path):
     cache_put(db, "k", model="m", request={"a": 1}, response={"text": "x"})
     cache_put(db, "k", model="m", request={"a": 1}, response={"text": "other"})  # first one stays
     assert cache_get(db, "k") == {"text": "x"}
-    log_call(db, role="judge", model="m", backend="openai", kind="chat", duration_ms=5, prompt_tokens=3,
-             completion_tokens=2, cost_usd=0.001)
+    log_call(
+        db,
+        role="judge",
+        model="m",
+        backend="openai",
+        kind="chat",
+        duration_ms=5,
+        prompt_tokens=3,
+        completion_tokens=2,
+        cost_usd=0.001,
+    )
     assert usage_summary(db)[0]["prompt_tokens"] == 3
 
 

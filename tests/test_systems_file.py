@@ -60,47 +60,79 @@ def write(tmp_path, text: str) -> Path:
 
 
 def test_a_good_file_registers_an_http_system_and_a_plugin(tmp_path, toy_plugin):
-    entries = load_systems_file(write(tmp_path, GOOD.format(url="http://127.0.0.1:8800/")), reserved=registry.NEURAL,
-                                env={"CRS_LLM_TIMEOUT": "30"})
+    entries = load_systems_file(
+        write(tmp_path, GOOD.format(url="http://127.0.0.1:8800/")),
+        reserved=registry.NEURAL,
+        env={"CRS_LLM_TIMEOUT": "30"},
+    )
     http, toy = entries
-    assert (http.id, http.label, http.kind, http.line, http.url) == ("my_crs", "My CRS", "http", 2,
-                                                                     "http://127.0.0.1:8800/")
+    assert (http.id, http.label, http.kind, http.line, http.url) == (
+        "my_crs",
+        "My CRS",
+        "http",
+        2,
+        "http://127.0.0.1:8800/",
+    )
     assert (http.key_env, http.timeout, http.max_retries, http.variant) == ("MY_CRS_KEY", 5.0, 1, "keyword overlap, v1")
-    assert (toy.kind, toy.entry_point, toy.list_size, toy.options, toy.line) == ("plugin", "toy", 5,
-                                                                                {"greeting": "Howdy"}, 11)
-    defaults = load_systems_file(write(tmp_path, '[[system]]\nid = "x"\nlabel = "X"\nurl = "https://crs.example/"\n'),
-                                 env={"CRS_LLM_TIMEOUT": "30", "CRS_LLM_MAX_RETRIES": "1"})[0]
+    assert (toy.kind, toy.entry_point, toy.list_size, toy.options, toy.line) == (
+        "plugin",
+        "toy",
+        5,
+        {"greeting": "Howdy"},
+        11,
+    )
+    defaults = load_systems_file(
+        write(tmp_path, '[[system]]\nid = "x"\nlabel = "X"\nurl = "https://crs.example/"\n'),
+        env={"CRS_LLM_TIMEOUT": "30", "CRS_LLM_MAX_RETRIES": "1"},
+    )[0]
     assert (defaults.timeout, defaults.max_retries, defaults.list_size) == (30.0, 1, 10)
 
 
 BAD = [
     ('[[system]]\nid = "a"\nlabel = "A"\nurl = "http://h/"\nurll = "http://h/"\n', 5, "unknown key 'urll'"),
-    ('[[system]]\nid = "a"\nlabel = "A"\nurl = "http://h/"\n\n[[system]]\nid = "a"\nlabel = "B"\nurl = "http://h/"\n',
-     7, "duplicate id 'a' (first used on line 2)"),
+    (
+        '[[system]]\nid = "a"\nlabel = "A"\nurl = "http://h/"\n\n[[system]]\nid = "a"\nlabel = "B"\nurl = "http://h/"\n',
+        7,
+        "duplicate id 'a' (first used on line 2)",
+    ),
     ('[[system]]\nid = "kbrd"\nlabel = "Mine"\nurl = "http://h/"\n', 2, "duplicate id 'kbrd': a built-in system"),
-    ('[[system]]\nid = "a"\nlabel = "A"\nurl = "http://h/"\n[[system]]\nid = "b"\nlabel = "a"\nurl = "http://h/"\n',
-     7, "duplicate label 'a'"),
+    (
+        '[[system]]\nid = "a"\nlabel = "A"\nurl = "http://h/"\n[[system]]\nid = "b"\nlabel = "a"\nurl = "http://h/"\n',
+        7,
+        "duplicate label 'a'",
+    ),
     ('[[system]]\nid = "a"\nlabel = "A"\nurl = "ftp://h/crs"\n', 4, "only http:// and https://"),
     ('[[system]]\nid = "a"\nlabel = "A"\nurl = "file:///etc/passwd"\n', 4, "only http:// and https://"),
-    ('[[system]]\nid = "a"\nlabel = "A"\nurl = "http://h/"\nkey_env = "sk-live-abcdef123"\n', 5,
-     "NAME of an environment variable"),
+    (
+        '[[system]]\nid = "a"\nlabel = "A"\nurl = "http://h/"\nkey_env = "sk-live-abcdef123"\n',
+        5,
+        "NAME of an environment variable",
+    ),
     ('[[system]]\nid = "a"\nurl = "http://h/"\n', 1, "'label' is required"),
     ('[[system]]\nid = "A B"\nlabel = "A"\nurl = "http://h/"\n', 2, "'id' is required: lower-case"),
     ('[[system]]\nid = "a"\nlabel = "A"\n', 1, "needs a 'url'"),
     ('[[system]]\nid = "a"\nlabel = "A"\nurl = "http://h/"\ntimeout = "fast"\n', 5, "'timeout' must be a number"),
     ('[[system]]\nid = "a"\nlabel = "A"\nurl = "http://h/"\nmax_retries = 99\n', 5, "'max_retries' must be"),
-    ('[[system]]\nid = "a"\nlabel = "A"\nurl = "http://h/"\nentry_point = "toy"\n', 5,
-     "either a 'url' (HTTP) or an 'entry_point' (plug-in), not both"),
-    ('[[system]]\nid = "a"\nlabel = "A"\nkind = "http"\nentry_point = "toy"\n', 5,
-     "key 'entry_point' does not apply to an HTTP system"),
-    ('[[system]]\nid = "a"\nlabel = "A"\nentry_point = "not_installed"\n', 4,
-     "no installed package provides the plug-in 'not_installed'"),
+    (
+        '[[system]]\nid = "a"\nlabel = "A"\nurl = "http://h/"\nentry_point = "toy"\n',
+        5,
+        "either a 'url' (HTTP) or an 'entry_point' (plug-in), not both",
+    ),
+    (
+        '[[system]]\nid = "a"\nlabel = "A"\nkind = "http"\nentry_point = "toy"\n',
+        5,
+        "key 'entry_point' does not apply to an HTTP system",
+    ),
+    (
+        '[[system]]\nid = "a"\nlabel = "A"\nentry_point = "not_installed"\n',
+        4,
+        "no installed package provides the plug-in 'not_installed'",
+    ),
     ('[[system]]\nid = "a"\nlabel = "A"\nkind = "grpc"\nurl = "http://h/"\n', 4, "'kind' must be one of"),
     ('[[system]]\nid = "a"\nlabel = "A"\nurl = "http://h/"\ncatalog = "nowhere"\n', 5, "no catalog 'nowhere'"),
     ('systems_dir = "x"\n[[system]]\nid = "a"\nlabel = "A"\nurl = "http://h/"\n', 1, "unknown key 'systems_dir'"),
     ('[[system]]\nid = "a"\nlabel = "A"\nurl = "http://h/\n', 4, "not valid TOML"),
-    ('[[system]]\nid = "a"\nlabel = "A"\nurl = "http://h/"\n[system.options]\nx = 1\n', 5,
-     "'options' does not apply"),
+    ('[[system]]\nid = "a"\nlabel = "A"\nurl = "http://h/"\n[system.options]\nx = 1\n', 5, "'options' does not apply"),
 ]
 
 
@@ -135,8 +167,9 @@ def test_a_plugin_answers_with_its_options_and_checked_items(tmp_path, toy_plugi
     *_, turn = ChatSession(toy, db_path=db_path).send(UserMessage("Any good horror?"))
     assert turn.text.startswith("Howdy! Try ") and len(turn.items) == 5
     assert all("Horror" in toy.catalog.get(i.id).genres for i in turn.items)
-    assert turn.metadata["items_unmapped"] == 1 and turn.metadata["unmapped"] == [{"id": "nope",
-                                                                                    "title": "A Film Nobody Made (1931)"}]
+    assert turn.metadata["items_unmapped"] == 1 and turn.metadata["unmapped"] == [
+        {"id": "nope", "title": "A Film Nobody Made (1931)"}
+    ]
     assert turn.metadata["genres"] == ["Horror"] and turn.metadata["plugin"] == "toy"
 
 
@@ -176,15 +209,23 @@ def test_plugins_lists_installed_entry_points(toy_plugin):
 
 def _run(args, env_extra, tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("CRS_LLM_")}
-    env.update({"CRS_NEURAL_BUILD": "never", "CRS_ARENA_DB": str(tmp_path / "cli.db"), "HF_HUB_OFFLINE": "1",
-                "CRS_ARENA_CACHE": str(tmp_path / "cache"), **env_extra})
-    return subprocess.run([sys.executable, "-m", "crs_backends", *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=120)
+    env.update(
+        {
+            "CRS_NEURAL_BUILD": "never",
+            "CRS_ARENA_DB": str(tmp_path / "cli.db"),
+            "HF_HUB_OFFLINE": "1",
+            "CRS_ARENA_CACHE": str(tmp_path / "cache"),
+            **env_extra,
+        }
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "crs_backends", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_the_command_line_lists_the_file_and_refuses_a_bad_one(tmp_path):
     with FaultServer("ok") as server:
-        good = write(tmp_path, GOOD.format(url=server.url).split("[[system]]\nid = \"toy\"")[0])
+        good = write(tmp_path, GOOD.format(url=server.url).split('[[system]]\nid = "toy"')[0])
         listed = _run(["systems"], {"CRS_SYSTEMS_FILE": str(good), "MY_CRS_KEY": "sk-not-shown-123"}, tmp_path)
     assert listed.returncode == 0, listed.stderr
     assert "my_crs" in listed.stdout and "My CRS · keyword overlap, v1" in listed.stdout
@@ -203,8 +244,24 @@ def test_a_pip_installed_plugin_is_found_by_its_entry_point(tmp_path):
     source = tmp_path / "src"
     shutil.copytree(ROOT / "tests" / "crs_plugin_example", source)  # pip writes build files next to the source
     site = tmp_path / "site"
-    pip = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--no-index",
-                          "--quiet", "--target", str(site), str(source)], capture_output=True, text=True, timeout=180)
+    pip = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "--quiet",
+            "--target",
+            str(site),
+            str(source),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     if pip.returncode != 0:
         pytest.skip(f"pip cannot build the package offline here (setuptools missing?): {pip.stderr[-300:]}")
     systems = write(tmp_path, '[[system]]\nid = "toy"\nlabel = "Toy plug-in"\nentry_point = "toy"\n')

@@ -10,8 +10,8 @@ import pytest
 from arena.crsarena_import import import_crsarena
 from arena.uploads import UploadRefused, store, upload_system_id
 from catalog.catalog import get_catalog
-from evaluators.adapters import LIMITS, LogFormatError, read_logs
 from evaluators.calibration import load_proxy_judge
+from evaluators.log_readers import LIMITS, LogFormatError, read_logs
 from storage.conversations import get_conversation, save_conversation
 from storage.db import DatabasePathError, default_db_path, get_db
 from storage.records import Conversation, Turn
@@ -19,14 +19,17 @@ from ui.render import safe_markdown
 
 
 def _conversation(id_: str, system: str, reply: str) -> Conversation:
-    return Conversation(id=id_, system_id=system, source="import",
-                        turns=[Turn("user", "a heist movie?"), Turn("system", reply)])
+    return Conversation(
+        id=id_, system_id=system, source="import", turns=[Turn("user", "a heist movie?"), Turn("system", reply)]
+    )
 
 
 def test_an_upload_never_touches_a_stored_conversation(db_path):
     db = get_db(db_path)
-    real = save_conversation(db, Conversation(system_id="kbrd", source="chat",
-                                              turns=[Turn("user", "hi"), Turn("system", "Try Heat (1995).")]))
+    real = save_conversation(
+        db,
+        Conversation(system_id="kbrd", source="chat", turns=[Turn("user", "hi"), Turn("system", "Try Heat (1995).")]),
+    )
     report = store(db, [_conversation(real.id, "kbrd", "Fake praise.")])
     (stored,) = report.conversations
     assert report.renamed == [(real.id, stored.id)] and stored.id.startswith(real.id + "~")
@@ -51,8 +54,11 @@ def test_uploaded_system_names_are_checked(db_path, bad):
 
 def test_every_real_dataset_is_read_whole_under_the_limits(shared_data):
     catalog = get_catalog("redial")
-    for name, n in (("crs_arena_dial_open.json", 254), ("crs_arena_dial_closed.json", 220),
-                    ("crs_arena_eval_dev.json", 93)):
+    for name, n in (
+        ("crs_arena_dial_open.json", 254),
+        ("crs_arena_dial_closed.json", 220),
+        ("crs_arena_eval_dev.json", 93),
+    ):
         result = read_logs(shared_data / "crsarena" / name, "auto", catalog)
         assert len(result.conversations) == n
         assert max(len(c.all_turns) for c in result.conversations) <= LIMITS.turns // 5
@@ -69,8 +75,11 @@ def test_limits_name_the_place_and_the_value(tmp_path):
     path = tmp_path / "log.jsonl"
     turns = [{"role": "user", "text": "x"}, {"role": "system", "text": "y" * (LIMITS.turn_chars + 1)}]
     path.write_text(json.dumps({"id": "a", "system_id": "kbrd", "turns": turns}) + "\n")
-    with pytest.raises(LogFormatError, match=r"conversation 'a', turn 2: expected at most 10,000 characters "
-                                             r"per turn \(it has 10,001\)"):
+    with pytest.raises(
+        LogFormatError,
+        match=r"conversation 'a', turn 2: expected at most 10,000 characters "
+        r"per turn \(it has 10,001\)",
+    ):
         read_logs(path)
     path.write_text("[" * 5000 + "]" * 5000)
     with pytest.raises(LogFormatError, match="nested"):
@@ -135,8 +144,13 @@ def test_the_operators_import_keeps_published_system_ids(db_path):
         store(db, [_conversation("p2", "<b>x</b>", "y")], upload=False)
 
 
-@pytest.mark.parametrize("content", [b"session_id,user_id,crs1,crs2,vote,feedback\n\xff\xfe,u,a,b,a,\n",
-                                     b"session_id,user_id,crs1,crs2,vote,feedback\n2024-01-01,u,a\n"])
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"session_id,user_id,crs1,crs2,vote,feedback\n\xff\xfe,u,a,b,a,\n",
+        b"session_id,user_id,crs1,crs2,vote,feedback\n2024-01-01,u,a\n",
+    ],
+)
 def test_a_broken_vote_file_is_refused_with_a_message(db_path, tmp_path, content):
     (tmp_path / "votes_open.csv").write_bytes(content)
     with pytest.raises(LogFormatError, match="line 2|byte"):

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from ui import chat_tab
-from ui import arena_tab, leaderboard_tab
-from ui import evaluate_tab, settings_tab
-from ui import simulate_tab
+from ui import arena_tab, chat_tab, evaluate_tab, leaderboard_tab, settings_tab, simulate_tab
 from ui.render import roles_notice, safe_text
 from ui.services import Services
 
@@ -17,8 +14,7 @@ TITLE = "CRS Arena"
 def build_app(services: Services) -> gr.Blocks:
     with gr.Blocks(title=TITLE) as demo:
         gr.Markdown(
-            f"# {TITLE}\nChat with conversational recommender systems, see what they recommend, "
-            "and judge them."
+            f"# {TITLE}\nChat with conversational recommender systems, see what they recommend, and judge them."
         )
         gr.Markdown(roles_notice(services.role_configs()), elem_id="roles-notice")
         if services.notices:

@@ -52,8 +52,9 @@ def build(services: Services) -> list:
         buttons = {choice: gr.Button(label, interactive=False) for choice, label in VOTES.items()}
     feedback = gr.Textbox(label="Feedback (optional)", placeholder="What made one answer better?", max_lines=4)
     with gr.Row():
-        message = gr.Textbox(placeholder="Ask both systems for a movie recommendation…", show_label=False,
-                             scale=5, max_lines=6)
+        message = gr.Textbox(
+            placeholder="Ask both systems for a movie recommendation…", show_label=False, scale=5, max_lines=6
+        )
         send_button = gr.Button("Send", variant="primary", scale=1)
     status = gr.Markdown("", elem_id="arena-status")
     new = gr.Button("🎲 New battle")
@@ -68,8 +69,13 @@ def build(services: Services) -> list:
             if current is None:
                 session = request.session_hash if request is not None else ""
                 try:
-                    current = start_battle(db, services.ready_system_ids(), random.Random(),
-                                           domain=catalog_for_chat().domain, session=session or "")
+                    current = start_battle(
+                        db,
+                        services.ready_system_ids(),
+                        random.Random(),
+                        domain=catalog_for_chat().domain,
+                        session=session or "",
+                    )
                 except ValueError as e:  # fewer than two systems installed
                     raise gr.Error(str(e)) from None
             replies = send(current, text, db_path=services.db_path)
@@ -87,8 +93,13 @@ def build(services: Services) -> list:
                 raise gr.Error("No battle yet: send a message first.")
             voter = request.session_hash if request is not None else ""
             try:
-                reveal = vote(get_db(services.db_path), battle_id, choice, clean_text(feedback_text or "")[:2000],
-                              voter=voter or "")
+                reveal = vote(
+                    get_db(services.db_path),
+                    battle_id,
+                    choice,
+                    clean_text(feedback_text or "")[:2000],
+                    voter=voter or "",
+                )
             except DuplicateVote:
                 raise gr.Error("This battle already has its vote. Start a new battle to vote again.") from None
             except BattleNotReady as e:

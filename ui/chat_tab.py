@@ -19,10 +19,11 @@ from crs_backends.registry import SystemUnavailable, catalog_for_chat, default_s
 from crs_backends.session import ChatSession, EmptyMessage, prepare_user_message
 from evaluators.factor_judge import MODES
 from evaluators.factors import FACTORS
+from evaluators.log_readers import LIMITS
 from evaluators.pipeline import evaluate_conversation
 from evaluators.reporting import (
-    SCORER_CHOICES,
     FACTOR_COLUMNS,
+    SCORER_CHOICES,
     debate_lines,
     debate_summary,
     factor_table,
@@ -30,13 +31,12 @@ from evaluators.reporting import (
     scorer_label,
     uses_demo_model,
 )
-from evaluators.setup import build_setup, default_mode
-from llm.types import LLMError
+from evaluators.scorer_setup import build_setup, default_mode
+from llm_clients.types import LLMError
 from storage.conversations import get_conversation
 from storage.db import get_db
-from ui.render import chat_messages, items_table, safe_markdown, safe_text
-from evaluators.adapters import LIMITS
 from storage.text import clean_text
+from ui.render import chat_messages, items_table, safe_markdown, safe_text
 from ui.services import Services
 
 log = logging.getLogger(__name__)
@@ -108,8 +108,10 @@ def build(services: Services) -> None:
             yield chat_messages(conversation), gr.skip(), str(e), st, gr.skip(), gr.skip()
             return
         if conversation is not None and len(conversation.turns) + 2 > MAX_TURNS:
-            message = (f"This conversation has reached {MAX_TURNS} turns, the most one conversation holds. "
-                       "Press **New conversation** to go on.")
+            message = (
+                f"This conversation has reached {MAX_TURNS} turns, the most one conversation holds. "
+                "Press **New conversation** to go on."
+            )
             yield chat_messages(conversation), gr.skip(), message, st, gr.skip(), gr.skip()
             return
         try:
@@ -132,17 +134,44 @@ def build(services: Services) -> None:
                     pending += piece
                     if time.monotonic() - shown >= STREAM_EVERY_S:  # redraw at most 10 times a second
                         shown = time.monotonic()
-                        yield (chat_messages(session.conversation, pending), gr.skip(), notice, st,
-                               session.conversation.id, "")
+                        yield (
+                            chat_messages(session.conversation, pending),
+                            gr.skip(),
+                            notice,
+                            st,
+                            session.conversation.id,
+                            "",
+                        )
         except LLMError as e:
             error = f"⚠️ {safe_text(str(e))} Your message is saved; send again to retry."
             gr.Warning(str(e))
-            yield chat_messages(session.conversation), items_table(session.conversation, catalog), error, st, session.conversation.id, text
+            yield (
+                chat_messages(session.conversation),
+                items_table(session.conversation, catalog),
+                error,
+                st,
+                session.conversation.id,
+                text,
+            )
             return
-        yield chat_messages(session.conversation), items_table(session.conversation, catalog), notice, st, session.conversation.id, ""
+        yield (
+            chat_messages(session.conversation),
+            items_table(session.conversation, catalog),
+            notice,
+            st,
+            session.conversation.id,
+            "",
+        )
 
     def on_new(system_id):
-        return [], items_table(None, catalog_for_chat()), "", {"conversation_id": None, "system_id": system_id}, "", _variant_line(services, system_id)
+        return (
+            [],
+            items_table(None, catalog_for_chat()),
+            "",
+            {"conversation_id": None, "system_id": system_id},
+            "",
+            _variant_line(services, system_id),
+        )
 
     def on_judge(conv_id, judge_mode, with_debate, max_rounds, scorer_choice="auto"):
         """Judge the conversation, streaming each factor and debate message as it arrives."""
@@ -171,10 +200,22 @@ def build(services: Services) -> None:
     )
     judge_inputs = [conversation_id, mode, debate, rounds, scorer]
     # live judging has its own queue: bulk uploads (Evaluate tab, queue "judge_bulk") cannot hold its slots
-    judge_button.click(on_judge, inputs=judge_inputs, outputs=judge_views, api_name="judge",
-                       concurrency_id="judge_live", concurrency_limit=2)
-    chat_event.success(on_auto_judge, inputs=[auto_judge, *judge_inputs], outputs=judge_views,
-                       api_visibility="private", concurrency_id="judge_live", concurrency_limit=2)
+    judge_button.click(
+        on_judge,
+        inputs=judge_inputs,
+        outputs=judge_views,
+        api_name="judge",
+        concurrency_id="judge_live",
+        concurrency_limit=2,
+    )
+    chat_event.success(
+        on_auto_judge,
+        inputs=[auto_judge, *judge_inputs],
+        outputs=judge_views,
+        api_visibility="private",
+        concurrency_id="judge_live",
+        concurrency_limit=2,
+    )
     new_outputs = [chatbot, items, status, state, conversation_id, variant]
     new.click(on_new, inputs=[system], outputs=new_outputs, api_name="new_conversation")
     system.change(on_new, inputs=[system], outputs=new_outputs, api_visibility="undocumented")
@@ -189,27 +230,41 @@ def _judge_section() -> tuple[list, list]:
         judge_button = gr.Button("Judge this conversation", variant="secondary", scale=2, elem_id="judge-button")
         auto_judge = gr.Checkbox(label="Auto-judge after each reply", value=False, scale=1, elem_id="auto-judge")
     with gr.Accordion("Judge settings", open=False):
-        scorer = gr.Dropdown(SCORER_CHOICES, value="auto", label="Scorer",
-                             info="offline, 'auto' uses the proxy: the embedded 135M LLM judge is not validated")
+        scorer = gr.Dropdown(
+            SCORER_CHOICES,
+            value="auto",
+            label="Scorer",
+            info="offline, 'auto' uses the proxy: the embedded 135M LLM judge is not validated",
+        )
         with gr.Row():
-            mode = gr.Dropdown(list(MODES), value=default_mode(), label="Judge mode",
-                               info="reasoned+probability: CoRE's reasons, then the rating; 'probability' is the "
-                                    "fast rating-only option (no reasons for the debate; preselected for the "
-                                    "135M demo judge)")
+            mode = gr.Dropdown(
+                list(MODES),
+                value=default_mode(),
+                label="Judge mode",
+                info="reasoned+probability: CoRE's reasons, then the rating; 'probability' is the "
+                "fast rating-only option (no reasons for the debate; preselected for the "
+                "135M demo judge)",
+            )
             debate = gr.Checkbox(label="Run the four-persona debate", value=True)
             rounds = gr.Slider(1, 4, value=4, step=1, label="Most debate rounds")
     judge_status = gr.Markdown("", elem_id="judge-status")
     with gr.Row():
-        factors = gr.Dataframe(value=_no_scores(), headers=FACTOR_COLUMNS, label="Factor scores (0-4)",
-                               interactive=False, wrap=True, scale=3,
-                               column_widths=["13%", "12%", "7%", "16%", "37%", "15%"], elem_id="judge-factors")
+        factors = gr.Dataframe(
+            value=_no_scores(),
+            headers=FACTOR_COLUMNS,
+            label="Factor scores (0-4)",
+            interactive=False,
+            wrap=True,
+            scale=3,
+            column_widths=["13%", "12%", "7%", "16%", "37%", "15%"],
+            elem_id="judge-factors",
+        )
         radar = gr.Plot(value=radar_figure([]), label="Factors", scale=2, elem_id="judge-radar")
     debate_view = gr.Chatbot(label="Debate", height=420, sanitize_html=True, allow_tags=False, elem_id="debate")
     return [judge_button, auto_judge, mode, debate, rounds, scorer], [judge_status, factors, radar, debate_view]
 
 
-def _judge(services: Services, conversation_id: str | None, mode: str, with_debate: bool, rounds,
-           scorer: str = "auto"):
+def _judge(services: Services, conversation_id: str | None, mode: str, with_debate: bool, rounds, scorer: str = "auto"):
     """Yield (status, factor table, radar, debate transcript) as the evaluation progresses."""
     if not conversation_id or not isinstance(conversation_id, str) or not conversation_id.strip():
         message = "Chat first: there is no conversation to judge yet."
@@ -228,8 +283,9 @@ def _judge(services: Services, conversation_id: str | None, mode: str, with_deba
         yield message, gr.skip(), gr.skip(), gr.skip()
         return
     try:
-        setup = build_setup(db_path=services.db_path, scorer=scorer or "auto", mode=mode, debate=bool(with_debate),
-                            rounds=int(rounds))
+        setup = build_setup(
+            db_path=services.db_path, scorer=scorer or "auto", mode=mode, debate=bool(with_debate), rounds=int(rounds)
+        )
     except (LLMError, ValueError) as e:
         message = f"⚠️ The judge could not be set up: {safe_text(str(e))}"
         yield message, gr.skip(), gr.skip(), gr.skip()
@@ -240,7 +296,10 @@ def _judge(services: Services, conversation_id: str | None, mode: str, with_deba
     def work() -> None:
         try:
             evaluation = evaluate_conversation(
-                conversation, setup, db_path=services.db_path, force=True,  # the conversation may have grown
+                conversation,
+                setup,
+                db_path=services.db_path,
+                force=True,  # the conversation may have grown
                 on_factor=lambda score: events.put(("factor", score)),
                 on_debate=lambda message: events.put(("debate", message)),
             )
@@ -269,23 +328,38 @@ def _judge(services: Services, conversation_id: str | None, mode: str, with_deba
                 finished = (kind, value)
         if finished is None:
             done = len(scores)
-            step = (f"{done}/{len(FACTORS)} factors scored" if done < len(FACTORS)
-                    else f"debate: {len(messages)} statement(s)")
-            yield (_status(label, f"Judging… {step}"), factor_table(scores.values()),
-                   radar_figure(scores.values(), setup.scorer, demo), _debate_view(messages))
+            step = (
+                f"{done}/{len(FACTORS)} factors scored"
+                if done < len(FACTORS)
+                else f"debate: {len(messages)} statement(s)"
+            )
+            yield (
+                _status(label, f"Judging… {step}"),
+                factor_table(scores.values()),
+                radar_figure(scores.values(), setup.scorer, demo),
+                _debate_view(messages),
+            )
     kind, value = finished
     if kind == "error":
-        reason = (safe_text(str(value)) if isinstance(value, (LLMError, ValueError))
-                  else "an internal error (it is logged)")
-        yield (_status(label, f"⚠️ Judging stopped: {reason}. What finished is saved."),
-               factor_table(scores.values()), radar_figure(scores.values(), setup.scorer, demo), _debate_view(messages))
+        reason = (
+            safe_text(str(value)) if isinstance(value, (LLMError, ValueError)) else "an internal error (it is logged)"
+        )
+        yield (
+            _status(label, f"⚠️ Judging stopped: {reason}. What finished is saved."),
+            factor_table(scores.values()),
+            radar_figure(scores.values(), setup.scorer, demo),
+            _debate_view(messages),
+        )
         return
     evaluation = value
     outcome = debate_summary(evaluation)
     gaps = f" ⚠️ {safe_text(evaluation.error)}" if evaluation.error else ""
-    yield (_status(label, f"{outcome}{gaps} Evaluation `{evaluation.id}` is saved."),
-           factor_table(evaluation.factor_scores), radar_figure(evaluation.factor_scores, setup.scorer, demo),
-           _debate_view(evaluation.debate, outcome))
+    yield (
+        _status(label, f"{outcome}{gaps} Evaluation `{evaluation.id}` is saved."),
+        factor_table(evaluation.factor_scores),
+        radar_figure(evaluation.factor_scores, setup.scorer, demo),
+        _debate_view(evaluation.debate, outcome),
+    )
 
 
 def _no_scores() -> pd.DataFrame:
@@ -305,8 +379,13 @@ def _debate_view(messages, outcome: str | None = None) -> list[dict]:
         content = safe_markdown(line.statement)  # shown as written: "<discussion>" reads <discussion>
         if line.error:
             content = f"{content}\n\n⚠️ {safe_text(line.error)}".strip()
-        view.append({"role": "assistant", "content": content,
-                     "metadata": {"title": safe_text(line.title), "log": safe_text(line.model)}})
+        view.append(
+            {
+                "role": "assistant",
+                "content": content,
+                "metadata": {"title": safe_text(line.title), "log": safe_text(line.model)},
+            }
+        )
     if outcome:
         view.append({"role": "assistant", "content": f"**{outcome}**"})
     return view

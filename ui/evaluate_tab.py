@@ -20,12 +20,12 @@ import gradio as gr
 from arena.uploads import UploadRefused
 from arena.uploads import store as store_uploads
 from catalog.catalog import get_catalog
-from evaluators.adapters import FORMATS, LIMITS, LogFormatError, read_logs
 from evaluators.factor_judge import MODES
+from evaluators.log_readers import FORMATS, LIMITS, LogFormatError, read_logs
 from evaluators.pipeline import evaluate_conversation
 from evaluators.reporting import (
-    SCORER_CHOICES,
     RESULT_COLUMNS,
+    SCORER_CHOICES,
     factor_means_figure,
     overall_figure,
     result_table,
@@ -33,8 +33,8 @@ from evaluators.reporting import (
     write_reports,
 )
 from evaluators.resume import interrupted, resume_interrupted
-from evaluators.setup import build_setup, default_mode
-from llm.types import LLMError
+from evaluators.scorer_setup import build_setup, default_mode
+from llm_clients.types import LLMError
 from storage.db import get_db
 from storage.text import clean_text
 from ui.render import safe_text
@@ -54,8 +54,13 @@ FORMAT_HELP = (
 def build(services: Services) -> None:
     gr.Markdown(f"Judge many conversations at once. {FORMAT_HELP}")
     with gr.Row():
-        uploads = gr.File(label="Conversation logs", file_count="multiple", file_types=[".jsonl", ".json"], scale=3,
-                          elem_id="evaluate-upload")
+        uploads = gr.File(
+            label="Conversation logs",
+            file_count="multiple",
+            file_types=[".jsonl", ".json"],
+            scale=3,
+            elem_id="evaluate-upload",
+        )
         with gr.Column(scale=2):
             fmt = gr.Dropdown(["auto", *FORMATS], value="auto", label="Format")
             scorer = gr.Dropdown(SCORER_CHOICES, value="auto", label="Scorer")
@@ -65,19 +70,26 @@ def build(services: Services) -> None:
             limit = gr.Number(value=0, precision=0, minimum=0, label="Evaluate at most (0: all)")
             run = gr.Button("Evaluate", variant="primary", elem_id="evaluate-run")
     status = gr.Markdown("", elem_id="evaluate-status")
-    table = gr.Dataframe(headers=RESULT_COLUMNS, label="Results", interactive=False, wrap=True,
-                         elem_id="evaluate-results")
+    table = gr.Dataframe(
+        headers=RESULT_COLUMNS, label="Results", interactive=False, wrap=True, elem_id="evaluate-results"
+    )
     with gr.Row():
         bars = gr.Plot(label="Factor means per system")
         overall = gr.Plot(label="Overall scores")
-    downloads = gr.File(label="Download the results (CSV, JSONL)", file_count="multiple", interactive=False,
-                        height=120, elem_id="evaluate-downloads")
+    downloads = gr.File(
+        label="Download the results (CSV, JSONL)",
+        file_count="multiple",
+        interactive=False,
+        height=120,
+        elem_id="evaluate-downloads",
+    )
     with gr.Accordion("Interrupted evaluations", open=bool(services.interrupted)):
         interrupted_status = gr.Markdown(_interrupted_line(services), elem_id="evaluate-interrupted")
         resume = gr.Button("Resume interrupted evaluations", elem_id="evaluate-resume")
 
-    def on_evaluate(files, log_format, judge_mode, with_debate, max_rounds, at_most, scorer_choice="auto",
-                    progress=gr.Progress()):
+    def on_evaluate(
+        files, log_format, judge_mode, with_debate, max_rounds, at_most, scorer_choice="auto", progress=gr.Progress()
+    ):
         """Read every upload, judge each conversation, and return the table, plots and report files.
 
         A file that cannot be read stops the run before anything is stored or judged, with a
@@ -87,8 +99,11 @@ def build(services: Services) -> None:
             return evaluate(files, log_format, judge_mode, with_debate, max_rounds, at_most, scorer_choice, progress)
         except Exception:
             log.exception("evaluating an upload failed")
-            return ("⚠️ Something went wrong on our side while evaluating. What finished is saved; "
-                    "evaluate again with the same settings to fill the gaps.", *(gr.skip(),) * 4)
+            return (
+                "⚠️ Something went wrong on our side while evaluating. What finished is saved; "
+                "evaluate again with the same settings to fill the gaps.",
+                *(gr.skip(),) * 4,
+            )
 
     def evaluate(files, log_format, judge_mode, with_debate, max_rounds, at_most, scorer_choice, progress):
         keep = (gr.skip(),) * 4
@@ -111,15 +126,21 @@ def build(services: Services) -> None:
             except UnicodeDecodeError:
                 return (_unreadable(name, "the file is not UTF-8 text"), *keep)
             except (ValueError, FileNotFoundError, OSError) as e:
-                reason = clean_text(str(e)).replace(clean_text(str(path)), name) if isinstance(e, ValueError) \
+                reason = (
+                    clean_text(str(e)).replace(clean_text(str(path)), name)
+                    if isinstance(e, ValueError)
                     else "the file could not be opened"
+                )
                 return (_unreadable(name, reason), *keep)
             conversations += read.conversations
             labels.update(read.labels)
             skipped += [f"{clean_text(Path(s.where).name)}: {s.reason}" for s in read.skipped]
         if len(conversations) > LIMITS.conversations:
-            return (f"⚠️ At most {LIMITS.conversations:,} conversations per upload (these files hold "
-                    f"{len(conversations):,}). Nothing was evaluated.", *keep)
+            return (
+                f"⚠️ At most {LIMITS.conversations:,} conversations per upload (these files hold "
+                f"{len(conversations):,}). Nothing was evaluated.",
+                *keep,
+            )
         judgeable, seen = [], set()
         for c in conversations:
             if c.id in seen:
@@ -137,12 +158,20 @@ def build(services: Services) -> None:
             stored = store_uploads(get_db(services.db_path), judgeable, upload=True)
         except UploadRefused as e:
             return (f"⚠️ **Upload refused**: {safe_text(str(e))}. Nothing was stored or evaluated.", *keep)
-        labels = {new: labels[old] for old, new in zip((c.id for c in judgeable), (c.id for c in stored.conversations))
-                  if old in labels}
+        labels = {
+            new: labels[old]
+            for old, new in zip((c.id for c in judgeable), (c.id for c in stored.conversations))
+            if old in labels
+        }
         judgeable = stored.conversations
         try:
-            setup = build_setup(db_path=services.db_path, scorer=scorer_choice or "auto", mode=judge_mode,
-                                debate=bool(with_debate), rounds=int(max_rounds))
+            setup = build_setup(
+                db_path=services.db_path,
+                scorer=scorer_choice or "auto",
+                mode=judge_mode,
+                debate=bool(with_debate),
+                rounds=int(max_rounds),
+            )
         except (LLMError, ValueError) as e:
             return (f"⚠️ The judge could not be set up: {safe_text(str(e))}", *keep)
 
@@ -178,7 +207,7 @@ def build(services: Services) -> None:
         notes = stored.notes()
         if notes:
             summary += "\n\n" + " ".join(safe_text(n) + "." for n in notes)
-        summary += ("\n\nUploads are stored as systems `upload:<name>` and do not appear on the main leaderboard.")
+        summary += "\n\nUploads are stored as systems `upload:<name>` and do not appear on the main leaderboard."
         summary += _skipped_note(skipped)
         return summary, rows, factor_means_figure(rows), overall_figure(rows), files_out
 
@@ -188,8 +217,9 @@ def build(services: Services) -> None:
             waiting = len(interrupted(services.db_path))
             if not waiting:
                 return "No interrupted evaluation is waiting."
-            report = resume_interrupted(services.db_path,
-                                        progress=lambda n, total: progress((n, total), desc="Resuming"))
+            report = resume_interrupted(
+                services.db_path, progress=lambda n, total: progress((n, total), desc="Resuming")
+            )
         except Exception:
             log.exception("resuming interrupted evaluations failed")
             return "⚠️ Resuming failed on our side (it is logged). What finished is saved; try again."
@@ -204,10 +234,14 @@ def build(services: Services) -> None:
         concurrency_id="judge_bulk",  # not the Chat tab's "judge_live" queue
         concurrency_limit=1,
     )
-    resume.click(on_resume, outputs=[interrupted_status], api_name="resume_interrupted",
-                 concurrency_id="judge_bulk", concurrency_limit=1)
-    gr.on(triggers=None, fn=lambda: _interrupted_line(services), outputs=[interrupted_status],
-          api_name="interrupted")
+    resume.click(
+        on_resume,
+        outputs=[interrupted_status],
+        api_name="resume_interrupted",
+        concurrency_id="judge_bulk",
+        concurrency_limit=1,
+    )
+    gr.on(triggers=None, fn=lambda: _interrupted_line(services), outputs=[interrupted_status], api_name="interrupted")
 
 
 def _interrupted_line(services: Services) -> str:
@@ -215,18 +249,23 @@ def _interrupted_line(services: Services) -> str:
     rows = interrupted(services.db_path)
     if not rows:
         return "No interrupted evaluations."
-    shown = ", ".join(f"`{safe_text(r['id'][:12])}` ({safe_text(r['system_id'])}, {r['scored']}/12 factors)"
-                      for r in rows[:5])
+    shown = ", ".join(
+        f"`{safe_text(r['id'][:12])}` ({safe_text(r['system_id'])}, {r['scored']}/12 factors)" for r in rows[:5]
+    )
     more = f" and {len(rows) - 5} more" if len(rows) > 5 else ""
-    return (f"**{len(rows)} evaluation(s) interrupted** (the app stopped while judging): {shown}{more}. "
-            "Resume them here or with `python -m evaluators resume`; stored scores are kept and only the gaps "
-            "are judged.")
+    return (
+        f"**{len(rows)} evaluation(s) interrupted** (the app stopped while judging): {shown}{more}. "
+        "Resume them here or with `python -m evaluators resume`; stored scores are kept and only the gaps "
+        "are judged."
+    )
 
 
 def _unreadable(name: str, reason: str) -> str:
     gr.Warning(f"Could not read {name}")
-    return (f"⚠️ **Could not read `{safe_text(name)}`**: {safe_text(reason)}.\n\n"
-            "Nothing was evaluated; fix the file (or choose its format) and upload it again.")
+    return (
+        f"⚠️ **Could not read `{safe_text(name)}`**: {safe_text(reason)}.\n\n"
+        "Nothing was evaluated; fix the file (or choose its format) and upload it again."
+    )
 
 
 def _skipped_note(skipped: list[str]) -> str:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import gradio as gr
 import pandas as pd
 
-from arena.crsarena_import import crsarena_files, import_crsarena
 from arena.board import read_board
+from arena.crsarena_import import crsarena_files, import_crsarena
 from arena.leaderboard import DATASETS, OTHER, PROVISIONAL_BATTLES, RECALL_COLUMNS, is_demo_scorer
 from catalog.catalog import data_dir, get_catalog
-from evaluators.adapters import LogFormatError
 from evaluators.factors import FACTORS, LABELS
+from evaluators.log_readers import LogFormatError
 from storage.db import get_db
 from storage.stats import battle_domains
 from ui.render import safe_text
@@ -27,7 +27,8 @@ EXPLANATION = (
     "**Debate overall** (0–100), the twelve factor means (0–4) and **Judged** come from one judge setup at a "
     "time (scorer, mode, rubric and prompt versions; the proxy by default when no capable LLM judge is "
     "configured); over simulated conversations, **iEvaLM R@k** is Recall@k of the list the dialogue ended on "
-    f"(iEvaLM) and **session R@k** of all the dialogue's lists concatenated (CoRE). A rank marked **provisional** rests on fewer than {PROVISIONAL_BATTLES} battles; it never "
+    "(iEvaLM) and **session R@k** of all the dialogue's lists concatenated (CoRE). "
+    f"A rank marked **provisional** rests on fewer than {PROVISIONAL_BATTLES} battles; it never "
     "shares rank 1 with a system that has more. Anonymous uploads from the Evaluate tab are not on this board."
 )
 
@@ -37,14 +38,29 @@ def build(services: Services):
     gr.Markdown(EXPLANATION)
     with gr.Row():
         domain = gr.Dropdown(choices=[ALL], value=ALL, label="Domain", scale=1)
-        dataset = gr.Dropdown(choices=[ALL, *DATASETS, OTHER], value=ALL,
-                              label="Dataset (the system's training set; other: this app's systems)", scale=1)
-        scorer = gr.Dropdown(choices=[], value=None, label="Judge setup of the automatic scores (scorer · mode · "
-                             "rubric · prompts)", scale=2)
+        dataset = gr.Dropdown(
+            choices=[ALL, *DATASETS, OTHER],
+            value=ALL,
+            label="Dataset (the system's training set; other: this app's systems)",
+            scale=1,
+        )
+        scorer = gr.Dropdown(
+            choices=[],
+            value=None,
+            label="Judge setup of the automatic scores (scorer · mode · rubric · prompts)",
+            scale=2,
+        )
         refresh = gr.Button("Refresh", variant="primary", scale=1)
     status = gr.Markdown("", elem_id="leaderboard-status")
-    table = gr.Dataframe(interactive=False, wrap=False, pinned_columns=3, max_height=520, label="Systems", elem_id="leaderboard-table",
-                         show_search="search")
+    table = gr.Dataframe(
+        interactive=False,
+        wrap=False,
+        pinned_columns=3,
+        max_height=520,
+        label="Systems",
+        elem_id="leaderboard-table",
+        show_search="search",
+    )
     heatmap = gr.Plot(label="Pairwise win rates")
     with gr.Accordion("Import CRSArena-Dial", open=False):
         gr.Markdown(
@@ -73,8 +89,10 @@ def build(services: Services):
         line = f"{votes} vote{'' if votes == 1 else 's'} among {rated} systems; {scored}."
         groups = {r["group"] for r in rows if r["group"] is not None}
         if len(groups) > 1:
-            line += (f" **The votes form {len(groups)} groups of systems that never met** (column Group): "
-                     "ratings compare systems within a group only; filter by dataset to see one group.")
+            line += (
+                f" **The votes form {len(groups)} groups of systems that never met** (column Group): "
+                "ratings compare systems within a group only; filter by dataset to see one group."
+            )
         return (
             _table(rows),
             figures["win_rate"],
@@ -89,8 +107,10 @@ def build(services: Services):
         folder = base / "crsarena" if base is not None else None
         if folder is None or not crsarena_files(folder):
             where = f"`{safe_text(str(folder))}`" if folder is not None else "no data directory"
-            return (f"CRSArena-Dial files not found ({where}). Set `CRS_DATA_DIR` to a folder holding "
-                    "`crsarena/crs_arena_dial_{open,closed}.json` and `crsarena/votes_{open,closed}.csv`.")
+            return (
+                f"CRSArena-Dial files not found ({where}). Set `CRS_DATA_DIR` to a folder holding "
+                "`crsarena/crs_arena_dial_{open,closed}.json` and `crsarena/votes_{open,closed}.csv`."
+            )
         try:
             catalog = get_catalog("redial")
         except FileNotFoundError:
@@ -112,15 +132,15 @@ def build(services: Services):
         api_name="leaderboard",
         concurrency_limit=4,
     )
-    import_button.click(on_import, outputs=[import_status], api_name="import_crsarena",
-                        concurrency_id="judge_bulk", concurrency_limit=1).then(
-        on_refresh, inputs=[domain, dataset, scorer], outputs=outputs, api_visibility="private"
-    )
+    import_button.click(
+        on_import, outputs=[import_status], api_name="import_crsarena", concurrency_id="judge_bulk", concurrency_limit=1
+    ).then(on_refresh, inputs=[domain, dataset, scorer], outputs=outputs, api_visibility="private")
 
     def refresh_after(event) -> None:
         """Show the current board after ``event`` (opening the tab, a vote)."""
-        event(on_refresh, inputs=[domain, dataset, scorer], outputs=outputs, api_visibility="private",
-              concurrency_limit=4)
+        event(
+            on_refresh, inputs=[domain, dataset, scorer], outputs=outputs, api_visibility="private", concurrency_limit=4
+        )
 
     return refresh_after
 
@@ -130,7 +150,9 @@ def _table(rows: list[dict]) -> pd.DataFrame:
     records = []
     for r in rows:
         record = {
-            "Rank": (f"{r['rank']} (provisional)" if r.get("provisional") else r["rank"]) if r["rank"] is not None else "",
+            "Rank": (f"{r['rank']} (provisional)" if r.get("provisional") else r["rank"])
+            if r["rank"] is not None
+            else "",
             "Group": r["group"] if r["group"] is not None else "",
             "System": r["system"],
             "Dataset": r["dataset"] or "",
@@ -147,9 +169,23 @@ def _table(rows: list[dict]) -> pd.DataFrame:
         record.update({_recall_label(c): _number(r[c], 3) for c in RECALL_COLUMNS})
         record["Simulations"] = r["simulations"] if r["simulations"] is not None else ""
         records.append(record)
-    columns = ["Rank", "Group", "System", "Dataset", "Rating", "95% CI", "Battles", "W/T/L", "Elo", "Debate overall",
-               "Debate 95% CI", "Judged", *(LABELS[f] for f in FACTORS),
-               *(_recall_label(c) for c in RECALL_COLUMNS), "Simulations"]
+    columns = [
+        "Rank",
+        "Group",
+        "System",
+        "Dataset",
+        "Rating",
+        "95% CI",
+        "Battles",
+        "W/T/L",
+        "Elo",
+        "Debate overall",
+        "Debate 95% CI",
+        "Judged",
+        *(LABELS[f] for f in FACTORS),
+        *(_recall_label(c) for c in RECALL_COLUMNS),
+        "Simulations",
+    ]
     if len({r["group"] for r in rows if r["group"] is not None}) < 2:
         columns.remove("Group")  # one group: the column says nothing
     return pd.DataFrame(records, columns=columns).astype(str)
@@ -165,5 +201,8 @@ def _interval(low: float | None, high: float | None, digits: int) -> str:
 
 def _recall_label(column: str) -> str:
     """``recall@10`` → ``iEvaLM R@10``; ``session_recall@10`` → ``session R@10``."""
-    return column.replace("session_recall", "session R") if column.startswith("session") else \
-        column.replace("recall", "iEvaLM R")
+    return (
+        column.replace("session_recall", "session R")
+        if column.startswith("session")
+        else column.replace("recall", "iEvaLM R")
+    )

@@ -12,7 +12,7 @@ import re
 import pandas as pd
 
 from catalog.catalog import Catalog
-from llm.config import RoleConfig
+from llm_clients.config import RoleConfig
 from storage.records import Conversation
 
 ITEM_COLUMNS = ["turn", "rank", "title", "year", "genres"]
@@ -34,7 +34,7 @@ def safe_markdown(text: str) -> str:
     text = text or ""
     out, last = [], 0
     for m in _CODE.finditer(text):
-        out.append(_plain(text[last:m.start()]))
+        out.append(_plain(text[last : m.start()]))
         out.append(m.group(0))
         last = m.end()
     out.append(_plain(text[last:]))

@@ -13,7 +13,7 @@ from typing import Any
 
 from crs_backends.base import CRSSystem, SystemInfo
 from crs_backends.registry import get_system, ready_system_ids, system_ids, system_info
-from llm.config import RoleConfig, all_role_configs
+from llm_clients.config import RoleConfig, all_role_configs
 from storage.db import default_db_path, get_db
 
 
@@ -26,7 +26,7 @@ class Services:
     notices: list[str] = field(default_factory=list)  # what the start-up checks decided (shown on every page)
 
     @classmethod
-    def from_env(cls) -> "Services":
+    def from_env(cls) -> Services:
         """Open (create and migrate) the database at start, so a bad path fails loudly, and mark
         evaluations a crash left ``running`` as ``interrupted``."""
         from storage.evaluations import mark_interrupted

@@ -16,14 +16,22 @@ from pathlib import Path
 import gradio as gr
 import pandas as pd
 
-from llm.config import RoleConfig
-from llm.registry import model_for
+from llm_clients.config import RoleConfig
+from llm_clients.registry import model_for
 from storage.db import get_db, schema_version
 from ui.services import Services
 
 README = Path(__file__).resolve().parent.parent / "README.md"
-PACKAGES = ("gradio", "gradio_client", "llama-cpp-python", "openai", "transformers", "torch",
-            "huggingface-hub", "sqlite-utils")
+PACKAGES = (
+    "gradio",
+    "gradio_client",
+    "llama-cpp-python",
+    "openai",
+    "transformers",
+    "torch",
+    "huggingface-hub",
+    "sqlite-utils",
+)
 ROLE_COLUMNS = ["role", "model", "endpoint", "api key", "configured by"]
 HEALTH_COLUMNS = ["model", "endpoint", "roles", "status", "seconds", "detail"]
 _KEY_LIKE = re.compile(r"\b(?:sk-|hf_)[A-Za-z0-9_\-*.]{6,}")  # OpenAI- and Hugging Face-style keys
@@ -35,15 +43,21 @@ def build(services: Services) -> None:
     gr.Dataframe(value=role_table(configs), label="Roles", interactive=False, wrap=True)
     gr.Markdown(embedded_notice(configs))
     check = gr.Button("Check the models", elem_id="settings-check")
-    health = gr.Dataframe(headers=HEALTH_COLUMNS, label="Health check (one short call per distinct model)",
-                          interactive=False, wrap=True, elem_id="settings-health")
-    check.click(lambda: health_table(configs), outputs=[health], api_name="settings_health",
-                concurrency_limit=1)
+    health = gr.Dataframe(
+        headers=HEALTH_COLUMNS,
+        label="Health check (one short call per distinct model)",
+        interactive=False,
+        wrap=True,
+        elem_id="settings-health",
+    )
+    check.click(lambda: health_table(configs), outputs=[health], api_name="settings_health", concurrency_limit=1)
 
     _registered_systems()
 
-    gr.Markdown("### Settings (environment variables)\n\nNothing is required; values are never shown, "
-                "only whether a variable is set.\n\n" + settings_markdown(services.env))
+    gr.Markdown(
+        "### Settings (environment variables)\n\nNothing is required; values are never shown, "
+        "only whether a variable is set.\n\n" + settings_markdown(services.env)
+    )
     db = get_db(services.db_path)
     gr.Markdown(
         "### Database\n\n"
@@ -60,10 +74,19 @@ def _registered_systems() -> None:
 
     gr.Markdown("### Registered systems\n\n" + registered_summary(), elem_id="settings-systems")
     button = gr.Button("Check the registered systems", elem_id="settings-conformance")
-    table = gr.Dataframe(headers=TABLE_COLUMNS, label="Conformance (python -m crs_backends check), per rule",
-                         interactive=False, wrap=True, elem_id="settings-conformance-table")
-    button.click(lambda: pd.DataFrame(registered_table(), columns=TABLE_COLUMNS), outputs=[table],
-                 api_name="settings_conformance", concurrency_limit=1)
+    table = gr.Dataframe(
+        headers=TABLE_COLUMNS,
+        label="Conformance (python -m crs_backends check), per rule",
+        interactive=False,
+        wrap=True,
+        elem_id="settings-conformance-table",
+    )
+    button.click(
+        lambda: pd.DataFrame(registered_table(), columns=TABLE_COLUMNS),
+        outputs=[table],
+        api_name="settings_conformance",
+        concurrency_limit=1,
+    )
 
 
 def role_table(configs: list[RoleConfig]) -> pd.DataFrame:
@@ -81,14 +104,18 @@ def embedded_notice(configs: list[RoleConfig]) -> str:
     if not local:
         return "No role uses the embedded model: every role calls the endpoint shown above."
     roles = ", ".join(f"`{c.role}`" for c in local)
-    how = ("Point a role at a capable model with `CRS_LLM_<ROLE>_MODEL` (plus `_BASE_URL` / `_API_KEY`), "
-           "or every role with `CRS_LLM_MODEL`.")
+    how = (
+        "Point a role at a capable model with `CRS_LLM_<ROLE>_MODEL` (plus `_BASE_URL` / `_API_KEY`), "
+        "or every role with `CRS_LLM_MODEL`."
+    )
     custom = sorted({Path(c.gguf_path).name for c in local if c.gguf_path})
     if custom:
         return f"**Embedded model.** {roles} run {_code(custom[0])} in-process with llama.cpp. {how}"
-    return (f"⚠️ **Embedded model.** {roles} run **SmolLM2-135M-Instruct** in-process (llama.cpp, no network, "
-            "no key). It is a 135-million-parameter demo model: its answers are weak and its scores are "
-            f"**not validated** (in our check its ratings ran against human judgement). {how}")
+    return (
+        f"⚠️ **Embedded model.** {roles} run **SmolLM2-135M-Instruct** in-process (llama.cpp, no network, "
+        "no key). It is a 135-million-parameter demo model: its answers are weak and its scores are "
+        f"**not validated** (in our check its ratings ran against human judgement). {how}"
+    )
 
 
 def health_table(configs: list[RoleConfig]) -> pd.DataFrame:
@@ -105,8 +132,14 @@ def health_table(configs: list[RoleConfig]) -> pd.DataFrame:
             ok, detail = model_for(members[0]).health()
         except Exception as e:  # a model that cannot even be built (missing file, bad setting) is a failed check
             ok, detail = False, f"{type(e).__name__}: {e}"
-        return [first["model"], first["endpoint"], ", ".join(m.role for m in members),
-                "ok" if ok else "failed", round(time.perf_counter() - start, 2), redact(detail, secrets)]
+        return [
+            first["model"],
+            first["endpoint"],
+            ", ".join(m.role for m in members),
+            "ok" if ok else "failed",
+            round(time.perf_counter() - start, 2),
+            redact(detail, secrets),
+        ]
 
     with ThreadPoolExecutor(max_workers=len(groups)) as pool:
         rows = list(pool.map(check, groups.values()))

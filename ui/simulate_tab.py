@@ -18,15 +18,33 @@ PROTOCOL_CHOICES = [
     ("iEvaLM attribute: the system asks about genre / actor / director or recommends", "attr"),
 ]
 DATASETS = ["redial", "opendialkg"]
-SUMMARY_COLUMNS = ["system", "done", "failed", "error", "hit_rate", "mean_system_turns", "recall@1", "recall@5",
-                   "recall@10", "recall@50", "session_recall@10", "session_recall@50", "persuasiveness", "overall",
-                   "factor_mean", "leaks_regenerated",
-                   "leaks_redacted", "deception_suspected", "reliability_overlap"]
+SUMMARY_COLUMNS = [
+    "system",
+    "done",
+    "failed",
+    "error",
+    "hit_rate",
+    "mean_system_turns",
+    "recall@1",
+    "recall@5",
+    "recall@10",
+    "recall@50",
+    "session_recall@10",
+    "session_recall@50",
+    "persuasiveness",
+    "overall",
+    "factor_mean",
+    "leaks_regenerated",
+    "leaks_redacted",
+    "deception_suspected",
+    "reliability_overlap",
+]
 EXPLANATION = (
     "An LLM plays a user who wants the target items of a dataset record (ReDial or OpenDialKG, iEvaLM "
     "layout): it describes them without naming them, reacts to each recommendation list and accepts when a "
     "target appears. Each conversation is stored, scored (CoRE factors, overall, iEvaLM recall@k on the "
-    "list the dialogue ended on, session_recall@k over all its lists, persuasiveness) and counted on the leaderboard. Running the same settings again resumes a stopped run."
+    "list the dialogue ended on, session_recall@k over all its lists, persuasiveness) and counted on the leaderboard. "
+    "Running the same settings again resumes a stopped run."
 )
 
 
@@ -34,8 +52,13 @@ def build(services: Services) -> None:
     gr.Markdown(EXPLANATION)
     ids = services.system_ids()
     with gr.Row():
-        systems = gr.CheckboxGroup(choices=ids, value=[s for s in ("chatcrs", "retrieval") if s in ids],
-                                   label="Systems", scale=2, elem_id="simulate-systems")
+        systems = gr.CheckboxGroup(
+            choices=ids,
+            value=[s for s in ("chatcrs", "retrieval") if s in ids],
+            label="Systems",
+            scale=2,
+            elem_id="simulate-systems",
+        )
         with gr.Column(scale=2):
             dataset = gr.Dropdown(DATASETS, value="redial", label="Dataset (records and targets)")
             protocol = gr.Dropdown(PROTOCOL_CHOICES, value="core", label="Protocol")
@@ -45,24 +68,35 @@ def build(services: Services) -> None:
             personas = gr.Checkbox(value=False, label="CONCEPT personas")
     run = gr.Button("Simulate", variant="primary", elem_id="simulate-run")
     status = gr.Markdown("", elem_id="simulate-status")
-    table = gr.Dataframe(headers=SUMMARY_COLUMNS, label="Per system", interactive=False, wrap=True,
-                         elem_id="simulate-summary")
+    table = gr.Dataframe(
+        headers=SUMMARY_COLUMNS, label="Per system", interactive=False, wrap=True, elem_id="simulate-summary"
+    )
     with gr.Row():
         factors = gr.Plot(label="Factor means")
         overall = gr.Plot(label="Overall")
         recall = gr.Plot(label="Recall@k")
-    files = gr.File(label="Report (HTML), CSV and conversations (JSONL)", file_count="multiple", interactive=False,
-                    height=120, elem_id="simulate-files")
+    files = gr.File(
+        label="Report (HTML), CSV and conversations (JSONL)",
+        file_count="multiple",
+        interactive=False,
+        height=120,
+        elem_id="simulate-files",
+    )
 
-    def on_simulate(chosen, dataset_name, protocol_name, records, seed_value, with_personas,
-                    progress=gr.Progress()):  # noqa: B008 (how Gradio injects its progress bar)
+    def on_simulate(chosen, dataset_name, protocol_name, records, seed_value, with_personas, progress=gr.Progress()):
         """Run (or resume) the batch and return the status, the per-system table, three charts and the files."""
         keep = (gr.skip(),) * 5
         if not chosen:
             return ("Choose at least one system.", *keep)
         try:
-            config = SimulationConfig(systems=list(chosen), dataset=dataset_name, n=int(records or 0),
-                                      protocol=protocol_name, seed=int(seed_value or 0), personas=bool(with_personas))
+            config = SimulationConfig(
+                systems=list(chosen),
+                dataset=dataset_name,
+                n=int(records or 0),
+                protocol=protocol_name,
+                seed=int(seed_value or 0),
+                personas=bool(with_personas),
+            )
         except (ValueError, TypeError) as e:
             return (f"Cannot run: {safe_text(str(e))}", *keep)
 
@@ -81,5 +115,9 @@ def build(services: Services) -> None:
         figures = result.report["figures"]
         return line, summary, figures["factors"], figures["overall"], figures["recall"], [str(f) for f in result.files]
 
-    run.click(on_simulate, inputs=[systems, dataset, protocol, n, seed, personas],
-              outputs=[status, table, factors, overall, recall, files], api_name="simulate")
+    run.click(
+        on_simulate,
+        inputs=[systems, dataset, protocol, n, seed, personas],
+        outputs=[status, table, factors, overall, recall, files],
+        api_name="simulate",
+    )

@@ -17,7 +17,7 @@ from collections.abc import MutableMapping
 
 import httpx
 
-from llm.config import ROLES
+from llm_clients.config import ROLES
 
 log = logging.getLogger(__name__)
 
@@ -60,8 +60,10 @@ def resolve_endpoint_models(env: MutableMapping[str, str] | None = None) -> list
                 f"(or unset {prefix}BASE_URL)."
             ) from None
         if not models:
-            raise ConfigError(f"{prefix}BASE_URL is set ({base_url}) but {prefix}MODEL is not, and the endpoint lists "
-                              f"no model. Set {prefix}MODEL to the model to use.")
+            raise ConfigError(
+                f"{prefix}BASE_URL is set ({base_url}) but {prefix}MODEL is not, and the endpoint lists "
+                f"no model. Set {prefix}MODEL to the model to use."
+            )
         env[prefix + "MODEL"] = models[0]
         more = f" (it lists {len(models)}; set {prefix}MODEL to choose another)" if len(models) > 1 else ""
         notices.append(f"{prefix}MODEL was not set: using {models[0]}, the model {base_url} lists{more}.")

@@ -33,8 +33,8 @@ import json
 import math
 import os
 import time
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import torch
 from torch import nn
@@ -52,14 +52,14 @@ from crs_backends.neural.engine import (
     TOP_K,
     ConvInput,
     NeuralModel,
-    WordRepeatGuard,
     ProgressFn,
     Record,
     TrainConfig,
     TrainReport,
+    WordRepeatGuard,
     fill_slots,
 )
-from crs_backends.neural.kg import KGData
+from crs_backends.neural.kg_reader import KGData
 from crs_backends.neural.training import Stage, log_prior, run_stages, split_budget, wanted_steps
 
 SYSTEM = "barcor"
@@ -78,28 +78,63 @@ BART_BASE_GEN = {"forced_bos_token_id": 0, "forced_eos_token_id": 2, "no_repeat_
 
 SIZES: dict[str, dict] = {
     # local versions: trained in about a minute on 2 CPU cores; new tokens per turn capped for interactive use
-    "small": {"d_model": 128, "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 4,
-              "decoder_attention_heads": 4, "encoder_ffn_dim": 512, "decoder_ffn_dim": 512, "vocab_size": 4000,
-              "max_position_embeddings": 256, "max_new_tokens": 40},
+    "small": {
+        "d_model": 128,
+        "encoder_layers": 2,
+        "decoder_layers": 2,
+        "encoder_attention_heads": 4,
+        "decoder_attention_heads": 4,
+        "encoder_ffn_dim": 512,
+        "decoder_ffn_dim": 512,
+        "vocab_size": 4000,
+        "max_position_embeddings": 256,
+        "max_new_tokens": 40,
+    },
     # facebook/bart-base, the published size (both parts). Random weights never emit </s>, so every reply runs to
     # the cap: 48 new tokens (~95% of ReDial replies fit) keeps a turn near 1.2 s on 2 idle cores.
-    "full": {"d_model": 768, "encoder_layers": 6, "decoder_layers": 6, "encoder_attention_heads": 12,
-             "decoder_attention_heads": 12, "encoder_ffn_dim": 3072, "decoder_ffn_dim": 3072, "vocab_size": 50265,
-             "max_position_embeddings": 1024, "max_new_tokens": 48},
+    "full": {
+        "d_model": 768,
+        "encoder_layers": 6,
+        "decoder_layers": 6,
+        "encoder_attention_heads": 12,
+        "decoder_attention_heads": 12,
+        "encoder_ffn_dim": 3072,
+        "decoder_ffn_dim": 3072,
+        "vocab_size": 50265,
+        "max_position_embeddings": 1024,
+        "max_new_tokens": 48,
+    },
 }
 # Loaded bart-base-sized checkpoints (the published ones) generate as CRS Arena serves them: max_length 128
 # (None here); trained models end their replies with </s> long before (ReDial replies: median 25, p99 65 tokens).
 LOADED_MAX_NEW_TOKENS: int | None = None
 AUTO = "auto"
-_ARCH_KEYS = ("d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads", "decoder_attention_heads",
-              "encoder_ffn_dim", "decoder_ffn_dim", "max_position_embeddings")
+_ARCH_KEYS = (
+    "d_model",
+    "encoder_layers",
+    "decoder_layers",
+    "encoder_attention_heads",
+    "decoder_attention_heads",
+    "encoder_ffn_dim",
+    "decoder_ffn_dim",
+    "max_position_embeddings",
+)
 # config.json keys that are bookkeeping, not architecture
-_CONFIG_SKIP = ("id2label", "label2id", "num_labels", "architectures", "transformers_version", "_name_or_path",
-                "torch_dtype", "dtype")
+_CONFIG_SKIP = (
+    "id2label",
+    "label2id",
+    "num_labels",
+    "architectures",
+    "transformers_version",
+    "_name_or_path",
+    "torch_dtype",
+    "dtype",
+)
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # formatting (published)
+
 
 def context_text(context: list[str], sep: str = "</s>") -> str:
     """The published context string: role-prefixed non-empty utterances joined with ``sep``."""
@@ -123,13 +158,25 @@ def strip_system(text: str) -> str:
 # ---------------------------------------------------------------------------------------------------------------
 # config helpers
 
+
 def _bart_config(arch: dict, *, vocab_size: int, num_labels: int | None = None):
     from transformers import BartConfig
 
-    cfg = BartConfig(vocab_size=vocab_size, pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2,
-                     forced_eos_token_id=2, scale_embedding=False, activation_function="gelu", dropout=0.1,
-                     attention_dropout=0.1, activation_dropout=0.1, classifier_dropout=0.0,
-                     **{k: arch[k] for k in _ARCH_KEYS})
+    cfg = BartConfig(
+        vocab_size=vocab_size,
+        pad_token_id=1,
+        bos_token_id=0,
+        eos_token_id=2,
+        decoder_start_token_id=2,
+        forced_eos_token_id=2,
+        scale_embedding=False,
+        activation_function="gelu",
+        dropout=0.1,
+        attention_dropout=0.1,
+        activation_dropout=0.1,
+        classifier_dropout=0.0,
+        **{k: arch[k] for k in _ARCH_KEYS},
+    )
     if num_labels is not None:
         cfg.num_labels = num_labels
     return cfg
@@ -219,8 +266,12 @@ def _load_part(module: nn.Module, directory: Path, aliases: tuple[str, ...]) -> 
     state = {renames.get(k, k): v for k, v in state.items()}
     shared = state.get("model.shared.weight")
     for alias in aliases:  # aliases present must agree with the table they are tied to
-        if alias in state and shared is not None and state[alias].shape == shared.shape \
-                and not torch.equal(state[alias], shared):
+        if (
+            alias in state
+            and shared is not None
+            and state[alias].shape == shared.shape
+            and not torch.equal(state[alias], shared)
+        ):
             raise CheckpointError(f"{path}: {alias} differs from model.shared.weight (they are tied)")
     load_strict(module, state, source=path, optional=aliases)
     _check_tied(module, aliases)
@@ -233,18 +284,30 @@ class _VocabLimit:
         self.n = n
 
     def __call__(self, input_ids, scores):
-        scores[:, self.n:] = -math.inf
+        scores[:, self.n :] = -math.inf
         return scores
 
 
 # ---------------------------------------------------------------------------------------------------------------
 
+
 class BARCOR(NeuralModel):
     penalty_rule = "set"  # BARCOR.get_response: state[i] = -1e5
     system = SYSTEM
 
-    def __init__(self, kg: KGData, tokenizer, rec_model, conv_model, *, gen: dict | None = None,
-                 size: str = "published", dataset: str = "", max_new_tokens: int | None = None, device: str = "cpu"):
+    def __init__(
+        self,
+        kg: KGData,
+        tokenizer,
+        rec_model,
+        conv_model,
+        *,
+        gen: dict | None = None,
+        size: str = "published",
+        dataset: str = "",
+        max_new_tokens: int | None = None,
+        device: str = "cpu",
+    ):
         self.kg = kg
         self.tokenizer = tokenizer
         self.tokenizer.truncation_side = "left"
@@ -256,8 +319,9 @@ class BARCOR(NeuralModel):
         self.max_new_tokens = max_new_tokens
         self.device = device
         # the published 200, unless a (tiny) config has fewer positions
-        self.context_max_length = min(CONTEXT_MAX_LENGTH, rec_model.config.max_position_embeddings,
-                                      conv_model.config.max_position_embeddings)
+        self.context_max_length = min(
+            CONTEXT_MAX_LENGTH, rec_model.config.max_position_embeddings, conv_model.config.max_position_embeddings
+        )
         self.resp_max_length = RESP_MAX_LENGTH
         n = rec_model.config.num_labels
         if n != kg.n_entities:
@@ -268,8 +332,16 @@ class BARCOR(NeuralModel):
 
     # ---- construction -------------------------------------------------------------------------------------
     @classmethod
-    def create(cls, kg: KGData, texts: Iterable[str] | None = None, *, size: str = "small", seed: int = 0,
-               tokenizer=None, vocab_size: int | None = None) -> "BARCOR":
+    def create(
+        cls,
+        kg: KGData,
+        texts: Iterable[str] | None = None,
+        *,
+        size: str = "small",
+        seed: int = 0,
+        tokenizer=None,
+        vocab_size: int | None = None,
+    ) -> BARCOR:
         """Random weights at ``size``; a local byte-level BPE tokenizer trained on ``texts`` unless given."""
         from transformers import BartForConditionalGeneration, BartForSequenceClassification
 
@@ -286,12 +358,12 @@ class BARCOR(NeuralModel):
         conv_cfg = _bart_config(arch, vocab_size=vocab_size)
         rec = _build(BartForSequenceClassification, rec_cfg, init=True, seed=seed)
         conv = _build(BartForConditionalGeneration, conv_cfg, init=True, seed=seed + 1)
-        return cls(kg, tokenizer, rec, conv, gen=dict(BART_BASE_GEN), size=size,
-                   max_new_tokens=arch["max_new_tokens"])
+        return cls(kg, tokenizer, rec, conv, gen=dict(BART_BASE_GEN), size=size, max_new_tokens=arch["max_new_tokens"])
 
     @classmethod
-    def load(cls, root, dataset: str, kg: KGData, *, device: str = "cpu",
-             max_new_tokens: int | None | str = AUTO) -> "BARCOR":
+    def load(
+        cls, root, dataset: str, kg: KGData, *, device: str = "cpu", max_new_tokens: int | None | str = AUTO
+    ) -> BARCOR:
         """The published layout under ``root``; every key and shape checked, nothing half-loaded.
 
         ``max_new_tokens``: interactive cap on the new tokens per reply; ``None``: the published max_length 128;
@@ -307,8 +379,10 @@ class BARCOR(NeuralModel):
         rec_cfg, _, _ = _read_config(rec_dir, num_labels=kg.n_entities)
         conv_cfg, gen, _ = _read_config(conv_dir)
         if rec_cfg.vocab_size != conv_cfg.vocab_size:
-            raise CheckpointError(f"{rec_dir / 'config.json'} (vocab {rec_cfg.vocab_size}) and "
-                                  f"{conv_dir / 'config.json'} (vocab {conv_cfg.vocab_size}) disagree")
+            raise CheckpointError(
+                f"{rec_dir / 'config.json'} (vocab {rec_cfg.vocab_size}) and "
+                f"{conv_dir / 'config.json'} (vocab {conv_cfg.vocab_size}) disagree"
+            )
         rec = _build(BartForSequenceClassification, rec_cfg, init=False)
         _load_part(rec, rec_dir, REC_ALIASES)
         conv = _build(BartForConditionalGeneration, conv_cfg, init=False)
@@ -316,19 +390,24 @@ class BARCOR(NeuralModel):
         tok_dir = conv_dir if (conv_dir / "tokenizer.json").exists() else rec_dir
         tokenizer = load_tokenizer(tok_dir, HUB_TOKENIZER)
         if len(tokenizer) > conv_cfg.vocab_size:
-            raise CheckpointError(f"tokenizer in {tok_dir} has {len(tokenizer)} tokens, more than the model vocab "
-                                  f"{conv_cfg.vocab_size} ({conv_dir / 'config.json'})")
+            raise CheckpointError(
+                f"tokenizer in {tok_dir} has {len(tokenizer)} tokens, more than the model vocab "
+                f"{conv_cfg.vocab_size} ({conv_dir / 'config.json'})"
+            )
         size = _size_name(conv_cfg)
         if max_new_tokens == AUTO:
             max_new_tokens = SIZES["small"]["max_new_tokens"] if size == "small" else LOADED_MAX_NEW_TOKENS
-        return cls(kg, tokenizer, rec, conv, gen=gen, size=size, dataset=dataset, max_new_tokens=max_new_tokens,
-                   device=device)
+        return cls(
+            kg, tokenizer, rec, conv, gen=gen, size=size, dataset=dataset, max_new_tokens=max_new_tokens, device=device
+        )
 
     def save(self, root, dataset: str) -> None:
         """``barcor_rec_<ds>/`` and ``barcor_conv_<ds>/``: config.json + pytorch_model.bin (all published keys,
         tied aliases included, as transformers 4.28 wrote them) + our tokenizer files."""
-        for part, module, arch, gen in (("rec", self.rec_model, "BartForSequenceClassification", None),
-                                        ("conv", self.conv_model, "BartForConditionalGeneration", self.gen)):
+        for part, module, arch, gen in (
+            ("rec", self.rec_model, "BartForSequenceClassification", None),
+            ("conv", self.conv_model, "BartForConditionalGeneration", self.gen),
+        ):
             d = part_dir(root, SYSTEM, part, dataset)
             d.mkdir(parents=True, exist_ok=True)
             _write_config(module.config, d, architecture=arch, gen=gen)
@@ -357,8 +436,9 @@ class BARCOR(NeuralModel):
 
         cfg = self.rec_model.config
         decoder_input_ids = shift_tokens_right(input_ids, cfg.pad_token_id, cfg.decoder_start_token_id)
-        out = self.rec_model.model(input_ids=input_ids, attention_mask=attention_mask,
-                                   decoder_input_ids=decoder_input_ids, use_cache=False)
+        out = self.rec_model.model(
+            input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids, use_cache=False
+        )
         hidden = out.last_hidden_state
         last = attention_mask.sum(dim=1).long() - 1  # the final </s> of input_ids
         sentence = hidden[torch.arange(hidden.size(0), device=hidden.device), last]
@@ -402,14 +482,22 @@ class BARCOR(NeuralModel):
         from transformers import GenerationConfig
 
         cfg = self.conv_model.config
-        settings = dict(decoder_start_token_id=cfg.decoder_start_token_id, bos_token_id=cfg.bos_token_id,
-                        eos_token_id=cfg.eos_token_id, pad_token_id=cfg.pad_token_id, num_beams=1, do_sample=False,
-                        min_length=0, no_repeat_ngram_size=NO_REPEAT_NGRAM,
-                        # published: no trigram of the context repeated; our small versions' template phrasing
-                        # recurs in their own earlier turns, so they ban repeats within the reply only
-                        encoder_no_repeat_ngram_size=0 if self.size == "small" else NO_REPEAT_NGRAM,
-                        forced_bos_token_id=self.gen.get("forced_bos_token_id"),
-                        forced_eos_token_id=self.gen.get("forced_eos_token_id"), use_cache=True)
+        settings = dict(
+            decoder_start_token_id=cfg.decoder_start_token_id,
+            bos_token_id=cfg.bos_token_id,
+            eos_token_id=cfg.eos_token_id,
+            pad_token_id=cfg.pad_token_id,
+            num_beams=1,
+            do_sample=False,
+            min_length=0,
+            no_repeat_ngram_size=NO_REPEAT_NGRAM,
+            # published: no trigram of the context repeated; our small versions' template phrasing
+            # recurs in their own earlier turns, so they ban repeats within the reply only
+            encoder_no_repeat_ngram_size=0 if self.size == "small" else NO_REPEAT_NGRAM,
+            forced_bos_token_id=self.gen.get("forced_bos_token_id"),
+            forced_eos_token_id=self.gen.get("forced_eos_token_id"),
+            use_cache=True,
+        )
         if "max_new_tokens" in overrides:
             pass
         elif self.max_new_tokens is None:
@@ -429,9 +517,13 @@ class BARCOR(NeuralModel):
         kwargs = {}
         if reuse_encoder:
             kwargs["encoder_outputs"] = self._encoder_outputs(ids)
-        out = self.conv_model.generate(input_ids=t, attention_mask=torch.ones_like(t),
-                                       generation_config=self._generation_config(use_cache=use_cache),
-                                       logits_processor=self._processors(), **kwargs)
+        out = self.conv_model.generate(
+            input_ids=t,
+            attention_mask=torch.ones_like(t),
+            generation_config=self._generation_config(use_cache=use_cache),
+            logits_processor=self._processors(),
+            **kwargs,
+        )
         return out[0].tolist()
 
     def reply_text(self, inp: ConvInput) -> str:
@@ -449,13 +541,21 @@ class BARCOR(NeuralModel):
             raise ValueError("no options to choose from")
         ids = self.context_ids(inp.context)
         t = self._tensor(ids)
-        gcfg = self._generation_config(min_new_tokens=CHOICE_NEW_TOKENS, max_new_tokens=CHOICE_NEW_TOKENS,
-                                       encoder_no_repeat_ngram_size=0,
-                                       no_repeat_ngram_size=self.gen.get("no_repeat_ngram_size") or 0,
-                                       return_dict_in_generate=True, output_scores=True)
-        out = self.conv_model.generate(input_ids=t, attention_mask=torch.ones_like(t), generation_config=gcfg,
-                                       logits_processor=self._processors(),
-                                       encoder_outputs=self._encoder_outputs(ids))
+        gcfg = self._generation_config(
+            min_new_tokens=CHOICE_NEW_TOKENS,
+            max_new_tokens=CHOICE_NEW_TOKENS,
+            encoder_no_repeat_ngram_size=0,
+            no_repeat_ngram_size=self.gen.get("no_repeat_ngram_size") or 0,
+            return_dict_in_generate=True,
+            output_scores=True,
+        )
+        out = self.conv_model.generate(
+            input_ids=t,
+            attention_mask=torch.ones_like(t),
+            generation_config=gcfg,
+            logits_processor=self._processors(),
+            encoder_outputs=self._encoder_outputs(ids),
+        )
         step = out.scores[-2][0]
         option_ids = []
         for op in options:
@@ -472,8 +572,12 @@ def _size_name(cfg) -> str:
 
 
 _FALLBACK_TEXTS = [
-    "Hi, what kind of movies do you like?", "I like comedies and action movies.", "Have you seen it?",
-    "I would recommend this one, it is a great movie.", "Thanks, I will watch it.", "System: User:",
+    "Hi, what kind of movies do you like?",
+    "I like comedies and action movies.",
+    "Have you seen it?",
+    "I would recommend this one, it is a great movie.",
+    "Thanks, I will watch it.",
+    "System: User:",
 ]
 
 
@@ -493,6 +597,7 @@ def _make_tokenizer(kg: KGData, texts: Iterable[str] | None, *, vocab_size: int)
 
 # ---------------------------------------------------------------------------------------------------------------
 # training
+
 
 def rec_examples(model: BARCOR, records: list[Record]) -> list[tuple[list[int], int]]:
     """One (context ids, entity label) example per known target item, as the published rec data."""
@@ -514,7 +619,7 @@ def conv_examples(model: BARCOR, records: list[Record]) -> list[tuple[list[int],
             continue
         target = tok(response_prefix(r.context) + r.resp)["input_ids"]
         if len(target) > RESP_MAX_LENGTH:  # right truncation keeping the final </s>
-            target = target[:RESP_MAX_LENGTH - 1] + [tok.eos_token_id]
+            target = target[: RESP_MAX_LENGTH - 1] + [tok.eos_token_id]
         out.append((model.context_ids(r.context), target))
     return out
 
@@ -524,8 +629,8 @@ def _pad(rows: list[list[int]], pad: int, device: str) -> tuple[torch.Tensor, to
     ids = torch.full((len(rows), width), pad, dtype=torch.long)
     mask = torch.zeros((len(rows), width), dtype=torch.long)
     for i, r in enumerate(rows):
-        ids[i, :len(r)] = torch.tensor(r, dtype=torch.long)
-        mask[i, :len(r)] = 1
+        ids[i, : len(r)] = torch.tensor(r, dtype=torch.long)
+        mask[i, : len(r)] = 1
     return ids.to(device), mask.to(device)
 
 
@@ -559,8 +664,14 @@ def _example_length(example) -> int:
     return len(ids) + (len(target) if isinstance(target, list) else 0)
 
 
-def train(model: BARCOR, records: list[Record], out_root, dataset: str, config: TrainConfig,
-          progress: ProgressFn | None = None) -> TrainReport:
+def train(
+    model: BARCOR,
+    records: list[Record],
+    out_root,
+    dataset: str,
+    config: TrainConfig,
+    progress: ProgressFn | None = None,
+) -> TrainReport:
     """Train conv (seq2seq loss on ``"System: " + resp``), then rec (cross-entropy over entity labels, one example
     per target item; in the small size logit-adjusted, see ``PRIOR_WEIGHT``), through the one training
     engine (:mod:`crs_backends.neural.training`: resumable); saved in the published layout under ``out_root``."""
@@ -572,8 +683,11 @@ def train(model: BARCOR, records: list[Record], out_root, dataset: str, config: 
     model._item_ids = model._item_ids.to(config.device)
     model._enc_cache = None
     data = {"conv": conv_examples(model, records), "rec": rec_examples(model, records)}
-    budget = split_budget(config.max_steps, {p: wanted_steps(len(ex), config) for p, ex in data.items()},
-                          shares=REC_SHARE if model.size == "small" else None)
+    budget = split_budget(
+        config.max_steps,
+        {p: wanted_steps(len(ex), config) for p, ex in data.items()},
+        shares=REC_SHARE if model.size == "small" else None,
+    )
     # the small versions' recommender: logit-adjusted training, the prior added back into the head's bias at the end
     small = model.size == "small"
     prior = log_prior([label for _, label in data["rec"]], model.rec_model.config.num_labels) if small else None
@@ -582,11 +696,27 @@ def train(model: BARCOR, records: list[Record], out_root, dataset: str, config: 
         if prior is not None:
             with torch.no_grad():
                 model.rec_model.classification_head.out_proj.bias += PRIOR_WEIGHT * prior.to(model.device)
+
     stages = [
-        Stage("conv", data["conv"], lambda batch: conv_loss(model, batch), [model.conv_model], budget["conv"],
-              config.lr, lengths=[_example_length(e) for e in data["conv"]]),
-        Stage("rec", data["rec"], lambda batch: rec_loss(model, batch, prior), [model.rec_model], budget["rec"],
-              config.lr / 2 if small else config.lr, lengths=[_example_length(e) for e in data["rec"]], end=fold_prior),
+        Stage(
+            "conv",
+            data["conv"],
+            lambda batch: conv_loss(model, batch),
+            [model.conv_model],
+            budget["conv"],
+            config.lr,
+            lengths=[_example_length(e) for e in data["conv"]],
+        ),
+        Stage(
+            "rec",
+            data["rec"],
+            lambda batch: rec_loss(model, batch, prior),
+            [model.rec_model],
+            budget["rec"],
+            config.lr / 2 if small else config.lr,
+            lengths=[_example_length(e) for e in data["rec"]],
+            end=fold_prior,
+        ),
     ]
     steps, losses = run_stages(SYSTEM, dataset, out_root, stages, config, progress)
     model._enc_cache = None

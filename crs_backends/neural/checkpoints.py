@@ -18,8 +18,8 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import torch
 
@@ -61,8 +61,14 @@ def hf_weights_file(directory: str | os.PathLike) -> Path:
     raise CheckpointError(f"no weights in {directory} (expected model.safetensors or pytorch_model.bin)")
 
 
-def load_strict(module: torch.nn.Module, state: dict[str, torch.Tensor], *, source: str | os.PathLike,
-                renames: dict[str, str] | None = None, optional: Iterable[str] = ()) -> None:
+def load_strict(
+    module: torch.nn.Module,
+    state: dict[str, torch.Tensor],
+    *,
+    source: str | os.PathLike,
+    renames: dict[str, str] | None = None,
+    optional: Iterable[str] = (),
+) -> None:
     """Load ``state`` into ``module`` with every key and shape checked; nothing is half-loaded on failure.
 
     ``renames`` maps checkpoint names to module names; ``optional`` lists module keys that may be absent
@@ -74,8 +80,11 @@ def load_strict(module: torch.nn.Module, state: dict[str, torch.Tensor], *, sour
     optional = set(optional)
     missing = [k for k in own if k not in state and k not in optional]
     unexpected = [k for k in state if k not in own]
-    wrong = [f"{k}: file {tuple(v.shape)} vs model {tuple(own[k].shape)}"
-             for k, v in state.items() if k in own and tuple(v.shape) != tuple(own[k].shape)]
+    wrong = [
+        f"{k}: file {tuple(v.shape)} vs model {tuple(own[k].shape)}"
+        for k, v in state.items()
+        if k in own and tuple(v.shape) != tuple(own[k].shape)
+    ]
     if missing or unexpected or wrong:
         parts = []
         if missing:
@@ -109,7 +118,8 @@ def load_tokenizer(directory: str | os.PathLike | None, hub_id: str, **kwargs):
     except Exception as e:
         raise CheckpointError(
             f"tokenizer {hub_id!r} is not available offline and {directory or 'the checkpoint'} has no tokenizer.json; "
-            f"run once with network access (it is cached by huggingface_hub) ({type(e).__name__})") from e
+            f"run once with network access (it is cached by huggingface_hub) ({type(e).__name__})"
+        ) from e
 
 
 def write_manifest(root: str | os.PathLike, **fields) -> Path:

@@ -34,11 +34,11 @@ import logging
 import os
 import re
 import time
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Iterable, Mapping
 
 from crs_backends.neural import sources
-from crs_backends.neural.kg import KG_FILES
+from crs_backends.neural.kg_reader import KG_FILES
 from crs_backends.neural.sources import SourceError
 
 log = logging.getLogger(__name__)
@@ -78,11 +78,14 @@ _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 # ---------------------------------------------------------------------------------------------
 # names and places
 
+
 def check_name(name: str, what: str = "dataset") -> str:
     """``name`` if it is a plain file or folder name (letters, digits, ``_.-``; no ``..``, no separator)."""
     if not isinstance(name, str) or not _SAFE_NAME.match(name) or ".." in name:
-        raise SourceError(f"refusing the {what} name {name!r}: only letters, digits, '_', '.', '-' "
-                          "(no '..', no '/'); nothing was downloaded")
+        raise SourceError(
+            f"refusing the {what} name {name!r}: only letters, digits, '_', '.', '-' "
+            "(no '..', no '/'); nothing was downloaded"
+        )
     return name
 
 
@@ -164,10 +167,12 @@ def describe(dataset: str, root: Path | None = None) -> str:
 def missing_message(label: str, dataset: str, found: list[tuple[str, Path]]) -> str:
     """What a person reads when checkpoints were found without their dataset files (no exception text)."""
     where = "; ".join(f"{origin}: {root}" for origin, root in found)
-    return (f"{label} has published checkpoints for {dataset} ({where}), but not the dataset files they need "
-            f"(the iEvaLM knowledge graph and item metadata of {dataset}). Fetch them with "
-            f"`{fetch_command(dataset)}`, or set CRS_DATA_DIR to a folder holding {dataset}/ with "
-            f"{', '.join(REQUIRED_FILES)}.")
+    return (
+        f"{label} has published checkpoints for {dataset} ({where}), but not the dataset files they need "
+        f"(the iEvaLM knowledge graph and item metadata of {dataset}). Fetch them with "
+        f"`{fetch_command(dataset)}`, or set CRS_DATA_DIR to a folder holding {dataset}/ with "
+        f"{', '.join(REQUIRED_FILES)}."
+    )
 
 
 def _read_json(path: Path) -> dict:
@@ -181,8 +186,15 @@ def _read_json(path: Path) -> dict:
 # ---------------------------------------------------------------------------------------------
 # fetching
 
-def fetch_dataset(dataset: str, *, url: str | None = None, files: Mapping[str, str | None] | None = None,
-                  progress: bool = True, retries: int = 3) -> Path:
+
+def fetch_dataset(
+    dataset: str,
+    *,
+    url: str | None = None,
+    files: Mapping[str, str | None] | None = None,
+    progress: bool = True,
+    retries: int = 3,
+) -> Path:
     """Download the files of ``dataset`` into ``<cache>/datasets/<dataset>/``; returns that folder.
 
     ``url``: the base URL (default ``CRS_DATA_BASE_URL``, else the pinned iEvaLM commit); a file is
@@ -214,7 +226,8 @@ def fetch_dataset(dataset: str, *, url: str | None = None, files: Mapping[str, s
         os.replace(staged, final)  # verified: into place in one rename
     (target / FETCHED_INFO).write_text(
         json.dumps({"base_url": base, "files": wanted, "fetched": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}),
-        encoding="utf-8")
+        encoding="utf-8",
+    )
     try:
         staging.rmdir()
         staging.parent.rmdir()

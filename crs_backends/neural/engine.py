@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 import os
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
 
-from crs_backends.neural.kg import KGData
+from crs_backends.neural.kg_reader import KGData
 
 TOP_K = 50  # items kept per turn, as published
 MOVIE_SLOT = "<movie>"  # what our models and the adapter use for "an item goes here"
@@ -33,9 +33,11 @@ def fill_slots(text: str, items: list[str] | None) -> str:
         out.append(rest)
     return "".join(out)
 
+
 @dataclass
 class ConvInput:
-    """``conv_dict`` of the published code: context (user first, alternating; '' if the system spoke first) and entities."""
+    """``conv_dict`` of the published code: context (user first, alternating; '' if the system spoke first)
+    and entities."""
 
     context: list[str]
     entities: list[str] = field(default_factory=list)
@@ -65,9 +67,16 @@ def read_records(path: str | os.PathLike, *, limit: int | None = None) -> list[R
                 continue
             try:
                 d = json.loads(line)
-                out.append(Record(context=[str(u) for u in d["context"]], entity=list(d.get("entity") or []),
-                                  rec=list(d.get("rec") or []), resp=str(d.get("resp") or ""),
-                                  dialog_id=str(d.get("dialog_id", "")), turn_id=int(d.get("turn_id", 0) or 0)))
+                out.append(
+                    Record(
+                        context=[str(u) for u in d["context"]],
+                        entity=list(d.get("entity") or []),
+                        rec=list(d.get("rec") or []),
+                        resp=str(d.get("resp") or ""),
+                        dialog_id=str(d.get("dialog_id", "")),
+                        turn_id=int(d.get("turn_id", 0) or 0),
+                    )
+                )
             except (ValueError, KeyError, TypeError) as e:
                 raise ValueError(f"{path}:{n}: not an iEvaLM processed record ({e})") from e
             if limit is not None and len(out) >= limit:

@@ -11,7 +11,7 @@ fidelity benchmark and the tests count with it.
 from __future__ import annotations
 
 import re
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from catalog.catalog import Catalog
 from catalog.items import Item
@@ -23,11 +23,27 @@ _SLOT = re.compile("|".join(re.escape(s) for s in SLOT_TOKENS))
 
 # how a genre reads in "a ___ film" (the synthetic dialogues use the same words)
 GENRE_ADJECTIVE = {
-    "Action": "action", "Adventure": "adventure", "Animation": "animated", "Biography": "biographical",
-    "Comedy": "comedy", "Crime": "crime", "Documentary": "documentary", "Drama": "drama", "Family": "family",
-    "Fantasy": "fantasy", "History": "historical", "Horror": "horror", "Music": "music", "Musical": "musical",
-    "Mystery": "mystery", "Romance": "romance", "Sci-Fi": "sci-fi", "Sport": "sports", "Thriller": "thriller",
-    "War": "war", "Western": "western",
+    "Action": "action",
+    "Adventure": "adventure",
+    "Animation": "animated",
+    "Biography": "biographical",
+    "Comedy": "comedy",
+    "Crime": "crime",
+    "Documentary": "documentary",
+    "Drama": "drama",
+    "Family": "family",
+    "Fantasy": "fantasy",
+    "History": "historical",
+    "Horror": "horror",
+    "Music": "music",
+    "Musical": "musical",
+    "Mystery": "mystery",
+    "Romance": "romance",
+    "Sci-Fi": "sci-fi",
+    "Sport": "sports",
+    "Thriller": "thriller",
+    "War": "war",
+    "Western": "western",
 }
 _ADJECTIVE_GENRE = {v: k for k, v in GENRE_ADJECTIVE.items()}
 
@@ -55,9 +71,11 @@ def _value(item: Item, slot: str, mentioned: set[str]) -> str:
     return genre_word(chosen) if kind == "genre" else chosen
 
 
-_LEAD_INS = ((re.compile(r"directed by\s*$", re.IGNORECASE), "<director>"),
-             (re.compile(r"(?:starring|with)\s*$", re.IGNORECASE), "<actor>"),
-             (re.compile(r"\bfrom\s*$", re.IGNORECASE), "<year>"))
+_LEAD_INS = (
+    (re.compile(r"directed by\s*$", re.IGNORECASE), "<director>"),
+    (re.compile(r"(?:starring|with)\s*$", re.IGNORECASE), "<actor>"),
+    (re.compile(r"\bfrom\s*$", re.IGNORECASE), "<year>"),
+)
 _IS_A = re.compile(r"\b(?:is|was) an?\s*$", re.IGNORECASE)
 _GENRE_FRAME = (re.compile(r"\b(?:a|an)\s*$", re.IGNORECASE), re.compile(r"^\s*(?:film|movie)\b", re.IGNORECASE))
 
@@ -65,7 +83,7 @@ _GENRE_FRAME = (re.compile(r"\b(?:a|an)\s*$", re.IGNORECASE), re.compile(r"^\s*(
 def _kind_by_phrase(text: str, match: re.Match) -> str:
     """The slot its phrase asks for: "directed by <actor>" is filled with the director, "a <movie> film" with a genre.
     A small model sometimes writes the wrong slot token; the phrase around it decides what is true to say there."""
-    before, after = text[max(0, match.start() - 20):match.start()], text[match.end():match.end() + 8]
+    before, after = text[max(0, match.start() - 20) : match.start()], text[match.end() : match.end() + 8]
     for pattern, slot in _LEAD_INS:
         if pattern.search(before):
             return slot
@@ -104,8 +122,17 @@ def fill(text: str, items: Sequence[Item | None], names: Sequence[str], mentione
     out = _SLOT.sub(put, text)
     for pattern in _DANGLING:
         out = pattern.sub("", out)
-    out = _ARTICLE.sub(lambda m: (("An" if m.group(1)[0] == "A" else "an") if m.group(2).lower() in "aeiou"
-                                  else ("A" if m.group(1)[0] == "A" else "a")) + " ", out)
+    out = _ARTICLE.sub(
+        lambda m: (
+            (
+                ("An" if m.group(1)[0] == "A" else "an")
+                if m.group(2).lower() in "aeiou"
+                else ("A" if m.group(1)[0] == "A" else "a")
+            )
+            + " "
+        ),
+        out,
+    )
     out = re.sub(r"\s+([,.;:!?])", r"\1", " ".join(out.split()))
     return out
 
@@ -129,7 +156,7 @@ def contradictions(text: str, catalog: Catalog) -> list[str]:
     for n, mention in enumerate(found):
         item = mention.item
         end = found[n + 1].start if n + 1 < len(found) else len(text)
-        clause = text[mention.start + len(mention.text):end]
+        clause = text[mention.start + len(mention.text) : end]
         for year in _YEAR_CLAIM.findall(clause):
             if item.year and int(year) != item.year:
                 problems.append(f"{item.name}: year {year}")

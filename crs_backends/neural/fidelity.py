@@ -8,16 +8,15 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
 
 from catalog.catalog import Catalog
 from crs_backends.neural import facts
 from crs_backends.neural.engine import ConvInput, NeuralModel, Record
 
 # what an unfilled slot looks like once a reply is shown: a slot token, or a phrase whose item went missing
-_EMPTY_SLOT = re.compile(r"<(?:movie|genre|director|actor|year|pad|mask)>|\b(?:seen|about)\s*[?.!]",
-                         re.IGNORECASE)
+_EMPTY_SLOT = re.compile(r"<(?:movie|genre|director|actor|year|pad|mask)>|\b(?:seen|about)\s*[?.!]", re.IGNORECASE)
 
 
 def held_back_inputs(records: Sequence[Record], n: int = 300) -> list[Record]:
@@ -43,8 +42,9 @@ def popularity_ranking(train: Iterable[Record], model: NeuralModel) -> list[int]
     return sorted(items, key=lambda e: (-counts.get(e, 0), items.index(e)))
 
 
-def recall_of_ranking(ranking: list[int], records: Iterable[Record], model: NeuralModel,
-                      ks: Sequence[int] = (1, 10, 50)) -> dict[int, float]:
+def recall_of_ranking(
+    ranking: list[int], records: Iterable[Record], model: NeuralModel, ks: Sequence[int] = (1, 10, 50)
+) -> dict[int, float]:
     """Recall@k of one fixed ranking (a popularity list), counted as :func:`crs_backends.train.recall_at_k`."""
     items = frozenset(model.kg.item_ids)
     hits, samples = Counter(), 0
@@ -74,8 +74,9 @@ def shown_reply(model: NeuralModel, inp: ConvInput, catalog: Catalog, item_of) -
     return facts.fill(model.reply_text(inp), items, names, {e.split(" [")[0] for e in inp.entities})
 
 
-def check_replies(model: NeuralModel, inputs: Iterable[ConvInput], catalog: Catalog, item_of,
-                  keep: int = 5) -> ReplyCheck:
+def check_replies(
+    model: NeuralModel, inputs: Iterable[ConvInput], catalog: Catalog, item_of, keep: int = 5
+) -> ReplyCheck:
     out = ReplyCheck()
     for inp in inputs:
         text = shown_reply(model, inp, catalog, item_of)

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import torch
 from transformers import BartConfig, GenerationConfig
@@ -30,15 +30,15 @@ from crs_backends.neural.engine import (
     TOP_K,
     ConvInput,
     NeuralModel,
-    WordRepeatGuard,
     ProgressFn,
     Record,
     TrainConfig,
     TrainReport,
+    WordRepeatGuard,
     fill_slots,
 )
 from crs_backends.neural.kbrd_modules import OPTIONAL_CONV_KEYS, KBRDforConv, KBRDforRec, conv_config
-from crs_backends.neural.kg import KGData
+from crs_backends.neural.kg_reader import KGData
 from crs_backends.neural.training import Stage, run_stages, split_budget, wanted_steps
 
 SYSTEM = "kbrd"
@@ -48,13 +48,36 @@ SETTINGS_KEY = "crs_arena_kbrd"  # our extra entry in config.json (absent in the
 SIZES: dict[str, dict] = {
     # published: entity hidden 128, 8 bases; BART 300 wide, 2+2 layers, 2 heads, ffn 300, bart-base vocab;
     # context 200 tokens, response 128 (max_length 128 incl. the decoder start token), 32 entities
-    "full": {"hidden": 128, "num_bases": 8, "d_model": 300, "layers": 2, "heads": 2, "ffn": 300,
-             "vocab": 50265, "max_positions": 1024, "context_max_length": 200, "resp_max_length": 128,
-             "max_new_tokens": 127, "entity_max_length": 32},
+    "full": {
+        "hidden": 128,
+        "num_bases": 8,
+        "d_model": 300,
+        "layers": 2,
+        "heads": 2,
+        "ffn": 300,
+        "vocab": 50265,
+        "max_positions": 1024,
+        "context_max_length": 200,
+        "resp_max_length": 128,
+        "max_new_tokens": 127,
+        "entity_max_length": 32,
+    },
     # local: small enough to train in about a minute on 2 CPU cores and answer in well under 0.3 s
-    "small": {"hidden": 64, "num_bases": 8, "d_model": 128, "layers": 2, "heads": 2, "ffn": 256,
-              "vocab": None, "tokenizer_vocab": 4000, "max_positions": 256, "context_max_length": 128,
-              "resp_max_length": 48, "max_new_tokens": 40, "entity_max_length": 32},
+    "small": {
+        "hidden": 64,
+        "num_bases": 8,
+        "d_model": 128,
+        "layers": 2,
+        "heads": 2,
+        "ffn": 256,
+        "vocab": None,
+        "tokenizer_vocab": 4000,
+        "max_positions": 256,
+        "context_max_length": 128,
+        "resp_max_length": 48,
+        "max_new_tokens": 40,
+        "entity_max_length": 32,
+    },
 }
 RUNTIME_KEYS = ("context_max_length", "resp_max_length", "max_new_tokens", "entity_max_length")
 NO_REPEAT_NGRAM = 3
@@ -71,8 +94,18 @@ def _encode(tokenizer, text: str) -> list[int]:
 class KBRD(NeuralModel):
     system = SYSTEM
 
-    def __init__(self, kg: KGData, rec: KBRDforRec, conv: KBRDforConv, tokenizer, *, size: str = "full",
-                 settings: dict | None = None, device: str = "cpu", source: str = ""):
+    def __init__(
+        self,
+        kg: KGData,
+        rec: KBRDforRec,
+        conv: KBRDforConv,
+        tokenizer,
+        *,
+        size: str = "full",
+        settings: dict | None = None,
+        device: str = "cpu",
+        source: str = "",
+    ):
         self.kg = kg
         self.rec = rec.to(device).eval()
         self.conv = conv.to(device).eval()
@@ -95,13 +128,22 @@ class KBRD(NeuralModel):
         self.eos_id = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else 2
         self.sep_token = tokenizer.sep_token or tokenizer.eos_token or "</s>"
         if len(tokenizer) > conv.config.vocab_size:
-            raise CheckpointError(f"{source or 'KBRD'}: tokenizer has {len(tokenizer)} tokens but the model only "
-                                  f"{conv.config.vocab_size}")
+            raise CheckpointError(
+                f"{source or 'KBRD'}: tokenizer has {len(tokenizer)} tokens but the model only {conv.config.vocab_size}"
+            )
 
     # ---------------------------------------------------------------- construction
     @classmethod
-    def create(cls, kg: KGData, texts: Iterable[str] | None = None, *, size: str = "small", seed: int = 0,
-               tokenizer=None, vocab_size: int | None = None) -> "KBRD":
+    def create(
+        cls,
+        kg: KGData,
+        texts: Iterable[str] | None = None,
+        *,
+        size: str = "small",
+        seed: int = 0,
+        tokenizer=None,
+        vocab_size: int | None = None,
+    ) -> KBRD:
         if size not in SIZES:
             raise ValueError(f"unknown size {size!r}; choose one of {', '.join(SIZES)}")
         cfg = SIZES[size]
@@ -112,22 +154,32 @@ class KBRD(NeuralModel):
             raise ValueError(f"vocab_size {vocab} is smaller than the tokenizer ({len(tokenizer)} tokens)")
         torch.manual_seed(seed)
         rec = KBRDforRec(cfg["hidden"], kg.n_relations, cfg["num_bases"], kg.n_entities)
-        config = conv_config(vocab_size=vocab, d_model=cfg["d_model"], layers=cfg["layers"], heads=cfg["heads"],
-                             ffn=cfg["ffn"], max_positions=cfg["max_positions"], pad_id=tokenizer.pad_token_id,
-                             bos_id=tokenizer.bos_token_id, eos_id=tokenizer.eos_token_id)
+        config = conv_config(
+            vocab_size=vocab,
+            d_model=cfg["d_model"],
+            layers=cfg["layers"],
+            heads=cfg["heads"],
+            ffn=cfg["ffn"],
+            max_positions=cfg["max_positions"],
+            pad_id=tokenizer.pad_token_id,
+            bos_id=tokenizer.bos_token_id,
+            eos_id=tokenizer.eos_token_id,
+        )
         setattr(config, SETTINGS_KEY, {"size": size, **{k: cfg[k] for k in RUNTIME_KEYS}})
         conv = KBRDforConv(config, user_hidden_size=cfg["hidden"])
         return cls(kg, rec, conv, tokenizer, size=size, source=f"new {size} KBRD")
 
     @classmethod
-    def load(cls, root, dataset: str, kg: KGData, *, device: str = "cpu") -> "KBRD":
+    def load(cls, root, dataset: str, kg: KGData, *, device: str = "cpu") -> KBRD:
         """``<root>/kbrd_rec_<ds>/model.pt`` + ``<root>/kbrd_conv_<ds>/`` (published or ours), strictly checked."""
         rec_file = part_dir(root, SYSTEM, "rec", dataset) / "model.pt"
         state = read_state_dict(rec_file)
         nodes, bases = state.get("node_embeds"), state.get("kg_encoder.weight")
         if nodes is None or bases is None or nodes.dim() != 2 or bases.dim() != 3:
-            raise CheckpointError(f"{rec_file} is not a KBRD recommender state dict "
-                                  "(node_embeds / kg_encoder.weight missing or malformed)")
+            raise CheckpointError(
+                f"{rec_file} is not a KBRD recommender state dict "
+                "(node_embeds / kg_encoder.weight missing or malformed)"
+            )
         rec = KBRDforRec(int(nodes.shape[1]), kg.n_relations, int(bases.shape[0]), kg.n_entities)
         load_strict(rec, state, source=rec_file)
 
@@ -146,8 +198,9 @@ class KBRD(NeuralModel):
             raise CheckpointError(f"{weights} is not a KBRD conversation model (rec_proj.weight missing)")
         user_hidden = int(cstate["rec_proj.weight"].shape[1])
         if user_hidden != rec.hidden_size:
-            raise CheckpointError(f"{weights}: rec_proj expects a {user_hidden}-wide user vector but {rec_file} "
-                                  f"gives {rec.hidden_size}")
+            raise CheckpointError(
+                f"{weights}: rec_proj expects a {user_hidden}-wide user vector but {rec_file} gives {rec.hidden_size}"
+            )
         conv = KBRDforConv(config, user_hidden_size=user_hidden)
         if "model.shared.weight" not in cstate:
             raise CheckpointError(f"{weights} does not fit KBRDforConv: missing model.shared.weight")
@@ -156,8 +209,16 @@ class KBRD(NeuralModel):
         tokenizer = load_tokenizer(conv_dir, HUB_TOKENIZER)
         settings = getattr(config, SETTINGS_KEY, None) or {}
         size = settings.get("size", "full") if isinstance(settings, dict) else "full"
-        return cls(kg, rec, conv, tokenizer, size=size, settings=settings if isinstance(settings, dict) else None,
-                   device=device, source=str(Path(root)))
+        return cls(
+            kg,
+            rec,
+            conv,
+            tokenizer,
+            size=size,
+            settings=settings if isinstance(settings, dict) else None,
+            device=device,
+            source=str(Path(root)),
+        )
 
     def save(self, root, dataset: str) -> None:
         """The published layout: ``kbrd_rec_<ds>/model.pt``; ``kbrd_conv_<ds>/`` config.json + pytorch_model.bin
@@ -179,8 +240,10 @@ class KBRD(NeuralModel):
     @property
     def description(self) -> str:
         cfg = self.conv.config
-        return (f"KBRD ({self.size}: R-GCN {self.rec.hidden_size}, BART {cfg.d_model}×{cfg.encoder_layers}+"
-                f"{cfg.decoder_layers}, vocab {cfg.vocab_size})")
+        return (
+            f"KBRD ({self.size}: R-GCN {self.rec.hidden_size}, BART {cfg.d_model}×{cfg.encoder_layers}+"
+            f"{cfg.decoder_layers}, vocab {cfg.vocab_size})"
+        )
 
     def node_table(self) -> torch.Tensor:
         """R-GCN output + pad row; constant for fixed weights, so computed once per loaded model (the published
@@ -204,7 +267,7 @@ class KBRD(NeuralModel):
         ids = torch.full((len(rows), width), pad, dtype=torch.long)
         for i, r in enumerate(rows):
             if r:
-                ids[i, :len(r)] = torch.tensor(r, dtype=torch.long)
+                ids[i, : len(r)] = torch.tensor(r, dtype=torch.long)
         ids = ids.to(self.device)
         return ids, ids.ne(pad)
 
@@ -229,29 +292,53 @@ class KBRD(NeuralModel):
         text = self.sep_token.join(context or [])
         ids = _encode(self.tokenizer, text)
         room = max(0, self.settings["context_max_length"] - 2)
-        ids = ids[len(ids) - room:] if len(ids) > room else ids
+        ids = ids[len(ids) - room :] if len(ids) > room else ids
         return [self.bos_id] + ids + [self.eos_id]
 
-    def generation_config(self, max_new_tokens: int | None = None, min_new_tokens: int = 0,
-                          use_cache: bool = True, return_scores: bool = False) -> GenerationConfig:
+    def generation_config(
+        self,
+        max_new_tokens: int | None = None,
+        min_new_tokens: int = 0,
+        use_cache: bool = True,
+        return_scores: bool = False,
+    ) -> GenerationConfig:
         cfg = self.conv.config
         return GenerationConfig(
-            max_new_tokens=max_new_tokens or self.settings["max_new_tokens"], min_new_tokens=min_new_tokens,
-            num_beams=1, do_sample=False, no_repeat_ngram_size=NO_REPEAT_NGRAM,
-            encoder_no_repeat_ngram_size=self._encoder_no_repeat, use_cache=use_cache,
-            decoder_start_token_id=cfg.decoder_start_token_id, bos_token_id=self.bos_id, eos_token_id=self.eos_id,
-            pad_token_id=cfg.pad_token_id, return_dict_in_generate=return_scores, output_scores=return_scores)
+            max_new_tokens=max_new_tokens or self.settings["max_new_tokens"],
+            min_new_tokens=min_new_tokens,
+            num_beams=1,
+            do_sample=False,
+            no_repeat_ngram_size=NO_REPEAT_NGRAM,
+            encoder_no_repeat_ngram_size=self._encoder_no_repeat,
+            use_cache=use_cache,
+            decoder_start_token_id=cfg.decoder_start_token_id,
+            bos_token_id=self.bos_id,
+            eos_token_id=self.eos_id,
+            pad_token_id=cfg.pad_token_id,
+            return_dict_in_generate=return_scores,
+            output_scores=return_scores,
+        )
 
-    def generate_ids(self, inp: ConvInput, *, max_new_tokens: int | None = None, min_new_tokens: int = 0,
-                     use_cache: bool = True, return_scores: bool = False):
+    def generate_ids(
+        self,
+        inp: ConvInput,
+        *,
+        max_new_tokens: int | None = None,
+        min_new_tokens: int = 0,
+        use_cache: bool = True,
+        return_scores: bool = False,
+    ):
         """Decoder ids (starting with the decoder start token), greedy as published."""
         ids = torch.tensor([self.context_ids(inp.context)], dtype=torch.long, device=self.device)
         user = self.user_vector(inp)
         with torch.no_grad():
             out = self.conv.generate(
-                input_ids=ids, attention_mask=torch.ones_like(ids), decoder_user_embeds=user,
+                input_ids=ids,
+                attention_mask=torch.ones_like(ids),
+                decoder_user_embeds=user,
                 generation_config=self.generation_config(max_new_tokens, min_new_tokens, use_cache, return_scores),
-                logits_processor=self._processors())
+                logits_processor=self._processors(),
+            )
         return out
 
     @property
@@ -333,7 +420,7 @@ def _pad(rows: list[list[int]], value: int) -> torch.Tensor:
     width = max(len(r) for r in rows)
     t = torch.full((len(rows), width), value, dtype=torch.long)
     for i, r in enumerate(rows):
-        t[i, :len(r)] = torch.tensor(r, dtype=torch.long)
+        t[i, : len(r)] = torch.tensor(r, dtype=torch.long)
     return t
 
 
@@ -345,8 +432,9 @@ def rec_loss(model: KBRD, batch: list[tuple[list[int], int]], node_table: torch.
     return model.rec(ids, mask, node_table=node_table, labels=labels)["loss"]
 
 
-def conv_loss(model: KBRD, batch: list[tuple[list[int], list[int], list[int]]],
-              node_table: torch.Tensor | None = None) -> torch.Tensor:
+def conv_loss(
+    model: KBRD, batch: list[tuple[list[int], list[int], list[int]]], node_table: torch.Tensor | None = None
+) -> torch.Tensor:
     pad = model.conv.config.pad_token_id
     ctx = _pad([b[0] for b in batch], pad).to(model.device)
     labels = _pad([b[2] for b in batch], -100).to(model.device)
@@ -354,8 +442,7 @@ def conv_loss(model: KBRD, batch: list[tuple[list[int], list[int], list[int]]],
     with torch.no_grad():  # the recommender is frozen while the conversation model trains (as published)
         table = node_table if node_table is not None else model.node_table()
         user = model.rec.user_embeds(table, ids, mask)
-    return model.conv(input_ids=ctx, attention_mask=ctx.ne(pad).long(), labels=labels,
-                      decoder_user_embeds=user).loss
+    return model.conv(input_ids=ctx, attention_mask=ctx.ne(pad).long(), labels=labels, decoder_user_embeds=user).loss
 
 
 def evaluate_loss(model: KBRD, records: list[Record], part: str, batch_size: int = 16) -> float:
@@ -369,15 +456,16 @@ def evaluate_loss(model: KBRD, records: list[Record], part: str, batch_size: int
     with torch.no_grad():
         table = model.rec.get_node_embeds(model.edge_index, model.edge_type)
         for i in range(0, len(examples), batch_size):
-            batch = examples[i:i + batch_size]
+            batch = examples[i : i + batch_size]
             fn = rec_loss if part == "rec" else conv_loss
             total += float(fn(model, batch, table)) * len(batch)
             n += len(batch)
     return total / n
 
 
-def train(model: KBRD, records: list[Record], out_root, dataset: str, config: TrainConfig,
-          progress: ProgressFn | None = None) -> TrainReport:
+def train(
+    model: KBRD, records: list[Record], out_root, dataset: str, config: TrainConfig, progress: ProgressFn | None = None
+) -> TrainReport:
     """Train the recommender (cross-entropy of each target item from the user vector over all entities), then the
     conversation model (teacher-forced LM loss with the user-vector bias, recommender frozen), through the one
     training engine (:mod:`crs_backends.neural.training`: resumable); writes the published layout under
@@ -389,9 +477,11 @@ def train(model: KBRD, records: list[Record], out_root, dataset: str, config: Tr
     model.edge_index, model.edge_type = model.edge_index.to(model.device), model.edge_type.to(model.device)
     model.item_ids = model.item_ids.to(model.device)
     rec_ex, conv_ex = _rec_examples(model, records), _conv_examples(model, records)
-    budget = split_budget(config.max_steps, {"rec": wanted_steps(len(rec_ex), config),
-                                             "conv": wanted_steps(len(conv_ex), config)},
-                          shares={"rec": 0.5, "conv": 0.5})
+    budget = split_budget(
+        config.max_steps,
+        {"rec": wanted_steps(len(rec_ex), config), "conv": wanted_steps(len(conv_ex), config)},
+        shares={"rec": 0.5, "conv": 0.5},
+    )
     frozen: dict[str, torch.Tensor] = {}
 
     def freeze_recommender() -> None:  # the conversation model learns from a fixed user vector
@@ -401,15 +491,30 @@ def train(model: KBRD, records: list[Record], out_root, dataset: str, config: Tr
             frozen["nodes"] = model.node_table()
 
     stages = [
-        Stage("rec", rec_ex, lambda batch: rec_loss(model, batch), [model.rec], budget["rec"], config.lr,
-              lengths=[len(e[0]) for e in rec_ex], setup=model.invalidate),
-        Stage("conv", conv_ex, lambda batch: conv_loss(model, batch, frozen["nodes"]), [model.conv], budget["conv"],
-              config.lr, lengths=[len(e[0]) + len(e[2]) for e in conv_ex], setup=freeze_recommender),
+        Stage(
+            "rec",
+            rec_ex,
+            lambda batch: rec_loss(model, batch),
+            [model.rec],
+            budget["rec"],
+            config.lr,
+            lengths=[len(e[0]) for e in rec_ex],
+            setup=model.invalidate,
+        ),
+        Stage(
+            "conv",
+            conv_ex,
+            lambda batch: conv_loss(model, batch, frozen["nodes"]),
+            [model.conv],
+            budget["conv"],
+            config.lr,
+            lengths=[len(e[0]) + len(e[2]) for e in conv_ex],
+            setup=freeze_recommender,
+        ),
     ]
     steps, losses = run_stages(SYSTEM, dataset, out_root, stages, config, progress)
     model.rec.eval()
     model.conv.eval()
     model.invalidate()
     model.save(out_root, dataset)
-    return TrainReport(system=SYSTEM, out=Path(out_root), steps=steps, losses=losses,
-                       seconds=time.monotonic() - t0)
+    return TrainReport(system=SYSTEM, out=Path(out_root), steps=steps, losses=losses, seconds=time.monotonic() - t0)

@@ -63,13 +63,21 @@ class KBRDforRec(nn.Module):
         nodes = self.kg_encoder(self.node_embeds, edge_index, edge_type)
         return torch.cat([nodes, self.special_token_embeddings], dim=0)
 
-    def user_embeds(self, node_table: torch.Tensor, entity_ids: torch.Tensor,
-                    entity_mask: torch.Tensor | None = None) -> torch.Tensor:
+    def user_embeds(
+        self, node_table: torch.Tensor, entity_ids: torch.Tensor, entity_mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
         return self.attn(node_table[entity_ids], entity_mask)
 
-    def forward(self, entity_ids: torch.Tensor, entity_mask: torch.Tensor | None = None, *,
-                node_table: torch.Tensor | None = None, edge_index: torch.Tensor | None = None,
-                edge_type: torch.Tensor | None = None, labels: torch.Tensor | None = None) -> dict:
+    def forward(
+        self,
+        entity_ids: torch.Tensor,
+        entity_mask: torch.Tensor | None = None,
+        *,
+        node_table: torch.Tensor | None = None,
+        edge_index: torch.Tensor | None = None,
+        edge_type: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+    ) -> dict:
         if node_table is None:
             node_table = self.get_node_embeds(edge_index, edge_type)
         user = self.user_embeds(node_table, entity_ids, entity_mask)
@@ -92,19 +100,40 @@ class KBRDforConv(BartForConditionalGeneration):
         nn.init.normal_(self.rec_proj.weight, std=getattr(config, "init_std", 0.02))
         nn.init.zeros_(self.rec_proj.bias)
 
-    def forward(self, input_ids=None, attention_mask=None, decoder_input_ids=None, decoder_attention_mask=None,
-                encoder_outputs=None, past_key_values=None, inputs_embeds=None, decoder_inputs_embeds=None,
-                labels=None, use_cache=None, decoder_user_embeds=None, **kwargs):
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        decoder_input_ids=None,
+        decoder_attention_mask=None,
+        encoder_outputs=None,
+        past_key_values=None,
+        inputs_embeds=None,
+        decoder_inputs_embeds=None,
+        labels=None,
+        use_cache=None,
+        decoder_user_embeds=None,
+        **kwargs,
+    ):
         if labels is not None:
             use_cache = False
             if decoder_input_ids is None and decoder_inputs_embeds is None:
-                decoder_input_ids = shift_tokens_right(labels, self.config.pad_token_id,
-                                                       self.config.decoder_start_token_id)
-        out = super().forward(input_ids=input_ids, attention_mask=attention_mask,
-                              decoder_input_ids=decoder_input_ids, decoder_attention_mask=decoder_attention_mask,
-                              encoder_outputs=encoder_outputs, past_key_values=past_key_values,
-                              inputs_embeds=inputs_embeds, decoder_inputs_embeds=decoder_inputs_embeds,
-                              labels=None, use_cache=use_cache, **kwargs)
+                decoder_input_ids = shift_tokens_right(
+                    labels, self.config.pad_token_id, self.config.decoder_start_token_id
+                )
+        out = super().forward(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            decoder_input_ids=decoder_input_ids,
+            decoder_attention_mask=decoder_attention_mask,
+            encoder_outputs=encoder_outputs,
+            past_key_values=past_key_values,
+            inputs_embeds=inputs_embeds,
+            decoder_inputs_embeds=decoder_inputs_embeds,
+            labels=None,
+            use_cache=use_cache,
+            **kwargs,
+        )
         logits = out.logits
         if decoder_user_embeds is not None:
             logits = logits + self.rec_proj(decoder_user_embeds.to(logits.dtype)).unsqueeze(1)
@@ -114,14 +143,40 @@ class KBRDforConv(BartForConditionalGeneration):
         return out
 
 
-def conv_config(*, vocab_size: int, d_model: int, layers: int, heads: int, ffn: int, max_positions: int,
-                pad_id: int = 1, bos_id: int = 0, eos_id: int = 2) -> BartConfig:
+def conv_config(
+    *,
+    vocab_size: int,
+    d_model: int,
+    layers: int,
+    heads: int,
+    ffn: int,
+    max_positions: int,
+    pad_id: int = 1,
+    bos_id: int = 0,
+    eos_id: int = 2,
+) -> BartConfig:
     """bart-base's configuration with KBRD's overrides (published: 300 wide, 2+2 layers, 2 heads, ffn 300)."""
     return BartConfig(
-        vocab_size=vocab_size, d_model=d_model, encoder_layers=layers, decoder_layers=layers,
-        encoder_attention_heads=heads, decoder_attention_heads=heads, encoder_ffn_dim=ffn, decoder_ffn_dim=ffn,
-        max_position_embeddings=max_positions, dropout=0.1, attention_dropout=0.1, activation_dropout=0.1,
-        activation_function="gelu", scale_embedding=False, init_std=0.02,
-        pad_token_id=pad_id, bos_token_id=bos_id, eos_token_id=eos_id, decoder_start_token_id=eos_id,
-        forced_eos_token_id=None, tie_word_embeddings=True, architectures=["KBRDforConv"],
+        vocab_size=vocab_size,
+        d_model=d_model,
+        encoder_layers=layers,
+        decoder_layers=layers,
+        encoder_attention_heads=heads,
+        decoder_attention_heads=heads,
+        encoder_ffn_dim=ffn,
+        decoder_ffn_dim=ffn,
+        max_position_embeddings=max_positions,
+        dropout=0.1,
+        attention_dropout=0.1,
+        activation_dropout=0.1,
+        activation_function="gelu",
+        scale_embedding=False,
+        init_std=0.02,
+        pad_token_id=pad_id,
+        bos_token_id=bos_id,
+        eos_token_id=eos_id,
+        decoder_start_token_id=eos_id,
+        forced_eos_token_id=None,
+        tie_word_embeddings=True,
+        architectures=["KBRDforConv"],
     )

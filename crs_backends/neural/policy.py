@@ -75,8 +75,13 @@ class Choice:
         return self.index == len(self.letters) - 1
 
     def record(self) -> dict:
-        return {"letter": self.letter, "option": self.attribute, "scores": dict(zip(self.letters, self.scores)),
-                "state_before": list(self.state_before), "state_after": list(self.state_after)}
+        return {
+            "letter": self.letter,
+            "option": self.attribute,
+            "scores": dict(zip(self.letters, self.scores)),
+            "state_before": list(self.state_before),
+            "state_after": list(self.state_after),
+        }
 
 
 def choose(scores: list[float], state: list[float] | None, dataset: str, rule: str = "add") -> Choice:
@@ -92,8 +97,14 @@ def choose(scores: list[float], state: list[float] | None, dataset: str, rule: s
     index = max(range(len(totals)), key=totals.__getitem__)  # torch.argmax: the first maximum
     after = list(before)
     after[index] = after[index] + PENALTY if rule == "add" else PENALTY
-    return Choice(letters=letters, attributes=[a for _, a in menu], scores=[float(s) for s in scores],
-                  state_before=before, state_after=after, index=index)
+    return Choice(
+        letters=letters,
+        attributes=[a for _, a in menu],
+        scores=[float(s) for s in scores],
+        state_before=before,
+        state_after=after,
+        index=index,
+    )
 
 
 def list_reply(names: list[str]) -> str:

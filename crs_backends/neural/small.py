@@ -30,9 +30,9 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable
 
 VERSION = 2  # bump when the data, the settings or a model's small size changes: the set is rebuilt
 DATASET = "bundled"
@@ -107,9 +107,14 @@ def _say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def ensure_small_models(progress: Progress | None = None, force: bool = False, *,
-                        systems: tuple[str, ...] = SYSTEMS, log: Callable[[str], None] = _say,
-                        show_bar: bool = True) -> Path:
+def ensure_small_models(
+    progress: Progress | None = None,
+    force: bool = False,
+    *,
+    systems: tuple[str, ...] = SYSTEMS,
+    log: Callable[[str], None] = _say,
+    show_bar: bool = True,
+) -> Path:
     """The root of the small local versions, built first when absent (or when ``force``)."""
     final = small_models_dir()
     if not force and _complete(final):
@@ -146,15 +151,22 @@ def _pid_alive(pid: str) -> bool:
     return True
 
 
-def build(root: Path, *, progress: Progress | None = None, systems: tuple[str, ...] = SYSTEMS,
-          log: Callable[[str], None] = _say, show_bar: bool = True, settings: dict | None = None) -> dict:
+def build(
+    root: Path,
+    *,
+    progress: Progress | None = None,
+    systems: tuple[str, ...] = SYSTEMS,
+    log: Callable[[str], None] = _say,
+    show_bar: bool = True,
+    settings: dict | None = None,
+) -> dict:
     """Build the whole set into ``root`` (not atomic by itself: :func:`ensure_small_models` renames it into place)."""
     import torch
 
     from catalog.catalog import load_bundled
     from crs_backends.neural.checkpoints import write_manifest
     from crs_backends.neural.engine import ConvInput, TrainConfig
-    from crs_backends.neural.kg import kg_from_catalog
+    from crs_backends.neural.kg_reader import kg_from_catalog
     from crs_backends.neural.synthetic import describe, record_texts, synthetic_records, write_synthetic
     from crs_backends.train import TqdmProgress, model_class, model_module
 
@@ -173,10 +185,14 @@ def build(root: Path, *, progress: Progress | None = None, systems: tuple[str, .
     write_synthetic(root / "data" / f"synthetic_{DATASET}.jsonl", records)
     texts = record_texts(records)
     seconds["data"] = round(time.monotonic() - t0, 2)
-    log(f"small local versions: {len(records)} records from {N_DIALOGUES} synthetic dialogues, KG of "
-        f"{kg.n_entities} entities ({seconds['data']:.1f} s)")
-    probe = ConvInput(["I like movies with Tom Hanks. Something like Forrest Gump?"],
-                      [e for e in ("Tom Hanks", "Forrest Gump (1994)") if e in kg.entity2id])
+    log(
+        f"small local versions: {len(records)} records from {N_DIALOGUES} synthetic dialogues, KG of "
+        f"{kg.n_entities} entities ({seconds['data']:.1f} s)"
+    )
+    probe = ConvInput(
+        ["I like movies with Tom Hanks. Something like Forrest Gump?"],
+        [e for e in ("Tom Hanks", "Forrest Gump (1994)") if e in kg.entity2id],
+    )
     losses: dict[str, dict] = {}
     sizes: dict[str, dict] = {}
     descriptions: dict[str, str] = {}
@@ -207,20 +223,39 @@ def build(root: Path, *, progress: Progress | None = None, systems: tuple[str, .
             raise SmallBuildError(f"the small {system} recommends nothing")
         reply = model.generate(probe, items=[kg.entity_name(i) for i, _s in items[:3]])
         seconds[system] = round(time.monotonic() - t0, 1)
-        losses[system] = {part: {"steps": len(v), "first": _mean(v[:10]), "last": _mean(v[-10:])}
-                          for part, v in result.losses.items() if v}
+        losses[system] = {
+            part: {"steps": len(v), "first": _mean(v[:10]), "last": _mean(v[-10:])}
+            for part, v in result.losses.items()
+            if v
+        }
         sizes[system] = dict(getattr(module, "SIZES", {}).get("small", {}))
         descriptions[system] = model.description
         loss_text = ", ".join(f"{p} {d['first']:.2f}->{d['last']:.2f}" for p, d in losses[system].items())
         log(f"  {system}: {seconds[system]:.0f} s, {result.steps} steps ({loss_text}); reply: {reply[:70]!r}")
     shutil.rmtree(root / ".train", ignore_errors=True)  # trainer state: not needed once published
     seconds["total"] = round(time.monotonic() - t_start, 1)
-    write_manifest(root, version=f"small-v{VERSION}", dataset=DATASET, systems=list(systems), size="small",
-                   sizes=sizes, descriptions=descriptions, seconds=seconds, losses=losses,
-                   train_settings={s: settings[s] for s in systems}, threads=torch.get_num_threads(),
-                   data={**describe(records), "dialogues": N_DIALOGUES, "seed": SEED, "catalog": "bundled",
-                         "file": f"data/synthetic_{DATASET}.jsonl"},
-                   kg=f"kg_{DATASET}", complete=True)
+    write_manifest(
+        root,
+        version=f"small-v{VERSION}",
+        dataset=DATASET,
+        systems=list(systems),
+        size="small",
+        sizes=sizes,
+        descriptions=descriptions,
+        seconds=seconds,
+        losses=losses,
+        train_settings={s: settings[s] for s in systems},
+        threads=torch.get_num_threads(),
+        data={
+            **describe(records),
+            "dialogues": N_DIALOGUES,
+            "seed": SEED,
+            "catalog": "bundled",
+            "file": f"data/synthetic_{DATASET}.jsonl",
+        },
+        kg=f"kg_{DATASET}",
+        complete=True,
+    )
     if seconds["total"] > BUDGET_SECONDS:
         log(f"note: the build took {seconds['total']:.0f} s, over the {BUDGET_SECONDS} s budget")
     return {"seconds": seconds, "losses": losses}
@@ -242,8 +277,10 @@ def info() -> dict:
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m crs_backends.neural.small",
-                                     description="Build or describe the small local versions of KBRD, BARCOR, UniCRS.")
+    parser = argparse.ArgumentParser(
+        prog="python -m crs_backends.neural.small",
+        description="Build or describe the small local versions of KBRD, BARCOR, UniCRS.",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     ensure = sub.add_parser("ensure", help="build them when absent")
     ensure.add_argument("--force", action="store_true", help="build again even when present")
@@ -263,9 +300,11 @@ def main(argv: list[str] | None = None) -> int:
         _say("interrupted: the small local versions were not built (nothing half-built was kept)")
         return 130
     except Exception as e:
-        _say(f"ERROR: building the small local versions failed: {type(e).__name__}: {e}\n"
-             "The app still starts; KBRD, BARCOR and UniCRS show this error when selected. "
-             "Retry with `python -m crs_backends.neural.small ensure`.")
+        _say(
+            f"ERROR: building the small local versions failed: {type(e).__name__}: {e}\n"
+            "The app still starts; KBRD, BARCOR and UniCRS show this error when selected. "
+            "Retry with `python -m crs_backends.neural.small ensure`."
+        )
         return 1
     print(f"small local versions: {root}")
     return 0

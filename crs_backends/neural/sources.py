@@ -41,12 +41,12 @@ import time
 import urllib.error
 import urllib.request
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from crs_backends.neural.checkpoints import part_dir, read_manifest
-from crs_backends.neural.kg import KG_FILES
+from crs_backends.neural.kg_reader import KG_FILES
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +118,7 @@ def read_manifest_quietly(root: Path) -> dict:
 # ---------------------------------------------------------------------------------------------
 # configuration
 
+
 def cache_dir() -> Path:
     return Path(os.environ.get("CRS_ARENA_CACHE") or Path.home() / ".cache" / "crs-arena").expanduser()
 
@@ -155,6 +156,7 @@ def published_dataset() -> str:
 
 # ---------------------------------------------------------------------------------------------
 # resolution
+
 
 def has_parts(root: Path, system: str, dataset: str) -> bool:
     """Whether ``root`` holds both parts of ``system`` for ``dataset`` (non-empty directories)."""
@@ -194,7 +196,8 @@ def datasets_in(root: Path, system: str) -> list[str]:
 
 def kg_dir_for(root: Path, dataset: str) -> Path | None:
     """The KG of ``dataset``: ``<root>/kg_<dataset>/`` if the set carries one, else ``CRS_DATA_DIR/<dataset>/``,
-    else the fetched copy ``<cache>/datasets/<dataset>/`` (see :func:`crs_backends.neural.datasets.find_dataset_dir`)."""
+    else the fetched copy ``<cache>/datasets/<dataset>/``
+    (see :func:`crs_backends.neural.datasets.find_dataset_dir`)."""
     from crs_backends.neural.datasets import find_dataset_dir
 
     return find_dataset_dir(dataset, KG_FILES, root)
@@ -206,13 +209,23 @@ def _published_candidates(dataset: str) -> list[tuple[str, Path | None, str]]:
     local = os.environ.get("CRS_MODELS_DIR")
     if local:
         root = Path(local).expanduser()
-        out.append(("local dir", root if root.is_dir() else None,
-                    f"CRS_MODELS_DIR={root} is not a directory" if not root.is_dir() else ""))
+        out.append(
+            (
+                "local dir",
+                root if root.is_dir() else None,
+                f"CRS_MODELS_DIR={root} is not a directory" if not root.is_dir() else "",
+            )
+        )
     else:
         out.append(("local dir", None, "CRS_MODELS_DIR is not set"))
     fetched = archive_dir()
-    out.append(("archive", fetched if fetched.is_dir() else None,
-                f"the CRS Arena archive is not fetched into {fetched} (run `{FETCH_COMMAND}`)"))
+    out.append(
+        (
+            "archive",
+            fetched if fetched.is_dir() else None,
+            f"the CRS Arena archive is not fetched into {fetched} (run `{FETCH_COMMAND}`)",
+        )
+    )
     repo = hub_repo()
     if repo:
         root = hub_dir(repo)
@@ -261,8 +274,9 @@ def sets_lacking_dataset_files(system: str, dataset: str | None = None) -> list[
     return _published_search(system, dataset)[2]
 
 
-def _published_search(system: str, dataset: str | None
-                      ) -> tuple[CheckpointSource | None, list[str], list[tuple[str, Path]]]:
+def _published_search(
+    system: str, dataset: str | None
+) -> tuple[CheckpointSource | None, list[str], list[tuple[str, Path]]]:
     _check_system(system)
     dataset = dataset or published_dataset()
     reasons: list[str] = []
@@ -278,9 +292,11 @@ def _published_search(system: str, dataset: str | None
         kg = kg_dir_for(set_root, dataset)
         if kg is None:
             lacking.append((origin, set_root))
-            reasons.append(f"{origin} {set_root} has {system} checkpoints for {dataset}, but the iEvaLM knowledge graph "
-                           f"of {dataset} is missing: run `{FETCH_COMMAND} --datasets {dataset}`, or set CRS_DATA_DIR "
-                           f"to a folder holding {dataset}/entity2id.json, kg.json, relation2id.json, item_ids.json")
+            reasons.append(
+                f"{origin} {set_root} has {system} checkpoints for {dataset}, but the iEvaLM knowledge graph "
+                f"of {dataset} is missing: run `{FETCH_COMMAND} --datasets {dataset}`, or set CRS_DATA_DIR "
+                f"to a folder holding {dataset}/entity2id.json, kg.json, relation2id.json, item_ids.json"
+            )
             continue
         return CheckpointSource(system, set_root, dataset, kg, origin, _version_of(set_root, origin)), reasons, lacking
     return None, reasons, lacking
@@ -336,8 +352,14 @@ def build_small(progress: Progress | None = None) -> None:
     small.ensure_small_models(progress=progress)
 
 
-def resolve(system: str, dataset: str | None = None, *, build: bool = False,
-            progress: Progress | None = None, allow_small: bool = True) -> CheckpointSource:
+def resolve(
+    system: str,
+    dataset: str | None = None,
+    *,
+    build: bool = False,
+    progress: Progress | None = None,
+    allow_small: bool = True,
+) -> CheckpointSource:
     """The checkpoint set ``system`` runs from: published first, else the small local version.
 
     ``build``: build the small local versions when nothing else is there. Raises :class:`SourceError`
@@ -365,9 +387,11 @@ def resolve(system: str, dataset: str | None = None, *, build: bool = False,
 def unavailable_message(system: str, reasons: list[str]) -> str:
     label = LABELS.get(system, system)
     lines = [f"No checkpoint for {label} is available."] + [f"- {r}" for r in reasons]
-    lines.append(f"Fetch the published checkpoints with `{FETCH_COMMAND}` (the CRS Arena archive, {models_url()}), "
-                 f"or `{FETCH_COMMAND} --hub REPO` (a Hugging Face Hub repository), or point CRS_MODELS_DIR at a "
-                 f"folder in the published layout; build the small local versions with `{SMALL_COMMAND}`.")
+    lines.append(
+        f"Fetch the published checkpoints with `{FETCH_COMMAND}` (the CRS Arena archive, {models_url()}), "
+        f"or `{FETCH_COMMAND} --hub REPO` (a Hugging Face Hub repository), or point CRS_MODELS_DIR at a "
+        f"folder in the published layout; build the small local versions with `{SMALL_COMMAND}`."
+    )
     return "\n".join(lines)
 
 
@@ -379,11 +403,20 @@ def _check_system(system: str) -> None:
 # ---------------------------------------------------------------------------------------------
 # downloading
 
+
 def _progress_bar(total: int | None, initial: int, desc: str, enabled: bool):
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, initial=initial, unit="B", unit_scale=True, unit_divisor=1024, desc=desc,
-                disable=not enabled, leave=True)
+    return tqdm(
+        total=total,
+        initial=initial,
+        unit="B",
+        unit_scale=True,
+        unit_divisor=1024,
+        desc=desc,
+        disable=not enabled,
+        leave=True,
+    )
 
 
 def sha256_of(path: Path, chunk: int = 1 << 20) -> str:
@@ -394,8 +427,16 @@ def sha256_of(path: Path, chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
-def download(url: str, dest: str | os.PathLike, *, sha256: str | None = None, retries: int = 3,
-             timeout: float = 60.0, progress: bool = True, chunk: int = 1 << 16) -> Path:
+def download(
+    url: str,
+    dest: str | os.PathLike,
+    *,
+    sha256: str | None = None,
+    retries: int = 3,
+    timeout: float = 60.0,
+    progress: bool = True,
+    chunk: int = 1 << 16,
+) -> Path:
     """Download ``url`` to ``dest`` through ``dest.part``, resuming a partial file with HTTP Range.
 
     A dropped connection is resumed up to ``retries`` times (then :class:`SourceError`, keeping the
@@ -417,21 +458,25 @@ def download(url: str, dest: str | os.PathLike, *, sha256: str | None = None, re
             meta = {}
         have = part.stat().st_size if part.exists() else 0
         try:
-            total, resumed = _download_once(url, part, meta_path, have, meta, timeout=timeout, progress=progress,
-                                            chunk=chunk)
+            total, resumed = _download_once(
+                url, part, meta_path, have, meta, timeout=timeout, progress=progress, chunk=chunk
+            )
         except _Interrupted as e:
             attempts += 1
             if attempts > retries:
-                raise SourceError(f"download of {url} interrupted ({e}); {part.stat().st_size if part.exists() else 0:,} "
-                                  f"bytes kept in {part}: run the same command again to resume") from None
+                raise SourceError(
+                    f"download of {url} interrupted ({e}); {part.stat().st_size if part.exists() else 0:,} "
+                    f"bytes kept in {part}: run the same command again to resume"
+                ) from None
             log.warning("download interrupted (%s); resuming (%d/%d)", e, attempts, retries)
             time.sleep(min(0.2 * attempts, 2.0))
             continue
         size = part.stat().st_size
         if total is not None and size != total:
             _remove(part, meta_path)
-            raise SourceError(f"download of {url} has {size:,} bytes, the server announced {total:,}; {part} deleted, "
-                              "run again")
+            raise SourceError(
+                f"download of {url} has {size:,} bytes, the server announced {total:,}; {part} deleted, run again"
+            )
         if expected_sha:
             actual = sha256_of(part)
             if actual != expected_sha:
@@ -440,8 +485,10 @@ def download(url: str, dest: str | os.PathLike, *, sha256: str | None = None, re
                     restarted_for_sha = True
                     log.warning("SHA-256 mismatch after a resumed download; downloading %s again from zero", url)
                     continue
-                raise SourceError(f"SHA-256 of the download of {url} is {actual}, expected {expected_sha}; "
-                                  f"the file ({part}) was deleted")
+                raise SourceError(
+                    f"SHA-256 of the download of {url} is {actual}, expected {expected_sha}; "
+                    f"the file ({part}) was deleted"
+                )
         os.replace(part, dest)
         _remove(meta_path)
         return dest
@@ -459,8 +506,9 @@ def _remove(*paths: Path) -> None:
             pass
 
 
-def _download_once(url: str, part: Path, meta_path: Path, have: int, meta: dict, *, timeout: float,
-                   progress: bool, chunk: int) -> tuple[int | None, bool]:
+def _download_once(
+    url: str, part: Path, meta_path: Path, have: int, meta: dict, *, timeout: float, progress: bool, chunk: int
+) -> tuple[int | None, bool]:
     """One HTTP request; returns (expected total size or None, whether it resumed). Raises _Interrupted."""
     headers = {"User-Agent": "crs-arena/1 (+checkpoint fetch)", "Accept-Encoding": "identity"}
     if have:
@@ -500,8 +548,12 @@ def _download_once(url: str, part: Path, meta_path: Path, have: int, meta: dict,
                 log.warning("the server ignored the Range request (or the file changed); restarting %s from zero", url)
             mode, have = "wb", 0
             total = length
-        meta = {"url": url, "etag": response.headers.get("ETag"), "last_modified": response.headers.get("Last-Modified"),
-                "total": total}
+        meta = {
+            "url": url,
+            "etag": response.headers.get("ETag"),
+            "last_modified": response.headers.get("Last-Modified"),
+            "total": total,
+        }
         meta_path.write_text(json.dumps(meta), encoding="utf-8")
         with open(part, mode) as out, _progress_bar(total, have, part.name.removesuffix(".part"), progress) as bar:
             try:
@@ -531,14 +583,16 @@ def _range_total(value: str | None) -> int | None:
 # ---------------------------------------------------------------------------------------------
 # extraction
 
+
 def _check_member(member: tarfile.TarInfo, archive: Path) -> None:
     name = member.name
     parts = Path(name).parts
     if name.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", name) or ".." in parts:
         raise SourceError(f"{archive}: unsafe path in the archive: {name!r} (absolute or with '..'); nothing extracted")
     if member.issym() or member.islnk():
-        raise SourceError(f"{archive}: the archive holds a link ({name!r} -> {member.linkname!r}); refusing it, "
-                          "nothing extracted")
+        raise SourceError(
+            f"{archive}: the archive holds a link ({name!r} -> {member.linkname!r}); refusing it, nothing extracted"
+        )
     if not (member.isfile() or member.isdir()):
         raise SourceError(f"{archive}: the archive holds a special file ({name!r}); refusing it, nothing extracted")
 
@@ -563,8 +617,10 @@ def extract_archive(archive: str | os.PathLike, dest: str | os.PathLike) -> Path
                     _check_member(m, archive)
                 tar.extractall(tmp, members=members, filter="data")
         except (tarfile.TarError, EOFError, zlib.error, OSError) as e:
-            raise SourceError(f"{archive} is not a readable tar archive (corrupt or incomplete download?): "
-                              f"{type(e).__name__}: {e}. Delete it and fetch again.") from None
+            raise SourceError(
+                f"{archive} is not a readable tar archive (corrupt or incomplete download?): "
+                f"{type(e).__name__}: {e}. Delete it and fetch again."
+            ) from None
         root = find_set_root(tmp)
         if root is None:
             raise SourceError(f"{archive} holds no checkpoint directories (expected e.g. kbrd_rec_redial/)")
@@ -585,8 +641,15 @@ def extract_archive(archive: str | os.PathLike, dest: str | os.PathLike) -> Path
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def fetch_archive(url: str | None = None, *, sha256: str | None = None, dest: Path | None = None,
-                  progress: bool = True, retries: int = 3, keep_archive: bool = False) -> Path:
+def fetch_archive(
+    url: str | None = None,
+    *,
+    sha256: str | None = None,
+    dest: Path | None = None,
+    progress: bool = True,
+    retries: int = 3,
+    keep_archive: bool = False,
+) -> Path:
     """Download the checkpoint archive (resumable), verify it, extract it into the cache. Returns the set's root."""
     url = url or models_url()
     sha256 = sha256 or models_sha256()
@@ -605,9 +668,17 @@ def fetch_archive(url: str | None = None, *, sha256: str | None = None, dest: Pa
     except SourceError:
         archive.unlink(missing_ok=True)  # the next fetch downloads it again
         raise
-    (root / FETCHED_INFO).write_text(json.dumps({"url": url, "sha256": digest, "size": archive.stat().st_size,
-                                                 "fetched": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}),
-                                     encoding="utf-8")
+    (root / FETCHED_INFO).write_text(
+        json.dumps(
+            {
+                "url": url,
+                "sha256": digest,
+                "size": archive.stat().st_size,
+                "fetched": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            }
+        ),
+        encoding="utf-8",
+    )
     if not keep_archive:
         archive.unlink(missing_ok=True)
     return root
@@ -628,8 +699,10 @@ def fetch_hub(repo: str, *, revision: str | None = None, dest: Path | None = Non
         if find_set_root(tmp) is None:
             archives = sorted(tmp.rglob("*.tar.gz")) + sorted(tmp.rglob("*.tar"))
             if not archives:
-                raise SourceError(f"the Hub repository {repo} holds no checkpoint directories (e.g. kbrd_rec_redial/) "
-                                  "and no tar archive of them")
+                raise SourceError(
+                    f"the Hub repository {repo} holds no checkpoint directories (e.g. kbrd_rec_redial/) "
+                    "and no tar archive of them"
+                )
             root = extract_archive(archives[0], dest)
         else:
             root = find_set_root(tmp)
@@ -646,27 +719,42 @@ def fetch_hub(repo: str, *, revision: str | None = None, dest: Path | None = Non
 # ---------------------------------------------------------------------------------------------
 # command line
 
+
 def main(argv: list[str] | None = None) -> int:
     import click
 
-    @click.group(help="Checkpoints of KBRD, BARCOR and UniCRS: fetch the published ones, build the small local "
-                      "versions, show what each system would run.")
+    @click.group(
+        help="Checkpoints of KBRD, BARCOR and UniCRS: fetch the published ones, build the small local "
+        "versions, show what each system would run."
+    )
     def cli() -> None:
         logging.basicConfig(level=os.environ.get("LOG_LEVEL", "WARNING"))
 
-    @cli.command(help=f"Download the CRS Arena checkpoint archive (default {DEFAULT_URL}, or CRS_MODELS_URL) into "
-                      "the cache, or a Hugging Face Hub repository with --hub, then the dataset files (iEvaLM "
-                      "knowledge graph, item metadata) its checkpoints need. --datasets alone fetches only those files.")
+    @cli.command(
+        help=f"Download the CRS Arena checkpoint archive (default {DEFAULT_URL}, or CRS_MODELS_URL) into "
+        "the cache, or a Hugging Face Hub repository with --hub, then the dataset files (iEvaLM "
+        "knowledge graph, item metadata) its checkpoints need. --datasets alone fetches only those files."
+    )
     @click.option("--url", default=None, help="archive URL (default: CRS_MODELS_URL or the CRS Arena archive)")
     @click.option("--sha256", default=None, help="expected SHA-256 of the archive (default: CRS_MODELS_SHA256)")
-    @click.option("--hub", "hub", default=None, help="a Hugging Face Hub repository (owner/name) instead of the archive")
+    @click.option(
+        "--hub", "hub", default=None, help="a Hugging Face Hub repository (owner/name) instead of the archive"
+    )
     @click.option("--revision", default=None, help="Hub revision (with --hub)")
     @click.option("--keep-archive", is_flag=True, help="keep the downloaded .tar.gz beside the extracted set")
-    @click.option("--datasets", "dataset_list", default=None,
-                  help="comma-separated datasets whose files to fetch (redial, opendialkg); without --url/--hub, "
-                       "only these files are fetched, not the checkpoints")
-    @click.option("--data-url", default=None, help="base URL of the dataset files (default: CRS_DATA_BASE_URL or the "
-                                                   "pinned RUCAIBox/iEvaLM-CRS commit); a file is <base>/<dataset>/<file>")
+    @click.option(
+        "--datasets",
+        "dataset_list",
+        default=None,
+        help="comma-separated datasets whose files to fetch (redial, opendialkg); without --url/--hub, "
+        "only these files are fetched, not the checkpoints",
+    )
+    @click.option(
+        "--data-url",
+        default=None,
+        help="base URL of the dataset files (default: CRS_DATA_BASE_URL or the "
+        "pinned RUCAIBox/iEvaLM-CRS commit); a file is <base>/<dataset>/<file>",
+    )
     def fetch(url, sha256, hub, revision, keep_archive, dataset_list, data_url) -> None:
         from crs_backends.neural import datasets as dataset_files
 

@@ -26,9 +26,9 @@ import os
 import random
 import re
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Iterable
 
 from crs_backends.neural.engine import MOVIE_SLOT, Record
 from crs_backends.neural.facts import GENRE_ADJECTIVE, genre_word
@@ -62,60 +62,146 @@ GENRE_NOUNS: dict[str, tuple[str, ...]] = {
     "Western": ("westerns", "cowboy movies", "western films"),
 }
 GENRE_WORDS: dict[str, tuple[str, tuple[str, ...]]] = {
-    g: (GENRE_ADJECTIVE[g], nouns) for g, nouns in GENRE_NOUNS.items()}
+    g: (GENRE_ADJECTIVE[g], nouns) for g, nouns in GENRE_NOUNS.items()
+}
 DECADE_WORDS = {
-    "1920s": ("the twenties", "the 1920s"), "1930s": ("the thirties", "the 1930s", "the 30s"),
-    "1940s": ("the forties", "the 1940s", "the 40s"), "1950s": ("the fifties", "the 1950s", "the 50s"),
-    "1960s": ("the sixties", "the 1960s", "the 60s"), "1970s": ("the seventies", "the 1970s", "the 70s"),
-    "1980s": ("the eighties", "the 1980s", "the 80s"), "1990s": ("the nineties", "the 1990s", "the 90s"),
-    "2000s": ("the 2000s", "the early 2000s", "the noughties"), "2010s": ("the 2010s", "the last decade", "the 2010s"),
+    "1920s": ("the twenties", "the 1920s"),
+    "1930s": ("the thirties", "the 1930s", "the 30s"),
+    "1940s": ("the forties", "the 1940s", "the 40s"),
+    "1950s": ("the fifties", "the 1950s", "the 50s"),
+    "1960s": ("the sixties", "the 1960s", "the 60s"),
+    "1970s": ("the seventies", "the 1970s", "the 70s"),
+    "1980s": ("the eighties", "the 1980s", "the 80s"),
+    "1990s": ("the nineties", "the 1990s", "the 90s"),
+    "2000s": ("the 2000s", "the early 2000s", "the noughties"),
+    "2010s": ("the 2010s", "the last decade", "the 2010s"),
     "2020s": ("the 2020s", "the last few years"),
 }
 
 GREETINGS = ("Hi!", "Hello", "hey there", "Hi, can you help me find a movie?", "Good evening!", "hello, I need a movie")
-VAGUE = ("I want to watch a movie tonight.", "Can you recommend something?", "I'm bored, any movie ideas?",
-         "looking for something to watch", "What should I watch this weekend?", "recommend me a movie please")
-ASK_PREF = ("Hi! What kind of movies do you like?", "Hello! What are you in the mood for?",
-            "Sure. Which genres do you usually enjoy?", "Happy to help. Any favorite movies, actors or directors?",
-            "Of course! What was the last movie you really liked?", "What sort of film are you looking for?")
+VAGUE = (
+    "I want to watch a movie tonight.",
+    "Can you recommend something?",
+    "I'm bored, any movie ideas?",
+    "looking for something to watch",
+    "What should I watch this weekend?",
+    "recommend me a movie please",
+)
+ASK_PREF = (
+    "Hi! What kind of movies do you like?",
+    "Hello! What are you in the mood for?",
+    "Sure. Which genres do you usually enjoy?",
+    "Happy to help. Any favorite movies, actors or directors?",
+    "Of course! What was the last movie you really liked?",
+    "What sort of film are you looking for?",
+)
 STATE = {
-    "genre": ("I like {g}.", "I'm in the mood for {g}.", "Can you recommend some {g}?", "I really enjoy {g}",
-              "Do you know any good {g}?", "Something in the {a} genre please.", "i love {g}"),
-    "director": ("I like movies by {p}.", "Anything directed by {p}?", "I'm a big fan of {p}'s films.",
-                 "What about something from {p}?", "I love {p} movies", "Any film by {p} would be great."),
-    "actor": ("I like movies with {p}.", "Anything starring {p}?", "I'm a fan of {p}.",
-              "Do you have something with {p} in it?", "{p} is my favorite actor", "Show me a movie with {p}."),
-    "decade": ("I'd like something from {d}.", "Any good movies from {d}?", "I love films from {d}.",
-               "Something made in {d} please.", "i'm into movies from {d}"),
-    "similar": ("I'm looking for something like {t}.", "I loved {t}, anything similar?",
-                "Can you recommend a movie like {t}?", "My favorite movie is {t}.",
-                "I just watched {t} and want more like it.", "something similar to {t} please"),
+    "genre": (
+        "I like {g}.",
+        "I'm in the mood for {g}.",
+        "Can you recommend some {g}?",
+        "I really enjoy {g}",
+        "Do you know any good {g}?",
+        "Something in the {a} genre please.",
+        "i love {g}",
+    ),
+    "director": (
+        "I like movies by {p}.",
+        "Anything directed by {p}?",
+        "I'm a big fan of {p}'s films.",
+        "What about something from {p}?",
+        "I love {p} movies",
+        "Any film by {p} would be great.",
+    ),
+    "actor": (
+        "I like movies with {p}.",
+        "Anything starring {p}?",
+        "I'm a fan of {p}.",
+        "Do you have something with {p} in it?",
+        "{p} is my favorite actor",
+        "Show me a movie with {p}.",
+    ),
+    "decade": (
+        "I'd like something from {d}.",
+        "Any good movies from {d}?",
+        "I love films from {d}.",
+        "Something made in {d} please.",
+        "i'm into movies from {d}",
+    ),
+    "similar": (
+        "I'm looking for something like {t}.",
+        "I loved {t}, anything similar?",
+        "Can you recommend a movie like {t}?",
+        "My favorite movie is {t}.",
+        "I just watched {t} and want more like it.",
+        "something similar to {t} please",
+    ),
 }
-ASK_ERA = ("Nice choice. Do you want something recent or an older classic?",
-           "Good taste! Should it be a newer movie or an older one?", "Do you prefer recent movies or classics?")
-ERA_ANSWER = {"new": ("Something recent please.", "newer is better", "Recent, I think."),
-              "old": ("An older classic.", "older ones please", "I like the classics."),
-              "any": ("Doesn't matter.", "Either is fine.", "no preference")}
-SEEN = ("I've seen it.", "Already watched that one.", "seen it already, anything else?", "I saw that last year. Something else?",
-        "i have seen that one")
-REJECT = ("Not really my thing.", "Hmm, I didn't like that one.", "Nah, something else please.", "I don't think I'd like that.")
-OLDER = ("Something older?", "Do you have anything older?", "I'd prefer an older movie.", "something a bit older please")
+ASK_ERA = (
+    "Nice choice. Do you want something recent or an older classic?",
+    "Good taste! Should it be a newer movie or an older one?",
+    "Do you prefer recent movies or classics?",
+)
+ERA_ANSWER = {
+    "new": ("Something recent please.", "newer is better", "Recent, I think."),
+    "old": ("An older classic.", "older ones please", "I like the classics."),
+    "any": ("Doesn't matter.", "Either is fine.", "no preference"),
+}
+SEEN = (
+    "I've seen it.",
+    "Already watched that one.",
+    "seen it already, anything else?",
+    "I saw that last year. Something else?",
+    "i have seen that one",
+)
+REJECT = (
+    "Not really my thing.",
+    "Hmm, I didn't like that one.",
+    "Nah, something else please.",
+    "I don't think I'd like that.",
+)
+OLDER = (
+    "Something older?",
+    "Do you have anything older?",
+    "I'd prefer an older movie.",
+    "something a bit older please",
+)
 NEWER = ("Anything more recent?", "Something newer please.", "Is there a newer one?", "got anything more recent")
 ANOTHER = ("Any others like that?", "Sounds good, what else?", "Give me another one.", "more like that please")
 ADD_GENRE = ("Maybe something with more {g}?", "Could it be {g} as well?", "I'd like it to be {g} too.")
 ADD_ACTOR = ("Anything with {p}?", "Ideally with {p} in it.", "Is there one starring {p}?")
-ACCEPT = ("Sounds great, thanks!", "Perfect, I'll watch it tonight.", "ok thanks!", "That sounds good, thank you.",
-          "Great, I'll check it out.")
+ACCEPT = (
+    "Sounds great, thanks!",
+    "Perfect, I'll watch it tonight.",
+    "ok thanks!",
+    "That sounds good, thank you.",
+    "Great, I'll check it out.",
+)
 CLOSE = ("Enjoy the movie!", "You're welcome, have fun!", "Glad I could help. Enjoy!", "Have a great movie night!")
-REC_ONE = ("You might like {t}: {r}.", "How about {t}? {R}.", "I'd recommend {t}, {r}.", "Have you seen {t}? {R}.",
-           "Try {t}. {R}.", "You should watch {t}: {r}.")
-REC_TWO = ("You could try {t}: {r}. {t2} is another option.", "I'd suggest {t}. {R}. Or maybe {t2}.",
-           "How about {t}? {R}. {t2} could work too.")
+REC_ONE = (
+    "You might like {t}: {r}.",
+    "How about {t}? {R}.",
+    "I'd recommend {t}, {r}.",
+    "Have you seen {t}? {R}.",
+    "Try {t}. {R}.",
+    "You should watch {t}: {r}.",
+)
+REC_TWO = (
+    "You could try {t}: {r}. {t2} is another option.",
+    "I'd suggest {t}. {R}. Or maybe {t2}.",
+    "How about {t}? {R}. {t2} could work too.",
+)
 REC_AFTER_SEEN = ("Then how about {t}? {R}.", "Oh, okay. Maybe {t} then: {r}.", "In that case, try {t}. {R}.")
-REC_OLDER = ("If you want something older, try {t}: {r}.", "An older one: {t}. {R}.", "Going back a bit, how about {t}? {R}.")
+REC_OLDER = (
+    "If you want something older, try {t}: {r}.",
+    "An older one: {t}. {R}.",
+    "Going back a bit, how about {t}? {R}.",
+)
 REC_NEWER = ("For something newer, try {t}: {r}.", "A more recent one is {t}. {R}.", "How about {t}? It is newer: {r}.")
-REC_RELAXED = ("I couldn't find exactly that, but you might like {t}: {r}.",
-               "Nothing fits all of that, but {t} comes close: {r}.")
+REC_RELAXED = (
+    "I couldn't find exactly that, but you might like {t}: {r}.",
+    "Nothing fits all of that, but {t} comes close: {r}.",
+)
 
 
 @dataclass
@@ -138,8 +224,16 @@ class Dialogue:
         seen: list[str] = []
         for i, turn in enumerate(self.turns):
             if turn.role == "system":
-                out.append(Record(context=[t.text for t in self.turns[:i]], entity=list(seen), rec=list(turn.items),
-                                  resp=turn.template or turn.text, dialog_id=self.dialog_id, turn_id=i))
+                out.append(
+                    Record(
+                        context=[t.text for t in self.turns[:i]],
+                        entity=list(seen),
+                        rec=list(turn.items),
+                        resp=turn.template or turn.text,
+                        dialog_id=self.dialog_id,
+                        turn_id=i,
+                    )
+                )
             for e in turn.entities:
                 if e not in seen:
                     seen.append(e)
@@ -161,7 +255,8 @@ def record_template(record: Record, slot: str = MOVIE_SLOT) -> str:
 
 
 def record_texts(records: Iterable[Record]) -> list[str]:
-    """Every distinct utterance (contexts and responses, plus slot templates), in first-seen order: tokenizer training text."""
+    """Every distinct utterance (contexts and responses, plus slot templates), in first-seen order:
+    tokenizer training text."""
     seen: dict[str, None] = {}
     for r in records:
         for t in (*r.context, r.resp, record_template(r)):
@@ -188,14 +283,14 @@ _WORD = re.compile(r"[A-Za-z]{4,}")
 
 
 def _typo(text: str, rng: random.Random) -> str:
-    words = [m for m in _WORD.finditer(text)]
+    words = list(_WORD.finditer(text))
     if not words:
         return text
     m = rng.choice(words)
     w = m.group(0)
     j = rng.randrange(len(w) - 1)
-    w = w[:j] + w[j + 1] + w[j] + w[j + 2:] if rng.random() < 0.5 else w[:j] + w[j + 1:]
-    return text[:m.start()] + w + text[m.end():]
+    w = w[:j] + w[j + 1] + w[j] + w[j + 2 :] if rng.random() < 0.5 else w[:j] + w[j + 1 :]
+    return text[: m.start()] + w + text[m.end() :]
 
 
 def _noisy(template: str, rng: random.Random) -> str:
@@ -276,7 +371,7 @@ class _Generator:
                 for v in values:
                     for n in self.index[(rel, v)]:
                         score[n] += weights[rel]
-            base = set(n for n, s in score.items() if s >= 2.0)
+            base = {n for n, s in score.items() if s >= 2.0}
             pools.append(base)
         else:
             score = {}
@@ -339,8 +434,9 @@ class _Generator:
             text, template = text + tail, template + tail
         return text, template, ents
 
-    def recommend(self, cons: dict, exclude: set[int], rng: random.Random, templates=REC_ONE,
-                  two: bool = True) -> Turn | None:
+    def recommend(
+        self, cons: dict, exclude: set[int], rng: random.Random, templates=REC_ONE, two: bool = True
+    ) -> Turn | None:
         cands = self.candidates(cons, exclude)
         relaxed = False
         if not cands:
@@ -376,7 +472,11 @@ class _Generator:
             return text, [e for e in [self.ent("genre", g)] if e], {"genre": [g]}
         if kind == "director":
             p = rng.choice(self.directors)
-            return tpl.format(p=self.surface_person(p, rng)), [e for e in [self.ent("director", p)] if e], {"director": [p]}
+            return (
+                tpl.format(p=self.surface_person(p, rng)),
+                [e for e in [self.ent("director", p)] if e],
+                {"director": [p]},
+            )
         if kind == "actor":
             p = rng.choice(self.actors)
             return tpl.format(p=self.surface_person(p, rng)), [e for e in [self.ent("star", p)] if e], {"star": [p]}
@@ -465,8 +565,10 @@ class _Generator:
                     kinds.append("genre")
                 else:
                     a = rng.choice(self.actors)
-                    user(_noisy(rng.choice(ADD_ACTOR), rng).format(p=self.surface_person(a, rng)),
-                         [e for e in [self.ent("star", a)] if e])
+                    user(
+                        _noisy(rng.choice(ADD_ACTOR), rng).format(p=self.surface_person(a, rng)),
+                        [e for e in [self.ent("star", a)] if e],
+                    )
                     cons = cons | {"star": [a]}
                     kinds.append("actor")
             else:  # a fresh preference of another kind
@@ -478,23 +580,37 @@ class _Generator:
                 user(text, ents)
             turn = self.recommend(cons, shown, rng, templates)
             if turn is None:  # nothing left that fits: ask instead
-                system(Turn("system", rng.choice(("I'm out of ideas for that. What else do you like?",
-                                                  "Hmm, that's all I have. Any other favorite actors or genres?"))))
+                system(
+                    Turn(
+                        "system",
+                        rng.choice(
+                            (
+                                "I'm out of ideas for that. What else do you like?",
+                                "Hmm, that's all I have. Any other favorite actors or genres?",
+                            )
+                        ),
+                    )
+                )
                 cons = {}
             else:
                 system(turn)
         return Dialogue(dialog_id, turns, kinds)
 
 
-def generate_dialogues(catalog=None, n: int = N_DIALOGUES, seed: int = 0, *, entity2id: dict[str, int] | None = None,
-                       ) -> list[Dialogue]:
+def generate_dialogues(
+    catalog=None,
+    n: int = N_DIALOGUES,
+    seed: int = 0,
+    *,
+    entity2id: dict[str, int] | None = None,
+) -> list[Dialogue]:
     """``n`` dialogues over ``catalog`` (default: the bundled one); ``entity2id`` of its KG (built when omitted)."""
     if catalog is None:
         from catalog.catalog import load_bundled
 
         catalog = load_bundled()
     if entity2id is None:
-        from catalog.kg import build_kg
+        from catalog.kg_builder import build_kg
 
         entity2id = build_kg(catalog).entity2id
     gen = _Generator(catalog, entity2id)

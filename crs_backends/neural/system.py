@@ -35,15 +35,18 @@ from catalog.items import Item
 from crs_backends.base import DEFAULT_LIST_SIZE, CRSSystem, SystemInfo
 from crs_backends.neural import facts, policy
 from crs_backends.neural.engine import MOVIE_SLOT, TOP_K, ConvInput, NeuralModel
-from crs_backends.neural.kg import KGData, load_kg
+from crs_backends.neural.kg_reader import KGData, load_kg
 from crs_backends.neural.policy import DEFAULT_POLICY, check_policy
 from crs_backends.neural.sources import LABELS, CheckpointSource, Progress, SourceError, resolve
 from storage.records import Conversation, Turn
 
 log = logging.getLogger(__name__)
 
-MODULES = {"kbrd": "crs_backends.neural.kbrd", "barcor": "crs_backends.neural.barcor",
-           "unicrs": "crs_backends.neural.unicrs"}
+MODULES = {
+    "kbrd": "crs_backends.neural.kbrd",
+    "barcor": "crs_backends.neural.barcor",
+    "unicrs": "crs_backends.neural.unicrs",
+}
 CLASSES = {"kbrd": "KBRD", "barcor": "BARCOR", "unicrs": "UniCRS"}
 SHOWN_IN_FALLBACK = 3
 LINK_CACHE = 4096  # utterances whose entity links are remembered
@@ -58,7 +61,9 @@ _EMPTY_SLOT = re.compile(
     r"|i (?:would |'d |really |also )?(?:recommend|suggest)"
     r"|you (?:should|could|might|would|will) (?:try|watch|see|check out|love|enjoy|like)"
     r"|(?:how|what) about|try|check out|watch)"
-    r"\s*(?=[?!.;:]|$)", re.IGNORECASE)
+    r"\s*(?=[?!.;:]|$)",
+    re.IGNORECASE,
+)
 _EMPTY_QUOTES = re.compile(r"([\"'*_])\s*\1|“\s*”|\(\s*\)|\[\s*\]")
 _SPACE_BEFORE_PUNCT = re.compile(r"\s+([?!.,;:])")
 
@@ -66,8 +71,16 @@ _SPACE_BEFORE_PUNCT = re.compile(r"\s+([?!.,;:])")
 class NeuralCRS(CRSSystem):
     """A KBRD / BARCOR / UniCRS model answering through the common interface."""
 
-    def __init__(self, model: NeuralModel, catalog: Catalog, *, source: CheckpointSource | None = None,
-                 list_size: int = DEFAULT_LIST_SIZE, variant: str | None = None, policy: str = DEFAULT_POLICY):
+    def __init__(
+        self,
+        model: NeuralModel,
+        catalog: Catalog,
+        *,
+        source: CheckpointSource | None = None,
+        list_size: int = DEFAULT_LIST_SIZE,
+        variant: str | None = None,
+        policy: str = DEFAULT_POLICY,
+    ):
         self.policy = check_policy(policy)
         self.model = model
         self.kg: KGData = model.kg
@@ -91,8 +104,9 @@ class NeuralCRS(CRSSystem):
     def info(self) -> SystemInfo:
         system = self.model.system
         variant = self._variant or (self.source.variant if self.source else self.model.description)
-        return SystemInfo(id=system, label=LABELS.get(system, system), variant=variant,
-                          demo=bool(self.source and self.source.small))
+        return SystemInfo(
+            id=system, label=LABELS.get(system, system), variant=variant, demo=bool(self.source and self.source.small)
+        )
 
     def warm_up(self) -> None:
         """Build the catalog's matcher and run one turn so that the first real one is quick."""
@@ -218,11 +232,19 @@ class NeuralCRS(CRSSystem):
             choice = None
             try:  # get_choice
                 scores = self.model.option_scores(inp, menu)
-                choice = policy.choose(scores, policy.previous_state(conversation.all_turns, info.id), dataset,
-                                       rule=self.model.penalty_rule)
-            except Exception as e:  # noqa: BLE001 - the generated reply still answers; the turn records why
-                log.warning("%s: option choice failed (%s: %s); answering with the generated reply",
-                            info.id, type(e).__name__, e)
+                choice = policy.choose(
+                    scores,
+                    policy.previous_state(conversation.all_turns, info.id),
+                    dataset,
+                    rule=self.model.penalty_rule,
+                )
+            except Exception as e:
+                log.warning(
+                    "%s: option choice failed (%s: %s); answering with the generated reply",
+                    info.id,
+                    type(e).__name__,
+                    e,
+                )
                 notes.append(f"option choice failed ({type(e).__name__}); the generated reply was used")
             n_items = len(self.kg.item_ids)
             ranked = self.model.recommend(inp, k=min(TOP_K, n_items)) if n_items else []  # get_rec
@@ -252,8 +274,10 @@ class NeuralCRS(CRSSystem):
                 "choice": choice.record() if choice is not None else None,
                 "recommended": bool(choice is not None and choice.recommend),
                 "entities": list(inp.entities),
-                "top_items": [{"id": i.id, "title": i.name} if i is not None else {"id": None, "title": n}
-                              for i, n in zip(ranked_items, names)],
+                "top_items": [
+                    {"id": i.id, "title": i.name} if i is not None else {"id": None, "title": n}
+                    for i, n in zip(ranked_items, names)
+                ],
                 "generated": generated,
                 "notes": notes,
                 "latency_ms": int((time.perf_counter() - start) * 1000),
@@ -345,8 +369,11 @@ def repair_text(text: str, items: list[str]) -> tuple[str, bool]:
     fallback_name = "one of the movies in the list" if items else "a movie you liked lately"
 
     def next_name() -> str:
-        return remaining.pop(0) if remaining else (items[0] if items and items[0].lower() not in text.lower()
-                                                   else fallback_name)
+        return (
+            remaining.pop(0)
+            if remaining
+            else (items[0] if items and items[0].lower() not in text.lower() else fallback_name)
+        )
 
     text = _JUNK.sub(" ", text)
     text = _PLACEHOLDER.sub(lambda m: next_name(), text)
@@ -361,8 +388,10 @@ def repair_text(text: str, items: list[str]) -> tuple[str, bool]:
 
 def fallback_sentence(items: list[str]) -> str:
     if not items:
-        return ("Could you tell me a bit more about what you like? A genre, an actor or a movie you enjoyed "
-                "would help me find something for you.")
+        return (
+            "Could you tell me a bit more about what you like? A genre, an actor or a movie you enjoyed "
+            "would help me find something for you."
+        )
     shown = items[:SHOWN_IN_FALLBACK]
     listed = shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + f" or {shown[-1]}"
     return f"You might like {listed}."
@@ -394,9 +423,11 @@ def item_catalog_for(source: CheckpointSource, chat_catalog: Catalog) -> Catalog
     if not info.exists():
         info = dataset_file(source.dataset, "id2info.json", Path(source.root)) or info
     if not info.exists():
-        raise SourceError(f"{LABELS.get(source.system, source.system)}: the item metadata of {source.dataset!r} "
-                          f"(id2info.json) is missing beside its knowledge graph in {source.kg_dir}; fetch the "
-                          f"dataset files with: {fetch_command(source.dataset)}")
+        raise SourceError(
+            f"{LABELS.get(source.system, source.system)}: the item metadata of {source.dataset!r} "
+            f"(id2info.json) is missing beside its knowledge graph in {source.kg_dir}; fetch the "
+            f"dataset files with: {fetch_command(source.dataset)}"
+        )
     return get_catalog(str(info.parent))
 
 
@@ -405,9 +436,16 @@ def policy_setting() -> str:
     return check_policy(os.environ.get("CRS_NEURAL_POLICY") or DEFAULT_POLICY)
 
 
-def load_neural_system(system: str, catalog: Catalog, *, dataset: str | None = None, build: bool = False,
-                       progress: Progress | None = None, list_size: int = DEFAULT_LIST_SIZE,
-                       policy: str | None = None) -> NeuralCRS:
+def load_neural_system(
+    system: str,
+    catalog: Catalog,
+    *,
+    dataset: str | None = None,
+    build: bool = False,
+    progress: Progress | None = None,
+    list_size: int = DEFAULT_LIST_SIZE,
+    policy: str | None = None,
+) -> NeuralCRS:
     """Resolve ``system``'s checkpoints (published first, else the small local version, built when ``build``)
     and wrap the loaded model. Raises :class:`~crs_backends.neural.sources.SourceError`,
     :class:`~crs_backends.neural.checkpoints.CheckpointError` or :class:`~crs_backends.neural.kg.KGError`."""

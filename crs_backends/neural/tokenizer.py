@@ -15,7 +15,7 @@ Every style also carries the small versions' slots (``<movie>``, ``<genre>``, ``
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
@@ -25,8 +25,9 @@ from crs_backends.neural.facts import SLOT_TOKENS
 STYLES = ("bart", "roberta", "gpt2")
 
 
-def train_tokenizer(texts: Iterable[str], *, style: str = "bart", vocab_size: int = 4000,
-                    min_frequency: int = 2) -> PreTrainedTokenizerFast:
+def train_tokenizer(
+    texts: Iterable[str], *, style: str = "bart", vocab_size: int = 4000, min_frequency: int = 2
+) -> PreTrainedTokenizerFast:
     if style not in STYLES:
         raise ValueError(f"unknown tokenizer style {style!r}; choose one of {', '.join(STYLES)}")
     if style == "gpt2":
@@ -36,20 +37,40 @@ def train_tokenizer(texts: Iterable[str], *, style: str = "bart", vocab_size: in
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=specials,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        min_frequency=min_frequency,
+        special_tokens=specials,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     tok.train_from_iterator((t for t in texts if t), trainer=trainer)
     # the small versions' slots stay one token each and survive decoding (they are not "special")
     tok.add_tokens([AddedToken(slot, special=False, normalized=False) for slot in SLOT_TOKENS if slot not in specials])
     if style == "gpt2":
-        fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|endoftext|>", eos_token="<|endoftext|>",
-                                       unk_token="<|endoftext|>", pad_token="<pad>",
-                                       additional_special_tokens=["<movie>"])
+        fast = PreTrainedTokenizerFast(
+            tokenizer_object=tok,
+            bos_token="<|endoftext|>",
+            eos_token="<|endoftext|>",
+            unk_token="<|endoftext|>",
+            pad_token="<pad>",
+            additional_special_tokens=["<movie>"],
+        )
     else:
         tok.post_processor = processors.TemplateProcessing(
-            single="<s> $A </s>", pair="<s> $A </s> </s> $B </s>",
-            special_tokens=[("<s>", tok.token_to_id("<s>")), ("</s>", tok.token_to_id("</s>"))])
-        fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", sep_token="</s>",
-                                       cls_token="<s>", unk_token="<unk>", pad_token="<pad>", mask_token="<mask>",
-                                       additional_special_tokens=["<movie>"] if style == "roberta" else None)
+            single="<s> $A </s>",
+            pair="<s> $A </s> </s> $B </s>",
+            special_tokens=[("<s>", tok.token_to_id("<s>")), ("</s>", tok.token_to_id("</s>"))],
+        )
+        fast = PreTrainedTokenizerFast(
+            tokenizer_object=tok,
+            bos_token="<s>",
+            eos_token="</s>",
+            sep_token="</s>",
+            cls_token="<s>",
+            unk_token="<unk>",
+            pad_token="<pad>",
+            mask_token="<mask>",
+            additional_special_tokens=["<movie>"] if style == "roberta" else None,
+        )
     return fast

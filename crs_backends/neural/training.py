@@ -25,9 +25,9 @@ import math
 import os
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import torch
 from torch import nn
@@ -82,13 +82,15 @@ def epoch_batches(lengths: list[int], batch_size: int, seed: int, epoch: int) ->
     window = batch_size * BUCKET_BATCHES
     batches = []
     for start in range(0, len(perm), window):
-        chunk = sorted(perm[start:start + window], key=lambda i: lengths[i])
-        batches += [chunk[j:j + batch_size] for j in range(0, len(chunk), batch_size)]
+        chunk = sorted(perm[start : start + window], key=lambda i: lengths[i])
+        batches += [chunk[j : j + batch_size] for j in range(0, len(chunk), batch_size)]
     order = torch.randperm(len(batches), generator=g).tolist()
     return [batches[i] for i in order]
 
 
-def split_budget(max_steps: int | None, wanted: dict[str, int], shares: dict[str, float] | None = None) -> dict[str, int]:
+def split_budget(
+    max_steps: int | None, wanted: dict[str, int], shares: dict[str, float] | None = None
+) -> dict[str, int]:
     """Steps per stage: ``wanted`` (epochs x batches each), or ``max_steps`` shared out when it is smaller, by
     ``shares`` (default: in proportion to ``wanted``); no stage gets more than it wants."""
     total = sum(wanted.values())
@@ -113,14 +115,18 @@ def _states(modules: list[nn.Module]) -> list[dict]:
     return [{k: v.detach().cpu() for k, v in m.state_dict().items()} for m in modules]
 
 
-def run_stage(system: str, dataset: str, out_root, stage: Stage, config: TrainConfig,
-              progress: ProgressFn | None = None) -> int:
+def run_stage(
+    system: str, dataset: str, out_root, stage: Stage, config: TrainConfig, progress: ProgressFn | None = None
+) -> int:
     """Run (or resume) one stage; returns the steps done now. Losses go to ``stage.losses``."""
     from crs_backends.neural.checkpoints import load_strict
 
     path = state_path(out_root, system, stage.name, dataset)
-    params = stage.params if stage.params is not None else \
-        [p for m in stage.modules for p in m.parameters() if p.requires_grad]
+    params = (
+        stage.params
+        if stage.params is not None
+        else [p for m in stage.modules for p in m.parameters() if p.requires_grad]
+    )
     optimizer = torch.optim.AdamW(params, lr=stage.lr, weight_decay=0.01)
     step, history = 0, {}
     resumed = False
@@ -136,8 +142,10 @@ def run_stage(system: str, dataset: str, out_root, stage: Stage, config: TrainCo
             torch.set_rng_state(saved["rng"])
             resumed = True
         except Exception as e:  # a damaged or foreign state: this stage starts again
-            warnings.warn(f"{system}: ignoring the training state {path} ({type(e).__name__}: {e}); "
-                          f"starting {stage.name} afresh", stacklevel=2)
+            warnings.warn(
+                f"{system}: ignoring the training state {path} ({type(e).__name__}: {e}); starting {stage.name} afresh",
+                stacklevel=2,
+            )
             step, history = 0, {}
     stage.losses = history
     if step >= stage.steps or not stage.examples:
@@ -150,8 +158,17 @@ def run_stage(system: str, dataset: str, out_root, stage: Stage, config: TrainCo
     def save() -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
-        torch.save({"stage": stage.name, "modules": _states(stage.modules), "optimizer": optimizer.state_dict(),
-                    "step": step, "losses": stage.losses, "rng": torch.get_rng_state()}, tmp)
+        torch.save(
+            {
+                "stage": stage.name,
+                "modules": _states(stage.modules),
+                "optimizer": optimizer.state_dict(),
+                "step": step,
+                "losses": stage.losses,
+                "rng": torch.get_rng_state(),
+            },
+            tmp,
+        )
         os.replace(tmp, path)
 
     bs = max(1, config.batch_size)
@@ -193,8 +210,9 @@ def run_stage(system: str, dataset: str, out_root, stage: Stage, config: TrainCo
     return step - first
 
 
-def run_stages(system: str, dataset: str, out_root, stages: list[Stage], config: TrainConfig,
-               progress: ProgressFn | None = None) -> tuple[int, dict[str, list[float]]]:
+def run_stages(
+    system: str, dataset: str, out_root, stages: list[Stage], config: TrainConfig, progress: ProgressFn | None = None
+) -> tuple[int, dict[str, list[float]]]:
     """Run the stages in order (seeded once); returns (steps done now, losses by name over all runs)."""
     torch.manual_seed(config.seed)
     steps = 0

@@ -41,18 +41,33 @@ import math
 import os
 import re
 import time
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from crs_backends.neural.checkpoints import (CheckpointError, hf_weights_file, load_tokenizer, part_dir,
-                                             read_state_dict, save_state_dict)
-from crs_backends.neural.engine import (MOVIE_SLOT, TOP_K, ConvInput, NeuralModel, ProgressFn, Record,
-                                        TrainConfig, TrainReport, WordRepeatGuard)
-from crs_backends.neural.kg import KGData
+from crs_backends.neural.checkpoints import (
+    CheckpointError,
+    hf_weights_file,
+    load_tokenizer,
+    part_dir,
+    read_state_dict,
+    save_state_dict,
+)
+from crs_backends.neural.engine import (
+    MOVIE_SLOT,
+    TOP_K,
+    ConvInput,
+    NeuralModel,
+    ProgressFn,
+    Record,
+    TrainConfig,
+    TrainReport,
+    WordRepeatGuard,
+)
+from crs_backends.neural.kg_reader import KGData
 from crs_backends.neural.training import Stage, log_prior, run_stages, split_budget, wanted_steps
 from crs_backends.neural.unicrs_prompt import KGPrompt, prefix_sizes
 
@@ -69,16 +84,40 @@ FALLBACK_REPLY = "Could you tell me a bit more about what you are looking for?"
 
 SIZES: dict[str, dict] = {
     "small": {  # tiny backbones trained from scratch with the prompts (CPU minutes)
-        "n_embd": 128, "n_layer": 2, "n_head": 4, "n_positions": 512,
-        "text_hidden": 128, "text_layers": 2, "text_heads": 4, "text_ffn": 256, "text_positions": 136,
-        "vocab_size": 4000, "context_max_length": 64, "entity_max_length": 43, "resp_max_length": 64,
-        "max_new_tokens": 40, "frozen": False, "dropout": 0.0,  # few CPU steps: no dropout (it cost 11% of a step)
+        "n_embd": 128,
+        "n_layer": 2,
+        "n_head": 4,
+        "n_positions": 512,
+        "text_hidden": 128,
+        "text_layers": 2,
+        "text_heads": 4,
+        "text_ffn": 256,
+        "text_positions": 136,
+        "vocab_size": 4000,
+        "context_max_length": 64,
+        "entity_max_length": 43,
+        "resp_max_length": 64,
+        "max_new_tokens": 40,
+        "frozen": False,
+        "dropout": 0.0,  # few CPU steps: no dropout (it cost 11% of a step)
     },
     "full": {  # published: DialoGPT-small + roberta-base (frozen), ctx 128, 43 entities, 128 new tokens
-        "n_embd": 768, "n_layer": 12, "n_head": 12, "n_positions": 1024,
-        "text_hidden": 768, "text_layers": 12, "text_heads": 12, "text_ffn": 3072, "text_positions": 514,
-        "gpt2_vocab": 50259, "text_vocab": 50266, "context_max_length": 128, "entity_max_length": 43,
-        "resp_max_length": 128, "max_new_tokens": 32, "frozen": True,
+        "n_embd": 768,
+        "n_layer": 12,
+        "n_head": 12,
+        "n_positions": 1024,
+        "text_hidden": 768,
+        "text_layers": 12,
+        "text_heads": 12,
+        "text_ffn": 3072,
+        "text_positions": 514,
+        "gpt2_vocab": 50259,
+        "text_vocab": 50266,
+        "context_max_length": 128,
+        "entity_max_length": 43,
+        "resp_max_length": 128,
+        "max_new_tokens": 32,
+        "frozen": True,
     },
 }
 _DATASET_DEFAULTS = {"redial": (43, 128, "<movie>"), "opendialkg": (20, 64, "<mask>")}
@@ -145,19 +184,38 @@ def _gpt2_config(vocab: int, s: dict, eos: int, pad: int):
     from transformers import GPT2Config
 
     drop = s.get("dropout", 0.1)
-    return GPT2Config(vocab_size=vocab, n_positions=s["n_positions"], n_embd=s["n_embd"], n_layer=s["n_layer"],
-                      n_head=s["n_head"], bos_token_id=eos, eos_token_id=eos, pad_token_id=pad,
-                      resid_pdrop=drop, embd_pdrop=drop, attn_pdrop=drop)
+    return GPT2Config(
+        vocab_size=vocab,
+        n_positions=s["n_positions"],
+        n_embd=s["n_embd"],
+        n_layer=s["n_layer"],
+        n_head=s["n_head"],
+        bos_token_id=eos,
+        eos_token_id=eos,
+        pad_token_id=pad,
+        resid_pdrop=drop,
+        embd_pdrop=drop,
+        attn_pdrop=drop,
+    )
 
 
 def _roberta_config(vocab: int, s: dict, tok):
     from transformers import RobertaConfig
 
-    return RobertaConfig(vocab_size=vocab, hidden_size=s["text_hidden"], num_hidden_layers=s["text_layers"],
-                         num_attention_heads=s["text_heads"], intermediate_size=s["text_ffn"],
-                         max_position_embeddings=s["text_positions"], type_vocab_size=1,
-                         hidden_dropout_prob=s.get("dropout", 0.1), attention_probs_dropout_prob=s.get("dropout", 0.1),
-                         pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
+    return RobertaConfig(
+        vocab_size=vocab,
+        hidden_size=s["text_hidden"],
+        num_hidden_layers=s["text_layers"],
+        num_attention_heads=s["text_heads"],
+        intermediate_size=s["text_ffn"],
+        max_position_embeddings=s["text_positions"],
+        type_vocab_size=1,
+        hidden_dropout_prob=s.get("dropout", 0.1),
+        attention_probs_dropout_prob=s.get("dropout", 0.1),
+        pad_token_id=tok.pad_token_id,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+    )
 
 
 def _hub_cached(repo: str) -> bool:
@@ -204,8 +262,7 @@ def _load_backbone(directory: Path, kind: str):
         raise CheckpointError(f"cannot read {cfg_path}: {type(e).__name__}: {e}") from e
     model = GPT2LMHeadModel(config) if kind == "gpt2" else RobertaModel(config, add_pooling_layer=True)
     weights = hf_weights_file(directory)
-    load_strict(model, read_state_dict(weights), source=weights,
-                optional=("lm_head.weight",) if kind == "gpt2" else ())
+    load_strict(model, read_state_dict(weights), source=weights, optional=("lm_head.weight",) if kind == "gpt2" else ())
     if kind == "gpt2":
         model.lm_head.weight = model.transformer.wte.weight
     return model.eval()
@@ -237,10 +294,20 @@ def _local_corpus(kg: KGData, texts: Iterable[str] | None) -> list[str]:
 class UniCRS(NeuralModel):
     system = SYSTEM
 
-    def __init__(self, kg: KGData, gpt2: nn.Module, roberta: nn.Module, tokenizer, prompt_tokenizer, *,
-                 size: str, movie_token: str, settings: dict, backbone_source: str,
-                 prefixes: tuple[tuple[int | None, int | None], tuple[int | None, int | None]] = ((None, None),
-                                                                                                  (None, None))):
+    def __init__(
+        self,
+        kg: KGData,
+        gpt2: nn.Module,
+        roberta: nn.Module,
+        tokenizer,
+        prompt_tokenizer,
+        *,
+        size: str,
+        movie_token: str,
+        settings: dict,
+        backbone_source: str,
+        prefixes: tuple[tuple[int | None, int | None], tuple[int | None, int | None]] = ((None, None), (None, None)),
+    ):
         self.kg = kg
         self.gpt2 = gpt2.eval()
         self.roberta = roberta.eval()
@@ -258,9 +325,18 @@ class UniCRS(NeuralModel):
         self.frozen = bool(settings["frozen"])
         cfg = gpt2.config
         edge_index, edge_type = kg.edges
-        common = dict(hidden_size=cfg.n_embd, token_hidden_size=roberta.config.hidden_size, n_head=cfg.n_head,
-                      n_layer=cfg.n_layer, n_block=N_BLOCK, n_entity=kg.n_entities_with_pad,
-                      num_relations=kg.n_relations, num_bases=NUM_BASES, edge_index=edge_index, edge_type=edge_type)
+        common = dict(
+            hidden_size=cfg.n_embd,
+            token_hidden_size=roberta.config.hidden_size,
+            n_head=cfg.n_head,
+            n_layer=cfg.n_layer,
+            n_block=N_BLOCK,
+            n_entity=kg.n_entities_with_pad,
+            num_relations=kg.n_relations,
+            num_bases=NUM_BASES,
+            edge_index=edge_index,
+            edge_type=edge_type,
+        )
         self.rec_prompt = KGPrompt(**common, n_prefix_rec=prefixes[0][0], n_prefix_conv=prefixes[0][1]).eval()
         self.conv_prompt = KGPrompt(**common, n_prefix_rec=prefixes[1][0], n_prefix_conv=prefixes[1][1]).eval()
         self.item_ids = torch.tensor(kg.item_ids, dtype=torch.long)
@@ -275,8 +351,17 @@ class UniCRS(NeuralModel):
 
     # ---- construction ----
     @classmethod
-    def create(cls, kg: KGData, texts: Iterable[str] | None = None, *, size: str = "small", seed: int = 0,
-               tokenizer=None, vocab_size: int | None = None, dataset: str | None = None) -> "UniCRS":
+    def create(
+        cls,
+        kg: KGData,
+        texts: Iterable[str] | None = None,
+        *,
+        size: str = "small",
+        seed: int = 0,
+        tokenizer=None,
+        vocab_size: int | None = None,
+        dataset: str | None = None,
+    ) -> UniCRS:
         """Random initialisation at a size. ``tokenizer`` may be a ``(gpt2, roberta)`` pair.
 
         Full size uses DialoGPT-small + roberta-base when they are in the local Hugging Face cache,
@@ -287,8 +372,9 @@ class UniCRS(NeuralModel):
         if size not in SIZES:
             raise ValueError(f"unknown size {size!r}; choose one of {', '.join(SIZES)}")
         s = dict(SIZES[size])
-        ent_len, resp_len, hub_movie = _DATASET_DEFAULTS.get(dataset or "", (s["entity_max_length"],
-                                                                             s["resp_max_length"], MOVIE_SLOT))
+        ent_len, resp_len, hub_movie = _DATASET_DEFAULTS.get(
+            dataset or "", (s["entity_max_length"], s["resp_max_length"], MOVIE_SLOT)
+        )
         torch.manual_seed(seed)
         source = "random"
         movie = MOVIE_SLOT
@@ -296,8 +382,9 @@ class UniCRS(NeuralModel):
             from transformers import AutoTokenizer
 
             movie = hub_movie
-            gtok, ptok = _prepare_hub_tokenizers(AutoTokenizer.from_pretrained(GPT2_HUB),
-                                                 AutoTokenizer.from_pretrained(ROBERTA_HUB), movie)
+            gtok, ptok = _prepare_hub_tokenizers(
+                AutoTokenizer.from_pretrained(GPT2_HUB), AutoTokenizer.from_pretrained(ROBERTA_HUB), movie
+            )
             gpt2 = GPT2LMHeadModel.from_pretrained(GPT2_HUB)
             gpt2.resize_token_embeddings(len(gtok))
             gpt2.config.pad_token_id = gtok.pad_token_id
@@ -322,13 +409,15 @@ class UniCRS(NeuralModel):
                 raise ValueError(f"vocab_size {vocab_size} is smaller than the tokenizers ({len(gtok)}, {len(ptok)})")
             gpt2 = GPT2LMHeadModel(_gpt2_config(gv, s, gtok.eos_token_id, gtok.pad_token_id))
             roberta = RobertaModel(_roberta_config(pv, s, ptok), add_pooling_layer=True)
-        settings = {k: s[k] for k in ("context_max_length", "entity_max_length", "resp_max_length",
-                                      "max_new_tokens", "frozen")}
-        return cls(kg, gpt2, roberta, gtok, ptok, size=size, movie_token=movie, settings=settings,
-                   backbone_source=source)
+        settings = {
+            k: s[k] for k in ("context_max_length", "entity_max_length", "resp_max_length", "max_new_tokens", "frozen")
+        }
+        return cls(
+            kg, gpt2, roberta, gtok, ptok, size=size, movie_token=movie, settings=settings, backbone_source=source
+        )
 
     @classmethod
-    def load(cls, root, dataset: str, kg: KGData, *, device: str = "cpu") -> "UniCRS":
+    def load(cls, root, dataset: str, kg: KGData, *, device: str = "cpu") -> UniCRS:
         """The published layout under ``root`` (see the module docstring); nothing is half-loaded on error."""
         from crs_backends.neural.checkpoints import load_strict
 
@@ -339,8 +428,13 @@ class UniCRS(NeuralModel):
         conv_state = read_state_dict(conv_file)
         gdir, pdir = root / f"unicrs_gpt2_{dataset}", root / f"unicrs_roberta_{dataset}"
         ent_len, resp_len, hub_movie = _DATASET_DEFAULTS.get(dataset, (43, 128, MOVIE_SLOT))
-        settings = {"context_max_length": 128, "entity_max_length": ent_len, "resp_max_length": resp_len,
-                    "max_new_tokens": resp_len, "frozen": True}  # published: generate(max_new_tokens=resp_max_length)
+        settings = {
+            "context_max_length": 128,
+            "entity_max_length": ent_len,
+            "resp_max_length": resp_len,
+            "max_new_tokens": resp_len,
+            "frozen": True,
+        }  # published: generate(max_new_tokens=resp_max_length)
         size, movie = "published", hub_movie
         if gdir.exists() or pdir.exists():
             for d in (gdir, pdir):
@@ -364,14 +458,16 @@ class UniCRS(NeuralModel):
             from transformers import AutoTokenizer, GPT2LMHeadModel, RobertaModel
 
             try:
-                gtok, ptok = _prepare_hub_tokenizers(AutoTokenizer.from_pretrained(GPT2_HUB),
-                                                     AutoTokenizer.from_pretrained(ROBERTA_HUB), movie)
+                gtok, ptok = _prepare_hub_tokenizers(
+                    AutoTokenizer.from_pretrained(GPT2_HUB), AutoTokenizer.from_pretrained(ROBERTA_HUB), movie
+                )
                 gpt2 = GPT2LMHeadModel.from_pretrained(GPT2_HUB)
                 roberta = RobertaModel.from_pretrained(ROBERTA_HUB)
             except Exception as e:
                 raise CheckpointError(
                     f"UniCRS backbones: neither {gdir} nor the Hub models {GPT2_HUB} / {ROBERTA_HUB} are available "
-                    f"({type(e).__name__}: {e})") from e
+                    f"({type(e).__name__}: {e})"
+                ) from e
             # iEvaLM (transformers 4.28, set_seed(42) from the CRS Arena config) resizes with the old default: the
             # added <pad>/<movie> rows drawn from N(0, initializer_range), not transformers 5's mean resizing
             torch.manual_seed(PUBLISHED_SEED)
@@ -383,8 +479,18 @@ class UniCRS(NeuralModel):
             # weights in a file are ignored there, so they are here
             rec_state, conv_state = _without_prefix(rec_state), _without_prefix(conv_state)
         gtok.padding_side = "left"
-        model = cls(kg, gpt2, roberta, gtok, ptok, size=size, movie_token=movie, settings=settings,
-                    backbone_source=source, prefixes=(prefix_sizes(rec_state), prefix_sizes(conv_state)))
+        model = cls(
+            kg,
+            gpt2,
+            roberta,
+            gtok,
+            ptok,
+            size=size,
+            movie_token=movie,
+            settings=settings,
+            backbone_source=source,
+            prefixes=(prefix_sizes(rec_state), prefix_sizes(conv_state)),
+        )
         load_strict(model.rec_prompt, rec_state, source=rec_file)
         load_strict(model.conv_prompt, conv_state, source=conv_file)
         model._invalidate()
@@ -402,11 +508,15 @@ class UniCRS(NeuralModel):
         _save_backbone(self.roberta, pdir)
         self.tokenizer.save_pretrained(str(gdir))
         self.prompt_tokenizer.save_pretrained(str(pdir))
-        meta = dict(self.settings, size=self.size if self.size != "published" else "local",
-                    movie_token=self.movie_token, kg_entities=self.kg.n_entities_with_pad)
+        meta = dict(
+            self.settings,
+            size=self.size if self.size != "published" else "local",
+            movie_token=self.movie_token,
+            kg_entities=self.kg.n_entities_with_pad,
+        )
         (gdir / SETTINGS_FILE).write_text(json.dumps(meta, indent=2), encoding="utf-8")
 
-    def to(self, device) -> "UniCRS":
+    def to(self, device) -> UniCRS:
         for m in self.modules():
             m.to(device)
         self.item_ids = self.item_ids.to(device)
@@ -430,27 +540,29 @@ class UniCRS(NeuralModel):
 
     @property
     def description(self) -> str:
-        return f"UniCRS ({self.size}; GPT-2 {self.gpt2.config.n_layer}x{self.gpt2.config.n_embd}, {self.backbone_source})"
+        return (
+            f"UniCRS ({self.size}; GPT-2 {self.gpt2.config.n_layer}x{self.gpt2.config.n_embd}, {self.backbone_source})"
+        )
 
     # ---- inputs ----
     def context_ids(self, context: Sequence[str]) -> list[int]:
         """GPT-2 ids: turns joined by eos plus a trailing eos, left-truncated to ``context_max_length``."""
         eos = self.tokenizer.eos_token
         text = eos.join(turn_texts(context)) + eos
-        return self.tokenizer(text, add_special_tokens=False)["input_ids"][-self.context_max_length:]
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"][-self.context_max_length :]
 
     def prompt_ids(self, context: Sequence[str]) -> tuple[list[int], list[int]]:
         """RoBERTa ids ``<s> … </s>`` (left-truncated) right-padded to ``context_max_length`` + mask."""
         tok = self.prompt_tokenizer
         text = tok.sep_token.join(turn_texts(context))
-        body = tok(text, add_special_tokens=False)["input_ids"][-(self.context_max_length - 2):] if text else []
+        body = tok(text, add_special_tokens=False)["input_ids"][-(self.context_max_length - 2) :] if text else []
         ids = [tok.bos_token_id] + body + [tok.eos_token_id]
         pad = self.context_max_length - len(ids)
         return ids + [tok.pad_token_id] * pad, [1] * len(ids) + [0] * pad
 
     def entity_ids(self, entities: Sequence[str]) -> list[int]:
         """Ids of the last ``entity_max_length`` names that are in the KG; ``[pad]`` when none."""
-        ids = self.kg.ids_of(list(entities)[-self.entity_max_length:])
+        ids = self.kg.ids_of(list(entities)[-self.entity_max_length :])
         return ids or [self.kg.pad_id]
 
     # ---- pieces ----
@@ -477,9 +589,14 @@ class UniCRS(NeuralModel):
     def _prefix(self, which: str, inp: ConvInput) -> torch.Tensor:
         prompt = self.rec_prompt if which == "rec" else self.conv_prompt
         ents = torch.tensor([self.entity_ids(inp.entities)], device=self.device)
-        return prompt(ents, self._token_embeds(inp.context), output_entity=(which == "rec"),
-                      use_rec_prefix=(which == "rec"), use_conv_prefix=(which == "conv"),
-                      entity_table=self._table(which))
+        return prompt(
+            ents,
+            self._token_embeds(inp.context),
+            output_entity=(which == "rec"),
+            use_rec_prefix=(which == "rec"),
+            use_conv_prefix=(which == "conv"),
+            entity_table=self._table(which),
+        )
 
     def _run(self, ids: torch.Tensor, mask: torch.Tensor, prefix: torch.Tensor, cache=None, positions=None):
         """GPT-2 trunk with the prompt as past keys/values; a NEW cache unless one is passed to extend."""
@@ -492,8 +609,9 @@ class UniCRS(NeuralModel):
         if positions is None:
             positions = (mask.long().cumsum(-1) - 1).clamp_min(0)
             positions = positions.masked_fill(mask == 0, 1)
-        out = self.gpt2.transformer(input_ids=ids, attention_mask=full_mask, position_ids=positions,
-                                    past_key_values=cache, use_cache=True)
+        out = self.gpt2.transformer(
+            input_ids=ids, attention_mask=full_mask, position_ids=positions, past_key_values=cache, use_cache=True
+        )
         return out.last_hidden_state, out.past_key_values
 
     # ---- recommendation ----
@@ -518,12 +636,18 @@ class UniCRS(NeuralModel):
         """Tokens that would repeat an n-gram of ``seq`` (HF's no_repeat_ngram_size rule)."""
         if n <= 0 or len(seq) < n - 1:
             return []
-        tail = tuple(seq[len(seq) - (n - 1):]) if n > 1 else ()
-        return [seq[i + n - 1] for i in range(len(seq) - n + 1) if tuple(seq[i:i + n - 1]) == tail]
+        tail = tuple(seq[len(seq) - (n - 1) :]) if n > 1 else ()
+        return [seq[i + n - 1] for i in range(len(seq) - n + 1) if tuple(seq[i : i + n - 1]) == tail]
 
     @torch.inference_mode()
-    def generate_ids(self, inp: ConvInput, *, max_new_tokens: int | None = None, no_repeat_ngram_size: int = 3,
-                     use_cache: bool = True) -> list[int]:
+    def generate_ids(
+        self,
+        inp: ConvInput,
+        *,
+        max_new_tokens: int | None = None,
+        no_repeat_ngram_size: int = 3,
+        use_cache: bool = True,
+    ) -> list[int]:
         """Greedy reply ids (eos included when produced). ``use_cache=False`` recomputes everything each step."""
         limit = self.max_new_tokens if max_new_tokens is None else max_new_tokens
         prefix = self._prefix("conv", inp)
@@ -567,8 +691,8 @@ class UniCRS(NeuralModel):
         if BOT_PROMPT in text:
             start = text.rfind(BOT_PROMPT) + len(BOT_PROMPT)
             # published: one character is dropped blindly (the space trained models write); ours drop only a space
-            skip = 1 if self.size != "small" or text[start:start + 1] == " " else 0
-            text = text[start + skip:]
+            skip = 1 if self.size != "small" or text[start : start + 1] == " " else 0
+            text = text[start + skip :]
         return text.replace(self.tokenizer.eos_token, "")
 
     def decode_reply(self, new_ids: list[int], items: Sequence[str] | None) -> str:
@@ -605,10 +729,16 @@ class UniCRS(NeuralModel):
         """Token ids of one record: GPT-2 context, RoBERTa prompt, entities, rec targets, slot-masked reply."""
         targets = self.kg.ids_of(record.rec)
         resp = _replace_names(record.resp, record.rec, self.movie_token)
-        resp_ids = self.tokenizer("System: " + resp, add_special_tokens=False)["input_ids"][:self.resp_max_length]
+        resp_ids = self.tokenizer("System: " + resp, add_special_tokens=False)["input_ids"][: self.resp_max_length]
         prompt, prompt_mask = self.prompt_ids(record.context)
-        return {"context": self.context_ids(record.context), "prompt": prompt, "prompt_mask": prompt_mask,
-                "entity": self.entity_ids(record.entity), "targets": targets, "resp": resp_ids + [self.eos_id]}
+        return {
+            "context": self.context_ids(record.context),
+            "prompt": prompt,
+            "prompt_mask": prompt_mask,
+            "entity": self.entity_ids(record.entity),
+            "targets": targets,
+            "resp": resp_ids + [self.eos_id],
+        }
 
     def _batch_inputs(self, batch: list[dict]) -> tuple[torch.Tensor, torch.Tensor]:
         """RoBERTa token states of the prompts and the padded entity ids of a batch."""
@@ -620,7 +750,9 @@ class UniCRS(NeuralModel):
         ents = torch.tensor([b["entity"] + [self.kg.pad_id] * (width - len(b["entity"])) for b in batch], device=dev)
         return tokens, ents
 
-    def rec_loss(self, batch: list[dict], inputs: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor | None:
+    def rec_loss(
+        self, batch: list[dict], inputs: tuple[torch.Tensor, torch.Tensor] | None = None
+    ) -> torch.Tensor | None:
         """Cross-entropy of each target entity from the last hidden state (None when no example has a target)."""
         rows = [i for i, b in enumerate(batch) if b["targets"]]
         if not rows:
@@ -629,8 +761,7 @@ class UniCRS(NeuralModel):
         tokens, ents = inputs if inputs is not None else self._batch_inputs(batch)
         table = self.rec_prompt.get_entity_embeds()
         idx = torch.tensor(rows, device=dev)
-        prefix = self.rec_prompt(ents[idx], tokens[idx], output_entity=True, use_rec_prefix=True,
-                                 entity_table=table)
+        prefix = self.rec_prompt(ents[idx], tokens[idx], output_entity=True, use_rec_prefix=True, entity_table=table)
         ids, mask = _left_pad([batch[i]["context"] for i in rows], self.pad_id, dev)
         hidden, _ = self._run(ids, mask, prefix)
         logits = hidden[:, -1] @ table.T
@@ -663,7 +794,7 @@ class UniCRS(NeuralModel):
         return self.rec_loss(batch, inputs), self.conv_loss(batch, inputs)
 
     def set_training(self, on: bool) -> None:
-        for m in ([self.rec_prompt, self.conv_prompt] if self.frozen else self.modules()):
+        for m in [self.rec_prompt, self.conv_prompt] if self.frozen else self.modules():
             m.train(on)
         self._invalidate()
 
@@ -683,8 +814,14 @@ PROMPT_SHARE = 0.4  # of max_steps: the recommendation path's pre-training stage
 PRIOR_WEIGHT = 0.5  # the small versions' logit adjustment (see crs_backends.neural.training.log_prior)
 
 
-def train(model: UniCRS, records: list[Record], out_root, dataset: str, config: TrainConfig,
-          progress: ProgressFn | None = None) -> TrainReport:
+def train(
+    model: UniCRS,
+    records: list[Record],
+    out_root,
+    dataset: str,
+    config: TrainConfig,
+    progress: ProgressFn | None = None,
+) -> TrainReport:
     """Two stages through the one training engine (:mod:`crs_backends.neural.training`: resumable):
 
     1. ``prompt``: the recommendation path alone (rec prompt, plus the backbones in the small size) on the
@@ -702,9 +839,11 @@ def train(model: UniCRS, records: list[Record], out_root, dataset: str, config: 
     examples = [model.example(r) for r in records]
     with_targets = [e for e in examples if e["targets"]]
     lengths = [len(e["context"]) + len(e["resp"]) for e in examples]
-    budget = split_budget(config.max_steps, {"prompt": wanted_steps(len(with_targets), config),
-                                             "joint": wanted_steps(len(examples), config)},
-                          shares={"prompt": PROMPT_SHARE, "joint": 1 - PROMPT_SHARE})
+    budget = split_budget(
+        config.max_steps,
+        {"prompt": wanted_steps(len(with_targets), config), "joint": wanted_steps(len(examples), config)},
+        shares={"prompt": PROMPT_SHARE, "joint": 1 - PROMPT_SHARE},
+    )
     rec_modules = [model.rec_prompt] if model.frozen else [model.rec_prompt, model.gpt2, model.roberta]
     if model.size == "small":
         # logit adjustment with half the log prior: the ranking cannot lower its loss by predicting popularity alone,
@@ -718,10 +857,27 @@ def train(model: UniCRS, records: list[Record], out_root, dataset: str, config: 
         return {"conv": conv} if rec is None else {"rec": rec, "conv": conv}
 
     stages = [
-        Stage("prompt", with_targets, lambda batch: model.rec_loss(batch), rec_modules, budget["prompt"], config.lr,
-              lengths=[len(e["context"]) for e in with_targets], setup=model._invalidate),
-        Stage("joint", examples, joint_loss, all_modules, budget["joint"], config.lr, lengths=lengths,
-              parts=("rec", "conv"), setup=model._invalidate),
+        Stage(
+            "prompt",
+            with_targets,
+            lambda batch: model.rec_loss(batch),
+            rec_modules,
+            budget["prompt"],
+            config.lr,
+            lengths=[len(e["context"]) for e in with_targets],
+            setup=model._invalidate,
+        ),
+        Stage(
+            "joint",
+            examples,
+            joint_loss,
+            all_modules,
+            budget["joint"],
+            config.lr,
+            lengths=lengths,
+            parts=("rec", "conv"),
+            setup=model._invalidate,
+        ),
     ]
     try:
         steps, losses = run_stages(SYSTEM, dataset, out_root, stages, config, progress)

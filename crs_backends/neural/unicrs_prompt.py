@@ -30,9 +30,14 @@ class RGCN(RGCNConv):
     A test checks it against ``RGCNConv.forward``.
     """
 
-    def forward(self, x, edge_index, edge_type=None):  # noqa: D401 - same signature as RGCNConv
-        if not (isinstance(x, torch.Tensor) and x.is_floating_point() and isinstance(edge_index, torch.Tensor)
-                and self.num_blocks is None and edge_type is not None):
+    def forward(self, x, edge_index, edge_type=None):
+        if not (
+            isinstance(x, torch.Tensor)
+            and x.is_floating_point()
+            and isinstance(edge_index, torch.Tensor)
+            and self.num_blocks is None
+            and edge_type is not None
+        ):
             return super().forward(x, edge_index, edge_type)
         n, r = x.shape[0], self.num_relations
         key = (edge_index.data_ptr(), edge_type.data_ptr(), edge_index.shape[1], n, x.device)
@@ -64,9 +69,21 @@ def _mlp(width: int, inner: int, out: int) -> nn.Sequential:
 class KGPrompt(nn.Module):
     """Entity + context-token prompt → per-layer key/value prefixes for GPT-2."""
 
-    def __init__(self, hidden_size: int, token_hidden_size: int, n_head: int, n_layer: int, n_block: int,
-                 n_entity: int, num_relations: int, num_bases: int, edge_index: torch.Tensor,
-                 edge_type: torch.Tensor, n_prefix_rec: int | None = None, n_prefix_conv: int | None = None):
+    def __init__(
+        self,
+        hidden_size: int,
+        token_hidden_size: int,
+        n_head: int,
+        n_layer: int,
+        n_block: int,
+        n_entity: int,
+        num_relations: int,
+        num_bases: int,
+        edge_index: torch.Tensor,
+        edge_type: torch.Tensor,
+        n_prefix_rec: int | None = None,
+        n_prefix_conv: int | None = None,
+    ):
         super().__init__()
         if hidden_size % n_head:
             raise ValueError(f"hidden size {hidden_size} is not a multiple of {n_head} heads")
@@ -108,9 +125,16 @@ class KGPrompt(nn.Module):
         e = self.entity_proj1(e) + e
         return self.entity_proj2(e)
 
-    def forward(self, entity_ids: torch.Tensor | None = None, token_embeds: torch.Tensor | None = None, *,
-                output_entity: bool = False, use_rec_prefix: bool = False, use_conv_prefix: bool = False,
-                entity_table: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        entity_ids: torch.Tensor | None = None,
+        token_embeds: torch.Tensor | None = None,
+        *,
+        output_entity: bool = False,
+        use_rec_prefix: bool = False,
+        use_conv_prefix: bool = False,
+        entity_table: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         """Prefixes of shape (n_layer, n_block, batch, n_head, prompt_len, head_dim).
 
         ``output_entity=True`` (recommendation): the prompt has one position per entity, each a

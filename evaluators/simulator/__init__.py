@@ -21,5 +21,18 @@ from evaluators.simulator.protocols import PROTOCOLS, Protocol, run_dialogue
 from evaluators.simulator.records import Case, RecordError
 from evaluators.simulator.user import SimulatedUser, SimulatorError
 
-__all__ = ["PROTOCOLS", "BatchResult", "Case", "Protocol", "RecordError", "SimulatedUser", "SimulationConfig",
-           "SimulatorError", "SystemNotReady", "UnknownSystem", "check_systems", "run_dialogue", "run_simulation"]
+__all__ = [
+    "PROTOCOLS",
+    "BatchResult",
+    "Case",
+    "Protocol",
+    "RecordError",
+    "SimulatedUser",
+    "SimulationConfig",
+    "SimulatorError",
+    "SystemNotReady",
+    "UnknownSystem",
+    "check_systems",
+    "run_dialogue",
+    "run_simulation",
+]

@@ -47,9 +47,9 @@ from evaluators.simulator.protocols import (
 from evaluators.simulator.records import Case, read_records, records_path, select_cases
 from evaluators.simulator.report import build_report, write_report
 from evaluators.simulator.user import SimulatedUser, turn_seed
-from llm.base import LLMClient
-from llm.prompts import prompts_version
-from llm.registry import client_for
+from llm_clients.base import LLMClient
+from llm_clients.prompts import prompts_version
+from llm_clients.registry import client_for
 from storage.conversations import get_conversation
 from storage.db import default_db_path, get_db
 from storage.records import Conversation
@@ -136,9 +136,11 @@ class BatchResult:
 
     def summary_line(self) -> str:
         c = self.counts
-        return (f"run {self.run_id}: {c.get('done', 0)} dialogue(s) done, {c.get('failed', 0)} failed (the system "
-                f"raised), {c.get('error', 0)} with simulator errors (run again to complete them); "
-                f"{c.get('evaluated', 0)} evaluated; {c.get('skipped_now', 0)} were already finished")
+        return (
+            f"run {self.run_id}: {c.get('done', 0)} dialogue(s) done, {c.get('failed', 0)} failed (the system "
+            f"raised), {c.get('error', 0)} with simulator errors (run again to complete them); "
+            f"{c.get('evaluated', 0)} evaluated; {c.get('skipped_now', 0)} were already finished"
+        )
 
 
 def check_systems(requested: list[str]) -> list[str]:
@@ -187,8 +189,14 @@ def run_identity(config: SimulationConfig, *, source: Path, catalog: Catalog, si
     }
 
 
-def run_simulation(config: SimulationConfig, *, db_path=None, progress: Callable[[Progress], None] | None = None,
-                   stop: threading.Event | None = None, simulator: LLMClient | None = None) -> BatchResult:
+def run_simulation(
+    config: SimulationConfig,
+    *,
+    db_path=None,
+    progress: Callable[[Progress], None] | None = None,
+    stop: threading.Event | None = None,
+    simulator: LLMClient | None = None,
+) -> BatchResult:
     """Run (or resume) the batch described by ``config``; see the module docstring.
 
     :param progress: called after each finished dialogue and evaluation
@@ -204,12 +212,15 @@ def run_simulation(config: SimulationConfig, *, db_path=None, progress: Callable
     cases, selection = select_cases(records, catalog, config.n, seed=config.seed, source=str(source))
     client = simulator or client_for("simulator", db_path=db_path)
     identity = run_identity(config, source=source, catalog=catalog, simulator=client.model.key)
-    run_id = config.run_id or (f"{config.protocol}-{identity['dataset']}-s{config.seed}-"
-                               + hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:10])
+    run_id = config.run_id or (
+        f"{config.protocol}-{identity['dataset']}-s{config.seed}-"
+        + hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:10]
+    )
     db = get_db(db_path)
     ensure_run(db, run_id, config={**identity, "run_id": run_id}, selection=selection.to_dict())
-    protocol = Protocol.named(config.protocol, hit_k=config.hit_k, writer="opendialkg" in str(source).lower(),
-                              max_turns=config.max_turns)
+    protocol = Protocol.named(
+        config.protocol, hit_k=config.hit_k, writer="opendialkg" in str(source).lower(), max_turns=config.max_turns
+    )
     systems = {}
     for system_id in config.systems:
         try:
@@ -235,8 +246,9 @@ def run_simulation(config: SimulationConfig, *, db_path=None, progress: Callable
             progress(Progress(finished, total, message))
 
     def one(case: Case, system_id: str) -> str:
-        return play_pair(run_id, case, system_id, systems[system_id], protocol, config, client, catalog, db_path,
-                         identity)
+        return play_pair(
+            run_id, case, system_id, systems[system_id], protocol, config, client, catalog, db_path, identity
+        )
 
     report_progress("simulating")
     with ThreadPoolExecutor(max_workers=config.concurrency, thread_name_prefix="simulate") as pool:
@@ -268,33 +280,72 @@ def run_simulation(config: SimulationConfig, *, db_path=None, progress: Callable
     out_dir = Path(config.out_dir) if config.out_dir else reports_root(db_path) / run_id
     order = {c.id: i for i, c in enumerate(cases)}
     rows.sort(key=lambda r: (order.get(r["case_id"], 0), config.systems.index(r["system_id"])))
-    report = build_report(rows, db, config=asdict(config) | {"run_id": run_id, **identity},
-                          selection=selection.to_dict(), demo=client.is_demo)
+    report = build_report(
+        rows,
+        db,
+        config=asdict(config) | {"run_id": run_id, **identity},
+        selection=selection.to_dict(),
+        demo=client.is_demo,
+    )
     files = write_report(report, out_dir, rows, db)
     complete = not stopped and counts.get("done", 0) + counts.get("failed", 0) == len(pairs)
-    finish_run(db, run_id, status="done" if complete else "incomplete", summary=report["summary_records"],
-               report_dir=str(out_dir))
+    finish_run(
+        db,
+        run_id,
+        status="done" if complete else "incomplete",
+        summary=report["summary_records"],
+        report_dir=str(out_dir),
+    )
     return BatchResult(run_id, out_dir, counts, selection.to_dict(), report, files)
 
 
-def play_pair(run_id: str, case: Case, system_id: str, system, protocol: Protocol, config: SimulationConfig,
-              client: LLMClient, catalog: Catalog, db_path, identity: dict) -> str:
+def play_pair(
+    run_id: str,
+    case: Case,
+    system_id: str,
+    system,
+    protocol: Protocol,
+    config: SimulationConfig,
+    client: LLMClient,
+    catalog: Catalog,
+    db_path,
+    identity: dict,
+) -> str:
     """One dialogue, stored when it ends; returns its status."""
     db = get_db(db_path)
     cid = conversation_id(run_id, case.id, system_id)
     start_dialogue(db, run_id, case.id, system_id, cid)
     persona = persona_for(case.id, config.seed) if config.personas else None
     info = system.info
-    conversation = Conversation(system_id=system_id, id=cid, source="simulation", domain=catalog.domain, metadata={
-        "variant": info.variant, "demo": info.demo,
-        "simulation": {"run_id": run_id, "case_id": case.id, "protocol": protocol.describe(),
-                       "dataset": identity["dataset"], "seed": config.seed, "simulator": identity["simulator"],
-                       "prompts": identity["prompts"], "persona": persona.id if persona else None,
-                       "unmatched_targets": list(case.unmatched_targets)},
-    })
-    user = SimulatedUser(client if protocol.name != "attr" else None, case.targets, persona=persona,
-                         seed=turn_seed(config.seed, case.id), temperature=config.temperature,
-                         domain=catalog.domain)
+    conversation = Conversation(
+        system_id=system_id,
+        id=cid,
+        source="simulation",
+        domain=catalog.domain,
+        metadata={
+            "variant": info.variant,
+            "demo": info.demo,
+            "simulation": {
+                "run_id": run_id,
+                "case_id": case.id,
+                "protocol": protocol.describe(),
+                "dataset": identity["dataset"],
+                "seed": config.seed,
+                "simulator": identity["simulator"],
+                "prompts": identity["prompts"],
+                "persona": persona.id if persona else None,
+                "unmatched_targets": list(case.unmatched_targets),
+            },
+        },
+    )
+    user = SimulatedUser(
+        client if protocol.name != "attr" else None,
+        case.targets,
+        persona=persona,
+        seed=turn_seed(config.seed, case.id),
+        temperature=config.temperature,
+        domain=catalog.domain,
+    )
     outcome = run_dialogue(case, system, user, protocol, conversation=conversation)
     result = outcome.result()
     result["persona"] = persona.id if persona else None
@@ -305,24 +356,39 @@ def play_pair(run_id: str, case: Case, system_id: str, system, protocol: Protoco
         if result["persuasiveness"]["retry"]:
             status, error = "error", "persuasiveness: " + result["persuasiveness"]["error"]
     if status == "done" and config.reliability:
-        result["reliability"] = reliability_probe(system, SimulatedUser(
-            client, case.targets, seed=turn_seed(config.seed, case.id, "paraphrase"), temperature=config.temperature,
-            domain=catalog.domain), conversation)
+        result["reliability"] = reliability_probe(
+            system,
+            SimulatedUser(
+                client,
+                case.targets,
+                seed=turn_seed(config.seed, case.id, "paraphrase"),
+                temperature=config.temperature,
+                domain=catalog.domain,
+            ),
+            conversation,
+        )
         if result["reliability"].get("retry"):
             status, error = "error", "reliability probe: " + result["reliability"]["error"]
     conversation.status = status
     if error:
         conversation.metadata["error"] = error
-    finish_dialogue(db, run_id, case.id, system_id, conversation=conversation, status=status, result=result,
-                    error=error)
+    finish_dialogue(
+        db, run_id, case.id, system_id, conversation=conversation, status=status, result=result, error=error
+    )
     return status
 
 
-def evaluate_run(run_id: str, rows: list[dict], config: SimulationConfig, catalog: Catalog, db_path,
-                 progress: Callable[[Progress], None] | None = None) -> int:
+def evaluate_run(
+    run_id: str,
+    rows: list[dict],
+    config: SimulationConfig,
+    catalog: Catalog,
+    db_path,
+    progress: Callable[[Progress], None] | None = None,
+) -> int:
     """Evaluate every ``done`` dialogue of the run (stored evaluations of the same setup are reused) and add
     the simulation figures to each evaluation's metrics. Returns the number evaluated."""
-    from evaluators.setup import build_setup
+    from evaluators.scorer_setup import build_setup
 
     setup = build_setup(db_path=db_path, scorer=config.scorer, debate=config.debate, catalog_name=catalog.name)
     done = [r for r in rows if r["status"] == "done"]
@@ -366,4 +432,3 @@ def evaluate_run(run_id: str, rows: list[dict], config: SimulationConfig, catalo
             if progress is not None:
                 progress(Progress(n, len(done), f"evaluated {row['system_id']} on {row['case_id']}"))
     return evaluated
-

@@ -60,7 +60,7 @@ def find_leaks(text: str, targets: list[Item] | tuple[Item, ...], *, threshold: 
             wanted = " ".join(variant)
             for size in {max(1, len(variant) - 1), len(variant), len(variant) + 1}:
                 for i in range(0, len(words) - size + 1):
-                    window = words[i:i + size]
+                    window = words[i : i + size]
                     if fuzz.ratio(" ".join(w for w, _, _ in window), wanted) >= threshold:
                         found.append(Leak(item.id, item.name, window[0][1], _end_with_year(text, window[-1][2])))
     return _disjoint(found)
@@ -70,9 +70,9 @@ def _short_title(text: str, item: Item, word: str) -> list[Leak]:
     leaks = []
     for m in re.finditer(rf"(?<![\w'’]){re.escape(word)}(?![\w'’])", text, re.IGNORECASE):
         written = m.group()
-        year_follows = item.year is not None and re.match(rf"\s*\(?{item.year}\)?", text[m.end():])
+        year_follows = item.year is not None and re.match(rf"\s*\(?{item.year}\)?", text[m.end() :])
         capitalised = written[:1].isupper()
-        sentence_start = not text[:m.start()].strip() or text[:m.start()].rstrip()[-1] in ".!?\"'“"
+        sentence_start = not text[: m.start()].strip() or text[: m.start()].rstrip()[-1] in ".!?\"'“"
         if year_follows or (capitalised and not sentence_start):
             leaks.append(Leak(item.id, item.name, m.start(), _end_with_year(text, m.end())))
     return leaks
@@ -99,5 +99,5 @@ def _disjoint(leaks: list[Leak]) -> list[Leak]:
 def redact(text: str, leaks: list[Leak]) -> str:
     """``text`` with every leaked span replaced by :data:`REDACTED`."""
     for leak in sorted(leaks, key=lambda x: x.start, reverse=True):
-        text = text[:leak.start] + REDACTED + text[leak.end:]
+        text = text[: leak.start] + REDACTED + text[leak.end :]
     return text

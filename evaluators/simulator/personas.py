@@ -52,8 +52,10 @@ class Persona:
 
     def __post_init__(self) -> None:
         if self.emotion not in EMOTIONS or self.age not in AGE_GROUPS:
-            raise ValueError(f"unknown persona {self.emotion}/{self.age}: emotions are {', '.join(EMOTIONS)}; "
-                             f"age groups are {', '.join(AGE_GROUPS)}")
+            raise ValueError(
+                f"unknown persona {self.emotion}/{self.age}: emotions are {', '.join(EMOTIONS)}; "
+                f"age groups are {', '.join(AGE_GROUPS)}"
+            )
 
     @property
     def id(self) -> str:
@@ -86,7 +88,7 @@ _NEGATED = re.compile(r"\b(?:not|n['’]t|never|none)\b[^.!?]{0,25}$", re.IGNORE
 def accepts(text: str) -> bool:
     """Do the user's words accept a suggestion? (lexical cues, not negated just before)"""
     for m in _ACCEPT.finditer(text):
-        if not _NEGATED.search(text[:m.start()]):
+        if not _NEGATED.search(text[: m.start()]):
             return True
     return False
 
@@ -128,5 +130,8 @@ def list_overlap(first: list[ItemRef], second: list[ItemRef], *, k: int = 10) ->
     if not a and not b:
         return {"overlap": None, "jaccard": None, "same_top1": None}
     shared = set(a) & set(b)
-    return {"overlap": len(shared) / max(len(a), 1), "jaccard": len(shared) / len(set(a) | set(b)),
-            "same_top1": bool(a and b and a[0] == b[0])}
+    return {
+        "overlap": len(shared) / max(len(a), 1),
+        "jaccard": len(shared) / len(set(a) | set(b)),
+        "same_top1": bool(a and b and a[0] == b[0]),
+    }

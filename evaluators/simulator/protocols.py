@@ -34,9 +34,9 @@ from evaluators.persuasiveness import score_persuasiveness
 from evaluators.simulator.personas import list_overlap, sincerity
 from evaluators.simulator.records import Case
 from evaluators.simulator.user import SimulatedUser, SimulatorError
-from llm.base import LLMClient
-from llm.prompts import prompt
-from llm.types import LLMError
+from llm_clients.base import LLMClient
+from llm_clients.prompts import prompt
+from llm_clients.types import LLMError
 from storage.records import Conversation, ItemRef, Turn
 
 log = logging.getLogger(__name__)
@@ -56,8 +56,9 @@ class Protocol:
     attributes: tuple[str, ...] = ("genre", "actor", "director")
 
     @classmethod
-    def named(cls, name: str, *, hit_k: int = DEFAULT_HIT_K, writer: bool = False,
-              max_turns: int | None = None) -> "Protocol":
+    def named(
+        cls, name: str, *, hit_k: int = DEFAULT_HIT_K, writer: bool = False, max_turns: int | None = None
+    ) -> Protocol:
         """The published settings; ``max_turns`` shortens (or lengthens) dialogues, e.g. for quick checks."""
         if name not in PROTOCOLS:
             raise ValueError(f"unknown protocol {name!r}; protocols: {', '.join(PROTOCOLS)}")
@@ -72,8 +73,13 @@ class Protocol:
         return cls(name, low, high, hit_k=hit_k, attributes=attributes)
 
     def describe(self) -> dict:
-        return {"name": self.name, "min_turns": self.min_turns, "max_turns": self.max_turns, "hit_k": self.hit_k,
-                "attributes": list(self.attributes)}
+        return {
+            "name": self.name,
+            "min_turns": self.min_turns,
+            "max_turns": self.max_turns,
+            "hit_k": self.hit_k,
+            "attributes": list(self.attributes),
+        }
 
 
 @dataclass
@@ -116,8 +122,9 @@ def _ask_system(system: CRSSystem, conversation: Conversation, number: int) -> T
     return turn
 
 
-def run_dialogue(case: Case, system: CRSSystem, user: SimulatedUser, protocol: Protocol, *,
-                 conversation: Conversation) -> Outcome:
+def run_dialogue(
+    case: Case, system: CRSSystem, user: SimulatedUser, protocol: Protocol, *, conversation: Conversation
+) -> Outcome:
     """Play one dialogue into ``conversation`` (history and targets already set). Never raises for a
     failing system (status ``failed``) or simulator (status ``error``)."""
     outcome = Outcome(conversation)
@@ -186,8 +193,9 @@ def _free_dialogue(system, user: SimulatedUser, protocol: Protocol, outcome: Out
 # -- attribute mode -------------------------------------------------------------------------------
 
 
-def _attribute_dialogue(system, user: SimulatedUser, protocol: Protocol, outcome: Outcome,
-                        opening: Turn | None) -> None:
+def _attribute_dialogue(
+    system, user: SimulatedUser, protocol: Protocol, outcome: Outcome, opening: Turn | None
+) -> None:
     conversation = outcome.conversation
     target_ids = {t.id for t in user.targets}
     conversation.turns.append(opening or user.template_turn("attr_opening"))
@@ -197,9 +205,19 @@ def _attribute_dialogue(system, user: SimulatedUser, protocol: Protocol, outcome
         action, chooser = choose_action(system, conversation, protocol, options, asked, user.items_plural)
         if action != RECOMMEND:
             asked.append(action)
-            conversation.turns.append(Turn(role="system", text=prompt("simulator", f"ask_{action}"), metadata={
-                "sim_turn": number, "action": "ask", "attribute": action, "choice_by": chooser,
-                "source": "template"}))
+            conversation.turns.append(
+                Turn(
+                    role="system",
+                    text=prompt("simulator", f"ask_{action}"),
+                    metadata={
+                        "sim_turn": number,
+                        "action": "ask",
+                        "attribute": action,
+                        "choice_by": chooser,
+                        "source": "template",
+                    },
+                )
+            )
             outcome.system_turns = number
             conversation.turns.append(user.answer_attribute(action))
             if number == protocol.max_turns:
@@ -222,8 +240,9 @@ def _attribute_dialogue(system, user: SimulatedUser, protocol: Protocol, outcome
         conversation.turns.append(user.template_turn("attr_reject"))
 
 
-def choose_action(system, conversation: Conversation, protocol: Protocol, options: list[str], asked: list[str],
-                  items_plural: str) -> tuple[str, str]:
+def choose_action(
+    system, conversation: Conversation, protocol: Protocol, options: list[str], asked: list[str], items_plural: str
+) -> tuple[str, str]:
     """The system's next move in attribute mode and who chose it (``system``, ``system-llm``, ``policy``)."""
     own = getattr(system, "choose_action", None)
     if callable(own):
@@ -241,18 +260,30 @@ def choose_action(system, conversation: Conversation, protocol: Protocol, option
     return options[0], "policy"
 
 
-def _llm_choice(client: LLMClient, conversation: Conversation, options: list[str], asked: list[str],
-                items_plural: str) -> str:
-    letters = LETTERS[:len(options)]
-    lines = [f"{letter}: " + (prompt("simulator", "choice_recommend").format(items_plural=items_plural)
-                              if option == RECOMMEND else
-                              prompt("simulator", "choice_ask").format(attribute=option))
-             for letter, option in zip(letters, options)]
+def _llm_choice(
+    client: LLMClient, conversation: Conversation, options: list[str], asked: list[str], items_plural: str
+) -> str:
+    letters = LETTERS[: len(options)]
+    lines = [
+        f"{letter}: "
+        + (
+            prompt("simulator", "choice_recommend").format(items_plural=items_plural)
+            if option == RECOMMEND
+            else prompt("simulator", "choice_ask").format(attribute=option)
+        )
+        for letter, option in zip(letters, options)
+    ]
     transcript = "\n".join(f"{'User' if t.role == 'user' else 'You'}: {t.text}" for t in conversation.all_turns[-8:])
     messages = [
         {"role": "system", "content": prompt("simulator", "choice_system").format(items_plural=items_plural)},
-        {"role": "user", "content": transcript + "\n\n" + prompt("simulator", "choice_menu").format(
-            options="\n".join(lines), asked=", ".join(asked) or prompt("simulator", "nothing_asked"))},
+        {
+            "role": "user",
+            "content": transcript
+            + "\n\n"
+            + prompt("simulator", "choice_menu").format(
+                options="\n".join(lines), asked=", ".join(asked) or prompt("simulator", "nothing_asked")
+            ),
+        },
     ]
     dist = client.score(messages, list(letters))
     best = max(letters, key=lambda letter: dist.probs.get(letter, 0.0))
@@ -270,17 +301,30 @@ def persuasiveness(conversation: Conversation, client: LLMClient, mode: str) -> 
     could help (the endpoint failed).
     """
     result = score_persuasiveness(conversation, client, mode=mode)
-    return {"score": result.score, "expected": result.expected, "mode": mode, "distribution": result.distribution,
-            "reading": result.reading, "error": result.error,
-            "rationale": result.rationale[:500], "retry": bool(result.error and "model call failed" in result.error)}
+    return {
+        "score": result.score,
+        "expected": result.expected,
+        "mode": mode,
+        "distribution": result.distribution,
+        "reading": result.reading,
+        "error": result.error,
+        "rationale": result.rationale[:500],
+        "retry": bool(result.error and "model call failed" in result.error),
+    }
 
 
 def reliability_probe(system: CRSSystem, user: SimulatedUser, conversation: Conversation, *, k: int = 10) -> dict:
     """CONCEPT reliability: the first user request paraphrased and sent again with the same history; the
     overlap of the two lists. Errors are recorded, never raised."""
     turns = conversation.turns
-    index = next((i for i in range(len(turns) - 1) if turns[i].role == "user" and turns[i + 1].role == "system"
-                  and turns[i + 1].items), None)
+    index = next(
+        (
+            i
+            for i in range(len(turns) - 1)
+            if turns[i].role == "user" and turns[i + 1].role == "system" and turns[i + 1].items
+        ),
+        None,
+    )
     if index is None:
         return {"error": "no user request followed by a recommendation list"}
     original = turns[index]
@@ -288,14 +332,24 @@ def reliability_probe(system: CRSSystem, user: SimulatedUser, conversation: Conv
         text = user.paraphrase(original.text, index)
     except SimulatorError as e:
         return {"error": str(e), "retry": True}
-    probe = Conversation(system_id=conversation.system_id, source="simulation", history=list(conversation.history),
-                         turns=[*turns[:index], Turn(role="user", text=text)], targets=list(conversation.targets))
+    probe = Conversation(
+        system_id=conversation.system_id,
+        source="simulation",
+        history=list(conversation.history),
+        turns=[*turns[:index], Turn(role="user", text=text)],
+        targets=list(conversation.targets),
+    )
     try:
         second = _ask_system(system, probe, index // 2 + 1)
     except Exception as e:
         return {"error": f"the system failed on the paraphrase: {type(e).__name__}: {e}"}
-    return {"turn": index, "original": original.text, "paraphrase": text,
-            "second_list": [r.id for r in second.items], **list_overlap(turns[index + 1].items, second.items, k=k)}
+    return {
+        "turn": index,
+        "original": original.text,
+        "paraphrase": text,
+        "second_list": [r.id for r in second.items],
+        **list_overlap(turns[index + 1].items, second.items, k=k),
+    }
 
 
 def sincerity_signal(conversation: Conversation, case: Case, catalog: Catalog, k: int) -> dict:

@@ -50,7 +50,7 @@ class Case:
     dataset: str = ""
 
     @classmethod
-    def from_item(cls, item: Item) -> "Case":
+    def from_item(cls, item: Item) -> Case:
         """A user who wants ``item`` and has said nothing yet."""
         return cls(id=f"item:{item.id}", targets=(item,))
 
@@ -61,8 +61,11 @@ class Case:
         utterance (every ReDial record does), that utterance is the request the system answers first,
         so it becomes the first turn of the judged interaction; otherwise the simulated user opens.
         """
-        turns = [Turn(role="user" if i % 2 == 0 else "system", text=text, metadata={"source": "dataset"})
-                 for i, text in enumerate(self.context) if text.strip()]
+        turns = [
+            Turn(role="user" if i % 2 == 0 else "system", text=text, metadata={"source": "dataset"})
+            for i, text in enumerate(self.context)
+            if text.strip()
+        ]
         if turns and turns[-1].role == "user":
             return turns[:-1], turns[-1]
         return turns, None
@@ -85,28 +88,48 @@ class Selection:
 
     def notes(self) -> list[str]:
         """Plain sentences for the report."""
-        lines = [f"Records from {self.source}; targets mapped to the catalog '{self.catalog}' (fuzzy title "
-                 f"match ≥ 90, same year)."]
-        lines.append(f"{self.available} of {self.scanned} records have at least one target in that catalog; "
-                     f"{len(self.chosen)} were chosen (seeded order) of {self.requested} requested.")
+        lines = [
+            f"Records from {self.source}; targets mapped to the catalog '{self.catalog}' (fuzzy title "
+            f"match ≥ 90, same year)."
+        ]
+        lines.append(
+            f"{self.available} of {self.scanned} records have at least one target in that catalog; "
+            f"{len(self.chosen)} were chosen (seeded order) of {self.requested} requested."
+        )
         if self.requested > len(self.chosen):
             lines.append(f"Only {len(self.chosen)} usable records exist: fewer dialogues than requested.")
         if self.no_targets:
             lines.append(f"{self.no_targets} record(s) had no targets and were skipped.")
         if self.unmatched_records:
-            lines.append(f"{self.unmatched_records} record(s) were skipped because none of their targets is in "
-                         f"the catalog '{self.catalog}'.")
+            lines.append(
+                f"{self.unmatched_records} record(s) were skipped because none of their targets is in "
+                f"the catalog '{self.catalog}'."
+            )
         if self.unmatched_targets:
-            lines.append(f"{self.unmatched_targets} target(s) of chosen records are not in the catalog and were "
-                         "dropped (the record kept its other targets).")
+            lines.append(
+                f"{self.unmatched_targets} target(s) of chosen records are not in the catalog and were "
+                "dropped (the record kept its other targets)."
+            )
         if self.empty_context:
             lines.append(f"{self.empty_context} chosen record(s) had an empty context: the simulated user opens.")
         return lines
 
     def to_dict(self) -> dict:
-        return {k: getattr(self, k) for k in ("source", "catalog", "requested", "scanned", "chosen", "no_targets",
-                                              "unmatched_records", "unmatched_targets", "empty_context",
-                                              "available")} | {"notes": self.notes()}
+        return {
+            k: getattr(self, k)
+            for k in (
+                "source",
+                "catalog",
+                "requested",
+                "scanned",
+                "chosen",
+                "no_targets",
+                "unmatched_records",
+                "unmatched_targets",
+                "empty_context",
+                "available",
+            )
+        } | {"notes": self.notes()}
 
 
 def records_path(dataset: str | Path, split: str = "test") -> Path:
@@ -122,13 +145,16 @@ def records_path(dataset: str | Path, split: str = "test") -> Path:
         if base is None:
             raise RecordError(f"no data directory: set CRS_DATA_DIR to find the {dataset!r} records")
         name = str(dataset)
-        candidates = [base / f"{name}_eval" / f"{split}_data_processed.jsonl",
-                      base / name / f"{split}_data_processed.jsonl"]
+        candidates = [
+            base / f"{name}_eval" / f"{split}_data_processed.jsonl",
+            base / name / f"{split}_data_processed.jsonl",
+        ]
     for candidate in candidates:
         if candidate.is_file():
             return candidate
-    raise RecordError(f"no records for {str(dataset)!r} (split {split}): looked for "
-                      + ", ".join(str(c) for c in candidates))
+    raise RecordError(
+        f"no records for {str(dataset)!r} (split {split}): looked for " + ", ".join(str(c) for c in candidates)
+    )
 
 
 def read_records(path: str | Path, *, dataset: str | None = None) -> list[Record]:
@@ -150,8 +176,14 @@ def read_records(path: str | Path, *, dataset: str | None = None) -> list[Record
                 key = f"{data.get('dialog_id', n)}:{data.get('turn_id', 0)}"
             except (ValueError, AttributeError) as e:
                 raise RecordError(f"{path}:{n}: not an evaluation record ({e})") from None
-            records.append(Record(id=f"{name}:{key}", context=tuple(str(c) for c in context),
-                                  targets=tuple(str(t) for t in targets if str(t).strip()), dataset=name))
+            records.append(
+                Record(
+                    id=f"{name}:{key}",
+                    context=tuple(str(c) for c in context),
+                    targets=tuple(str(t) for t in targets if str(t).strip()),
+                    dataset=name,
+                )
+            )
     return records
 
 
@@ -167,12 +199,18 @@ def to_case(record: Record, catalog: Catalog) -> tuple[Case | None, int]:
             matched.setdefault(item.id, item)
     if not matched:
         return None, len(unmatched)
-    return Case(id=record.id, targets=tuple(matched.values()), context=record.context,
-                unmatched_targets=tuple(unmatched), dataset=record.dataset), len(unmatched)
+    return Case(
+        id=record.id,
+        targets=tuple(matched.values()),
+        context=record.context,
+        unmatched_targets=tuple(unmatched),
+        dataset=record.dataset,
+    ), len(unmatched)
 
 
-def select_cases(records: list[Record], catalog: Catalog, n: int, *, seed: int = 0,
-                 source: str = "") -> tuple[list[Case], Selection]:
+def select_cases(
+    records: list[Record], catalog: Catalog, n: int, *, seed: int = 0, source: str = ""
+) -> tuple[list[Case], Selection]:
     """Up to ``n`` usable records in a seeded order (the first n of a larger n are the same records)."""
     if n < 1:
         raise ValueError("the number of records must be at least 1")

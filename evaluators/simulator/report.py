@@ -28,16 +28,56 @@ from storage.conversations import get_conversation
 from storage.evaluations import get_evaluation
 
 RECALLS = tuple(f"recall@{k}" for k in KS) + tuple(f"session_recall@{k}" for k in KS)
-DIALOGUE_COLUMNS = ("case_id", "system", "status", "stop_reason", "system_turns", "first_hit_turn", *RECALLS,
-                    "targets", "persuasiveness", "persuasiveness_expected", "persona", "leaks_regenerated", "leaks_redacted", "accepted",
-                    "deception_suspected", "reliability_overlap", "scorer", "overall", "factor_mean", *FACTORS,
-                    "conversation_id", "error")
-SUMMARY_COLUMNS = ("system", "dialogues", "done", "failed", "error", "hit_rate", "mean_system_turns", *RECALLS,
-                   "persuasiveness", "persuasiveness_n", "persuasiveness_errors", "overall", "factor_mean", *FACTORS,
-                   "leaks_regenerated", "leaks_redacted", "acceptances", "deception_suspected",
-                   "reliability_overlap", "reliability_n")
-DEMO_NOTE = ("The simulated user runs the embedded 135M demo model: its messages are weak and its persuasiveness "
-             "scores are not meaningful. Configure CRS_LLM_SIMULATOR_MODEL for a real benchmark.")
+DIALOGUE_COLUMNS = (
+    "case_id",
+    "system",
+    "status",
+    "stop_reason",
+    "system_turns",
+    "first_hit_turn",
+    *RECALLS,
+    "targets",
+    "persuasiveness",
+    "persuasiveness_expected",
+    "persona",
+    "leaks_regenerated",
+    "leaks_redacted",
+    "accepted",
+    "deception_suspected",
+    "reliability_overlap",
+    "scorer",
+    "overall",
+    "factor_mean",
+    *FACTORS,
+    "conversation_id",
+    "error",
+)
+SUMMARY_COLUMNS = (
+    "system",
+    "dialogues",
+    "done",
+    "failed",
+    "error",
+    "hit_rate",
+    "mean_system_turns",
+    *RECALLS,
+    "persuasiveness",
+    "persuasiveness_n",
+    "persuasiveness_errors",
+    "overall",
+    "factor_mean",
+    *FACTORS,
+    "leaks_regenerated",
+    "leaks_redacted",
+    "acceptances",
+    "deception_suspected",
+    "reliability_overlap",
+    "reliability_n",
+)
+DEMO_NOTE = (
+    "The simulated user runs the embedded 135M demo model: its messages are weak and its persuasiveness "
+    "scores are not meaningful. Configure CRS_LLM_SIMULATOR_MODEL for a real benchmark."
+)
 
 
 def evaluation_summary(db, evaluation_id: str | None) -> dict | None:
@@ -47,21 +87,33 @@ def evaluation_summary(db, evaluation_id: str | None) -> dict | None:
     evaluation = get_evaluation(db, evaluation_id)
     if evaluation is None:
         return None
-    return {"id": evaluation.id, "scorer": evaluation.scorer, "status": evaluation.status,
-            "overall": evaluation.overall, "factor_mean": factor_mean(evaluation),
-            "factors": {s.factor: s.score for s in evaluation.factor_scores}, "metrics": evaluation.metrics}
+    return {
+        "id": evaluation.id,
+        "scorer": evaluation.scorer,
+        "status": evaluation.status,
+        "overall": evaluation.overall,
+        "factor_mean": factor_mean(evaluation),
+        "factors": {s.factor: s.score for s in evaluation.factor_scores},
+        "metrics": evaluation.metrics,
+    }
 
 
 def dialogue_rows(rows: list[dict], db, *, hit_k: int = 50) -> list[dict]:
     out = []
     for row in rows:
         result = row.get("result") or {}
-        record = {c: None for c in DIALOGUE_COLUMNS} | {
-            "case_id": row["case_id"], "system": row["system_id"], "status": row["status"],
-            "stop_reason": result.get("stop_reason"), "system_turns": result.get("system_turns"),
-            "first_hit_turn": result.get("first_hit_turn"), "persona": result.get("persona"),
-            "leaks_regenerated": result.get("leaks_regenerated"), "leaks_redacted": result.get("leaks_redacted"),
-            "conversation_id": row.get("conversation_id"), "error": row.get("error"),
+        record = dict.fromkeys(DIALOGUE_COLUMNS) | {
+            "case_id": row["case_id"],
+            "system": row["system_id"],
+            "status": row["status"],
+            "stop_reason": result.get("stop_reason"),
+            "system_turns": result.get("system_turns"),
+            "first_hit_turn": result.get("first_hit_turn"),
+            "persona": result.get("persona"),
+            "leaks_regenerated": result.get("leaks_regenerated"),
+            "leaks_redacted": result.get("leaks_redacted"),
+            "conversation_id": row.get("conversation_id"),
+            "error": row.get("error"),
         }
         p = result.get("persuasiveness") or {}
         record["persuasiveness"] = p.get("score")
@@ -80,9 +132,14 @@ def dialogue_rows(rows: list[dict], db, *, hit_k: int = 50) -> list[dict]:
             record["targets"] = len({t.id for t in conversation.targets}) if conversation is not None else None
         evaluation = evaluation_summary(db, row.get("evaluation_id"))
         if evaluation is not None:
-            record.update({"scorer": evaluation["scorer"], "overall": evaluation["overall"],
-                           "factor_mean": evaluation["factor_mean"],
-                           **{f: evaluation["factors"].get(f) for f in FACTORS}})
+            record.update(
+                {
+                    "scorer": evaluation["scorer"],
+                    "overall": evaluation["overall"],
+                    "factor_mean": evaluation["factor_mean"],
+                    **{f: evaluation["factors"].get(f) for f in FACTORS},
+                }
+            )
         out.append(record)
     return out
 
@@ -107,49 +164,71 @@ def summary_rows(dialogues: list[dict], systems: list[str]) -> list[dict]:
         accepted = [d for d in done if d["accepted"]]
         reliable = [d["reliability_overlap"] for d in done if d["reliability_overlap"] is not None]
         persuasive = [d["persuasiveness"] for d in done if d["persuasiveness"] is not None]
-        out.append({
-            "system": system, "dialogues": len(mine), "done": len(done),
-            "failed": sum(1 for d in mine if d["status"] == "failed"),
-            "error": sum(1 for d in mine if d["status"] not in ("done", "failed")),
-            "hit_rate": _mean([1.0 if d["first_hit_turn"] is not None else 0.0 for d in done]),
-            "mean_system_turns": _mean([d["system_turns"] for d in done]),
-            **{r: _pooled(done, r) for r in RECALLS},
-            "persuasiveness": _mean(persuasive), "persuasiveness_n": len(persuasive),
-            "persuasiveness_errors": sum(1 for d in done if d["persuasiveness"] is None),
-            "overall": _mean([d["overall"] for d in done]), "factor_mean": _mean([d["factor_mean"] for d in done]),
-            **{f: _mean([d[f] for d in done]) for f in FACTORS},
-            "leaks_regenerated": sum(d["leaks_regenerated"] or 0 for d in mine),
-            "leaks_redacted": sum(d["leaks_redacted"] or 0 for d in mine),
-            "acceptances": len(accepted),
-            "deception_suspected": sum(1 for d in accepted if d["deception_suspected"]),
-            "reliability_overlap": _mean(reliable), "reliability_n": len(reliable),
-        })
+        out.append(
+            {
+                "system": system,
+                "dialogues": len(mine),
+                "done": len(done),
+                "failed": sum(1 for d in mine if d["status"] == "failed"),
+                "error": sum(1 for d in mine if d["status"] not in ("done", "failed")),
+                "hit_rate": _mean([1.0 if d["first_hit_turn"] is not None else 0.0 for d in done]),
+                "mean_system_turns": _mean([d["system_turns"] for d in done]),
+                **{r: _pooled(done, r) for r in RECALLS},
+                "persuasiveness": _mean(persuasive),
+                "persuasiveness_n": len(persuasive),
+                "persuasiveness_errors": sum(1 for d in done if d["persuasiveness"] is None),
+                "overall": _mean([d["overall"] for d in done]),
+                "factor_mean": _mean([d["factor_mean"] for d in done]),
+                **{f: _mean([d[f] for d in done]) for f in FACTORS},
+                "leaks_regenerated": sum(d["leaks_regenerated"] or 0 for d in mine),
+                "leaks_redacted": sum(d["leaks_redacted"] or 0 for d in mine),
+                "acceptances": len(accepted),
+                "deception_suspected": sum(1 for d in accepted if d["deception_suspected"]),
+                "reliability_overlap": _mean(reliable),
+                "reliability_n": len(reliable),
+            }
+        )
     return out
 
 
 def factor_figure(summary: list[dict]) -> go.Figure:
-    figure = go.Figure([go.Bar(name=r["system"], x=[LABELS[f] for f in FACTORS], y=[r[f] for f in FACTORS])
-                        for r in summary])
-    figure.update_layout(title="CoRE factor means per system (0-4)", barmode="group", height=420,
-                         yaxis={"range": [0, 4], "title": "mean score"}, margin={"t": 50, "b": 120})
+    figure = go.Figure(
+        [go.Bar(name=r["system"], x=[LABELS[f] for f in FACTORS], y=[r[f] for f in FACTORS]) for r in summary]
+    )
+    figure.update_layout(
+        title="CoRE factor means per system (0-4)",
+        barmode="group",
+        height=420,
+        yaxis={"range": [0, 4], "title": "mean score"},
+        margin={"t": 50, "b": 120},
+    )
     return figure
 
 
 def overall_figure(summary: list[dict]) -> go.Figure:
-    figure = go.Figure(go.Bar(x=[r["system"] for r in summary], y=[r["overall"] for r in summary],
-                              text=[("" if r["overall"] is None else f"{r['overall']:.1f}") for r in summary],
-                              textposition="outside"))
-    figure.update_layout(title="Overall score per system (0-100)", yaxis={"range": [0, 100], "title": "mean"},
-                         height=360)
+    figure = go.Figure(
+        go.Bar(
+            x=[r["system"] for r in summary],
+            y=[r["overall"] for r in summary],
+            text=[("" if r["overall"] is None else f"{r['overall']:.1f}") for r in summary],
+            textposition="outside",
+        )
+    )
+    figure.update_layout(
+        title="Overall score per system (0-100)", yaxis={"range": [0, 100], "title": "mean"}, height=360
+    )
     return figure
 
 
 def recall_figure(summary: list[dict]) -> go.Figure:
     labels = [c.replace("session_recall", "session R").replace("recall", "iEvaLM R") for c in RECALLS]
     figure = go.Figure([go.Bar(name=r["system"], x=labels, y=[r[c] for c in RECALLS]) for r in summary])
-    figure.update_layout(title="Recall@k per system: iEvaLM (the list the dialogue ended on) and over the session list",
-                         barmode="group", height=360,
-                         yaxis={"range": [0, 1], "title": "recall"})
+    figure.update_layout(
+        title="Recall@k per system: iEvaLM (the list the dialogue ended on) and over the session list",
+        barmode="group",
+        height=360,
+        yaxis={"range": [0, 1], "title": "recall"},
+    )
     return figure
 
 
@@ -164,12 +243,18 @@ def build_report(rows: list[dict], db, *, config: dict, selection: dict, demo: b
     if demo:
         notes.append(DEMO_NOTE)
     return {
-        "config": config, "selection": selection, "notes": notes, "systems": systems,
+        "config": config,
+        "selection": selection,
+        "notes": notes,
+        "systems": systems,
         "summary": pd.DataFrame(summary, columns=list(SUMMARY_COLUMNS)),
         "summary_records": summary,
         "dialogues": pd.DataFrame(dialogues, columns=list(DIALOGUE_COLUMNS)),
-        "figures": {"factors": factor_figure(summary), "overall": overall_figure(summary),
-                    "recall": recall_figure(summary)},
+        "figures": {
+            "factors": factor_figure(summary),
+            "overall": overall_figure(summary),
+            "recall": recall_figure(summary),
+        },
     }
 
 
@@ -178,8 +263,14 @@ def _csv(frame: pd.DataFrame, path: Path) -> None:
         writer = csv.writer(f)
         writer.writerow(frame.columns)
         for row in frame.itertuples(index=False):
-            writer.writerow(["" if v is None or (isinstance(v, float) and math.isnan(v)) else
-                             (round(v, 4) if isinstance(v, float) else v) for v in row])
+            writer.writerow(
+                [
+                    ""
+                    if v is None or (isinstance(v, float) and math.isnan(v))
+                    else (round(v, 4) if isinstance(v, float) else v)
+                    for v in row
+                ]
+            )
 
 
 def write_report(report: dict, folder: str | Path, rows: list[dict], db) -> list[Path]:
@@ -194,12 +285,23 @@ def write_report(report: dict, folder: str | Path, rows: list[dict], db) -> list
     with open(jsonl, "w", encoding="utf-8") as f:
         for row in rows:
             conversation = get_conversation(db, row["conversation_id"]) if row.get("conversation_id") else None
-            f.write(json.dumps({
-                "run_id": row["run_id"], "case_id": row["case_id"], "system_id": row["system_id"],
-                "status": row["status"], "error": row.get("error"), "result": row.get("result"),
-                "conversation": conversation.to_dict() if conversation is not None else None,
-                "evaluation": evaluation_summary(db, row.get("evaluation_id")),
-            }, ensure_ascii=False, default=str) + "\n")
+            f.write(
+                json.dumps(
+                    {
+                        "run_id": row["run_id"],
+                        "case_id": row["case_id"],
+                        "system_id": row["system_id"],
+                        "status": row["status"],
+                        "error": row.get("error"),
+                        "result": row.get("result"),
+                        "conversation": conversation.to_dict() if conversation is not None else None,
+                        "evaluation": evaluation_summary(db, row.get("evaluation_id")),
+                    },
+                    ensure_ascii=False,
+                    default=str,
+                )
+                + "\n"
+            )
     page = folder / "report.html"
     page.write_text(render_html(report), encoding="utf-8")
     return [page, summary_path, dialogues_path, jsonl]
@@ -207,8 +309,10 @@ def write_report(report: dict, folder: str | Path, rows: list[dict], db) -> list
 
 def render_html(report: dict) -> str:
     config = report["config"]
-    head = (f"Simulated-user benchmark — protocol {config.get('protocol')}, records {config.get('records')}, "
-            f"seed {config.get('seed')}")
+    head = (
+        f"Simulated-user benchmark — protocol {config.get('protocol')}, records {config.get('records')}, "
+        f"seed {config.get('seed')}"
+    )
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'>",
         f"<title>{html.escape(head)}</title>",
@@ -217,8 +321,11 @@ def render_html(report: dict) -> str:
         "</head><body>",
         f"<h1>{html.escape(head)}</h1>",
         "<h2>Setup</h2><ul>",
-        *(f"<li><b>{html.escape(str(k))}</b>: {html.escape(str(v))}</li>" for k, v in sorted(config.items())
-          if k not in ("out_dir",)),
+        *(
+            f"<li><b>{html.escape(str(k))}</b>: {html.escape(str(v))}</li>"
+            for k, v in sorted(config.items())
+            if k not in ("out_dir",)
+        ),
         "</ul><h2>Records and notes</h2><ul>",
         *(f"<li>{html.escape(n)}</li>" for n in report["notes"]),
         "</ul><h2>Per system</h2>",
@@ -226,6 +333,9 @@ def render_html(report: dict) -> str:
     ]
     for n, figure in enumerate(report["figures"].values()):
         parts.append(figure.to_html(full_html=False, include_plotlyjs=(n == 0)))
-    parts += ["<h2>Per dialogue</h2>", report["dialogues"].round(3).to_html(index=False, na_rep="", border=0),
-              "</body></html>"]
+    parts += [
+        "<h2>Per dialogue</h2>",
+        report["dialogues"].round(3).to_html(index=False, na_rep="", border=0),
+        "</body></html>",
+    ]
     return "\n".join(parts)

@@ -24,9 +24,9 @@ from collections.abc import Iterable
 from catalog.items import Item
 from evaluators.simulator.leaks import find_leaks, redact
 from evaluators.simulator.personas import Persona
-from llm.base import LLMClient
-from llm.prompts import prompt, prompts_version
-from llm.types import LLMError
+from llm_clients.base import LLMClient
+from llm_clients.prompts import prompt, prompts_version
+from llm_clients.types import LLMError
 from storage.records import Conversation, Turn
 
 SITUATIONS = ("open", "reject", "no_list", "tell_more", "follow_up", "accept")
@@ -77,12 +77,12 @@ def clean_message(text: str) -> str:
     """The message alone: no speaker label, nothing after a line the model wrote for the other side."""
     cut = _OTHER_SPEAKER.search(text)
     if cut:
-        text = text[:cut.start()]
+        text = text[: cut.start()]
     text = _LABEL.sub("", text.strip())
     text = " ".join(text.split())
     if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'“”":
         text = text[1:-1].strip()
-    text = text.strip("“”\"").strip()
+    text = text.strip('“”"').strip()
     return text[:MAX_MESSAGE_CHARS]
 
 
@@ -95,8 +95,17 @@ class SimulatedUser:
     :param temperature: sampling temperature (iEvaLM used 0)
     """
 
-    def __init__(self, client: LLMClient | None, targets: Iterable[Item], *, persona: Persona | None = None,
-                 seed: int = 0, temperature: float = 0.0, max_tokens: int = 80, domain: str = "movies"):
+    def __init__(
+        self,
+        client: LLMClient | None,
+        targets: Iterable[Item],
+        *,
+        persona: Persona | None = None,
+        seed: int = 0,
+        temperature: float = 0.0,
+        max_tokens: int = 80,
+        domain: str = "movies",
+    ):
         self.client = client
         self.targets = tuple(targets)
         if not self.targets:
@@ -115,14 +124,19 @@ class SimulatedUser:
     # -- the prompt ------------------------------------------------------------------------
 
     def system_prompt(self) -> str:
-        profile = "\n".join(prompt("simulator", "profile_item").format(
-            n=n, description=describe_item(item, self.items_plural)) for n, item in enumerate(self.targets, 1))
+        profile = "\n".join(
+            prompt("simulator", "profile_item").format(n=n, description=describe_item(item, self.items_plural))
+            for n, item in enumerate(self.targets, 1)
+        )
         persona = ""
         if self.persona is not None:
             emotion, age = self.persona.texts()
             persona = prompt("simulator", "persona").format(emotion=emotion, age=age)
-        return prompt("simulator", "system").format(items_plural=self.items_plural, profile=profile,
-                                                    persona=persona).strip()
+        return (
+            prompt("simulator", "system")
+            .format(items_plural=self.items_plural, profile=profile, persona=persona)
+            .strip()
+        )
 
     def transcript(self, conversation: Conversation) -> str:
         lines = []
@@ -135,8 +149,11 @@ class SimulatedUser:
     def messages(self, conversation: Conversation, situation: str, **slots) -> list[dict]:
         if situation not in SITUATIONS:
             raise ValueError(f"unknown situation {situation!r}")
-        context = (prompt("simulator", "conversation").format(transcript=self.transcript(conversation))
-                   if conversation.all_turns else prompt("simulator", "empty_conversation"))
+        context = (
+            prompt("simulator", "conversation").format(transcript=self.transcript(conversation))
+            if conversation.all_turns
+            else prompt("simulator", "empty_conversation")
+        )
         instruction = prompt("simulator", f"situation_{situation}").format(items_plural=self.items_plural, **slots)
         user = "\n\n".join([context, instruction, prompt("simulator", "answer_only")])
         return [{"role": "system", "content": self.system_prompt()}, {"role": "user", "content": user}]
@@ -156,10 +173,16 @@ class SimulatedUser:
         leaks = find_leaks(text, forbidden)
         if leaks:
             self.leaks["regenerated"] += 1
-            metadata["leak"] = {"titles": sorted({leak.title for leak in leaks}), "regenerated": True,
-                                "redacted": False}
-            retry = [*messages, {"role": "assistant", "content": text},
-                     {"role": "user", "content": prompt("simulator", "regenerate")}]
+            metadata["leak"] = {
+                "titles": sorted({leak.title for leak in leaks}),
+                "regenerated": True,
+                "redacted": False,
+            }
+            retry = [
+                *messages,
+                {"role": "assistant", "content": text},
+                {"role": "user", "content": prompt("simulator", "regenerate")},
+            ]
             try:
                 second = self._generate(retry, number, 1)
             except SimulatorError:
@@ -174,8 +197,10 @@ class SimulatedUser:
 
     def paraphrase(self, text: str, number: int) -> str:
         """The same request in other words (for the reliability probe); target titles redacted."""
-        messages = [{"role": "system", "content": prompt("simulator", "paraphrase_system")},
-                    {"role": "user", "content": prompt("simulator", "paraphrase").format(text=text)}]
+        messages = [
+            {"role": "system", "content": prompt("simulator", "paraphrase_system")},
+            {"role": "user", "content": prompt("simulator", "paraphrase").format(text=text)},
+        ]
         out = self._generate(messages, number, 7)
         leaks = find_leaks(out, self.targets)
         return redact(out, leaks) if leaks else out
@@ -186,8 +211,12 @@ class SimulatedUser:
         for retry in range(2):  # a second try with another seed when the answer is empty
             try:
                 completion = self.client.chat(
-                    messages, temperature=self.temperature if retry == 0 else max(self.temperature, 0.7),
-                    max_tokens=self.max_tokens, seed=turn_seed(self.seed, number, attempt, retry), stop=STOP)
+                    messages,
+                    temperature=self.temperature if retry == 0 else max(self.temperature, 0.7),
+                    max_tokens=self.max_tokens,
+                    seed=turn_seed(self.seed, number, attempt, retry),
+                    stop=STOP,
+                )
             except LLMError as e:
                 raise SimulatorError(f"simulator model failed: {e}") from e
             text = clean_message(completion.text)
@@ -214,8 +243,9 @@ class SimulatedUser:
         else:
             joined = values[0] if len(values) == 1 else ", ".join(values[:-1]) + " and " + values[-1]
             text = prompt("simulator", f"answer_{attribute}").format(values=joined)
-        return Turn(role="user", text=text, metadata={"source": "template", "attribute": attribute,
-                                                      "known": bool(values)})
+        return Turn(
+            role="user", text=text, metadata={"source": "template", "attribute": attribute, "known": bool(values)}
+        )
 
     @staticmethod
     def template_turn(name: str) -> Turn:

@@ -25,7 +25,9 @@ class ToyCRS(CRSSystem):
         items = [i.ref() for i in chosen[:10]]
         if self.invent:
             items.insert(0, ItemRef(id="nope", title="A Film Nobody Made (1931)"))
-        return Turn("system", f"{self.greeting}! Try {chosen[0].name}.", items=items, metadata={"genres": sorted(genres)})
+        return Turn(
+            "system", f"{self.greeting}! Try {chosen[0].name}.", items=items, metadata={"genres": sorted(genres)}
+        )
 
 
 class BrokenCRS(ToyCRS):

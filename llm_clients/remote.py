@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import openai
 
-from llm.base import Model
-from llm.probability import TOP_LOGPROBS, find_answer, logprobs_from_openai, read_logprobs
-from llm.types import Completion, Distribution, LLMError, Message, Usage
+from llm_clients.base import Model
+from llm_clients.probability import TOP_LOGPROBS, find_answer, logprobs_from_openai, read_logprobs
+from llm_clients.types import Completion, Distribution, LLMError, Message, Usage
 
 # USD per million tokens (input, output). Unknown models cost 0 unless priced
 # through CRS_LLM_PRICE (see llm.config).
@@ -134,16 +135,24 @@ class OpenAICompatibleModel(Model):
 
     def _score(self, messages: list[Message], options: Sequence[str], params: dict[str, Any]) -> Distribution:
         """The answer is generated with log-probabilities and read at the token holding the option
-        (:mod:`llm.probability`); endpoints without log-probabilities are sampled instead."""
+        (:mod:`llm_clients.probability`); endpoints without log-probabilities are sampled instead."""
         prefix = params.get("prefix") or ""
         min_mass = params.get("min_mass")
         if prefix:
-            messages = [*messages[:-1], {**messages[-1], "content": messages[-1]["content"] +
-                                         f"\n\nBegin your answer with {prefix} followed directly by the answer."}]
+            messages = [
+                *messages[:-1],
+                {
+                    **messages[-1],
+                    "content": messages[-1]["content"]
+                    + f"\n\nBegin your answer with {prefix} followed directly by the answer.",
+                },
+            ]
         longest = max(len(o) for o in options)
         try:
-            answer = self._chat(messages, {"temperature": 0.0, "max_tokens": max(8, len(prefix) + longest + 6),
-                                           "logprobs": TOP_LOGPROBS})
+            answer = self._chat(
+                messages,
+                {"temperature": 0.0, "max_tokens": max(8, len(prefix) + longest + 6), "logprobs": TOP_LOGPROBS},
+            )
         except LLMError as e:
             if e.kind != "bad_request":
                 raise
@@ -161,7 +170,7 @@ class OpenAICompatibleModel(Model):
     def _score_by_sampling(self, messages, options, prefix, samples: int) -> Distribution:
         """``samples`` answers at temperature 1, asked for in one request (``n``); an endpoint that
         returns fewer choices is asked again, one answer per request, for the rest."""
-        counts = {o: 0 for o in options}
+        counts = dict.fromkeys(options, 0)
         texts: list[str] = []
         request = {**self._request(messages, {"temperature": 1.0, "max_tokens": 16, "seed": 0}), "n": samples}
         try:
@@ -184,11 +193,15 @@ class OpenAICompatibleModel(Model):
         if valid == 0:
             raise LLMError(
                 f"{self.name} gave no answer among {list(options)} in {samples} samples",
-                kind="bad_response", model=self.name,
+                kind="bad_response",
+                model=self.name,
             )
         return Distribution(
-            probs={o: c / valid for o, c in counts.items()}, method="sampling",
-            samples=samples, invalid=invalid, model=self.name,
+            probs={o: c / valid for o, c in counts.items()},
+            method="sampling",
+            samples=samples,
+            invalid=invalid,
+            model=self.name,
         )
 
 
@@ -209,12 +222,19 @@ def _usage(response) -> Usage:
 _ERRORS: list[tuple[type | tuple[type, ...], str, str]] = [
     (openai.APITimeoutError, "timeout", "{where} did not answer within {timeout:g} s ({tries})."),
     (openai.RateLimitError, "rate_limit", "{where} is rate-limiting requests (HTTP 429, {tries}). Try again later."),
-    (openai.AuthenticationError, "auth", "{where} rejected the API key (HTTP 401). Check the key variable for this role."),
+    (
+        openai.AuthenticationError,
+        "auth",
+        "{where} rejected the API key (HTTP 401). Check the key variable for this role.",
+    ),
     (openai.BadRequestError, "bad_request", "{where} rejected the request (HTTP 400): {detail}"),
     (openai.APIStatusError, "server", "{where} failed with HTTP {status} ({tries})."),
     (openai.APIConnectionError, "connection", "{where} could not be reached ({tries})."),
-    ((openai.APIResponseValidationError, ValueError, KeyError, TypeError, AttributeError), "bad_response",
-     "{where} returned a response that could not be read."),
+    (
+        (openai.APIResponseValidationError, ValueError, KeyError, TypeError, AttributeError),
+        "bad_response",
+        "{where} returned a response that could not be read.",
+    ),
     (openai.OpenAIError, "error", "{where} failed: {name}."),
 ]
 
@@ -235,9 +255,12 @@ class _errors:
         for types, kind, template in _ERRORS:
             if isinstance(exc, types):
                 message = template.format(
-                    where=m.describe(), timeout=m.timeout, name=type(exc).__name__,
+                    where=m.describe(),
+                    timeout=m.timeout,
+                    name=type(exc).__name__,
                     tries=f"after {m.max_retries + 1} attempt{'s' if m.max_retries else ''}",
-                    status=getattr(exc, "status_code", "?"), detail=_short(exc),
+                    status=getattr(exc, "status_code", "?"),
+                    detail=_short(exc),
                 )
                 raise LLMError(message, kind=kind, model=m.name) from None
         return False

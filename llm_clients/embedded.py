@@ -17,21 +17,22 @@ import math
 import os
 import queue
 import threading
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
-from llm.base import Model
-from llm.probability import explicit
-from llm.types import Completion, Distribution, LLMError, Message, Usage
+from llm_clients.base import Model
+from llm_clients.probability import explicit
+from llm_clients.types import Completion, Distribution, LLMError, Message, Usage
 
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_SYSTEM = "You are a helpful assistant."
 N_CTX = 4096
 
-_models: dict[str, "EmbeddedModel"] = {}
+_models: dict[str, EmbeddedModel] = {}
 _models_lock = threading.Lock()
 
 
@@ -50,7 +51,7 @@ def smollm2_path() -> Path:
     return path
 
 
-def get_embedded_model(gguf_path: str | os.PathLike | None = None) -> "EmbeddedModel":
+def get_embedded_model(gguf_path: str | os.PathLike | None = None) -> EmbeddedModel:
     """The shared instance for ``gguf_path`` (default: SmolLM2-135M), loaded on first use."""
     path = Path(gguf_path) if gguf_path else smollm2_path()
     key = str(path.resolve())
@@ -228,10 +229,13 @@ class EmbeddedModel(Model):
         if min_mass is None or dist.mass >= min_mass:
             return dist
         constrained = max(options, key=lambda o: probs[o])
-        dist = explicit(constrained, options,
-                        f"only {dist.mass:.3f} of the probability at the answer token is on the options "
-                        f"(threshold {min_mass:g}); the answer constrained to the options is used",
-                        mass=dist.mass)
+        dist = explicit(
+            constrained,
+            options,
+            f"only {dist.mass:.3f} of the probability at the answer token is on the options "
+            f"(threshold {min_mass:g}); the answer constrained to the options is used",
+            mass=dist.mass,
+        )
         dist.model = self.name
         return dist
 

@@ -20,10 +20,10 @@ distribution where the answer actually is:
    endpoint returned no log-probabilities or the token cannot be found.
 
 Every result records the method, the answer token's position, the option mass and the parsed answer
-(:meth:`llm.types.Distribution.record`), so a stored score says how it was read.
+(:meth:`llm_clients.types.Distribution.record`), so a stored score says how it was read.
 
 The embedded model reads the same place from its logits: the prompt plus the answer up to the
-answer token, then the next-token distribution (:meth:`llm.base.LLMClient.read_answer`).
+answer token, then the next-token distribution (:meth:`llm_clients.base.LLMClient.read_answer`).
 
 This follows CoRE §4.1, which weights the rating by the probabilities of the rating tokens, and the
 G-Eval practice it cites: the probabilities are those of the *rating* token, not of any digit.
@@ -36,14 +36,15 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from llm.types import Distribution
+from llm_clients.types import Distribution
 
 MIN_MASS = 0.5  # below this share of probability on the options at the answer token, trust the written answer
 TOP_LOGPROBS = 20  # alternatives asked for per position (the OpenAI maximum)
 
 
-def find_answer(text: str, options: Sequence[str], *, tag: str | None = None, prefix: str = ""
-                ) -> tuple[str, int] | None:
+def find_answer(
+    text: str, options: Sequence[str], *, tag: str | None = None, prefix: str = ""
+) -> tuple[str, int] | None:
     """(option, byte offset of the option in ``text``) of the written answer, or None.
 
     :param tag: the answer is the content of the last ``<tag>…</tag>`` (e.g. ``"rating"``); its
@@ -71,18 +72,32 @@ def find_answer(text: str, options: Sequence[str], *, tag: str | None = None, pr
     return match.group(1), len(text[: match.start(1)].encode("utf-8"))
 
 
-def explicit(option: str, options: Sequence[str], reason: str, *, mass: float = 0.0,
-             position: int | None = None) -> Distribution:
+def explicit(
+    option: str, options: Sequence[str], reason: str, *, mass: float = 0.0, position: int | None = None
+) -> Distribution:
     """The written answer alone (all probability on it), with the reason the probabilities were not used."""
-    return Distribution(probs={o: float(o == option) for o in options}, method="explicit", mass=mass,
-                        parsed=option, position=position, fallback=reason)
+    return Distribution(
+        probs={o: float(o == option) for o in options},
+        method="explicit",
+        mass=mass,
+        parsed=option,
+        position=position,
+        fallback=reason,
+    )
 
 
-def read_logprobs(logprobs: list[dict[str, Any]] | None, text: str, option: str, offset: int,
-                  options: Sequence[str], *, min_mass: float | None = MIN_MASS) -> Distribution:
+def read_logprobs(
+    logprobs: list[dict[str, Any]] | None,
+    text: str,
+    option: str,
+    offset: int,
+    options: Sequence[str],
+    *,
+    min_mass: float | None = MIN_MASS,
+) -> Distribution:
     """The options' distribution at the token holding the answer written at byte ``offset``.
 
-    :param logprobs: the completion's tokens (:attr:`llm.types.Completion.logprobs`)
+    :param logprobs: the completion's tokens (:attr:`llm_clients.types.Completion.logprobs`)
     :param option: the parsed answer (what :func:`find_answer` returned)
     :returns: a ``logprobs`` distribution, or an ``explicit`` one with ``fallback`` set
     """
@@ -93,7 +108,7 @@ def read_logprobs(logprobs: list[dict[str, Any]] | None, text: str, option: str,
         return explicit(option, options, "the answer token was not found among the returned tokens")
     entry = logprobs[position]
     head = _head(entry["token"], offset - start)
-    mass = {o: 0.0 for o in options}
+    mass = dict.fromkeys(options, 0.0)
     seen_sampled = False
     for token, logprob in entry.get("top") or []:
         seen_sampled |= token == entry["token"]
@@ -106,17 +121,27 @@ def read_logprobs(logprobs: list[dict[str, Any]] | None, text: str, option: str,
             mass[matched] += math.exp(entry["logprob"])
     total = sum(mass.values())
     if min_mass is not None and total < min_mass:
-        return explicit(option, options,
-                        f"only {total:.3f} of the probability at the answer token is on the options "
-                        f"(threshold {min_mass:g})", mass=total, position=position)
+        return explicit(
+            option,
+            options,
+            f"only {total:.3f} of the probability at the answer token is on the options (threshold {min_mass:g})",
+            mass=total,
+            position=position,
+        )
     if total <= 0:
         return explicit(option, options, "no option among the answer token's alternatives", position=position)
-    return Distribution(probs={o: m / total for o, m in mass.items()}, method="logprobs", mass=min(1.0, total),
-                        parsed=option, position=position)
+    return Distribution(
+        probs={o: m / total for o, m in mass.items()},
+        method="logprobs",
+        mass=min(1.0, total),
+        parsed=option,
+        position=position,
+    )
 
 
-def check_mass(dist: Distribution, option: str | None, options: Sequence[str], min_mass: float | None
-               ) -> Distribution | None:
+def check_mass(
+    dist: Distribution, option: str | None, options: Sequence[str], min_mass: float | None
+) -> Distribution | None:
     """``dist`` with ``parsed`` set, or the explicit answer when its mass is below ``min_mass``.
 
     None when the mass is too low and there is no written answer to fall back on.
@@ -126,9 +151,13 @@ def check_mass(dist: Distribution, option: str | None, options: Sequence[str], m
         return dist
     if dist.parsed is None:
         return None
-    return explicit(dist.parsed, options,
-                    f"only {dist.mass:.3f} of the probability at the answer token is on the options "
-                    f"(threshold {min_mass:g})", mass=dist.mass, position=dist.position)
+    return explicit(
+        dist.parsed,
+        options,
+        f"only {dist.mass:.3f} of the probability at the answer token is on the options (threshold {min_mass:g})",
+        mass=dist.mass,
+        position=dist.position,
+    )
 
 
 def logprobs_from_openai(content) -> list[dict[str, Any]] | None:
@@ -138,12 +167,14 @@ def logprobs_from_openai(content) -> list[dict[str, Any]] | None:
     out = []
     for position in content:
         raw = getattr(position, "bytes", None)
-        out.append({
-            "token": position.token,
-            "bytes": len(raw) if raw is not None else len(position.token.encode("utf-8")),
-            "logprob": float(position.logprob),
-            "top": [[top.token, float(top.logprob)] for top in (getattr(position, "top_logprobs", None) or [])],
-        })
+        out.append(
+            {
+                "token": position.token,
+                "bytes": len(raw) if raw is not None else len(position.token.encode("utf-8")),
+                "logprob": float(position.logprob),
+                "top": [[top.token, float(top.logprob)] for top in (getattr(position, "top_logprobs", None) or [])],
+            }
+        )
     return out
 
 
@@ -167,10 +198,10 @@ def _option_of(token: str, head: str, options: Sequence[str]) -> str | None:
     """The option an alternative token spells after ``head``, if it spells exactly one."""
     if not token.startswith(head):
         return None
-    rest = token[len(head):].lstrip()
+    rest = token[len(head) :].lstrip()
     for option in sorted(options, key=len, reverse=True):
         if rest.startswith(option):
-            after = rest[len(option):]
+            after = rest[len(option) :]
             if not after or not (after[0].isalnum() or re.match(r"\.\d", after)):
                 return option
     return None

@@ -69,7 +69,11 @@ def build_kg(catalog: Catalog, relations: tuple[str, ...] = RELATIONS) -> Knowle
                 continue
             for value in values:
                 # a person may also be a title; keep the entity names distinct by type
-                name = value if value not in entity2type or entity2type[value] == _TYPE[relation] else f"{value} [{relation}]"
+                name = (
+                    value
+                    if value not in entity2type or entity2type[value] == _TYPE[relation]
+                    else f"{value} [{relation}]"
+                )
                 if name not in entity2id:
                     entity2id[name] = len(entity2id)
                     entity2type[name] = _TYPE[relation]

@@ -46,7 +46,7 @@ class Completion:
         return data
 
     @classmethod
-    def from_cache(cls, data: dict[str, Any]) -> "Completion":
+    def from_cache(cls, data: dict[str, Any]) -> Completion:
         usage = data.get("usage") or {}
         return cls(
             text=data["text"],
@@ -63,12 +63,14 @@ CACHED_TAIL = 16  # positions at the end of an answer whose alternatives the cac
 
 def _compact(logprobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Log-probabilities as cached: every token with its length and log-probability (for offsets), but
-    top alternatives only where an answer can be read (:mod:`llm.probability`): tokens holding a digit,
+    top alternatives only where an answer can be read (:mod:`llm_clients.probability`): tokens holding a digit,
     and the last :data:`CACHED_TAIL` positions (a rating tag ends the answer; short answers are kept
     whole). A 600-token reasoned answer with 20 alternatives per token would otherwise cost ~0.5 MB."""
     n = len(logprobs)
-    return [entry if i >= n - CACHED_TAIL or any(c.isdigit() for c in entry["token"]) else {**entry, "top": []}
-            for i, entry in enumerate(logprobs)]
+    return [
+        entry if i >= n - CACHED_TAIL or any(c.isdigit() for c in entry["token"]) else {**entry, "top": []}
+        for i, entry in enumerate(logprobs)
+    ]
 
 
 @dataclass
@@ -86,7 +88,7 @@ class Distribution:
     before renormalisation (1.0 for sampling); ``position`` is that token's index
     in the generated answer (None where no answer was generated, e.g. logits read
     after a prefix); ``parsed`` is the option the answer wrote, when one was read.
-    See :mod:`llm.probability`.
+    See :mod:`llm_clients.probability`.
     """
 
     probs: dict[str, float]
@@ -119,8 +121,12 @@ class Distribution:
 
     def record(self) -> dict[str, Any]:
         """What a score stores about how it was read: method, answer position, option mass, parsed answer."""
-        out: dict[str, Any] = {"method": self.method, "mass": round(self.mass, 6), "position": self.position,
-                               "parsed": self.parsed}
+        out: dict[str, Any] = {
+            "method": self.method,
+            "mass": round(self.mass, 6),
+            "position": self.position,
+            "parsed": self.parsed,
+        }
         if self.fallback:
             out["fallback"] = self.fallback
         if self.method == "sampling":
@@ -128,7 +134,7 @@ class Distribution:
         return out
 
     @classmethod
-    def from_cache(cls, data: dict[str, Any]) -> "Distribution":
+    def from_cache(cls, data: dict[str, Any]) -> Distribution:
         return cls(**data, cache_hit=True)
 
 

@@ -44,7 +44,9 @@ class KGData:
         self._id2entity = [""] * len(self.entity2id)
         for entity, i in self.entity2id.items():
             if not 0 <= i < len(self.entity2id):
-                raise KGError(f"{self.name}: entity2id.json ids must be 0..{len(self.entity2id) - 1}, got {i} for {entity!r}")
+                raise KGError(
+                    f"{self.name}: entity2id.json ids must be 0..{len(self.entity2id) - 1}, got {i} for {entity!r}"
+                )
             self._id2entity[i] = entity
 
     # ---- sizes ----
@@ -131,7 +133,7 @@ def load_kg(directory: str | os.PathLike) -> KGData:
 
 def kg_from_catalog(catalog) -> KGData:
     """The KG of a catalog (items first, then their genres, people and decades) — for the small local versions."""
-    from catalog.kg import build_kg
+    from catalog.kg_builder import build_kg
 
     built = build_kg(catalog)
     return KGData(built.entity2id, built.relation2id, built.kg, built.item_ids, name=f"{catalog.name}_kg")

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import os
 
-from llm.base import LLMClient, Model
-from llm.config import RoleConfig, role_config
+from llm_clients.base import LLMClient, Model
+from llm_clients.config import RoleConfig, role_config
 
 
 def model_for(config: RoleConfig) -> Model:
     if config.is_embedded:
-        from llm.embedded import get_embedded_model
+        from llm_clients.embedded import get_embedded_model
 
         return get_embedded_model(config.gguf_path)
-    from llm.remote import OpenAICompatibleModel
+    from llm_clients.remote import OpenAICompatibleModel
 
     return OpenAICompatibleModel(
         config.model,

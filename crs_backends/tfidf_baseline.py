@@ -39,8 +39,11 @@ class RetrievalCRS(CRSSystem):
             role="system",
             text=_reply(ranked[:SHOWN], first=not already),
             items=[i.ref() for i in ranked],
-            metadata={"system": "retrieval", "catalog": self.catalog.name,
-                      "user_titles": [i.name for i in context.titles]},
+            metadata={
+                "system": "retrieval",
+                "catalog": self.catalog.name,
+                "user_titles": [i.name for i in context.titles],
+            },
         )
 
 

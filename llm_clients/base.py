@@ -14,11 +14,12 @@ import logging
 import threading
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any
 
-from llm.probability import MIN_MASS, TOP_LOGPROBS, check_mass, explicit, find_answer, read_logprobs
-from llm.types import Completion, Distribution, LLMError, Message, Usage
+from llm_clients.probability import MIN_MASS, TOP_LOGPROBS, check_mass, explicit, find_answer, read_logprobs
+from llm_clients.types import Completion, Distribution, LLMError, Message, Usage
 from storage.db import get_db
 from storage.llm_log import cache_get, cache_put, log_call
 
@@ -53,9 +54,7 @@ class Model(ABC):
         yield completion
 
     @abstractmethod
-    def _score(
-        self, messages: list[Message], options: Sequence[str], params: dict[str, Any]
-    ) -> Distribution: ...
+    def _score(self, messages: list[Message], options: Sequence[str], params: dict[str, Any]) -> Distribution: ...
 
     def cost(self, usage: Usage) -> float:
         return 0.0
@@ -64,8 +63,10 @@ class Model(ABC):
         """Does the model answer? (ok, human-readable detail)."""
         start = time.perf_counter()
         try:
-            self._chat([{"role": "system", "content": "Reply with OK."}, {"role": "user", "content": "ping"}],
-                       {"max_tokens": 4, "temperature": 0.0})
+            self._chat(
+                [{"role": "system", "content": "Reply with OK."}, {"role": "user", "content": "ping"}],
+                {"max_tokens": 4, "temperature": 0.0},
+            )
         except LLMError as e:
             return False, str(e)
         return True, f"answered in {_ms(start)} ms"
@@ -94,9 +95,7 @@ def clean_messages(messages: Sequence[dict]) -> list[Message]:
             raise ValueError(f"unknown message role {role!r}")
         content = m.get("content", "")
         if isinstance(content, list):
-            content = "".join(
-                block.get("text", "") if isinstance(block, dict) else str(block) for block in content
-            )
+            content = "".join(block.get("text", "") if isinstance(block, dict) else str(block) for block in content)
         cleaned.append({"role": role, "content": str(content)})
     return cleaned
 
@@ -112,7 +111,7 @@ class UsageTotals:
     completion_tokens: int = 0
     cost_usd: float = 0.0
 
-    def add(self, other: "UsageTotals") -> "UsageTotals":
+    def add(self, other: UsageTotals) -> UsageTotals:
         return UsageTotals(**{k: getattr(self, k) + getattr(other, k) for k in asdict(self)})
 
     def to_dict(self) -> dict[str, Any]:
@@ -136,7 +135,7 @@ class LLMClient:
         self.totals = UsageTotals()
         self._totals_lock = threading.Lock()
 
-    def clone(self) -> "LLMClient":
+    def clone(self) -> LLMClient:
         """The same model, role and cache, with its own usage totals (e.g. one per evaluation)."""
         return LLMClient(self.model, role=self.role, db_path=self.db_path, use_cache=self.use_cache)
 
@@ -179,8 +178,16 @@ class LLMClient:
         messages = clean_messages(messages)
         if self.model.reads_logits:
             logprobs = None
-        params = _params(temperature=temperature, max_tokens=max_tokens, seed=seed, stop=stop, sample=sample,
-                         grammar=grammar, json_mode=json_mode or None, logprobs=logprobs)
+        params = _params(
+            temperature=temperature,
+            max_tokens=max_tokens,
+            seed=seed,
+            stop=stop,
+            sample=sample,
+            grammar=grammar,
+            json_mode=json_mode or None,
+            logprobs=logprobs,
+        )
         *_, completion = self._complete(messages, params, streaming=False)
         return completion
 
@@ -196,12 +203,14 @@ class LLMClient:
     ) -> Iterator[str | Completion]:
         """Yield text pieces as they are generated, then the final :class:`Completion`."""
         messages = clean_messages(messages)
-        params = _params(temperature=temperature, max_tokens=max_tokens, seed=seed, stop=stop, sample=None,
-                         grammar=grammar)
+        params = _params(
+            temperature=temperature, max_tokens=max_tokens, seed=seed, stop=stop, sample=None, grammar=grammar
+        )
         yield from self._complete(messages, params, streaming=True)
 
-    def _complete(self, messages: list[Message], params: dict[str, Any], *, streaming: bool
-                  ) -> Iterator[str | Completion]:
+    def _complete(
+        self, messages: list[Message], params: dict[str, Any], *, streaming: bool
+    ) -> Iterator[str | Completion]:
         """The cache, the backend call and the log around one chat; pieces only when streaming."""
         key = cache_key(self.model, "chat", messages, params)
         cached = self._cache_get(key)
@@ -244,7 +253,7 @@ class LLMClient:
     ) -> Distribution:
         """Probability of each option being the model's (short) answer: option scoring.
 
-        Read at the answer token (:mod:`llm.probability`): remote endpoints generate the answer
+        Read at the answer token (:mod:`llm_clients.probability`): remote endpoints generate the answer
         with log-probabilities and the alternatives of the token that holds the option are read;
         the embedded model's next-token logits after ``prefix`` are read. Where the options hold
         less than ``min_mass`` of the probability there, the written answer is used instead
@@ -325,8 +334,9 @@ class LLMClient:
     ) -> tuple[Completion, Distribution | None]:
         """One answer that ends with ``<tag>option</tag>`` (reasoning first, as CoRE §4.1 asks) and its
         distribution read at the answer token (:meth:`read_answer`); None when no tag holds an option."""
-        completion = self.chat(messages, temperature=temperature, max_tokens=max_tokens, seed=seed,
-                               grammar=grammar, logprobs=TOP_LOGPROBS)
+        completion = self.chat(
+            messages, temperature=temperature, max_tokens=max_tokens, seed=seed, grammar=grammar, logprobs=TOP_LOGPROBS
+        )
         return completion, self.read_answer(messages, completion, options, tag=tag, min_mass=min_mass)
 
     def health(self) -> tuple[bool, str]:

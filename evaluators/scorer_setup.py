@@ -16,10 +16,10 @@ from evaluators.debate import DebateConfig
 from evaluators.factor_judge import DEFAULT_MODE, JudgeConfig
 from evaluators.factors import PERSONA_FACTORS
 from evaluators.pipeline import EvaluationSetup
-from llm.base import LLMClient
-from llm.config import EMBEDDED, role_config
-from llm.embedded import SMOLLM2_FILE
-from llm.registry import model_for
+from llm_clients.base import LLMClient
+from llm_clients.config import EMBEDDED, role_config
+from llm_clients.embedded import SMOLLM2_FILE
+from llm_clients.registry import model_for
 
 SCORERS = ("auto", "proxy", "llm")
 
@@ -28,8 +28,11 @@ def role_client(role: str, model: str | None, db_path) -> LLMClient:
     """The client for ``role``; ``model`` overrides the configured model name on the same endpoint."""
     config = role_config(role)
     if model:
-        config = replace(config, model=model) if model != EMBEDDED else replace(
-            config, model=EMBEDDED, base_url=None, api_key=None)
+        config = (
+            replace(config, model=model)
+            if model != EMBEDDED
+            else replace(config, model=EMBEDDED, base_url=None, api_key=None)
+        )
     return LLMClient(model_for(config), role=role, db_path=db_path)
 
 
@@ -84,14 +87,18 @@ def build_setup(
     if scorer == "proxy":
         from evaluators.calibration import load_proxy_judge
 
-        return EvaluationSetup(proxy=load_proxy_judge(proxy_calibration, embeddings=embeddings),
-                               catalog=get_catalog(catalog_name))
+        return EvaluationSetup(
+            proxy=load_proxy_judge(proxy_calibration, embeddings=embeddings), catalog=get_catalog(catalog_name)
+        )
     judges = [role_client("judge", m, db_path) for m in judge_models] or [role_client("judge", None, db_path)]
     debate_config = None
     if debate:
         debate_config = DebateConfig(
             clients={role: role_client(role, debate_model, db_path) for role in PERSONA_FACTORS},
-            max_rounds=rounds, tolerance=tolerance, sequential=sequential, domain=domain,
+            max_rounds=rounds,
+            tolerance=tolerance,
+            sequential=sequential,
+            domain=domain,
         )
     return EvaluationSetup(
         judge=JudgeConfig(clients=judges, mode=mode, max_concurrency=concurrency),

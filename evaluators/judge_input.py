@@ -39,8 +39,8 @@ from typing import Literal
 from catalog.catalog import Catalog
 from catalog.items import Item
 from evaluators.rubric import FeatureDimension, Rubric, load_rubric
-from llm.prompts import prompt
-from llm.types import Message
+from llm_clients.prompts import prompt
+from llm_clients.types import Message
 from storage.records import Conversation, ItemRef, Turn
 
 Answer = Literal["reasoned", "rating_only"]
@@ -102,8 +102,9 @@ def render_log(
     if dropped_history:
         notices.append(f"The oldest {dropped_history} turn(s) of the history are not shown.")
     if start > dropped_history:
-        notices.append(f"The oldest {start - dropped_history} turn(s) of the interaction are not shown; "
-                       "judge the turns that are.")
+        notices.append(
+            f"The oldest {start - dropped_history} turn(s) of the interaction are not shown; judge the turns that are."
+        )
     if any(len(t.text.strip()) > max_chars for (_, t), _ in shown):
         notices.append(f"Turns longer than {max_chars} characters are cut where{_SHORTENED} appears.")
     recommendations = session_recommendations(conversation)

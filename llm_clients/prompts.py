@@ -7,13 +7,13 @@ Versions are stored with conversations and scores so results stay traceable.
 from __future__ import annotations
 
 import tomllib
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 PROMPTS_DIR = Path(__file__).resolve().parent.parent / "assets" / "prompts"
 
 
-@lru_cache(maxsize=None)
+@cache
 def _load(section: str) -> dict:
     path = PROMPTS_DIR / f"{section}.toml"
     if not path.exists():

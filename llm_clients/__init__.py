@@ -1,10 +1,10 @@
 """One client interface over OpenAI-compatible endpoints and the embedded local model.
 
->>> from llm import client_for
+>>> from llm_clients import client_for
 >>> judge = client_for("judge")
 >>> judge.chat([{"role": "user", "content": "Hi"}]).text
 
-Probabilities are always read at the answer token (:mod:`llm.probability`):
+Probabilities are always read at the answer token (:mod:`llm_clients.probability`):
 
 * ``client.score(messages, options)`` — option scoring (a rating, a persuasiveness answer, an option
   letter): the answer is generated with top-20 log-probabilities and the alternatives of the token
@@ -17,10 +17,10 @@ Probabilities are always read at the answer token (:mod:`llm.probability`):
 * ``client.read_answer(messages, completion, options)`` — the same reading for an answer in hand.
 """
 
-from llm.base import LLMClient, Model, UsageTotals
-from llm.config import ROLES, RoleConfig, all_role_configs, role_config
-from llm.registry import client_for, model_for
-from llm.types import Completion, Distribution, LLMError, Usage
+from llm_clients.base import LLMClient, Model, UsageTotals
+from llm_clients.config import ROLES, RoleConfig, all_role_configs, role_config
+from llm_clients.registry import client_for, model_for
+from llm_clients.types import Completion, Distribution, LLMError, Usage
 
 __all__ = [
     "Completion",

@@ -16,8 +16,8 @@ an endpoint with its own base URL never receives ``OPENAI_API_KEY``.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 ROLES = (
     "crs",
@@ -54,7 +54,9 @@ class RoleConfig:
         return {
             "role": self.role,
             "model": self.model,
-            "endpoint": "in-process (llama.cpp)" if self.is_embedded else (self.base_url or "https://api.openai.com/v1"),
+            "endpoint": "in-process (llama.cpp)"
+            if self.is_embedded
+            else (self.base_url or "https://api.openai.com/v1"),
             "api_key": "set" if self.api_key else "not set",
             "configured_by": self.source,
         }
@@ -110,5 +112,7 @@ def _price(text: str | None) -> tuple[float, float] | None:
     try:
         inp, out = (float(x) for x in text.split(","))
     except ValueError:
-        raise ValueError(f"a price must look like '0.15,0.60' (USD per million input,output tokens), got {text!r}") from None
+        raise ValueError(
+            f"a price must look like '0.15,0.60' (USD per million input,output tokens), got {text!r}"
+        ) from None
     return inp, out

@@ -39,9 +39,10 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from catalog.catalog import Catalog
 from storage.records import Conversation, ItemRef, Turn
@@ -143,8 +144,11 @@ def _guarded(reader):
         try:
             return reader(path, *args, **kwargs)
         except (TypeError, AttributeError, KeyError, IndexError) as e:
-            raise LogFormatError(path, "a record", f"the fields of the {reader.__name__[5:]} format with their "
-                                                   f"types ({type(e).__name__})") from None
+            raise LogFormatError(
+                path,
+                "a record",
+                f"the fields of the {reader.__name__[5:]} format with their types ({type(e).__name__})",
+            ) from None
         except RecursionError:
             raise LogFormatError(path, "top level", "JSON nested at most a few hundred levels deep") from None
 
@@ -156,8 +160,12 @@ def checked(result: ReadResult, path: str | os.PathLike, limits: Limits = LIMITS
     """``result`` with every text cleaned (:func:`storage.text.clean_text`), after checking the
     per-conversation limits; raises :class:`LogFormatError` naming the first conversation over one."""
     if len(result.conversations) > limits.conversations:
-        raise LogFormatError(path, "file", f"at most {limits.conversations:,} conversations per file "
-                                           f"(it has {len(result.conversations):,}); split it into smaller files")
+        raise LogFormatError(
+            path,
+            "file",
+            f"at most {limits.conversations:,} conversations per file "
+            f"(it has {len(result.conversations):,}); split it into smaller files",
+        )
     for conversation in result.conversations:
         where = f"conversation {clean_text(str(conversation.id))[:80]!r}"
         turns = conversation.all_turns
@@ -165,8 +173,11 @@ def checked(result: ReadResult, path: str | os.PathLike, limits: Limits = LIMITS
             raise LogFormatError(path, where, f"at most {limits.turns} turns per conversation (it has {len(turns):,})")
         for k, turn in enumerate(turns):
             if len(turn.text) > limits.turn_chars:
-                raise LogFormatError(path, f"{where}, turn {k + 1}",
-                                     f"at most {limits.turn_chars:,} characters per turn (it has {len(turn.text):,})")
+                raise LogFormatError(
+                    path,
+                    f"{where}, turn {k + 1}",
+                    f"at most {limits.turn_chars:,} characters per turn (it has {len(turn.text):,})",
+                )
         _clean_conversation(conversation)
     return result
 
@@ -186,8 +197,12 @@ def _clean_conversation(c: Conversation) -> None:
 def _check_size(path: Path, limits: Limits = LIMITS) -> None:
     size = path.stat().st_size
     if size > limits.file_bytes:
-        raise LogFormatError(path, "file", f"at most {limits.file_bytes / 1e6:g} MB per file "
-                                           f"(it has {size / 1e6:.1f} MB); split it into smaller files")
+        raise LogFormatError(
+            path,
+            "file",
+            f"at most {limits.file_bytes / 1e6:g} MB per file "
+            f"(it has {size / 1e6:.1f} MB); split it into smaller files",
+        )
 
 
 def detect_format(path: str | os.PathLike) -> str:
@@ -207,7 +222,8 @@ def detect_format(path: str | os.PathLike) -> str:
         if "simulator_dialog" in record:
             return "ievalm"
     raise LogFormatError(
-        path, "top level",
+        path,
+        "top level",
         "a CRSArena-Dial list ('conversation ID'), a CRSArena-Eval list ('conv_id', 'dialogue'), "
         "an iEvaLM chat log ('simulator_dialog') or our JSONL (*.jsonl)",
     )
@@ -229,8 +245,9 @@ def read_jsonl(path: str | os.PathLike) -> ReadResult:
                 break
             n += 1
             if len(raw) > LIMITS.line_bytes and not (len(raw) == LIMITS.line_bytes + 1 and raw.endswith(b"\n")):
-                raise LogFormatError(path, f"line {n}", f"lines of at most {LIMITS.line_bytes / 1e6:g} MB "
-                                                        "(this one is longer)")
+                raise LogFormatError(
+                    path, f"line {n}", f"lines of at most {LIMITS.line_bytes / 1e6:g} MB (this one is longer)"
+                )
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as e:
@@ -286,9 +303,7 @@ def write_jsonl(conversations: Iterable[Conversation], path: str | os.PathLike) 
 # -- iEvaLM chat logs --------------------------------------------------------
 
 
-def read_ievalm(
-    path: str | os.PathLike, catalog: Catalog | None, *, system_id: str | None = None
-) -> ReadResult:
+def read_ievalm(path: str | os.PathLike, catalog: Catalog | None, *, system_id: str | None = None) -> ReadResult:
     """iEvaLM free-form chat logs: one file, or a folder of them (searched recursively).
 
     The original dataset context becomes ``history``; the simulated turns become ``turns``; the
@@ -403,16 +418,27 @@ def read_crsarena_dial(path: str | os.PathLike, catalog: Catalog | None = None) 
             if not isinstance(u, dict) or u.get("participant") not in ("USER", "AGENT"):
                 raise LogFormatError(path, uw, "an utterance with participant USER or AGENT")
             text = _field(path, uw, u, "utterance", str)
-            turns.append(_arena_turn("user" if u["participant"] == "USER" else "system", text, catalog,
-                                     {"utterance_id": u.get("utterance ID")}))
+            turns.append(
+                _arena_turn(
+                    "user" if u["participant"] == "USER" else "system",
+                    text,
+                    catalog,
+                    {"utterance_id": u.get("utterance ID")},
+                )
+            )
         if not turns:
             result.skipped.append(Skipped(f"{where} ({conv_id})", "the dialogue has no utterances"))
             continue
         extra = record.get("metadata") or {}
         if not isinstance(extra, dict):
             raise LogFormatError(path, f"{where} ({conv_id}) metadata", "an object")
-        metadata = {"format": "crsarena_dial", "file": str(path), "dataset": _dataset_of(system_id),
-                    "user_id": _user_id(record.get("user")), **extra}
+        metadata = {
+            "format": "crsarena_dial",
+            "file": str(path),
+            "dataset": _dataset_of(system_id),
+            "user_id": _user_id(record.get("user")),
+            **extra,
+        }
         if setting:
             metadata["setting"] = setting
         result.conversations.append(
@@ -445,8 +471,11 @@ def read_crsarena_eval(path: str | os.PathLike, catalog: Catalog | None = None) 
             raise LogFormatError(path, where, "a dialogue object")
         conv_id = _field(path, where, record, "conv_id", str)
         dialogue = _field(path, f"{where} ({conv_id})", record, "dialogue", list)
-        dial_labels = _labels(path, f"{where} ({conv_id}) dial_level_aggregated",
-                              _field(path, f"{where} ({conv_id})", record, "dial_level_aggregated", dict))
+        dial_labels = _labels(
+            path,
+            f"{where} ({conv_id}) dial_level_aggregated",
+            _field(path, f"{where} ({conv_id})", record, "dial_level_aggregated", dict),
+        )
         turns: list[Turn] = []
         turn_labels: dict[int, dict[str, float | None]] = {}
         for k, u in enumerate(dialogue):
@@ -459,15 +488,21 @@ def read_crsarena_eval(path: str | os.PathLike, catalog: Catalog | None = None) 
                 if u["role"] != "ASST":
                     raise LogFormatError(path, uw, "turn_level_aggregated only on ASST turns")
                 metadata["human_labels"] = turn_labels[len(turns)] = _labels(
-                    path, f"{uw} turn_level_aggregated", u["turn_level_aggregated"])
+                    path, f"{uw} turn_level_aggregated", u["turn_level_aggregated"]
+                )
             turns.append(_arena_turn("user" if u["role"] == "USER" else "system", text, catalog, metadata))
         if not turns:
             result.skipped.append(Skipped(f"{where} ({conv_id})", "the dialogue has no turns"))
             continue
         system_id = _UUID_TAIL.sub("", conv_id)
         result.conversations.append(
-            Conversation(system_id=system_id, id=conv_id, source="import", turns=turns,
-                         metadata={"format": "crsarena_eval", "file": str(path), "dataset": _dataset_of(system_id)})
+            Conversation(
+                system_id=system_id,
+                id=conv_id,
+                source="import",
+                turns=turns,
+                metadata={"format": "crsarena_eval", "file": str(path), "dataset": _dataset_of(system_id)},
+            )
         )
         result.labels[conv_id] = EvalLabels(dialogue=dial_labels, turns=turn_labels)
     return result
@@ -489,7 +524,7 @@ def listed_titles(text: str) -> list[str]:
         return []
     titles: list[str] = []
     number: int | None = None
-    for k, line in enumerate(text[match.end():].splitlines()):
+    for k, line in enumerate(text[match.end() :].splitlines()):
         if not line.strip():
             if titles:
                 break
@@ -497,7 +532,7 @@ def listed_titles(text: str) -> list[str]:
         starts = []
         for entry in _LIST_ENTRY.finditer(line):
             n = int(entry.group(1))
-            opens_line = not starts and not line[:entry.start()].strip()
+            opens_line = not starts and not line[: entry.start()].strip()
             if (opens_line or starts) and (number is None or n == number + 1):
                 starts.append(entry)
                 number = n
@@ -507,7 +542,7 @@ def listed_titles(text: str) -> list[str]:
             break
         for k, entry in enumerate(starts):
             end = starts[k + 1].start() if k + 1 < len(starts) else len(line)
-            title = line[entry.end():end].strip()
+            title = line[entry.end() : end].strip()
             year = _YEAR.search(title)
             title = title[: year.end()] if year else title
             if title:
@@ -532,8 +567,9 @@ def _dataset_of(system_id: str) -> str | None:
 
 
 def _labels(path: Path, where: str, raw: Any) -> dict[str, float | None]:
-    if not isinstance(raw, dict) or not all(v is None or isinstance(v, (int, float)) and not isinstance(v, bool)
-                                            for v in raw.values()):
+    if not isinstance(raw, dict) or not all(
+        v is None or isinstance(v, (int, float)) and not isinstance(v, bool) for v in raw.values()
+    ):
         raise LogFormatError(path, where, "an object of numeric labels (or null)")
     return {str(k): None if v is None else float(v) for k, v in raw.items()}
 
