@@ -7,10 +7,8 @@ from pathlib import Path
 import click
 
 from arena.board import read_board, refresh_board
-from arena.crsarena_import import export_jsonl, import_crsarena
-from catalog.catalog import data_dir, get_catalog
-from evaluators.log_readers import LogFormatError
-from storage.db import DatabasePathError, default_db_path, get_db
+from arena.crsarena_import import ImportRefused, export_jsonl, import_dial
+from arena.database import DatabasePathError, database, database_path
 from storage.stats import promote_uploads
 
 DB_OPTION = click.option(
@@ -52,24 +50,13 @@ def import_command(directory: Path | None, catalog_name: str, score: bool, db_pa
 
         python -m arena import-crsarena ../shared/data/crsarena
     """
-    if directory is None:
-        base = data_dir()
-        if base is None:
-            raise click.UsageError("no data directory found: pass DIR or set CRS_DATA_DIR")
-        directory = base / "crsarena"
-    catalog = None
-    if catalog_name != "none":
-        try:
-            catalog = get_catalog(catalog_name)
-        except FileNotFoundError as e:
-            raise click.UsageError(f"{e} (use --catalog none to import without one)") from None
-    db = get_db(_db(db_path))
+    db = database(_db(db_path))
     try:
-        report = import_crsarena(db, directory, catalog=catalog, score=score)
-    except (FileNotFoundError, LogFormatError) as e:
-        raise click.ClickException(str(e)) from None
+        report = import_dial(db, directory, catalog_name=None if catalog_name == "none" else catalog_name, score=score)
+    except ImportRefused as e:
+        hint = " (or pass --catalog none to keep titles as written)" if e.reason == "catalog" else ""
+        raise click.ClickException(f"{e}{hint}") from None
     click.echo(report.summary())
-    refresh_board(db)
     rows = read_board(db).rows
     click.echo("Leaderboard (Bradley–Terry, 95% interval):")
     for row in rows:
@@ -90,7 +77,7 @@ def export_command(out: Path, db_path: Path | None) -> None:
 
         python -m arena export --out arena.jsonl
     """
-    counts = export_jsonl(get_db(_db(db_path)), out)
+    counts = export_jsonl(database(_db(db_path)), out)
     click.echo(f"wrote {out}: " + ", ".join(f"{n} {name}" for name, n in counts.items()))
 
 
@@ -113,7 +100,7 @@ def promote_command(systems: tuple[str, ...], db_path: Path | None) -> None:
 
         python -m arena promote-uploads --system upload:my-crs
     """
-    db = get_db(_db(db_path))
+    db = database(_db(db_path))
     changed = promote_uploads(db, list(systems) or None)
     refresh_board(db)
     click.echo(f"{changed} uploaded conversation(s) now count on the main leaderboard")
@@ -121,7 +108,7 @@ def promote_command(systems: tuple[str, ...], db_path: Path | None) -> None:
 
 def _db(db_path: Path | None) -> Path:
     try:
-        return db_path or default_db_path()
+        return db_path or database_path()
     except DatabasePathError as e:
         raise click.ClickException(str(e)) from None
 

@@ -24,7 +24,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from sqlite_utils import Database
 
-from arena.leaderboard import compute_leaderboard, dataset_of, scorers, win_rate_figure
+from arena.leaderboard import choose_scorer, compute_leaderboard, dataset_of, scorers, win_rate_figure
 from arena.uploads import uploads_on_leaderboard
 from storage.arena import board_version, latest_leaderboard_snapshot, save_leaderboard_snapshot, voted_battles
 from storage.db import close_thread_connections, db_file, get_db
@@ -57,7 +57,7 @@ def read_board(
     version = board_version(db)
     uploads = uploads_on_leaderboard()
     available = scorers(db, uploads=uploads)
-    chosen = scorer if scorer in available else (available[0] if available else None)
+    chosen = choose_scorer(available, scorer)
     key = board_key(domain=domain, dataset=dataset, scorer=chosen, uploads=uploads)
     cache_key = (_db_file(db), key, version)
     with _cache_lock:

@@ -1,5 +1,12 @@
 """CRSArena-Dial in, JSONL out.
 
+:func:`import_dial` is the one way the app (Leaderboard tab) and ``python -m arena import-crsarena``
+import: it finds the folder (default ``<data dir>/crsarena``), loads the catalog, imports, scores
+with the proxy and stores a fresh leaderboard snapshot. Whatever stops it is an
+:class:`ImportRefused` whose message says what is missing and which setting fixes it, the same words
+on both paths. A missing catalog is refused, not imported without one: ids derive from the source
+rows, so titles imported unmatched would stay unmatched (importing again adds nothing).
+
 Import (:func:`import_crsarena`) reads a CRSArena-Dial folder (``crs_arena_dial_{open,closed}.json``
 and ``votes_{open,closed}.csv``, see ``../shared/data/README.md``):
 
@@ -35,7 +42,7 @@ from pathlib import Path
 
 from sqlite_utils import Database
 
-from catalog.catalog import Catalog
+from catalog.catalog import Catalog, data_dir, get_catalog
 from evaluators.log_readers import LogFormatError, Skipped, checked, read_crsarena_dial
 from storage.arena import save_battle, save_vote
 from storage.conversations import save_conversation
@@ -44,6 +51,8 @@ from storage.records import Battle, Vote
 from storage.stats import existing_ids, voted_ids
 
 SETTINGS = ("open", "closed")
+FILE_NAMES = tuple(f"crs_arena_dial_{s}.json" for s in SETTINGS) + tuple(f"votes_{s}.csv" for s in SETTINGS)
+DEFAULT_CATALOG = "redial"  # every CRSArena-Dial title is a movie; ReDial's catalog matches most of them
 VOTE_COLUMNS = ("session_id", "user_id", "crs1", "crs2", "vote", "feedback")
 DOMAIN = "movies"
 
@@ -78,11 +87,82 @@ class ImportReport:
         return line
 
 
+class ImportRefused(Exception):
+    """The import cannot run as asked. The message is for people: what is missing and what to set;
+    ``reason`` is ``files``, ``catalog`` or ``format``."""
+
+    def __init__(self, message: str, reason: str):
+        super().__init__(message)
+        self.reason = reason
+
+
 def crsarena_files(directory: str | Path) -> list[Path]:
     """The CRSArena-Dial files present in ``directory``."""
     directory = Path(directory)
-    names = [f"crs_arena_dial_{s}.json" for s in SETTINGS] + [f"votes_{s}.csv" for s in SETTINGS]
-    return [directory / n for n in names if (directory / n).is_file()]
+    return [directory / n for n in FILE_NAMES if (directory / n).is_file()]
+
+
+def default_folder() -> Path | None:
+    """``<data dir>/crsarena`` (the data dir is ``CRS_DATA_DIR``, else ``../shared/data``), None without a data dir."""
+    base = data_dir()
+    return base / "crsarena" if base is not None else None
+
+
+def import_dial(
+    db: Database,
+    directory: str | Path | None = None,
+    *,
+    catalog_name: str | None = DEFAULT_CATALOG,
+    score: bool = True,
+) -> ImportReport:
+    """Import CRSArena-Dial from ``directory`` (default :func:`default_folder`) with titles matched to the
+    catalog ``catalog_name`` (None: keep them as written), score the conversations with the proxy when
+    ``score``, and store the new default leaderboard.
+
+    :raises ImportRefused: no CRSArena-Dial files there, the catalog is missing, or a file does not
+        follow the format; the message says which and what to do
+    """
+    folder = Path(directory) if directory is not None else default_folder()
+    if folder is None or not crsarena_files(folder):
+        raise ImportRefused(missing_files_message(folder), "files")
+    catalog = None
+    if catalog_name is not None:
+        try:
+            catalog = get_catalog(catalog_name)
+        except FileNotFoundError:
+            raise ImportRefused(missing_catalog_message(catalog_name), "catalog") from None
+    try:
+        report = import_crsarena(db, folder, catalog=catalog, score=score)
+    except LogFormatError as e:
+        raise ImportRefused(f"Import failed: {e}", "format") from None
+    from arena.board import refresh_board
+
+    refresh_board(db)
+    return report
+
+
+def missing_files_message(folder: Path | None) -> str:
+    """Why nothing can be imported from ``folder`` (None: there is no data directory), and the fix."""
+    where = (
+        f"in {folder}"
+        if folder is not None
+        else "(no data directory: CRS_DATA_DIR is unset and ../shared/data is absent)"
+    )
+    return (
+        f"CRSArena-Dial files not found {where}. Expected {', '.join(FILE_NAMES)}; "
+        "set CRS_DATA_DIR to a folder whose crsarena subfolder holds them."
+    )
+
+
+def missing_catalog_message(name: str) -> str:
+    """Why an import without the catalog ``name`` is refused, and the fix."""
+    base = data_dir()
+    where = f"under the data directory {base}" if base is not None else "(there is no data directory)"
+    return (
+        f"The {name} catalog was not found: expected {name}/id2info.json {where}. Without it the listed "
+        "titles cannot be matched to catalog items, and since importing again adds nothing they would stay "
+        f"unmatched. Set CRS_DATA_DIR to the folder holding {name}/id2info.json."
+    )
 
 
 def import_crsarena(

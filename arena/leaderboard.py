@@ -68,13 +68,22 @@ def is_demo_scorer(name: str) -> bool:
 
 def scorers(db: Database, *, uploads: bool = False) -> list[str]:
     """Judge setups with finished evaluations, by label (:func:`setup_label`); the first is the default.
-    The proxy comes first when no capable LLM judge is configured, then the others by use; the demo
-    judge comes last, so it is shown only when someone chooses it."""
-    from evaluators.scorer_setup import judge_is_demo
+    The proxy comes first when no capable LLM judge is configured (the rule of ``auto`` scoring,
+    :func:`evaluators.scorer_setup.default_scorer`), then the others by use; the demo judge comes
+    last, so it is shown only when someone chooses it."""
+    from evaluators.scorer_setup import default_scorer
 
     names = [label for label, _ in _setups(db, uploads=uploads)]
-    proxy_first = any(n.startswith("proxy ") for n in names) and judge_is_demo()
+    proxy_first = any(n.startswith("proxy ") for n in names) and default_scorer() == "proxy"
     return sorted(names, key=lambda n: (is_demo_scorer(n), not (proxy_first and n.startswith("proxy "))))
+
+
+def choose_scorer(available: list[str], requested: str | None = None) -> str | None:
+    """The judge setup a board shows: ``requested`` when it has evaluations, else the default (the
+    first of :func:`scorers`), None when nothing is judged yet."""
+    if requested is not None and requested in available:
+        return requested
+    return available[0] if available else None
 
 
 def setup_label(scorer: str, config: dict, fingerprint: str) -> str:
@@ -133,8 +142,7 @@ def compute_leaderboard(
 
         uploads = uploads_on_leaderboard()
     if scorer is None:
-        available = scorers(db, uploads=uploads)
-        scorer = available[0] if available else None
+        scorer = choose_scorer(scorers(db, uploads=uploads))
     wanted = None if dataset == OTHER else dataset
     keep = (lambda s: dataset_of(s) == wanted) if dataset else (lambda s: True)
 

@@ -228,4 +228,4 @@ def test_import_refuses_a_folder_without_the_files(db_path, tmp_path):
     with pytest.raises(FileNotFoundError, match="CRSArena-Dial"):
         import_crsarena(get_db(db_path), tmp_path)
     result = CliRunner().invoke(cli, ["import-crsarena", str(tmp_path), "--catalog", "none", "--db", str(db_path)])
-    assert result.exit_code != 0 and "no CRSArena-Dial files" in result.output
+    assert result.exit_code != 0 and f"CRSArena-Dial files not found in {tmp_path}" in result.output
