@@ -36,15 +36,17 @@ a title without a catalog item keeps the id ``title:<title as written>``.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from catalog.catalog import Catalog
+from storage.jsonutil import JsonLineError, iter_json_lines, write_json_lines
 from storage.records import Conversation, ItemRef, Turn
 from storage.text import clean_text, clean_value
 
@@ -140,6 +142,7 @@ def _guarded(reader):
     """A reader whose unexpected field types (a list where an object belongs, …) raise
     :class:`LogFormatError` instead of a Python error."""
 
+    @functools.wraps(reader)
     def read(path, *args, **kwargs):
         try:
             return reader(path, *args, **kwargs)
@@ -152,7 +155,6 @@ def _guarded(reader):
         except RecursionError:
             raise LogFormatError(path, "top level", "JSON nested at most a few hundred levels deep") from None
 
-    read.__name__, read.__doc__, read.__wrapped__ = reader.__name__, reader.__doc__, reader
     return read
 
 
@@ -237,43 +239,37 @@ def read_jsonl(path: str | os.PathLike) -> ReadResult:
     path = Path(path)
     result = ReadResult("jsonl")
     _check_size(path)
-    with open(path, "rb") as f:
-        n = 0
-        while True:
-            raw = f.readline(LIMITS.line_bytes + 1)
-            if not raw:
-                break
-            n += 1
-            if len(raw) > LIMITS.line_bytes and not (len(raw) == LIMITS.line_bytes + 1 and raw.endswith(b"\n")):
-                raise LogFormatError(
-                    path, f"line {n}", f"lines of at most {LIMITS.line_bytes / 1e6:g} MB (this one is longer)"
-                )
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise LogFormatError(path, f"line {n}", f"UTF-8 text (byte {e.start + 1} of the line is not)") from None
-            if not line.strip():
-                continue
-            try:
-                data = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise LogFormatError(path, f"line {n}", f"one JSON object per line ({e.msg})") from None
-            except RecursionError:
-                raise LogFormatError(path, f"line {n}", "JSON nested at most a few hundred levels deep") from None
-            if not isinstance(data, dict):
-                raise LogFormatError(path, f"line {n}", "a JSON object (a conversation)")
-            try:
-                conversation = Conversation.from_dict({**data, "source": "import"})
-                _check_types(conversation)
-            except (KeyError, TypeError, ValueError, AttributeError) as e:
-                raise LogFormatError(
-                    path, f"line {n}", f"a conversation with system_id and turns of role/text ({_describe(e)})"
-                ) from None
-            if not conversation.turns:
-                result.skipped.append(Skipped(f"line {n}", "the conversation has no turns"))
-                continue
-            result.conversations.append(conversation)
+    for n, data in _json_lines(path):
+        if not isinstance(data, dict):
+            raise LogFormatError(path, f"line {n}", "a JSON object (a conversation)")
+        try:
+            conversation = Conversation.from_dict({**data, "source": "import"})
+            _check_types(conversation)
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise LogFormatError(
+                path, f"line {n}", f"a conversation with system_id and turns of role/text ({_describe(e)})"
+            ) from None
+        if not conversation.turns:
+            result.skipped.append(Skipped(f"line {n}", "the conversation has no turns"))
+            continue
+        result.conversations.append(conversation)
     return result
+
+
+def _json_lines(path: Path) -> Iterator[tuple[int, Any]]:
+    """The values of our JSONL file's lines; a line that cannot be read is a :class:`LogFormatError`."""
+    try:
+        yield from iter_json_lines(path, max_line_bytes=LIMITS.line_bytes)
+    except JsonLineError as e:
+        if e.error is None:
+            expected = f"lines of at most {LIMITS.line_bytes / 1e6:g} MB (this one is longer)"
+        elif isinstance(e.error, UnicodeDecodeError):
+            expected = f"UTF-8 text (byte {e.error.start + 1} of the line is not)"
+        elif isinstance(e.error, json.JSONDecodeError):
+            expected = f"one JSON object per line ({e.error.msg})"
+        else:
+            expected = "JSON nested at most a few hundred levels deep"
+        raise LogFormatError(path, f"line {e.line}", expected) from None
 
 
 def _check_types(c: Conversation) -> None:
@@ -293,11 +289,7 @@ def _check_types(c: Conversation) -> None:
 
 def write_jsonl(conversations: Iterable[Conversation], path: str | os.PathLike) -> Path:
     """Write conversations in our JSONL format (the inverse of :func:`read_jsonl`)."""
-    path = Path(path)
-    with open(path, "w", encoding="utf-8") as f:
-        for conversation in conversations:
-            f.write(json.dumps(conversation.to_dict(), ensure_ascii=False) + "\n")
-    return path
+    return write_json_lines(path, (conversation.to_dict() for conversation in conversations))
 
 
 # -- iEvaLM chat logs --------------------------------------------------------
@@ -529,7 +521,7 @@ def listed_titles(text: str) -> list[str]:
             if titles:
                 break
             continue
-        starts = []
+        starts: list[re.Match[str]] = []
         for entry in _LIST_ENTRY.finditer(line):
             n = int(entry.group(1))
             opens_line = not starts and not line[: entry.start()].strip()
