@@ -3,32 +3,16 @@
 import os
 import shutil
 
-import pytest
 from app_server import AppServer
-
-CHROMIUM = shutil.which("chromium")
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None, reason="Debian chromium not installed (make test installs it as root)"
-)
-
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-dev-shm-usage",
-]
+from browser_support import ARGS, chromium
 
 
 def test_chat_in_the_browser(tmp_path):
+    executable = chromium()  # before the app starts: a skip outside CI, a failure in CI
     from playwright.sync_api import sync_playwright
 
     with AppServer(tmp_path / "browser.db") as server, sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        browser = p.chromium.launch(executable_path=executable, args=ARGS)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             dialogs = []

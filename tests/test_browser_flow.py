@@ -3,35 +3,20 @@
 import os
 import shutil
 
-import pytest
 from app_server import AppServer
+from browser_support import ARGS, chromium
 
 from evaluators.factors import LABELS
 
-CHROMIUM = shutil.which("chromium")
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None, reason="Debian chromium not installed (make test installs it as root)"
-)
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-dev-shm-usage",
-]
-
 
 def test_chat_judge_arena_vote_leaderboard(tmp_path):
+    executable = chromium()  # before the app starts: a skip outside CI, a failure in CI
     from playwright.sync_api import sync_playwright
 
     shots = tmp_path / "screenshots"
     shots.mkdir()
     with AppServer(tmp_path / "flow.db") as server, sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        browser = p.chromium.launch(executable_path=executable, args=ARGS)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1100})
             page.set_default_timeout(60_000)
