@@ -1,4 +1,7 @@
-"""The proxy judge's overall score: a ridge model over the proxies, fitted on human labels and votes.
+"""Fitting the proxy scorer's overall model, offline: training data, the ridge fit, cross-validation.
+
+Run with ``python -m evaluators calibrate``; it writes the calibration file that the app's runtime
+scorer (:mod:`evaluators.proxy_scorer`) reads. scikit-learn is used here and only here.
 
 Model. Inputs are the twelve factor proxies and the reaction and text features of
 :func:`evaluators.proxy.proxy_scores` (:data:`FEATURES`). Missing values (a factor that could not be
@@ -22,17 +25,14 @@ intervals from :func:`evaluators.meta.correlate`), and the agreement with the he
 share of decisive votes where the winner scores higher; the mean score gap on ties next to the mean
 gap on decisive votes).
 
-The saved file (``assets/calibration/proxy_<version>.json``) records the proxy version, the
-similarity the proxies used, the feature names, the fitted parameters, the cross-validated results and
-the seed. Loading a file made for another proxy version or similarity is refused.
+The saved file (``assets/calibration/proxy_<version>.json``, :class:`~evaluators.proxy_scorer.Calibration`)
+records the proxy version, the similarity the proxies used, the feature names, the fitted parameters,
+the cross-validated results and the seed.
 """
 
 from __future__ import annotations
 
 import csv
-import hashlib
-import json
-import math
 import os
 import re
 from collections.abc import Iterable
@@ -48,39 +48,19 @@ from sklearn.model_selection import GroupKFold
 from sklearn.preprocessing import StandardScaler
 
 from catalog.catalog import Catalog
-from evaluators.factors import FACTORS
 from evaluators.log_readers import read_crsarena_dial, read_crsarena_eval
 from evaluators.meta import correlate
-from evaluators.proxy import FEATURES as REACTION_FEATURES
-from evaluators.proxy import LEXICAL, MINILM, PROXY_VERSION, Embedder, ProxyResult, load_embedder, proxy_scores
+from evaluators.proxy import LEXICAL, PROXY_VERSION, Embedder, proxy_scores
+from evaluators.proxy_scorer import FEATURES, Calibration, Model, feature_vector
 from evaluators.rubric import load_rubric
 from storage.records import Conversation
 
-CALIBRATION_DIR = Path(__file__).resolve().parent.parent / "assets" / "calibration"
-FEATURES: tuple[str, ...] = (*FACTORS, *REACTION_FEATURES)
 ALPHAS: tuple[float, ...] = (0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0)
 PAIR_WEIGHT = 1.0
 MARGIN = 1.0
 N_SPLITS = 10
 SEED = 0
 _USER = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
-
-
-class CalibrationMismatch(ValueError):
-    """A calibration file that was fitted for other proxies than the ones running."""
-
-
-def default_path(version: str = PROXY_VERSION, similarity: str = LEXICAL) -> Path:
-    """``assets/calibration/proxy_v1.json`` for proxy version ``proxy-v1`` (``proxy_v1_minilm.json`` with
-    MiniLM similarity)."""
-    suffix = "" if similarity == LEXICAL else f"_{similarity}"
-    return CALIBRATION_DIR / f"{version.replace('-', '_')}{suffix}.json"
-
-
-def feature_vector(result: ProxyResult) -> list[float]:
-    """The model inputs of one conversation in :data:`FEATURES` order; NaN where not measurable."""
-    values = {**{f: result.factors[f].score for f in FACTORS}, **result.features}
-    return [math.nan if values[f] is None else float(values[f]) for f in FEATURES]
 
 
 # -- training data ------------------------------------------------------------------------------------
@@ -202,24 +182,6 @@ def _judgeable(conversation: Conversation) -> bool:
 # -- the model ------------------------------------------------------------------------------------------
 
 
-@dataclass
-class Model:
-    """Fitted parameters: predict = clip(intercept + ((impute(x) - mean) / scale) . coef, 0, 4)."""
-
-    impute: list[float]
-    mean: list[float]
-    scale: list[float]
-    coef: list[float]
-    intercept: float
-    alpha: float
-
-    def predict(self, X: np.ndarray) -> np.ndarray:
-        X = np.atleast_2d(np.asarray(X, dtype=float))
-        X = np.where(np.isnan(X), np.asarray(self.impute), X)
-        z = (X - np.asarray(self.mean)) / np.asarray(self.scale)
-        return np.clip(self.intercept + z @ np.asarray(self.coef), 0.0, 4.0)
-
-
 def fit_model(
     X: np.ndarray,
     y: np.ndarray,
@@ -239,7 +201,7 @@ def fit_model(
         return scaler.transform(imputer.transform(M))
 
     rows, targets, weights = [z(X)], [y - y.mean()], [np.ones(len(y))]
-    if A is not None and len(A) and pair_weight > 0:
+    if A is not None and B is not None and len(A) and pair_weight > 0:
         rows.append(z(A) - z(B))
         targets.append(margin * np.asarray(outcome, dtype=float))
         weights.append(np.full(len(A), pair_weight))
@@ -356,72 +318,7 @@ def vote_agreement(
     }
 
 
-# -- the saved calibration ------------------------------------------------------------------------------
-
-
-@dataclass
-class Calibration:
-    """A fitted calibration as saved: what it was fitted for, its parameters and its validation."""
-
-    proxy_version: str
-    similarity: str
-    features: list[str]
-    model: Model
-    seed: int
-    settings: dict[str, Any]
-    training: dict[str, Any]
-    cv: dict[str, Any]
-    fitted_with: dict[str, str]
-
-    def predict(self, result: ProxyResult) -> float:
-        """The calibrated overall score (0-4) of one conversation's proxies."""
-        if result.version != self.proxy_version or result.similarity != self.similarity:
-            raise CalibrationMismatch(
-                f"this calibration was fitted on {self.proxy_version} proxies with {self.similarity} similarity; "
-                f"got {result.version} with {result.similarity}"
-            )
-        return float(self.model.predict([feature_vector(result)])[0])
-
-    @property
-    def fingerprint(self) -> str:
-        """A short hash of the fitted parameters (stored with every evaluation that uses them)."""
-        return hashlib.sha256(json.dumps(asdict(self.model), sort_keys=True).encode()).hexdigest()[:12]
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def save(self, path: str | os.PathLike) -> Path:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.to_dict(), indent=1) + "\n", encoding="utf-8")
-        return path
-
-
-def load_calibration(path: str | os.PathLike | None = None, *, similarity: str = LEXICAL) -> Calibration:
-    """Read a calibration file (default: the one for :data:`PROXY_VERSION` and ``similarity``).
-
-    :raises FileNotFoundError: no such file (refit with ``python -m evaluators calibrate``)
-    :raises CalibrationMismatch: the file was fitted for another proxy version, similarity or feature list
-    """
-    path = Path(path) if path else default_path(similarity=similarity)
-    if not path.exists():
-        raise FileNotFoundError(f"no proxy calibration at {path}; fit one with `python -m evaluators calibrate`")
-    data = json.loads(path.read_text(encoding="utf-8"))
-    refit = f"refit it with `python -m evaluators calibrate --out {path}" + (
-        " --embeddings`" if similarity != LEXICAL else "`"
-    )
-    if data.get("proxy_version") != PROXY_VERSION:
-        raise CalibrationMismatch(
-            f"{path} was fitted for proxy version {data.get('proxy_version')!r}, but the "
-            f"proxies are {PROXY_VERSION!r}: {refit}"
-        )
-    if data.get("similarity") != similarity:
-        raise CalibrationMismatch(
-            f"{path} was fitted on proxies with {data.get('similarity')!r} similarity, not {similarity!r}: {refit}"
-        )
-    if data.get("features") != list(FEATURES):
-        raise CalibrationMismatch(f"{path} lists other features than the proxies give: {refit}")
-    return Calibration(**{**data, "model": Model(**data["model"])})
+# -- fitting the saved calibration ---------------------------------------------------------------------
 
 
 def calibrate(
@@ -430,7 +327,7 @@ def calibrate(
     seed: int = SEED,
     n_splits: int = N_SPLITS,
     n_boot: int = 1000,
-    sources: dict[str, str] | None = None,
+    sources: dict[str, str | None] | None = None,
 ) -> Calibration:
     """Cross-validate, then fit on everything: the calibration to save."""
     cv = cross_validate(data, seed=seed, n_splits=n_splits)
@@ -464,182 +361,3 @@ def calibrate(
         },
         fitted_with={"scikit-learn": sklearn.__version__, "numpy": np.__version__},
     )
-
-
-# -- the proxy scorer ---------------------------------------------------------------------------------
-
-
-@dataclass
-class ProxyVerdict:
-    """The proxy scorer's result for one conversation."""
-
-    result: ProxyResult
-    overall: float  # 0-4
-    overall_100: float  # 0-100
-
-
-@dataclass
-class ProxyJudge:
-    """The ``proxy`` scorer: the twelve factor proxies and the calibrated overall score, no LLM.
-
-    :param calibration: the fitted overall model (its similarity must match ``embedder``'s)
-    :param embedder: sentence embedder for the proxies; None: lexical similarity
-    """
-
-    calibration: Calibration
-    embedder: Embedder | None = None
-    notes: tuple[str, ...] = ()
-    name: str = "proxy"
-
-    def __post_init__(self) -> None:
-        used = LEXICAL if self.embedder is None else MINILM
-        if used != self.calibration.similarity:
-            raise CalibrationMismatch(
-                f"the calibration was fitted on {self.calibration.similarity} similarity, the proxies would use {used}"
-            )
-
-    def describe(self) -> dict[str, Any]:
-        """What decides this scorer's results (stored with each evaluation)."""
-        return {
-            "scorer": self.name,
-            "proxy_version": self.calibration.proxy_version,
-            "similarity": self.calibration.similarity,
-            "calibration": self.calibration.fingerprint,
-            "rubric": load_rubric().version,
-        }
-
-    def score(self, conversation: Conversation, catalog: Catalog) -> ProxyVerdict:
-        result = proxy_scores(conversation, catalog, embedder=self.embedder)
-        overall = self.calibration.predict(result)
-        return ProxyVerdict(result, overall, overall * 25.0)
-
-
-def load_proxy_judge(path: str | os.PathLike | None = None, *, embeddings: bool = False) -> ProxyJudge:
-    """The proxy scorer with the saved calibration; with ``embeddings``, MiniLM similarity when it loads
-    (else lexical, said in :attr:`ProxyJudge.notes`, and the calibration must then be lexical)."""
-    embedder, note = load_embedder() if embeddings else (None, "similarity: lexical")
-    calibration = load_calibration(path, similarity=LEXICAL if embedder is None else MINILM)
-    return ProxyJudge(calibration, embedder, (note,))
-
-
-# -- validity report ------------------------------------------------------------------------------------
-
-# FACE (Joko & Hasibi), Llama-3.1-8B, on the full CRSArena-Eval (467 dialogues), as published:
-# Table 1 (overall impression, dialogue level, per subset) and Table 2 (system level, mean of 7 aspects).
-FACE_PUBLISHED: tuple[dict[str, Any], ...] = (
-    {"score": "overall", "level": "dialogue (RD systems)", "n": None, "spearman": 0.668, "pearson": 0.712},
-    {"score": "overall", "level": "dialogue (KG systems)", "n": None, "spearman": 0.679, "pearson": 0.766},
-    {"score": "mean of 7 aspects", "level": "system", "n": 9, "spearman": 0.838, "pearson": 0.918},
-)
-_LEVEL_NAMES = {
-    "dialogue": "dialogue",
-    "dialogue_redial": "dialogue (RD systems)",
-    "dialogue_opendialkg": "dialogue (KG systems)",
-    "system": "system",
-}
-
-
-def _cell(c: dict[str, Any] | None) -> str:
-    if not c or c.get("value") is None:
-        return "–"
-    interval = f" [{c['low']:.2f}, {c['high']:.2f}]" if c.get("low") is not None else ""
-    return f"{c['value']:.3f}{interval}"
-
-
-def _rows(scorer: str, score: str, fit: str, levels: dict[str, Any]) -> list[dict[str, Any]]:
-    return [
-        {
-            "scorer": scorer,
-            "score": score,
-            "fit": fit,
-            "level": _LEVEL_NAMES[name],
-            "n": level["n"],
-            **{m: _cell(level[m]) for m in ("spearman", "pearson", "kendall")},
-        }
-        for name, level in levels.items()
-        if name in _LEVEL_NAMES
-    ]
-
-
-def _correlations(
-    scores: dict[str, float | None], data: TrainingData, *, subsets: bool, n_boot: int, seed: int
-) -> dict[str, Any]:
-    human = dict(zip(data.ids, data.y.tolist()))
-    kept = {i: s for i, s in scores.items() if i in human}
-    systems = dict(zip(data.ids, data.systems))
-    levels = correlate(
-        kept, {i: human[i] for i in kept}, systems={i: systems[i] for i in kept}, n_boot=n_boot, seed=seed
-    )
-    out = {name: {"n": lv.n, **{m: asdict(c) for m, c in lv.coefficients.items()}} for name, lv in levels.items()}
-    if subsets:
-        for dataset in ("redial", "opendialkg"):
-            ids = [i for i, d in zip(data.ids, data.datasets) if d == dataset and i in kept]
-            lv = correlate({i: kept[i] for i in ids}, {i: human[i] for i in ids}, n_boot=n_boot, seed=seed)["dialogue"]
-            out[f"dialogue_{dataset}"] = {"n": lv.n, **{m: asdict(c) for m, c in lv.coefficients.items()}}
-    return {k: out[k] for k in ("dialogue", "dialogue_redial", "dialogue_opendialkg", "system") if k in out}
-
-
-def validity_report(
-    data: TrainingData, *, llm_rows: list[dict[str, Any]] | None = None, seed: int = SEED, n_boot: int = 1000
-) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The validity table: the proxy's calibrated overall (out of fold), its factor mean and each factor
-    (fixed rules, nothing fitted), the LLM judge's scores from ``evaluate --out`` rows, and FACE's
-    published figures; all against the human ``dialogue_overall``. Also returns the proxy's vote agreement."""
-    cv = cross_validate(data, seed=seed)
-    ids = data.ids
-    rows = _rows(
-        "proxy",
-        "overall (calibrated)",
-        f"{N_SPLITS}-fold CV by user",
-        _correlations(dict(zip(ids, cv.predictions.tolist())), data, subsets=True, n_boot=n_boot, seed=seed),
-    )
-    factor_scores = data.X[:, : len(FACTORS)]
-    mean = np.nanmean(factor_scores, axis=1)
-    rows += _rows(
-        "proxy",
-        "factor mean",
-        "none",
-        _correlations(dict(zip(ids, mean.tolist())), data, subsets=False, n_boot=n_boot, seed=seed),
-    )
-    for k, factor in enumerate(FACTORS):
-        values = [None if math.isnan(v) else float(v) for v in factor_scores[:, k]]
-        rows += _rows(
-            "proxy",
-            factor,
-            "none (fixed rule)",
-            _correlations(dict(zip(ids, values)), data, subsets=False, n_boot=n_boot, seed=seed),
-        )
-    if llm_rows:
-        judged = {r["conversation_id"] for r in llm_rows}
-        same = {i: p for i, p in zip(ids, cv.predictions.tolist()) if i in judged}
-        rows += _rows(
-            "proxy",
-            f"overall (calibrated), on the {len(same)} dialogues of the LLM rows",
-            f"{N_SPLITS}-fold CV by user",
-            _correlations(same, data, subsets=True, n_boot=n_boot, seed=seed),
-        )
-        scorer = ", ".join(sorted({r.get("scorer", "llm") for r in llm_rows}))
-        picks = {"overall (debate)": lambda r: r.get("overall"), "factor mean": lambda r: r.get("factor_mean")}
-        picks.update({f: (lambda r, f=f: (r.get("factors") or {}).get(f)) for f in FACTORS})
-        for score, pick in picks.items():
-            values = {r["conversation_id"]: pick(r) for r in llm_rows}
-            rows += _rows(
-                scorer,
-                score,
-                "none",
-                _correlations(values, data, subsets=score.startswith("overall"), n_boot=n_boot, seed=seed),
-            )
-    rows += [
-        {
-            "scorer": "FACE (published, Llama-3.1-8B, 467 dialogues)",
-            "score": r["score"],
-            "fit": "paper",
-            "level": r["level"],
-            "n": r["n"] or "–",
-            "spearman": f"{r['spearman']:.3f}",
-            "pearson": f"{r['pearson']:.3f}",
-            "kendall": "–",
-        }
-        for r in FACE_PUBLISHED
-    ]
-    return rows, vote_agreement(cv.pair_scores, data.outcome, n_boot=n_boot, seed=seed)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import sys
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 import click
@@ -17,9 +16,9 @@ from catalog.catalog import get_catalog
 from evaluators.factor_judge import DEFAULT_MODE, MODES
 from evaluators.factors import FACTORS
 from evaluators.log_readers import FORMATS, LogFormatError, read_logs
-from evaluators.pipeline import evaluate_conversation
 from evaluators.reporting import result_row
-from evaluators.scorer_setup import SCORERS, build_setup, default_scorer
+from evaluators.scorer_setup import SCORERS, auto_reason, build_setup
+from evaluators.service import Judged, evaluate_many, select
 from storage.db import DatabasePathError, default_db_path, get_db
 
 
@@ -78,7 +77,9 @@ def cli() -> None:
     show_default=True,
     help="Catalog for metrics and item details: bundled, or a dataset folder name (redial, opendialkg).",
 )
-@click.option("--limit", type=int, default=None, help="Evaluate only the first N conversations.")
+@click.option(
+    "--limit", type=int, default=None, help="Evaluate only the first N conversations that have a system turn."
+)
 @click.option("--workers", default=1, show_default=True, help="Conversations evaluated at the same time.")
 @click.option("--concurrency", default=6, show_default=True, help="Factor calls in flight per conversation.")
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="Write one JSON line per conversation.")
@@ -125,29 +126,25 @@ def evaluate(
         read = read_logs(logs, fmt, get_catalog(catalog_name))
     except (LogFormatError, FileNotFoundError, ValueError) as e:
         raise click.ClickException(str(e)) from None
-    conversations = read.conversations[:limit] if limit else read.conversations
-    for skipped in read.skipped:
-        click.echo(f"skipped {skipped.where}: {skipped.reason}", err=True)
+    conversations, skipped = select(read.conversations, limit=limit)
+    for note in [*(f"{s.where}: {s.reason}" for s in read.skipped), *skipped]:
+        click.echo(f"skipped {note}", err=True)
     # the operator's import: system ids kept (checked), source 'import'; a taken id gets a new one
     from arena.uploads import UploadRefused, store
 
     try:
-        stored = store(
-            get_db(db_path), [c for c in conversations if any(t.role == "system" for t in c.turns)], upload=False
-        )
+        stored = store(get_db(db_path), conversations, upload=False)
     except UploadRefused as e:
         raise click.ClickException(str(e)) from None
     for note in stored.notes():
         click.echo(note, err=True)
     renamed = dict(stored.renamed)
-    by_id = {c.id: c for c in stored.conversations}
     read.labels.update({renamed[k]: v for k, v in list(read.labels.items()) if k in renamed})
-    conversations = [by_id.get(renamed.get(c.id, c.id), c) for c in conversations]
-    chosen = default_scorer(judge_models) if scorer == "auto" else scorer
+    conversations = stored.conversations
     try:
         setup = build_setup(
             db_path=db_path,
-            scorer=chosen,
+            scorer=scorer,
             judge_models=judge_models,
             mode=mode,
             debate=debate,
@@ -162,53 +159,40 @@ def evaluate(
         )
     except (FileNotFoundError, ValueError) as e:
         raise click.ClickException(str(e)) from None
-    if setup.proxy is not None:
-        why = " (no capable LLM configured)" if scorer == "auto" else ""
-        click.echo(
-            f"scorer: proxy{why}: LLM-free factor proxies, overall calibrated on human labels; "
-            + "; ".join(setup.proxy.notes),
-            err=True,
-        )
-    elif any(c.is_demo for c in setup.judge.clients):
-        click.echo(
-            "note: the judge is the embedded 135M demo model — not validated; its scores are not "
-            "meaningful (use --scorer proxy, or configure a capable model).",
-            err=True,
-        )
+    for line in setup.scorer.notices(auto_reason(judge_models) if scorer == "auto" else ""):
+        click.echo(line, err=True)
     sink = open(out, "w", encoding="utf-8") if out else None
-    counts = {"done": 0, "partial": 0, "skipped": 0}
 
-    def one(conversation):
-        if not any(t.role == "system" for t in conversation.turns):
-            return conversation, None, "no system turn to judge"
-        return conversation, evaluate_conversation(conversation, setup, db_path=db_path, force=force), None
+    def done(judged: Judged) -> None:
+        if judged.evaluation is None:
+            click.echo(f"failed {judged.conversation.id}: {judged.error}", err=True)
+        elif sink:
+            row = result_row(judged.conversation, judged.evaluation, read.labels.get(judged.conversation.id))
+            sink.write(json.dumps(row, ensure_ascii=False) + "\n")
+            sink.flush()
 
     try:
-        with (
-            ThreadPoolExecutor(max_workers=max(1, workers)) as pool,
-            tqdm(total=len(conversations), unit="conv", file=sys.stderr, disable=None) as bar,
-        ):
-            futures = [pool.submit(one, c) for c in conversations]
-            for future in as_completed(futures):
-                conversation, evaluation, reason = future.result()
-                bar.update(1)
-                if evaluation is None:
-                    counts["skipped"] += 1
-                    click.echo(f"skipped {conversation.id}: {reason}", err=True)
-                    continue
-                counts[evaluation.status if evaluation.status in counts else "partial"] += 1
-                if sink:
-                    row = result_row(conversation, evaluation, read.labels.get(conversation.id))
-                    sink.write(json.dumps(row, ensure_ascii=False) + "\n")
-                    sink.flush()
+        with tqdm(total=len(conversations), unit="conv", file=sys.stderr, disable=None) as bar:
+            batch = evaluate_many(
+                conversations,
+                setup,
+                db_path=db_path,
+                workers=workers,
+                force=force,
+                on_result=done,
+                progress=lambda n, total: bar.update(n - bar.n),
+            )
     finally:
         if sink:
             sink.close()
+    results, failures = batch.results, batch.failures
     click.echo(
-        f"evaluated {counts['done'] + counts['partial']} conversation(s): {counts['done']} complete, "
-        f"{counts['partial']} with gaps (run again to fill them), {counts['skipped']} skipped"
-        + (f"; results in {out}" if out else "")
+        f"evaluated {len(results)} conversation(s): {batch.complete} complete, "
+        f"{len(results) - batch.complete} with gaps (run again to fill them), "
+        f"{len(skipped) + len(read.skipped)} skipped, {len(failures)} failed" + (f"; results in {out}" if out else "")
     )
+    if failures:
+        raise SystemExit(1)
 
 
 @cli.command()
@@ -307,7 +291,8 @@ def _validity(human_path, votes_dir, catalog_name, aspect, llm_rows, boot, out_d
     """``meta --validity``: the proxy's cross-validated validity next to the LLM judge and FACE."""
     import pandas as pd
 
-    from evaluators.calibration import N_SPLITS, load_training_data, validity_report
+    from evaluators.calibration import N_SPLITS, load_training_data
+    from evaluators.validity import validity_report
 
     if aspect != "dialogue_overall":
         raise click.ClickException("--validity correlates with dialogue_overall, the label the proxy is calibrated on")
@@ -372,8 +357,9 @@ def calibrate_command(eval_path, votes_dir, out, catalog_name, seed, boot, embed
         python -m evaluators calibrate --eval ../shared/data/crsarena/crs_arena_eval_dev.json \\
             --votes ../shared/data/crsarena
     """
-    from evaluators.calibration import calibrate, default_path, load_training_data
+    from evaluators.calibration import calibrate, load_training_data
     from evaluators.proxy import load_embedder
+    from evaluators.proxy_scorer import default_path
 
     embedder = None
     if embeddings:

@@ -23,12 +23,12 @@ import plotly.graph_objects as go
 
 from evaluators.factors import DIMENSION_OF, FACTORS, LABELS
 from evaluators.pipeline import EvaluationSetup, factor_mean
+from evaluators.scorers import DEMO_NOTICE
 from llm_clients.prompts import prompt
 from storage.records import Conversation, DebateMessage, Evaluation, FactorScore
 
 FACTOR_COLUMNS = ["factor", "dimension", "score", "distribution", "rationale", "error"]
 RESULT_COLUMNS = ["conversation_id", "system", "status", "overall", "factor_mean", *FACTORS]
-DEMO_NOTICE = "135M demo model — not validated"
 SCORER_CHOICES = [
     ("Auto: the proxy offline, the LLM judge when a capable model is configured", "auto"),
     ("Proxy: LLM-free, calibrated on human labels", "proxy"),
@@ -60,25 +60,12 @@ def result_row(conversation, evaluation, labels=None) -> dict:
 
 def scorer_label(setup: EvaluationSetup) -> str:
     """Who gives the scores, e.g. ``llm:gpt-4o-mini``, plainly flagged when a demo model takes part."""
-    label = setup.scorer
-    if setup.judge is None:  # the proxy scorer
-        return f"{label} (LLM-free factor proxies, overall calibrated on human labels)"
-    if setup.debate is not None:
-        debaters = sorted({c.name for c in setup.debate.clients.values()})
-        label += f"; debate: {', '.join(debaters)}"
-    if uses_demo_model(setup):
-        label += f" ({DEMO_NOTICE})"
-    return label
+    return setup.scorer.label()
 
 
 def uses_demo_model(setup: EvaluationSetup) -> bool:
     """True when the judge or a debater is the embedded 135M demo model."""
-    if setup.judge is None:
-        return False
-    clients = [*setup.judge.clients, *(c for cs in setup.judge.per_factor.values() for c in cs)]
-    if setup.debate is not None:
-        clients += list(setup.debate.clients.values())
-    return any(c.is_demo for c in clients)
+    return setup.scorer.demo
 
 
 # -- one conversation ---------------------------------------------------------
@@ -173,21 +160,6 @@ def debate_lines(messages: Iterable[DebateMessage]) -> list[DebateLine]:
     """The debate round by round, in the order the messages were given within a round."""
     ordered = sorted(enumerate(messages), key=lambda pair: (pair[1].round, pair[0]))
     return [DebateLine(m.round, persona_label(m.role), m.model, m.score, m.statement, m.error) for _, m in ordered]
-
-
-def debate_summary(evaluation: Evaluation) -> str:
-    """The outcome in one line: final score, rounds used, consensus (or why there is no score)."""
-    if evaluation.scorer == "proxy":
-        if evaluation.overall is None:
-            return "The proxy could not compute an overall score."
-        return f"Overall {evaluation.overall:.1f}/100, calibrated on human labels (proxy scorer, no debate)."
-    if evaluation.overall is None:
-        if evaluation.config.get("debate") is None:
-            return "No debate was run."
-        return "The debate produced no valid score."
-    rounds = evaluation.rounds_used or 0
-    consensus = "consensus reached" if evaluation.consensus else "no consensus (mean of the last round)"
-    return f"Overall {evaluation.overall:.1f}/100 after {rounds} round{'s' if rounds != 1 else ''}, {consensus}."
 
 
 # -- many conversations -----------------------------------------------------

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from evaluators.pipeline import EvaluationSetup, evaluate_conversation
-from evaluators.scorer_setup import build_setup
+from evaluators.scorer_setup import build_setup, stored_options
 from llm_clients.types import LLMError
 from storage.conversations import get_conversation
 from storage.db import get_db
@@ -49,24 +49,7 @@ def interrupted(db_path) -> list[dict]:
 def setup_for(row: dict, db_path) -> EvaluationSetup | None:
     """The judge setup an evaluation was started with, rebuilt from its stored configuration, or None
     when the current configuration cannot give the same fingerprint."""
-    config = row["config"] or {}
-    catalog = config.get("catalog") or "bundled"
-    if row["scorer"] == "proxy":
-        candidates = [dict(scorer="proxy", catalog_name=catalog, embeddings=config.get("similarity") == "minilm")]
-    else:
-        debate = config.get("debate")
-        common = dict(
-            scorer="llm",
-            mode=config.get("mode", "probability"),
-            debate=debate is not None,
-            rounds=(debate or {}).get("max_rounds", 4),
-            tolerance=(debate or {}).get("tolerance", 0.0),
-            sequential=(debate or {}).get("sequential", False),
-            persuasiveness=config.get("persuasiveness") is not None,
-            catalog_name=catalog,
-        )
-        names = tuple(key.split(":", 1)[-1] for key in config.get("judges") or [])
-        candidates = [dict(common), dict(common, judge_models=names)]
+    candidates = stored_options(row["scorer"], row["config"] or {})
     for options in candidates:
         try:
             setup = build_setup(db_path=db_path, **options)

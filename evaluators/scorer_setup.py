@@ -1,27 +1,31 @@
 """Building an evaluation setup from plain options, the roles' models coming from the environment.
 
-Used by the command line and the app, so both judge the same way. Scorers: ``proxy`` (LLM-free
-proxies with a calibrated overall score), ``llm`` (the CoRE factor judge and debate, named
-``llm:<model>`` or ``ensemble(…)``), and ``auto``: the LLM judge when a capable model is configured,
-the proxy when the judge role would run the embedded 135M demo model.
+Used by the command line and the app, so both judge the same way. Scorers are looked up by name in
+:data:`SCORER_KINDS`: ``proxy`` (LLM-free proxies with a calibrated overall score), ``llm`` (the CoRE
+factor judge and debate, named ``llm:<model>`` or ``ensemble(…)``); ``auto`` is the LLM judge when a
+capable model is configured, the proxy when the judge role would run the embedded 135M demo model.
+Each kind also says how to rebuild the options of an evaluation it stored
+(:func:`stored_options`), which is how :mod:`evaluators.resume` finds a setup again.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from catalog.catalog import get_catalog
 from evaluators.debate import DebateConfig
 from evaluators.factor_judge import DEFAULT_MODE, JudgeConfig
 from evaluators.factors import PERSONA_FACTORS
+from evaluators.llm_scorer import llm_judge
 from evaluators.pipeline import EvaluationSetup
+from evaluators.scorers import Scorer
 from llm_clients.base import LLMClient
 from llm_clients.config import EMBEDDED, role_config
 from llm_clients.embedded import SMOLLM2_FILE
 from llm_clients.registry import model_for
-
-SCORERS = ("auto", "proxy", "llm")
 
 
 def role_client(role: str, model: str | None, db_path) -> LLMClient:
@@ -55,10 +59,30 @@ def default_scorer(judge_models: tuple[str, ...] = ()) -> str:
     return "proxy" if judge_is_demo(judge_models) else "llm"
 
 
-def build_setup(
+@dataclass(frozen=True)
+class ScorerKind:
+    """A scorer that can be chosen by name.
+
+    :param build: the scorer from command-line style options (it ignores the ones it has no use for)
+    :param stores: whether a stored scorer name (``proxy``, ``llm:<model>``) is one of this kind's
+    :param stored_options: the option sets that could have built a stored evaluation's configuration,
+        most likely first
+    """
+
+    build: Callable[..., Scorer]
+    stores: Callable[[str], bool]
+    stored_options: Callable[[dict[str, Any]], list[dict[str, Any]]]
+
+
+def _proxy(*, proxy_calibration=None, embeddings: bool = False, **_: Any) -> Scorer:
+    from evaluators.proxy_scorer import load_proxy_judge
+
+    return load_proxy_judge(proxy_calibration, embeddings=embeddings)
+
+
+def _llm(
     *,
     db_path,
-    scorer: str = "llm",
     judge_models: tuple[str, ...] = (),
     mode: str = DEFAULT_MODE,
     debate: bool = True,
@@ -67,29 +91,10 @@ def build_setup(
     tolerance: float = 0.0,
     sequential: bool = False,
     persuasiveness: bool = False,
-    catalog_name: str = "bundled",
     concurrency: int = 6,
     domain: str = "movies",
-    proxy_calibration=None,
-    embeddings: bool = False,
-) -> EvaluationSetup:
-    """An evaluation setup from command-line style options (roles from the environment).
-
-    :param scorer: ``llm``, ``proxy`` or ``auto`` (:func:`default_scorer`); the proxy ignores the
-        judge, debate and persuasiveness options
-    :param proxy_calibration: the proxy's calibration file (default: the one shipped for its version)
-    :param embeddings: the proxy uses MiniLM sentence similarity (lexical when it cannot load)
-    """
-    if scorer not in SCORERS:
-        raise ValueError(f"unknown scorer {scorer!r}; use one of {', '.join(SCORERS)}")
-    if scorer == "auto":
-        scorer = default_scorer(judge_models)
-    if scorer == "proxy":
-        from evaluators.calibration import load_proxy_judge
-
-        return EvaluationSetup(
-            proxy=load_proxy_judge(proxy_calibration, embeddings=embeddings), catalog=get_catalog(catalog_name)
-        )
+    **_: Any,
+) -> Scorer:
     judges = [role_client("judge", m, db_path) for m in judge_models] or [role_client("judge", None, db_path)]
     debate_config = None
     if debate:
@@ -100,9 +105,86 @@ def build_setup(
             sequential=sequential,
             domain=domain,
         )
-    return EvaluationSetup(
-        judge=JudgeConfig(clients=judges, mode=mode, max_concurrency=concurrency),
-        debate=debate_config,
-        persuasiveness=role_client("simulator", None, db_path) if persuasiveness else None,
-        catalog=get_catalog(catalog_name),
+    return llm_judge(
+        JudgeConfig(clients=judges, mode=mode, max_concurrency=concurrency),
+        debate_config,
+        role_client("simulator", None, db_path) if persuasiveness else None,
     )
+
+
+def _proxy_options(config: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{"embeddings": config.get("similarity") == "minilm"}]
+
+
+def _llm_options(config: dict[str, Any]) -> list[dict[str, Any]]:
+    debate = config.get("debate")
+    common = dict(
+        mode=config.get("mode", "probability"),
+        debate=debate is not None,
+        rounds=(debate or {}).get("max_rounds", 4),
+        tolerance=(debate or {}).get("tolerance", 0.0),
+        sequential=(debate or {}).get("sequential", False),
+        persuasiveness=config.get("persuasiveness") is not None,
+    )
+    names = tuple(key.split(":", 1)[-1] for key in config.get("judges") or [])
+    return [dict(common), dict(common, judge_models=names)]
+
+
+SCORER_KINDS: dict[str, ScorerKind] = {
+    "proxy": ScorerKind(_proxy, lambda name: name == "proxy", _proxy_options),
+    "llm": ScorerKind(_llm, lambda name: name.startswith(("llm:", "ensemble(")), _llm_options),
+}
+SCORERS = ("auto", *SCORER_KINDS)
+OPTIONS = frozenset(
+    {
+        "judge_models",
+        "mode",
+        "debate",
+        "debate_model",
+        "rounds",
+        "tolerance",
+        "sequential",
+        "persuasiveness",
+        "concurrency",
+        "domain",
+        "proxy_calibration",
+        "embeddings",
+    }
+)
+
+
+def build_setup(*, db_path, scorer: str = "llm", catalog_name: str = "bundled", **options: Any) -> EvaluationSetup:
+    """An evaluation setup from command-line style options (roles from the environment).
+
+    :param scorer: a name in :data:`SCORER_KINDS`, or ``auto`` (:func:`default_scorer`); a scorer
+        ignores the options it has no use for (the proxy: the judge, debate and persuasiveness ones)
+    :param options: ``judge_models``, ``mode``, ``debate``, ``debate_model``, ``rounds``,
+        ``tolerance``, ``sequential``, ``persuasiveness``, ``concurrency``, ``domain`` (LLM judge);
+        ``proxy_calibration`` (the proxy's calibration file; default: the one shipped for its
+        version), ``embeddings`` (the proxy uses MiniLM sentence similarity, lexical when it cannot load)
+    :raises ValueError: an unknown scorer name
+    """
+    unknown = set(options) - OPTIONS
+    if unknown:
+        raise TypeError(f"build_setup got unknown option(s): {', '.join(sorted(unknown))}")
+    if scorer == "auto":
+        scorer = default_scorer(tuple(options.get("judge_models") or ()))
+    kind = SCORER_KINDS.get(scorer)
+    if kind is None:
+        raise ValueError(f"unknown scorer {scorer!r}; use one of {', '.join(SCORERS)}")
+    return EvaluationSetup(kind.build(db_path=db_path, **options), catalog=get_catalog(catalog_name))
+
+
+def stored_options(scorer_name: str, config: dict[str, Any]) -> list[dict[str, Any]]:
+    """The :func:`build_setup` options that could give a stored evaluation's setup again, most likely
+    first (empty for a scorer name no kind stores)."""
+    catalog = config.get("catalog") or "bundled"
+    for name, kind in SCORER_KINDS.items():
+        if kind.stores(scorer_name):
+            return [dict(options, scorer=name, catalog_name=catalog) for options in kind.stored_options(config)]
+    return []
+
+
+def auto_reason(judge_models: tuple[str, ...] = ()) -> str:
+    """Why ``auto`` picks the scorer it picks."""
+    return "no capable LLM configured" if judge_is_demo(judge_models) else "a capable LLM judge is configured"

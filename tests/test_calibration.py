@@ -13,23 +13,20 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from catalog.catalog import load_bundled
-from evaluators import calibration
-from evaluators.calibration import (
-    FEATURES,
-    CalibrationMismatch,
-    ProxyJudge,
-    TrainingData,
-    cross_validate,
-    default_path,
-    fit_model,
-    load_calibration,
-    load_proxy_judge,
-    vote_agreement,
-)
+from evaluators import calibration, proxy_scorer
+from evaluators.calibration import TrainingData, cross_validate, fit_model, vote_agreement
 from evaluators.cli import cli
 from evaluators.factors import FACTORS
 from evaluators.pipeline import EvaluationSetup, evaluate_conversation
 from evaluators.proxy import PROXY_VERSION, proxy_scores
+from evaluators.proxy_scorer import (
+    FEATURES,
+    CalibrationMismatch,
+    ProxyJudge,
+    default_path,
+    load_calibration,
+    load_proxy_judge,
+)
 from evaluators.scorer_setup import default_scorer
 from storage.db import get_db
 from storage.evaluations import get_evaluation
@@ -215,7 +212,7 @@ def test_a_proxy_evaluation_is_stored_with_scorer_proxy(db_path):
     assert [s.factor for s in ev.factor_scores] == list(FACTORS) and len(seen) == 12
     assert all(s.judge == "proxy" and s.metadata["proxy_version"] == PROXY_VERSION for s in ev.factor_scores)
     assert 0 <= ev.overall <= 100 and ev.overall == pytest.approx(ev.metrics["proxy_overall_0_4"] * 25)
-    assert ev.config["scorer"] == "proxy" and ev.config["calibration"] == setup.proxy.calibration.fingerprint
+    assert ev.config["scorer"] == "proxy" and ev.config["calibration"] == setup.scorer.calibration.fingerprint
     stored = get_evaluation(get_db(db_path), ev.id)
     assert stored.scorer == "proxy" and stored.overall == ev.overall
     assert evaluate_conversation(conversation, setup, db_path=db_path).id == ev.id  # reused, not redone
@@ -254,7 +251,7 @@ def test_command_line_scorer_choice(db_path, tmp_path):
 def test_a_proxy_judge_refuses_an_embedder_its_calibration_was_not_fitted_with():
     with pytest.raises(CalibrationMismatch, match="lexical"):
         ProxyJudge(load_calibration(), embedder=object())
-    assert calibration.default_path().name == "proxy_v2.json"
+    assert proxy_scorer.default_path().name == "proxy_v2.json"
 
 
 def test_embeddings_requested_but_missing_fall_back_to_the_lexical_calibration(monkeypatch):

@@ -77,7 +77,7 @@ def test_full_evaluation_is_stored_and_a_rerun_costs_nothing(fake_openai, db_pat
     assert ev.metrics["recall@1"] == 1.0 and ev.metrics["gt_hit_turn"] == 2
     assert ev.metrics["session_recall@1"] == 0.0 and ev.metrics["session_recall@5"] == 1.0
     assert ev.usage["calls"] == 16 and ev.scorer == "llm:judge-a"
-    assert ev.config["judges"] == [setup.judge.clients[0].model.key]
+    assert ev.config["judges"] == [setup.scorer.judge.clients[0].model.key]
     requests = len(fake_openai.requests)
     again = evaluate_conversation(
         _conversation(id=ev.conversation_id), _setup(fake_openai, db_path, catalog), db_path=db_path

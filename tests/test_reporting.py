@@ -8,11 +8,11 @@ import pytest
 from evaluators.debate import DebateConfig
 from evaluators.factor_judge import JudgeConfig
 from evaluators.factors import FACTORS, PERSONA_FACTORS
+from evaluators.llm_scorer import debate_summary
 from evaluators.pipeline import EvaluationSetup
 from evaluators.reporting import (
     DEMO_NOTICE,
     debate_lines,
-    debate_summary,
     distribution_text,
     factor_means_figure,
     factor_table,

@@ -1,15 +1,13 @@
 """The Chat tab: talk with one system, see its recommendations beside every answer, and judge it.
 
-Judging streams: the pipeline runs in a worker thread and hands each factor
-score and debate message, as it is ready, through a queue to the event's
-generator, which yields the updated table, radar chart and debate transcript.
+Judging streams: :func:`evaluators.service.judge_stream` runs the evaluation in a worker thread and
+yields each factor score and debate message as it is ready; :func:`judge` turns those events into
+the updated table, radar chart and debate transcript, redrawing once per burst.
 """
 
 from __future__ import annotations
 
 import logging
-import queue
-import threading
 import time
 
 import gradio as gr
@@ -20,21 +18,21 @@ from crs_backends.session import ChatSession, EmptyMessage, prepare_user_message
 from evaluators.factor_judge import MODES
 from evaluators.factors import FACTORS
 from evaluators.log_readers import LIMITS
-from evaluators.pipeline import evaluate_conversation
 from evaluators.reporting import (
     FACTOR_COLUMNS,
     SCORER_CHOICES,
     debate_lines,
-    debate_summary,
     factor_table,
     radar_figure,
     scorer_label,
     uses_demo_model,
 )
 from evaluators.scorer_setup import build_setup, default_mode
+from evaluators.service import DebateSaid, FactorScored, Failed, judge_stream
 from llm_clients.types import LLMError
 from storage.conversations import get_conversation
 from storage.db import get_db
+from storage.records import DebateMessage, FactorScore
 from storage.text import clean_text
 from ui.render import chat_messages, items_table, safe_markdown, safe_text
 from ui.services import Services
@@ -85,106 +83,19 @@ def build(services: Services) -> None:
 
     def on_send(text, system_id, st):
         """Stream one exchange; the DB holds the canonical conversation. No Python error text reaches the user."""
-        try:
-            yield from send_turn(text, system_id, st)
-        except Exception:  # a bug or a fault below: log it, tell the user plainly, keep what is saved
-            log.exception("chat turn failed")
-            message = "⚠️ Something went wrong on our side while answering. Your message is saved; send again to retry."
-            yield gr.skip(), gr.skip(), message, gr.skip(), gr.skip(), gr.skip()
-
-    def send_turn(text, system_id, st):
-        st = dict(st or {})
-        if system_id not in ids:
-            message = "Unknown system: choose one from the list."
-            yield gr.skip(), gr.skip(), message, st, gr.skip(), gr.skip()
-            return
-        conversation = None
-        if st.get("conversation_id") and st.get("system_id") == system_id:
-            conversation = get_conversation(get_db(services.db_path), st["conversation_id"])
-        try:
-            user_message = prepare_user_message(text if isinstance(text, str) else None)
-        except EmptyMessage as e:
-            gr.Warning(str(e))
-            yield chat_messages(conversation), gr.skip(), str(e), st, gr.skip(), gr.skip()
-            return
-        if conversation is not None and len(conversation.turns) + 2 > MAX_TURNS:
-            message = (
-                f"This conversation has reached {MAX_TURNS} turns, the most one conversation holds. "
-                "Press **New conversation** to go on."
-            )
-            yield chat_messages(conversation), gr.skip(), message, st, gr.skip(), gr.skip()
-            return
-        try:
-            chosen = services.system(system_id)
-        except SystemUnavailable as e:
-            gr.Warning(str(e).splitlines()[0])
-            yield chat_messages(conversation), gr.skip(), f"⚠️ {safe_text(str(e))}", st, gr.skip(), text
-            return
-        session = ChatSession(chosen, db_path=services.db_path, conversation=conversation)
-        st = {"conversation_id": session.conversation.id, "system_id": system_id}
-        notice = user_message.notice or ""
-        if user_message.notice:
-            gr.Warning(user_message.notice)
-        catalog = catalog_for_chat()
-        pending = ""
-        shown = time.monotonic()
-        try:
-            for piece in session.send(user_message):
-                if isinstance(piece, str):
-                    pending += piece
-                    if time.monotonic() - shown >= STREAM_EVERY_S:  # redraw at most 10 times a second
-                        shown = time.monotonic()
-                        yield (
-                            chat_messages(session.conversation, pending),
-                            gr.skip(),
-                            notice,
-                            st,
-                            session.conversation.id,
-                            "",
-                        )
-        except LLMError as e:
-            error = f"⚠️ {safe_text(str(e))} Your message is saved; send again to retry."
-            gr.Warning(str(e))
-            yield (
-                chat_messages(session.conversation),
-                items_table(session.conversation, catalog),
-                error,
-                st,
-                session.conversation.id,
-                text,
-            )
-            return
-        yield (
-            chat_messages(session.conversation),
-            items_table(session.conversation, catalog),
-            notice,
-            st,
-            session.conversation.id,
-            "",
-        )
+        yield from send_message(services, text, system_id, st)
 
     def on_new(system_id):
-        return (
-            [],
-            items_table(None, catalog_for_chat()),
-            "",
-            {"conversation_id": None, "system_id": system_id},
-            "",
-            _variant_line(services, system_id),
-        )
+        return new_conversation(services, system_id)
 
     def on_judge(conv_id, judge_mode, with_debate, max_rounds, scorer_choice="auto"):
         """Judge the conversation, streaming each factor and debate message as it arrives."""
-        yield from _judge(services, conv_id, judge_mode, with_debate, max_rounds, scorer_choice)
+        yield from judge(services, conv_id, judge_mode, with_debate, max_rounds, scorer_choice)
         services.board_changed()
 
     def on_auto_judge(auto, conv_id, judge_mode, with_debate, max_rounds, scorer_choice="auto"):
         """After a reply, judge again when the box is ticked and the last turn is the system's."""
-        conversation = get_conversation(get_db(services.db_path), conv_id) if auto and conv_id else None
-        if conversation is None or not conversation.turns or conversation.turns[-1].role != "system":
-            yield (gr.skip(),) * len(judge_views)
-            return
-        yield from _judge(services, conv_id, judge_mode, with_debate, max_rounds, scorer_choice)
+        yield from auto_judge_after_reply(services, auto, conv_id, judge_mode, with_debate, max_rounds, scorer_choice)
 
     def on_reset_judge():
         return "", _no_scores(), radar_figure([]), []
@@ -222,9 +133,115 @@ def build(services: Services) -> None:
     gr.on(triggers=[new.click, system.change], fn=on_reset_judge, outputs=judge_views, api_visibility="private")
 
 
+def send_message(services: Services, text, system_id, st):
+    """Stream one exchange: yields (chat, items, status, state, conversation id, message box).
+
+    The database holds the canonical conversation. No Python error text reaches the user.
+    """
+    try:
+        yield from _send_turn(services, text, system_id, st)
+    except Exception:  # a bug or a fault below: log it, tell the user plainly, keep what is saved
+        log.exception("chat turn failed")
+        message = "⚠️ Something went wrong on our side while answering. Your message is saved; send again to retry."
+        yield gr.skip(), gr.skip(), message, gr.skip(), gr.skip(), gr.skip()
+
+
+def _send_turn(services: Services, text, system_id, st):
+    st = dict(st or {})
+    if system_id not in services.system_ids():
+        message = "Unknown system: choose one from the list."
+        yield gr.skip(), gr.skip(), message, st, gr.skip(), gr.skip()
+        return
+    conversation = None
+    if st.get("conversation_id") and st.get("system_id") == system_id:
+        conversation = get_conversation(get_db(services.db_path), st["conversation_id"])
+    try:
+        user_message = prepare_user_message(text if isinstance(text, str) else None)
+    except EmptyMessage as e:
+        gr.Warning(str(e))
+        yield chat_messages(conversation), gr.skip(), str(e), st, gr.skip(), gr.skip()
+        return
+    if conversation is not None and len(conversation.turns) + 2 > MAX_TURNS:
+        message = (
+            f"This conversation has reached {MAX_TURNS} turns, the most one conversation holds. "
+            "Press **New conversation** to go on."
+        )
+        yield chat_messages(conversation), gr.skip(), message, st, gr.skip(), gr.skip()
+        return
+    try:
+        chosen = services.system(system_id)
+    except SystemUnavailable as e:
+        gr.Warning(str(e).splitlines()[0])
+        yield chat_messages(conversation), gr.skip(), f"⚠️ {safe_text(str(e))}", st, gr.skip(), text
+        return
+    session = ChatSession(chosen, db_path=services.db_path, conversation=conversation)
+    st = {"conversation_id": session.conversation.id, "system_id": system_id}
+    notice = user_message.notice or ""
+    if user_message.notice:
+        gr.Warning(user_message.notice)
+    catalog = catalog_for_chat()
+    pending = ""
+    shown = time.monotonic()
+    try:
+        for piece in session.send(user_message):
+            if isinstance(piece, str):
+                pending += piece
+                if time.monotonic() - shown >= STREAM_EVERY_S:  # redraw at most 10 times a second
+                    shown = time.monotonic()
+                    yield (
+                        chat_messages(session.conversation, pending),
+                        gr.skip(),
+                        notice,
+                        st,
+                        session.conversation.id,
+                        "",
+                    )
+    except LLMError as e:
+        error = f"⚠️ {safe_text(str(e))} Your message is saved; send again to retry."
+        gr.Warning(str(e))
+        yield (
+            chat_messages(session.conversation),
+            items_table(session.conversation, catalog),
+            error,
+            st,
+            session.conversation.id,
+            text,
+        )
+        return
+    yield (
+        chat_messages(session.conversation),
+        items_table(session.conversation, catalog),
+        notice,
+        st,
+        session.conversation.id,
+        "",
+    )
+
+
+def new_conversation(services: Services, system_id: str) -> tuple:
+    """An empty chat with ``system_id``: (chat, items, status, state, conversation id, variant line)."""
+    return (
+        [],
+        items_table(None, catalog_for_chat()),
+        "",
+        {"conversation_id": None, "system_id": system_id},
+        "",
+        _variant_line(services, system_id),
+    )
+
+
+def auto_judge_after_reply(services: Services, auto: bool, conversation_id, mode, with_debate, rounds, scorer="auto"):
+    """Judge again after a reply when ``auto`` is ticked and the last turn is the system's; else change nothing."""
+    conversation = get_conversation(get_db(services.db_path), conversation_id) if auto and conversation_id else None
+    if conversation is None or not conversation.turns or conversation.turns[-1].role != "system":
+        yield (gr.skip(),) * 4
+        return
+    yield from judge(services, conversation_id, mode, with_debate, rounds, scorer)
+
+
 def _judge_section() -> tuple[list, list]:
     """The judge's controls (button, auto-judge box, mode, debate, rounds) and its views
-    (status, factor table, radar chart, debate), the latter in the order :func:`_judge` yields them."""
+    (status, factor table, radar chart, debate), the latter in the order :func:`judge` yields them."""
     gr.Markdown("### Judge this conversation")
     with gr.Row():
         judge_button = gr.Button("Judge this conversation", variant="secondary", scale=2, elem_id="judge-button")
@@ -264,7 +281,7 @@ def _judge_section() -> tuple[list, list]:
     return [judge_button, auto_judge, mode, debate, rounds, scorer], [judge_status, factors, radar, debate_view]
 
 
-def _judge(services: Services, conversation_id: str | None, mode: str, with_debate: bool, rounds, scorer: str = "auto"):
+def judge(services: Services, conversation_id: str | None, mode: str, with_debate: bool, rounds, scorer: str = "auto"):
     """Yield (status, factor table, radar, debate transcript) as the evaluation progresses."""
     if not conversation_id or not isinstance(conversation_id, str) or not conversation_id.strip():
         message = "Chat first: there is no conversation to judge yet."
@@ -291,42 +308,33 @@ def _judge(services: Services, conversation_id: str | None, mode: str, with_deba
         yield message, gr.skip(), gr.skip(), gr.skip()
         return
     label, demo = scorer_label(setup), uses_demo_model(setup)
-    events: queue.Queue = queue.Queue()
-
-    def work() -> None:
-        try:
-            evaluation = evaluate_conversation(
-                conversation,
-                setup,
-                db_path=services.db_path,
-                force=True,  # the conversation may have grown
-                on_factor=lambda score: events.put(("factor", score)),
-                on_debate=lambda message: events.put(("debate", message)),
+    scores: dict[str, FactorScore] = {}
+    messages: list[DebateMessage] = []
+    for event in judge_stream(conversation, setup, db_path=services.db_path, force=True):  # it may have grown
+        if isinstance(event, FactorScored):
+            scores[event.score.factor] = event.score
+        elif isinstance(event, DebateSaid):
+            messages.append(event.message)
+        elif isinstance(event, Failed):
+            yield (
+                _status(label, f"⚠️ Judging stopped: {safe_text(event.reason)}. What finished is saved."),
+                factor_table(scores.values()),
+                radar_figure(scores.values(), setup.name, demo),
+                _debate_view(messages),
             )
-            events.put(("done", evaluation))
-        except Exception as e:  # reported to the user below; the worker must always report back
-            if not isinstance(e, (LLMError, ValueError)):
-                log.exception("judging %s failed", conversation.id)
-            events.put(("error", e))
-
-    threading.Thread(target=work, name="judge", daemon=True).start()
-    scores, messages, finished = {}, [], None
-    while finished is None:
-        kind, value = events.get()
-        batch = [(kind, value)]
-        while True:  # take everything that is ready, then redraw once
-            try:
-                batch.append(events.get_nowait())
-            except queue.Empty:
-                break
-        for kind, value in batch:
-            if kind == "factor":
-                scores[value.factor] = value
-            elif kind == "debate":
-                messages.append(value)
-            else:
-                finished = (kind, value)
-        if finished is None:
+            return
+        else:
+            evaluation = event.evaluation
+            outcome = setup.scorer.summary(evaluation)
+            gaps = f" ⚠️ {safe_text(evaluation.error)}" if evaluation.error else ""
+            yield (
+                _status(label, f"{outcome}{gaps} Evaluation `{evaluation.id}` is saved."),
+                factor_table(evaluation.factor_scores),
+                radar_figure(evaluation.factor_scores, setup.name, demo),
+                _debate_view(evaluation.debate, outcome),
+            )
+            return
+        if event.settled:  # redraw once per burst of results
             done = len(scores)
             step = (
                 f"{done}/{len(FACTORS)} factors scored"
@@ -336,30 +344,9 @@ def _judge(services: Services, conversation_id: str | None, mode: str, with_deba
             yield (
                 _status(label, f"Judging… {step}"),
                 factor_table(scores.values()),
-                radar_figure(scores.values(), setup.scorer, demo),
+                radar_figure(scores.values(), setup.name, demo),
                 _debate_view(messages),
             )
-    kind, value = finished
-    if kind == "error":
-        reason = (
-            safe_text(str(value)) if isinstance(value, (LLMError, ValueError)) else "an internal error (it is logged)"
-        )
-        yield (
-            _status(label, f"⚠️ Judging stopped: {reason}. What finished is saved."),
-            factor_table(scores.values()),
-            radar_figure(scores.values(), setup.scorer, demo),
-            _debate_view(messages),
-        )
-        return
-    evaluation = value
-    outcome = debate_summary(evaluation)
-    gaps = f" ⚠️ {safe_text(evaluation.error)}" if evaluation.error else ""
-    yield (
-        _status(label, f"{outcome}{gaps} Evaluation `{evaluation.id}` is saved."),
-        factor_table(evaluation.factor_scores),
-        radar_figure(evaluation.factor_scores, setup.scorer, demo),
-        _debate_view(evaluation.debate, outcome),
-    )
 
 
 def _no_scores() -> pd.DataFrame:

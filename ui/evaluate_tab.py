@@ -1,7 +1,8 @@
 """The Evaluate tab: upload conversation logs, judge them all, read and download the results.
 
-The same pipeline as ``python -m evaluators evaluate``: every result is stored
-as it is computed, and evaluating the same logs again with the same settings
+The same batch service as ``python -m evaluators evaluate`` (:func:`evaluators.service.evaluate_many`):
+a repeated conversation id is judged once, a conversation that fails is listed and the others go on,
+every result is stored as it is computed, and evaluating the same logs again with the same settings
 reuses what is stored. Uploads are anonymous: their conversations are stored in
 their own namespace (:mod:`arena.uploads`: system ``upload:<name>``, a taken id gets
 a new one) and stay off the main leaderboard. Bulk judging has its own queue
@@ -12,8 +13,9 @@ from __future__ import annotations
 
 import logging
 import tempfile
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import gradio as gr
 
@@ -22,7 +24,6 @@ from arena.uploads import store as store_uploads
 from catalog.catalog import get_catalog
 from evaluators.factor_judge import MODES
 from evaluators.log_readers import FORMATS, LIMITS, LogFormatError, read_logs
-from evaluators.pipeline import evaluate_conversation
 from evaluators.reporting import (
     RESULT_COLUMNS,
     SCORER_CHOICES,
@@ -34,6 +35,7 @@ from evaluators.reporting import (
 )
 from evaluators.resume import interrupted, resume_interrupted
 from evaluators.scorer_setup import build_setup, default_mode
+from evaluators.service import evaluate_many, select
 from llm_clients.types import LLMError
 from storage.db import get_db
 from storage.text import clean_text
@@ -90,141 +92,12 @@ def build(services: Services) -> None:
     def on_evaluate(
         files, log_format, judge_mode, with_debate, max_rounds, at_most, scorer_choice="auto", progress=gr.Progress()
     ):
-        """Read every upload, judge each conversation, and return the table, plots and report files.
-
-        A file that cannot be read stops the run before anything is stored or judged, with a
-        message naming the file and the place; what is on screen stays. No Python error text is shown.
-        """
-        try:
-            return evaluate(files, log_format, judge_mode, with_debate, max_rounds, at_most, scorer_choice, progress)
-        except Exception:
-            log.exception("evaluating an upload failed")
-            return (
-                "⚠️ Something went wrong on our side while evaluating. What finished is saved; "
-                "evaluate again with the same settings to fill the gaps.",
-                *(gr.skip(),) * 4,
-            )
-
-    def evaluate(files, log_format, judge_mode, with_debate, max_rounds, at_most, scorer_choice, progress):
-        keep = (gr.skip(),) * 4
-        if not files:
-            return ("Upload one or more log files first.", *keep)
-        if not isinstance(files, list):
-            files = [files]
-        if len(files) > MAX_FILES:
-            return (f"⚠️ At most {MAX_FILES} files per upload (you sent {len(files)}). Nothing was evaluated.", *keep)
-        if log_format not in ("auto", *FORMATS):
-            return (f"⚠️ Unknown format: choose one of auto, {', '.join(FORMATS)}. Nothing was evaluated.", *keep)
-        conversations, labels, skipped = [], {}, []
-        for file in files:
-            path = Path(file if isinstance(file, str) else getattr(file, "path", None) or str(file))
-            name = clean_text(path.name)
-            try:
-                read = read_logs(path, log_format, get_catalog())
-            except LogFormatError as e:
-                return (_unreadable(name, f"{clean_text(e.where)}: expected {clean_text(e.expected)}"), *keep)
-            except UnicodeDecodeError:
-                return (_unreadable(name, "the file is not UTF-8 text"), *keep)
-            except (ValueError, FileNotFoundError, OSError) as e:
-                reason = (
-                    clean_text(str(e)).replace(clean_text(str(path)), name)
-                    if isinstance(e, ValueError)
-                    else "the file could not be opened"
-                )
-                return (_unreadable(name, reason), *keep)
-            conversations += read.conversations
-            labels.update(read.labels)
-            skipped += [f"{clean_text(Path(s.where).name)}: {s.reason}" for s in read.skipped]
-        if len(conversations) > LIMITS.conversations:
-            return (
-                f"⚠️ At most {LIMITS.conversations:,} conversations per upload (these files hold "
-                f"{len(conversations):,}). Nothing was evaluated.",
-                *keep,
-            )
-        judgeable, seen = [], set()
-        for c in conversations:
-            if c.id in seen:
-                skipped.append(f"{c.id}: uploaded more than once (judged once)")
-            elif not any(t.role == "system" for t in c.turns):
-                skipped.append(f"{c.id}: no system turn to judge")
-            else:
-                judgeable.append(c)
-            seen.add(c.id)
-        if at_most and at_most > 0:
-            judgeable = judgeable[: int(at_most)]
-        if not judgeable:
-            return ("No conversation with a system turn to judge." + _skipped_note(skipped), *keep)
-        try:
-            stored = store_uploads(get_db(services.db_path), judgeable, upload=True)
-        except UploadRefused as e:
-            return (f"⚠️ **Upload refused**: {safe_text(str(e))}. Nothing was stored or evaluated.", *keep)
-        labels = {
-            new: labels[old]
-            for old, new in zip((c.id for c in judgeable), (c.id for c in stored.conversations))
-            if old in labels
-        }
-        judgeable = stored.conversations
-        try:
-            setup = build_setup(
-                db_path=services.db_path,
-                scorer=scorer_choice or "auto",
-                mode=judge_mode,
-                debate=bool(with_debate),
-                rounds=int(max_rounds),
-            )
-        except (LLMError, ValueError) as e:
-            return (f"⚠️ The judge could not be set up: {safe_text(str(e))}", *keep)
-
-        results, failures = [], []
-        progress((0, len(judgeable)), desc="Judging", unit="conversations")
-        with ThreadPoolExecutor(max_workers=WORKERS) as pool:
-            futures = {pool.submit(evaluate_conversation, c, setup, db_path=services.db_path): c for c in judgeable}
-            for n, future in enumerate(as_completed(futures), 1):
-                conversation = futures[future]
-                try:
-                    results.append((conversation, future.result()))
-                except (LLMError, ValueError) as e:
-                    failures.append(f"{conversation.id}: {e}")
-                except Exception:
-                    log.exception("judging %s failed", conversation.id)
-                    failures.append(f"{conversation.id}: an internal error (it is logged)")
-                progress((n, len(judgeable)), desc="Judging", unit="conversations")
-        order = {c.id: i for i, c in enumerate(judgeable)}
-        results.sort(key=lambda pair: order[pair[0].id])
-
-        rows = result_table(results)
-        files_out = None
-        if results:
-            report_dir = tempfile.mkdtemp(prefix="crs-arena-report-")
-            files_out = [str(p) for p in write_reports(results, report_dir, labels)]
-        complete = sum(1 for _, e in results if e.status == "done")
-        summary = (
-            f"Evaluated **{len(results)}** conversation(s): {complete} complete, {len(results) - complete} with gaps "
-            f"(evaluate again with the same settings to fill them). **Judge:** {safe_text(scorer_label(setup))}"
+        return evaluate_upload(
+            services, files, log_format, judge_mode, with_debate, max_rounds, at_most, scorer_choice, progress
         )
-        if failures:
-            summary += "\n\n⚠️ Failed: " + "; ".join(safe_text(f) for f in failures)
-        notes = stored.notes()
-        if notes:
-            summary += "\n\n" + " ".join(safe_text(n) + "." for n in notes)
-        summary += "\n\nUploads are stored as systems `upload:<name>` and do not appear on the main leaderboard."
-        summary += _skipped_note(skipped)
-        return summary, rows, factor_means_figure(rows), overall_figure(rows), files_out
 
     def on_resume(progress=gr.Progress()):
-        """Finish the evaluations a crash cut off, filling only their gaps."""
-        try:
-            waiting = len(interrupted(services.db_path))
-            if not waiting:
-                return "No interrupted evaluation is waiting."
-            report = resume_interrupted(
-                services.db_path, progress=lambda n, total: progress((n, total), desc="Resuming")
-            )
-        except Exception:
-            log.exception("resuming interrupted evaluations failed")
-            return "⚠️ Resuming failed on our side (it is logged). What finished is saved; try again."
-        services.board_changed()
-        return safe_text(report.summary()) + ". " + _interrupted_line(services)
+        return resume_evaluations(services, progress)
 
     run.click(
         on_evaluate,
@@ -242,6 +115,144 @@ def build(services: Services) -> None:
         concurrency_limit=1,
     )
     gr.on(triggers=None, fn=lambda: _interrupted_line(services), outputs=[interrupted_status], api_name="interrupted")
+
+
+def evaluate_upload(
+    services: Services,
+    files,
+    log_format: str,
+    judge_mode: str,
+    with_debate: bool,
+    max_rounds,
+    at_most,
+    scorer_choice: str = "auto",
+    progress: Callable[..., Any] | None = None,
+) -> tuple:
+    """Read every upload, judge each conversation, and return (status, table, factor bars, overall
+    histogram, report files).
+
+    A file that cannot be read stops the run before anything is stored or judged, with a message
+    naming the file and the place; what is on screen stays (``gr.skip()``). A conversation whose
+    evaluation fails is listed with the reason and the others are judged. No Python error text is shown.
+    """
+    try:
+        return _evaluate_upload(
+            services, files, log_format, judge_mode, with_debate, max_rounds, at_most, scorer_choice, progress
+        )
+    except Exception:
+        log.exception("evaluating an upload failed")
+        return (
+            "⚠️ Something went wrong on our side while evaluating. What finished is saved; "
+            "evaluate again with the same settings to fill the gaps.",
+            *(gr.skip(),) * 4,
+        )
+
+
+def _evaluate_upload(
+    services, files, log_format, judge_mode, with_debate, max_rounds, at_most, scorer_choice, progress
+):
+    keep = (gr.skip(),) * 4
+    if not files:
+        return ("Upload one or more log files first.", *keep)
+    if not isinstance(files, list):
+        files = [files]
+    if len(files) > MAX_FILES:
+        return (f"⚠️ At most {MAX_FILES} files per upload (you sent {len(files)}). Nothing was evaluated.", *keep)
+    if log_format not in ("auto", *FORMATS):
+        return (f"⚠️ Unknown format: choose one of auto, {', '.join(FORMATS)}. Nothing was evaluated.", *keep)
+    conversations, labels, skipped = [], {}, []
+    for file in files:
+        path = Path(file if isinstance(file, str) else getattr(file, "path", None) or str(file))
+        name = clean_text(path.name)
+        try:
+            read = read_logs(path, log_format, get_catalog())
+        except LogFormatError as e:
+            return (_unreadable(name, f"{clean_text(e.where)}: expected {clean_text(e.expected)}"), *keep)
+        except UnicodeDecodeError:
+            return (_unreadable(name, "the file is not UTF-8 text"), *keep)
+        except (ValueError, FileNotFoundError, OSError) as e:
+            reason = (
+                clean_text(str(e)).replace(clean_text(str(path)), name)
+                if isinstance(e, ValueError)
+                else "the file could not be opened"
+            )
+            return (_unreadable(name, reason), *keep)
+        conversations += read.conversations
+        labels.update(read.labels)
+        skipped += [f"{clean_text(Path(s.where).name)}: {s.reason}" for s in read.skipped]
+    if len(conversations) > LIMITS.conversations:
+        return (
+            f"⚠️ At most {LIMITS.conversations:,} conversations per upload (these files hold "
+            f"{len(conversations):,}). Nothing was evaluated.",
+            *keep,
+        )
+    judgeable, left_out = select(conversations, limit=int(at_most or 0))
+    skipped += left_out
+    if not judgeable:
+        return ("No conversation with a system turn to judge." + _skipped_note(skipped), *keep)
+    try:
+        stored = store_uploads(get_db(services.db_path), judgeable, upload=True)
+    except UploadRefused as e:
+        return (f"⚠️ **Upload refused**: {safe_text(str(e))}. Nothing was stored or evaluated.", *keep)
+    labels = {
+        new: labels[old]
+        for old, new in zip((c.id for c in judgeable), (c.id for c in stored.conversations))
+        if old in labels
+    }
+    try:
+        setup = build_setup(
+            db_path=services.db_path,
+            scorer=scorer_choice or "auto",
+            mode=judge_mode,
+            debate=bool(with_debate),
+            rounds=int(max_rounds),
+        )
+    except (LLMError, ValueError) as e:
+        return (f"⚠️ The judge could not be set up: {safe_text(str(e))}", *keep)
+
+    def step(n: int, total: int) -> None:
+        if progress is not None:
+            progress((n, total), desc="Judging", unit="conversations")
+
+    batch = evaluate_many(stored.conversations, setup, db_path=services.db_path, workers=WORKERS, progress=step)
+    results = batch.results
+    rows = result_table(results)
+    files_out = None
+    if results:
+        report_dir = tempfile.mkdtemp(prefix="crs-arena-report-")
+        files_out = [str(p) for p in write_reports(results, report_dir, labels)]
+    summary = (
+        f"Evaluated **{len(results)}** conversation(s): {batch.complete} complete, "
+        f"{len(results) - batch.complete} with gaps (evaluate again with the same settings to fill them). "
+        f"**Judge:** {safe_text(scorer_label(setup))}"
+    )
+    if batch.failures:
+        summary += "\n\n⚠️ Failed: " + "; ".join(safe_text(f"{c.id}: {why}") for c, why in batch.failures)
+    notes = stored.notes()
+    if notes:
+        summary += "\n\n" + " ".join(safe_text(n) + "." for n in notes)
+    summary += "\n\nUploads are stored as systems `upload:<name>` and do not appear on the main leaderboard."
+    summary += _skipped_note(skipped)
+    return summary, rows, factor_means_figure(rows), overall_figure(rows), files_out
+
+
+def resume_evaluations(services: Services, progress: Callable[..., Any] | None = None) -> str:
+    """Finish the evaluations a crash cut off, filling only their gaps; returns the status line."""
+    try:
+        waiting = len(interrupted(services.db_path))
+        if not waiting:
+            return "No interrupted evaluation is waiting."
+
+        def step(n: int, total: int) -> None:
+            if progress is not None:
+                progress((n, total), desc="Resuming")
+
+        report = resume_interrupted(services.db_path, progress=step)
+    except Exception:
+        log.exception("resuming interrupted evaluations failed")
+        return "⚠️ Resuming failed on our side (it is logged). What finished is saved; try again."
+    services.board_changed()
+    return safe_text(report.summary()) + ". " + _interrupted_line(services)
 
 
 def _interrupted_line(services: Services) -> str:
