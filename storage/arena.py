@@ -18,7 +18,7 @@ class DuplicateVote(Exception):
 
 def save_battle(db: Database, battle: Battle) -> Battle:
     with write_transaction(db):
-        db["battles"].insert(
+        db.table("battles").insert(
             {
                 "id": battle.id,
                 "system_a": battle.system_a,
@@ -34,7 +34,7 @@ def save_battle(db: Database, battle: Battle) -> Battle:
 
 
 def get_battle(db: Database, battle_id: str) -> Battle | None:
-    rows = list(db["battles"].rows_where("id = ?", [battle_id]))
+    rows = list(db.table("battles").rows_where("id = ?", [battle_id]))
     if not rows:
         return None
     r = rows[0]
@@ -66,7 +66,7 @@ def save_vote(db: Database, vote: Vote) -> Vote:
 
 
 def get_vote(db: Database, battle_id: str) -> Vote | None:
-    rows = list(db["votes"].rows_where("battle_id = ?", [battle_id]))
+    rows = list(db.table("votes").rows_where("battle_id = ?", [battle_id]))
     if not rows:
         return None
     r = rows[0]
@@ -134,7 +134,7 @@ def save_leaderboard_snapshot(
             )
             if latest is not None and latest["version"] == version:
                 return None
-        table = db["leaderboard_snapshots"].insert(
+        table = db.table("leaderboard_snapshots").insert(
             {
                 "created_at": utc_now(),
                 "filters": dumps(filters or {}),
@@ -156,9 +156,9 @@ def save_leaderboard_snapshot(
 def latest_leaderboard_snapshot(db: Database, key: str | None = None) -> dict | None:
     """The newest snapshot (of ``key`` when given), with its rows and filters decoded."""
     if key is None:
-        rows = list(db["leaderboard_snapshots"].rows_where(order_by="id desc", limit=1))
+        rows = list(db.table("leaderboard_snapshots").rows_where(order_by="id desc", limit=1))
     else:
-        rows = list(db["leaderboard_snapshots"].rows_where("key = ?", [key], order_by="id desc", limit=1))
+        rows = list(db.table("leaderboard_snapshots").rows_where("key = ?", [key], order_by="id desc", limit=1))
     if not rows:
         return None
     r = rows[0]
@@ -166,4 +166,4 @@ def latest_leaderboard_snapshot(db: Database, key: str | None = None) -> dict | 
 
 
 def count_leaderboard_snapshots(db: Database) -> int:
-    return db["leaderboard_snapshots"].count
+    return db.table("leaderboard_snapshots").count

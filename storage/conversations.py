@@ -16,8 +16,8 @@ from storage.text import clean_text
 def save_conversation(db: Database, conversation: Conversation) -> Conversation:
     """Insert or replace a whole conversation (header, history and turns) atomically."""
     with write_transaction(db):
-        db["conversations"].upsert(_conversation_row(conversation), pk="id")
-        db["turns"].delete_where("conversation_id = ?", [conversation.id])
+        db.table("conversations").upsert(_conversation_row(conversation), pk="id")
+        db.table("turns").delete_where("conversation_id = ?", [conversation.id])
         _insert_turns(db, conversation)
     return conversation
 
@@ -44,7 +44,7 @@ def store_new_conversation(db: Database, conversation: Conversation) -> tuple[Co
         asked = conversation.id
         while True:
             candidate = f"{asked[:80]}~{new_id()[:8]}"
-            if db["conversations"].count_where("id = ?", [candidate]) == 0:
+            if db.table("conversations").count_where("id = ?", [candidate]) == 0:
                 break
         renamed = replace(conversation, id=candidate, metadata={**conversation.metadata, "uploaded_id": asked})
         _insert_whole(db, renamed)
@@ -52,7 +52,7 @@ def store_new_conversation(db: Database, conversation: Conversation) -> tuple[Co
 
 
 def _insert_whole(db: Database, conversation: Conversation) -> None:
-    db["conversations"].insert(_conversation_row(conversation))
+    db.table("conversations").insert(_conversation_row(conversation))
     _insert_turns(db, conversation)
 
 
@@ -64,7 +64,7 @@ def _insert_turns(db: Database, conversation: Conversation) -> None:
         for idx, turn in enumerate(turns)
     ]
     if rows:
-        db["turns"].insert_all(rows)
+        db.table("turns").insert_all(rows)
 
 
 def _same_content(a: Conversation, b: Conversation) -> bool:
@@ -87,12 +87,12 @@ def append_turns(db: Database, conversation: Conversation, turns: Iterable[Turn]
     """
     turns = list(turns)
     with write_transaction(db):
-        if db["conversations"].count_where("id = ?", [conversation.id]) == 0:
-            db["conversations"].insert(_conversation_row(conversation))
+        if db.table("conversations").count_where("id = ?", [conversation.id]) == 0:
+            db.table("conversations").insert(_conversation_row(conversation))
             for idx, turn in enumerate(conversation.history):
-                db["turns"].insert(_turn_row(conversation.id, "history", idx, turn))
+                db.table("turns").insert(_turn_row(conversation.id, "history", idx, turn))
             for idx, turn in enumerate(conversation.turns):
-                db["turns"].insert(_turn_row(conversation.id, "interaction", idx, turn))
+                db.table("turns").insert(_turn_row(conversation.id, "interaction", idx, turn))
         start = next(
             db.query(
                 "select coalesce(max(idx) + 1, 0) as n from turns where conversation_id = ? and part = 'interaction'",
@@ -100,22 +100,22 @@ def append_turns(db: Database, conversation: Conversation, turns: Iterable[Turn]
             )
         )["n"]
         for offset, turn in enumerate(turns):
-            db["turns"].insert(_turn_row(conversation.id, "interaction", start + offset, turn))
-        db["conversations"].update(conversation.id, {"updated_at": utc_now(), "status": conversation.status})
+            db.table("turns").insert(_turn_row(conversation.id, "interaction", start + offset, turn))
+        db.table("conversations").update(conversation.id, {"updated_at": utc_now(), "status": conversation.status})
 
 
 def set_status(db: Database, conversation_id: str, status: str, **metadata) -> None:
     """Change a conversation's status, merging ``metadata`` into its metadata."""
     with write_transaction(db):
-        row = db["conversations"].get(conversation_id)
+        row = db.table("conversations").get(conversation_id)
         merged = {**loads(row["metadata"], {}), **metadata}
-        db["conversations"].update(
+        db.table("conversations").update(
             conversation_id, {"status": status, "metadata": dumps(merged), "updated_at": utc_now()}
         )
 
 
 def get_conversation(db: Database, conversation_id: str) -> Conversation | None:
-    rows = list(db["conversations"].rows_where("id = ?", [conversation_id]))
+    rows = list(db.table("conversations").rows_where("id = ?", [conversation_id]))
     if not rows:
         return None
     return _conversation_from_row(db, rows[0])
@@ -136,14 +136,14 @@ def list_conversations(
     if source:
         where.append("source = ?")
         args.append(source)
-    rows = db["conversations"].rows_where(
+    rows = db.table("conversations").rows_where(
         " and ".join(where) or None, args, order_by="created_at desc, rowid desc", limit=limit
     )
     return [_conversation_from_row(db, row) for row in rows]
 
 
 def count_turns(db: Database, conversation_id: str) -> int:
-    return db["turns"].count_where("conversation_id = ?", [conversation_id])
+    return db.table("turns").count_where("conversation_id = ?", [conversation_id])
 
 
 def _conversation_row(c: Conversation) -> dict:
@@ -174,8 +174,9 @@ def _turn_row(conversation_id: str, part: str, idx: int, turn: Turn) -> dict:
 
 
 def _conversation_from_row(db: Database, row: dict) -> Conversation:
-    history, turns = [], []
-    for t in db["turns"].rows_where("conversation_id = ?", [row["id"]], order_by="part = 'interaction', idx"):
+    history: list[Turn] = []
+    turns: list[Turn] = []
+    for t in db.table("turns").rows_where("conversation_id = ?", [row["id"]], order_by="part = 'interaction', idx"):
         turn = Turn(
             role=t["role"],
             text=t["text"],

@@ -10,6 +10,7 @@ import itertools
 import os
 import sqlite3
 import threading
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,6 +27,8 @@ _local = threading.local()
 _savepoints = itertools.count()
 _write_locks: dict[str, threading.Lock] = {}
 _write_locks_lock = threading.Lock()
+# each connection's entry in _write_locks, kept beside it so a write does not look the file up again
+_db_write_locks: weakref.WeakKeyDictionary[sqlite_utils.Database, threading.Lock] = weakref.WeakKeyDictionary()
 _migrated: set[str] = set()
 _migrate_lock = threading.Lock()
 
@@ -176,10 +179,10 @@ def write_transaction(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Databa
 
 def _file_lock(db: sqlite_utils.Database) -> threading.Lock:
     """One lock per database file for this process's writers (other processes still meet SQLite's lock)."""
-    lock = getattr(db, "_crs_write_lock", None)
+    lock = _db_write_locks.get(db)
     if lock is None:
         key = db_file(db) or f"memory:{id(db.conn)}"
         with _write_locks_lock:
             lock = _write_locks.setdefault(key, threading.Lock())
-        db._crs_write_lock = lock
+            _db_write_locks[db] = lock
     return lock

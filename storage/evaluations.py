@@ -12,7 +12,7 @@ from storage.text import clean_text
 
 def start_evaluation(db: Database, evaluation: Evaluation) -> Evaluation:
     with write_transaction(db):
-        db["evaluations"].insert(
+        db.table("evaluations").insert(
             {
                 "id": evaluation.id,
                 "conversation_id": evaluation.conversation_id,
@@ -32,7 +32,7 @@ def start_evaluation(db: Database, evaluation: Evaluation) -> Evaluation:
 def save_factor_score(db: Database, evaluation_id: str, score: FactorScore) -> None:
     """Store one factor's result as soon as it is known (replaces an earlier try)."""
     with write_transaction(db):
-        db["factor_scores"].upsert(
+        db.table("factor_scores").upsert(
             {
                 "evaluation_id": evaluation_id,
                 "factor": score.factor,
@@ -51,7 +51,7 @@ def save_factor_score(db: Database, evaluation_id: str, score: FactorScore) -> N
 
 def save_debate_message(db: Database, evaluation_id: str, message: DebateMessage) -> None:
     with write_transaction(db):
-        db["debate_messages"].upsert(
+        db.table("debate_messages").upsert(
             {
                 "evaluation_id": evaluation_id,
                 "round": message.round,
@@ -92,11 +92,11 @@ def finish_evaluation(
     if usage is not None:
         updates["usage"] = dumps(usage)
     with write_transaction(db):
-        db["evaluations"].update(evaluation_id, updates)
+        db.table("evaluations").update(evaluation_id, updates)
 
 
 def get_evaluation(db: Database, evaluation_id: str) -> Evaluation | None:
-    rows = list(db["evaluations"].rows_where("id = ?", [evaluation_id]))
+    rows = list(db.table("evaluations").rows_where("id = ?", [evaluation_id]))
     if not rows:
         return None
     row = rows[0]
@@ -116,7 +116,7 @@ def get_evaluation(db: Database, evaluation_id: str) -> Evaluation | None:
         metrics=loads(row["metrics"], {}),
         usage=loads(row["usage"], {}),
     )
-    for r in db["factor_scores"].rows_where("evaluation_id = ?", [evaluation_id], order_by="id"):
+    for r in db.table("factor_scores").rows_where("evaluation_id = ?", [evaluation_id], order_by="id"):
         evaluation.factor_scores.append(
             FactorScore(
                 factor=r["factor"],
@@ -129,7 +129,7 @@ def get_evaluation(db: Database, evaluation_id: str) -> Evaluation | None:
                 metadata=loads(r["metadata"], {}),
             )
         )
-    for r in db["debate_messages"].rows_where("evaluation_id = ?", [evaluation_id], order_by="round, id"):
+    for r in db.table("debate_messages").rows_where("evaluation_id = ?", [evaluation_id], order_by="round, id"):
         evaluation.debate.append(
             DebateMessage(
                 round=r["round"],
@@ -150,13 +150,13 @@ def evaluations_for(db: Database, conversation_id: str, *, fingerprint: str | No
     if fingerprint is not None:
         where += " and fingerprint = ?"
         args.append(fingerprint)
-    return [r["id"] for r in db["evaluations"].rows_where(where, args, order_by="created_at, rowid", select="id")]
+    return [r["id"] for r in db.table("evaluations").rows_where(where, args, order_by="created_at, rowid", select="id")]
 
 
 def clear_debate(db: Database, evaluation_id: str) -> None:
     """Remove an evaluation's debate messages before the debate is run again."""
     with write_transaction(db):
-        db["debate_messages"].delete_where("evaluation_id = ?", [evaluation_id])
+        db.table("debate_messages").delete_where("evaluation_id = ?", [evaluation_id])
 
 
 def mark_interrupted(db: Database) -> int:
@@ -189,4 +189,4 @@ def evaluations_with_status(db: Database, status: str, *, limit: int | None = No
 
 def set_evaluation_status(db: Database, evaluation_id: str, status: str) -> None:
     with write_transaction(db):
-        db["evaluations"].update(evaluation_id, {"status": status})
+        db.table("evaluations").update(evaluation_id, {"status": status})

@@ -11,7 +11,7 @@ from storage.records import utc_now
 
 def cache_get(db: Database, key: str) -> dict | None:
     """The cached response for ``key``, or None."""
-    rows = list(db["llm_cache"].rows_where("key = ?", [key], select="response"))
+    rows = list(db.table("llm_cache").rows_where("key = ?", [key], select="response"))
     return loads(rows[0]["response"]) if rows else None
 
 
@@ -40,7 +40,7 @@ def log_call(
     error: str | None = None,
 ) -> None:
     with write_transaction(db):
-        db["llm_calls"].insert(
+        db.table("llm_calls").insert(
             {
                 "role": role,
                 "model": model,

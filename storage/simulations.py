@@ -25,10 +25,10 @@ def ensure_run(db: Database, run_id: str, *, config: dict, selection: dict) -> d
     """Create the run, or mark an existing one running again (its config is kept, the selection updated)."""
     now = utc_now()
     with write_transaction(db):
-        if db["sim_runs"].count_where("id = ?", [run_id]):
-            db["sim_runs"].update(run_id, {"status": "running", "selection": dumps(selection), "updated_at": now})
+        if db.table("sim_runs").count_where("id = ?", [run_id]):
+            db.table("sim_runs").update(run_id, {"status": "running", "selection": dumps(selection), "updated_at": now})
         else:
-            db["sim_runs"].insert(
+            db.table("sim_runs").insert(
                 {
                     "id": run_id,
                     "config": dumps(config),
@@ -40,11 +40,13 @@ def ensure_run(db: Database, run_id: str, *, config: dict, selection: dict) -> d
                     "updated_at": now,
                 }
             )
-    return get_run(db, run_id)
+    run = get_run(db, run_id)
+    assert run is not None  # written just above, on this connection
+    return run
 
 
 def get_run(db: Database, run_id: str) -> dict | None:
-    rows = list(db["sim_runs"].rows_where("id = ?", [run_id]))
+    rows = list(db.table("sim_runs").rows_where("id = ?", [run_id]))
     if not rows:
         return None
     row = rows[0]
@@ -58,7 +60,7 @@ def get_run(db: Database, run_id: str) -> dict | None:
 
 def list_runs(db: Database, *, limit: int = 20) -> list[dict]:
     """Runs, newest first (header fields only)."""
-    rows = db["sim_runs"].rows_where(order_by="updated_at desc, rowid desc", limit=limit)
+    rows = db.table("sim_runs").rows_where(order_by="updated_at desc, rowid desc", limit=limit)
     return [
         {
             **r,
@@ -72,14 +74,14 @@ def list_runs(db: Database, *, limit: int = 20) -> list[dict]:
 
 def finish_run(db: Database, run_id: str, *, status: str, summary: dict, report_dir: str | None) -> None:
     with write_transaction(db):
-        db["sim_runs"].update(
+        db.table("sim_runs").update(
             run_id, {"status": status, "summary": dumps(summary), "report_dir": report_dir, "updated_at": utc_now()}
         )
 
 
 def dialogue_statuses(db: Database, run_id: str) -> dict[tuple[str, str], str]:
     """``(case_id, system_id) -> status`` for every pair of the run seen so far."""
-    rows = db["sim_dialogues"].rows_where("run_id = ?", [run_id], select="case_id, system_id, status")
+    rows = db.table("sim_dialogues").rows_where("run_id = ?", [run_id], select="case_id, system_id, status")
     return {(r["case_id"], r["system_id"]): r["status"] for r in rows}
 
 
@@ -88,12 +90,12 @@ def start_dialogue(db: Database, run_id: str, case_id: str, system_id: str, conv
     now = utc_now()
     with write_transaction(db):
         rows = list(
-            db["sim_dialogues"].rows_where(
+            db.table("sim_dialogues").rows_where(
                 "run_id = ? and case_id = ? and system_id = ?", [run_id, case_id, system_id], select="attempts"
             )
         )
         attempts = (rows[0]["attempts"] or 0) + 1 if rows else 1
-        db["sim_dialogues"].upsert(
+        db.table("sim_dialogues").upsert(
             {
                 "run_id": run_id,
                 "case_id": case_id,
@@ -124,16 +126,16 @@ def finish_dialogue(
     """Store the conversation (replacing an earlier attempt's) and the pair's outcome, atomically."""
     with write_transaction(db):
         if conversation is not None:
-            db["conversations"].upsert(_conversation_row(conversation), pk="id")
-            db["turns"].delete_where("conversation_id = ?", [conversation.id])
+            db.table("conversations").upsert(_conversation_row(conversation), pk="id")
+            db.table("turns").delete_where("conversation_id = ?", [conversation.id])
             rows = [
                 _turn_row(conversation.id, part, idx, turn)
                 for part, turns in (("history", conversation.history), ("interaction", conversation.turns))
                 for idx, turn in enumerate(turns)
             ]
             if rows:
-                db["turns"].insert_all(rows)
-        db["sim_dialogues"].update(
+                db.table("turns").insert_all(rows)
+        db.table("sim_dialogues").update(
             (run_id, case_id, system_id),
             {
                 "status": status,
@@ -147,7 +149,7 @@ def finish_dialogue(
 
 def set_dialogue_evaluation(db: Database, run_id: str, case_id: str, system_id: str, evaluation_id: str) -> None:
     with write_transaction(db):
-        db["sim_dialogues"].update(
+        db.table("sim_dialogues").update(
             (run_id, case_id, system_id), {"evaluation_id": evaluation_id, "updated_at": utc_now()}
         )
 
@@ -157,7 +159,7 @@ def run_dialogues(
 ) -> list[dict]:
     """The run's pair rows (result decoded), ordered by case then system; optionally only some systems/cases."""
     rows = []
-    for r in db["sim_dialogues"].rows_where("run_id = ?", [run_id], order_by="case_id, system_id"):
+    for r in db.table("sim_dialogues").rows_where("run_id = ?", [run_id], order_by="case_id, system_id"):
         if systems is not None and r["system_id"] not in systems:
             continue
         if cases is not None and r["case_id"] not in cases:
@@ -169,6 +171,6 @@ def run_dialogues(
 def merge_evaluation_metrics(db: Database, evaluation_id: str, extra: dict) -> None:
     """Add simulation figures (e.g. persuasiveness) to an evaluation's metrics, keeping the rest."""
     with write_transaction(db):
-        row = db["evaluations"].get(evaluation_id)
+        row = db.table("evaluations").get(evaluation_id)
         merged = {**loads(row["metrics"], {}), **extra}
-        db["evaluations"].update(evaluation_id, {"metrics": dumps(merged)})
+        db.table("evaluations").update(evaluation_id, {"metrics": dumps(merged)})

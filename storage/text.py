@@ -11,15 +11,19 @@ covered. Every row the storage package writes goes through one of them.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, overload
 
 REPLACEMENT = "\ufffd"
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
-def clean_text(text: str) -> str:
-    """``text`` with lone surrogates replaced by U+FFFD and NUL/control characters removed."""
+@overload
+def clean_text(text: str) -> str: ...
+@overload
+def clean_text(text: None) -> None: ...
+def clean_text(text: str | None) -> str | None:
+    """``text`` with lone surrogates replaced by U+FFFD and NUL/control characters removed (None stays None)."""
     if not isinstance(text, str):
         return text
     if text.isascii():
