@@ -189,6 +189,7 @@ class LLMClient:
             logprobs=logprobs,
         )
         *_, completion = self._complete(messages, params, streaming=False)
+        assert isinstance(completion, Completion)  # without streaming, _complete yields the Completion alone
         return completion
 
     def stream(
@@ -215,11 +216,11 @@ class LLMClient:
         key = cache_key(self.model, "chat", messages, params)
         cached = self._cache_get(key)
         if cached is not None:
-            completion = Completion.from_cache(cached)
-            self._log("chat", completion.usage, 0, cache_hit=True)
+            hit = Completion.from_cache(cached)
+            self._log("chat", hit.usage, 0, cache_hit=True)
             if streaming:
-                yield completion.text
-            yield completion
+                yield hit.text
+            yield hit
             return
         start = time.perf_counter()
         completion: Completion | None = None

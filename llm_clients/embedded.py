@@ -20,13 +20,16 @@ import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from llm_clients.base import Model
 from llm_clients.probability import explicit
 from llm_clients.types import Completion, Distribution, LLMError, Message, Usage
+
+if TYPE_CHECKING:  # llama_cpp itself is imported when a model loads
+    from llama_cpp.llama_types import ChatCompletionRequestMessage, CreateCompletionStreamResponse
 
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_SYSTEM = "You are a helpful assistant."
@@ -114,7 +117,8 @@ class EmbeddedModel(Model):
         """The model's chat template applied to ``messages`` (a system message is always present)."""
         if not messages or messages[0]["role"] != "system":
             messages = [{"role": "system", "content": DEFAULT_SYSTEM}, *messages]
-        return self._format(messages=messages).prompt
+        # a Message is the plain {role, content} dict the template reads; llama_cpp types it as a TypedDict
+        return self._format(messages=cast("list[ChatCompletionRequestMessage]", messages)).prompt
 
     def _tokens(self, text: str) -> list[int]:
         return self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
@@ -197,13 +201,17 @@ class EmbeddedModel(Model):
         prompt_tokens = len(self._tokens(prompt))
         pieces: list[str] = []
         finish = "stop"
-        for chunk in self.llm.create_completion(prompt, stream=True, **sampling):
+        # stream=True: an iterator of chunks (the declared return type also allows the whole response)
+        chunks = cast(
+            "Iterator[CreateCompletionStreamResponse]", self.llm.create_completion(prompt, stream=True, **sampling)
+        )
+        for chunk in chunks:
             choice = chunk["choices"][0]
-            if choice.get("text"):
-                pieces.append(choice["text"])
-                yield choice["text"]
-            if choice.get("finish_reason"):
-                finish = choice["finish_reason"]
+            if piece := choice.get("text"):
+                pieces.append(piece)
+                yield piece
+            if reason := choice.get("finish_reason"):
+                finish = reason
         text = "".join(pieces)
         usage = Usage(prompt_tokens=prompt_tokens, completion_tokens=len(self._tokens(text)) if text else 0)
         yield Completion(text=text.strip(), model=self.name, usage=usage, finish_reason=finish)

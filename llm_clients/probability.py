@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, overload
 
 from llm_clients.types import Distribution
 
@@ -139,6 +139,12 @@ def read_logprobs(
     )
 
 
+@overload
+def check_mass(dist: Distribution, option: str, options: Sequence[str], min_mass: float | None) -> Distribution: ...
+@overload
+def check_mass(
+    dist: Distribution, option: str | None, options: Sequence[str], min_mass: float | None
+) -> Distribution | None: ...
 def check_mass(
     dist: Distribution, option: str | None, options: Sequence[str], min_mass: float | None
 ) -> Distribution | None:

@@ -219,7 +219,7 @@ def _usage(response) -> Usage:
 
 
 # openai exception -> (kind, message); the first matching row wins, so subclasses come first.
-_ERRORS: list[tuple[type | tuple[type, ...], str, str]] = [
+_ERRORS: list[tuple[type[Exception] | tuple[type[Exception], ...], str, str]] = [
     (openai.APITimeoutError, "timeout", "{where} did not answer within {timeout:g} s ({tries})."),
     (openai.RateLimitError, "rate_limit", "{where} is rate-limiting requests (HTTP 429, {tries}). Try again later."),
     (

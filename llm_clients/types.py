@@ -35,7 +35,7 @@ class Completion:
     logprobs: list[dict[str, Any]] | None = None
 
     def to_cache(self) -> dict[str, Any]:
-        data = {
+        data: dict[str, Any] = {
             "text": self.text,
             "model": self.model,
             "finish_reason": self.finish_reason,
