@@ -27,11 +27,13 @@ from storage.arena import DuplicateVote, battle_counts, get_battle, get_vote, sa
 from storage.conversations import get_conversation, save_conversation, set_status
 from storage.db import close_thread_connections, get_db
 from storage.records import Battle, Conversation, ItemRef, Turn, Vote
+from storage.text import clean_text
 
 log = logging.getLogger(__name__)
 
 SIDES = ("a", "b")
 MASK = "[name hidden]"
+FEEDBACK_CHARS = 2000  # a vote's feedback is cut to this many characters
 
 __all__ = [
     "BattleClosed",
@@ -43,6 +45,7 @@ __all__ = [
     "SideView",
     "battle_view",
     "choose_pair",
+    "find_battle",
     "send",
     "start_battle",
     "vote",
@@ -155,11 +158,15 @@ def send(battle: Battle, message: str, *, db_path=None) -> dict[str, SideReply]:
 
     def answer(side: str) -> SideReply:
         conversation = conversations[side]
+        if conversation is None:  # an imported battle whose side has no dialogue takes no messages
+            return SideReply(turn=None, error=f"System {side.upper()} has no conversation in this battle.")
         try:
             session = ChatSession(
                 get_system(conversation.system_id, db_path=db_path), db_path=db_path, conversation=conversation
             )
             *_, turn = session.send(user_message)  # text pieces, then the stored turn
+            if not isinstance(turn, Turn):
+                raise RuntimeError("the system's reply ended without a stored turn")
             return SideReply(turn=turn)
         except Exception as e:  # one side's failure, whatever it is, must not cost the other side
             log.warning("arena system %s failed: %s", conversation.system_id, e, exc_info=True)
@@ -192,8 +199,14 @@ def battle_view(db: Database, battle_id: str) -> BattleView:
     return BattleView(battle_id=battle_id, a=sides["a"], b=sides["b"], reveal=reveal)
 
 
+def find_battle(db: Database, battle_id: str | None) -> Battle | None:
+    """The stored battle, or None (no id, or no such battle)."""
+    return get_battle(db, battle_id) if battle_id else None
+
+
 def vote(db: Database, battle_id: str, choice: str, feedback: str = "", voter: str = "") -> Reveal:
-    """Record the vote (``a``, ``b``, ``tie`` or ``both_bad``) and reveal the two systems.
+    """Record the vote (``a``, ``b``, ``tie`` or ``both_bad``) and reveal the two systems. ``feedback``
+    is kept cleaned (:func:`storage.text.clean_text`) and cut to :data:`FEEDBACK_CHARS` characters.
 
     :raises KeyError: unknown battle
     :raises ValueError: unknown choice
@@ -201,7 +214,9 @@ def vote(db: Database, battle_id: str, choice: str, feedback: str = "", voter: s
     :raises DuplicateVote: the battle already has its vote (the database allows one)
     """
     battle = _battle(db, battle_id)
-    record = Vote(battle_id=battle_id, choice=choice, feedback=(feedback or "").strip(), voter=voter)
+    record = Vote(
+        battle_id=battle_id, choice=choice, feedback=clean_text(feedback or "")[:FEEDBACK_CHARS].strip(), voter=voter
+    )
     for side, conversation_id in (("A", battle.conversation_a), ("B", battle.conversation_b)):
         conversation = get_conversation(db, conversation_id) if conversation_id else None
         if conversation is None or not any(t.role == "system" for t in conversation.turns):
@@ -233,7 +248,7 @@ def _masked_reply(reply: SideReply, names: list[str]) -> SideReply:
 
 
 def _battle(db: Database, battle_id: str) -> Battle:
-    battle = get_battle(db, battle_id) if battle_id else None
+    battle = find_battle(db, battle_id)
     if battle is None:
         raise KeyError(f"no battle {battle_id!r}")
     return battle

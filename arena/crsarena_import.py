@@ -208,13 +208,13 @@ def import_crsarena(
 def _score_with_proxy(db: Database, conversation_ids: list[str], catalog: Catalog | None) -> tuple[int, int]:
     """Proxy-score the stored conversations (as stored, so an id taken by another conversation is
     scored as that conversation says); returns (scored, failed)."""
-    from evaluators.calibration import load_proxy_judge
-    from evaluators.pipeline import EvaluationSetup, evaluate_conversation
+    from evaluators.pipeline import evaluate_conversation
+    from evaluators.scorer_setup import build_setup
     from storage.conversations import get_conversation
     from storage.db import db_file as file_of
 
     path = file_of(db)
-    setup = EvaluationSetup(proxy=load_proxy_judge(), catalog=catalog)
+    setup = build_setup(db_path=path, scorer="proxy", catalog_name=catalog.name if catalog is not None else "bundled")
     scored = failed = 0
     for conversation_id in conversation_ids:
         conversation = get_conversation(db, conversation_id)
@@ -273,10 +273,10 @@ def _import_votes(db: Database, path: Path, setting: str, report: ImportReport) 
     voted = voted_ids(db, battles)
     for battle_id, (battle, vote) in battles.items():
         if battle.conversation_a not in conversations:
-            battle.conversation_a = None
+            battle.conversation_a = None  # type: ignore[assignment]  # records.Battle says str; a side may be NULL
             report.sides_without_conversation += 1
         if battle.conversation_b not in conversations:
-            battle.conversation_b = None
+            battle.conversation_b = None  # type: ignore[assignment]  # records.Battle says str; a side may be NULL
             report.sides_without_conversation += 1
         if battle_id not in present:
             save_battle(db, battle)
@@ -302,7 +302,7 @@ def _read_votes(path: Path) -> list[dict]:
         raise LogFormatError(path, "a row", f"CSV ({e})") from None
     for n, row in enumerate(rows, 2):
         if any(v is None for v in row.values()) or None in row:
-            raise LogFormatError(path, f"line {n}", f"the {len(reader.fieldnames)} columns of the header")
+            raise LogFormatError(path, f"line {n}", f"the {len(reader.fieldnames or ())} columns of the header")
     return rows
 
 
