@@ -18,15 +18,12 @@ from arena.battles import (
     DuplicateVote,
     SideView,
     battle_view,
+    find_battle,
     send,
     start_battle,
     vote,
 )
-from crs_backends.registry import catalog_for_chat
 from crs_backends.session import EmptyMessage, prepare_user_message
-from storage.arena import get_battle
-from storage.db import get_db
-from storage.text import clean_text
 from ui.render import safe_markdown, safe_text
 from ui.services import Services
 
@@ -62,73 +59,18 @@ def build(services: Services) -> list:
 
     def on_send(text, battle_id, request: gr.Request):
         """Start a battle on the first message, send the message to both sides, show both answers."""
-        db = get_db(services.db_path)
-        current = get_battle(db, battle_id) if battle_id else None
-        try:
-            prepare_user_message(text)
-            if current is None:
-                session = request.session_hash if request is not None else ""
-                try:
-                    current = start_battle(
-                        db,
-                        services.ready_system_ids(),
-                        random.Random(),
-                        domain=catalog_for_chat().domain,
-                        session=session or "",
-                    )
-                except ValueError as e:  # fewer than two systems installed
-                    raise gr.Error(str(e)) from None
-            replies = send(current, text, db_path=services.db_path)
-        except (EmptyMessage, BattleClosed) as e:
-            view = battle_view(db, current.id) if current else None
-            return *_panes(view), safe_text(str(e)), battle_id, text
-        errors = [r.error for r in replies.values() if r.error]
-        notice = " ".join(errors + ["Send again to retry."]) if errors else ""
-        return *_panes(battle_view(db, current.id)), safe_text(notice), current.id, ("" if not errors else text)
+        return send_message(services, text, battle_id, session=_session(request))
 
     def on_vote(choice):
         def handler(feedback_text, battle_id, request: gr.Request):
             """Record the vote and reveal both systems."""
-            if not battle_id:
-                raise gr.Error("No battle yet: send a message first.")
-            voter = request.session_hash if request is not None else ""
-            try:
-                reveal = vote(
-                    get_db(services.db_path),
-                    battle_id,
-                    choice,
-                    clean_text(feedback_text or "")[:2000],
-                    voter=voter or "",
-                )
-            except DuplicateVote:
-                raise gr.Error("This battle already has its vote. Start a new battle to vote again.") from None
-            except BattleNotReady as e:
-                raise gr.Error(str(e)) from None
-            except KeyError:
-                raise gr.Error("This battle does not exist (any more): press New battle to start one.") from None
-            services.board_changed()
-            return (
-                f"**System A was {safe_text(reveal.label_a)}** (`{safe_text(reveal.system_a)}`)",
-                f"**System B was {safe_text(reveal.label_b)}** (`{safe_text(reveal.system_b)}`)",
-                f"Thank you: your vote “{VOTES[choice]}” is recorded. Press **New battle** for another round.",
-                "",
-            )
+            return record_vote(services, choice, feedback_text, battle_id, voter=_session(request))
 
         return handler
 
-    def on_new():
-        return [], [], "", "", "", None, "", ""
-
-    def controls(battle_id):
+    def on_controls(battle_id):
         """Vote buttons only once both sides answered; no more messages after the vote."""
-        view = battle_view(get_db(services.db_path), battle_id) if battle_id else None
-        voted = view is not None and view.reveal is not None
-        ready = view is not None and view.ready
-        return (
-            *[gr.Button(interactive=ready) for _ in VOTES],
-            gr.Textbox(interactive=not voted),
-            gr.Button(interactive=not voted),
-        )
+        return controls(services, battle_id)
 
     control_outputs = [*buttons.values(), message, send_button]
     gr.on(
@@ -138,7 +80,7 @@ def build(services: Services) -> list:
         outputs=[chat_a, chat_b, status, battle, message],
         api_name="arena_send",
         concurrency_limit=4,
-    ).then(controls, inputs=[battle], outputs=control_outputs, api_visibility="private")
+    ).then(on_controls, inputs=[battle], outputs=control_outputs, api_visibility="private")
     votes = []
     for choice, button in buttons.items():
         voted = button.click(
@@ -147,14 +89,83 @@ def build(services: Services) -> list:
             outputs=[name_a, name_b, status, feedback],
             api_name=f"arena_vote_{choice}",
         )
-        voted.then(controls, inputs=[battle], outputs=control_outputs, api_visibility="private")
+        voted.then(on_controls, inputs=[battle], outputs=control_outputs, api_visibility="private")
         votes.append(voted)
     new.click(
-        on_new,
+        new_battle,
         outputs=[chat_a, chat_b, name_a, name_b, status, battle, message, feedback],
         api_name="arena_new",
-    ).then(controls, inputs=[battle], outputs=control_outputs, api_visibility="private")
+    ).then(on_controls, inputs=[battle], outputs=control_outputs, api_visibility="private")
     return votes
+
+
+def send_message(services: Services, text: str, battle_id: str | None, *, session: str = "") -> tuple:
+    """(pane A, pane B, status, battle id, message box): start a battle on the first message (two
+    ready systems, fewest battles first), send ``text`` to both sides and show both answers masked."""
+    db = services.db()
+    current = find_battle(db, battle_id)
+    try:
+        prepare_user_message(text)
+        if current is None:
+            try:
+                current = start_battle(
+                    db, services.ready_system_ids(), random.Random(), domain=services.chat_domain(), session=session
+                )
+            except ValueError as e:  # fewer than two systems installed
+                raise gr.Error(str(e)) from None
+        replies = send(current, text, db_path=services.db_path)
+    except (EmptyMessage, BattleClosed) as e:
+        view = battle_view(db, current.id) if current else None
+        return *_panes(view), safe_text(str(e)), battle_id, text
+    errors = [r.error for r in replies.values() if r.error]
+    notice = " ".join(errors + ["Send again to retry."]) if errors else ""
+    return *_panes(battle_view(db, current.id)), safe_text(notice), current.id, ("" if not errors else text)
+
+
+def record_vote(
+    services: Services, choice: str, feedback_text: str | None, battle_id: str | None, *, voter: str = ""
+) -> tuple[str, str, str, str]:
+    """(name A, name B, thanks, feedback box): record the vote and reveal both systems; a vote that cannot
+    count raises :class:`gradio.Error` with the reason."""
+    if not battle_id:
+        raise gr.Error("No battle yet: send a message first.")
+    try:
+        reveal = vote(services.db(), battle_id, choice, feedback_text or "", voter=voter)
+    except DuplicateVote:
+        raise gr.Error("This battle already has its vote. Start a new battle to vote again.") from None
+    except BattleNotReady as e:
+        raise gr.Error(str(e)) from None
+    except KeyError:
+        raise gr.Error("This battle does not exist (any more): press New battle to start one.") from None
+    services.board_changed()
+    return (
+        f"**System A was {safe_text(reveal.label_a)}** (`{safe_text(reveal.system_a)}`)",
+        f"**System B was {safe_text(reveal.label_b)}** (`{safe_text(reveal.system_b)}`)",
+        f"Thank you: your vote “{VOTES[choice]}” is recorded. Press **New battle** for another round.",
+        "",
+    )
+
+
+def new_battle() -> tuple:
+    """Empty panes, names, status, battle, message and feedback: the next message starts a new battle."""
+    return [], [], "", "", "", None, "", ""
+
+
+def controls(services: Services, battle_id: str | None) -> tuple:
+    """The vote buttons (enabled once both sides answered), the message box and Send (disabled after the vote)."""
+    view = battle_view(services.db(), battle_id) if battle_id else None
+    voted = view is not None and view.reveal is not None
+    ready = view is not None and view.ready
+    return (
+        *[gr.Button(interactive=ready) for _ in VOTES],
+        gr.Textbox(interactive=not voted),
+        gr.Button(interactive=not voted),
+    )
+
+
+def _session(request: gr.Request | None) -> str:
+    """The browser session's hash ('' when the call carries none)."""
+    return (request.session_hash if request is not None else "") or ""
 
 
 def _panes(view: BattleView | None) -> tuple[list[dict], list[dict]]:

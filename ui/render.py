@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import html
 import re
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from catalog.catalog import Catalog
-from llm_clients.config import RoleConfig
-from storage.records import Conversation
+if TYPE_CHECKING:  # types only: rendering needs no catalog, model or database code at run time
+    from catalog.catalog import Catalog
+    from llm_clients.config import RoleConfig
+    from storage.records import Conversation
 
 ITEM_COLUMNS = ["turn", "rank", "title", "year", "genres"]
 

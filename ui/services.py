@@ -1,7 +1,8 @@
 """What the tabs need from the rest of the product, gathered in one object.
 
-Built once by ``app.py`` and passed to every tab; tabs call these methods and
-hold no logic of their own.
+Built once by ``app.py`` and passed to every tab; tabs call these methods (and the service
+functions of ``arena`` and ``evaluators``) and hold no logic of their own. Nothing in ``ui``
+opens the database itself: :meth:`Services.db` is the connection the tabs hand to ``arena``.
 """
 
 from __future__ import annotations
@@ -11,10 +12,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sqlite_utils import Database
+
+from arena.board_view import BoardView, board_view
+from arena.crsarena_import import DEFAULT_CATALOG, ImportReport, import_dial
+from arena.database import DatabaseFacts, database, database_path, describe, open_at_start
 from crs_backends.base import CRSSystem, SystemInfo
-from crs_backends.registry import get_system, ready_system_ids, system_ids, system_info
+from crs_backends.registry import catalog_for_chat, get_system, ready_system_ids, system_ids, system_info
 from llm_clients.config import RoleConfig, all_role_configs
-from storage.db import default_db_path, get_db
+from llm_clients.registry import model_for
 
 
 @dataclass
@@ -29,11 +35,26 @@ class Services:
     def from_env(cls) -> Services:
         """Open (create and migrate) the database at start, so a bad path fails loudly, and mark
         evaluations a crash left ``running`` as ``interrupted``."""
-        from storage.evaluations import mark_interrupted
+        path = database_path()
+        return cls(db_path=path, interrupted=open_at_start(path))
 
-        path = default_db_path()
-        interrupted = mark_interrupted(get_db(path))
-        return cls(db_path=path, interrupted=interrupted)
+    def db(self) -> Database:
+        """The calling thread's connection to the app's database."""
+        return database(self.db_path)
+
+    def database_facts(self) -> DatabaseFacts:
+        return describe(self.db_path)
+
+    def leaderboard(self, *, domain: str | None, dataset: str | None, scorer: str | None) -> BoardView:
+        """The leaderboard as displayed for these filters (None: no filter, or the default scorer)."""
+        return board_view(self.db(), domain=domain, dataset=dataset, scorer=scorer)
+
+    def import_crsarena(self) -> ImportReport:
+        """Import CRSArena-Dial from ``<data dir>/crsarena``, exactly as ``python -m arena import-crsarena``
+        does; raises :class:`arena.crsarena_import.ImportRefused` with a message for people."""
+        report = import_dial(self.db(), catalog_name=DEFAULT_CATALOG, score=True)
+        self.board_changed()
+        return report
 
     def board_changed(self) -> None:
         """Votes or evaluations changed: let the leaderboard's refresher store the new board soon."""
@@ -63,5 +84,13 @@ class Services:
             choices.append((f"{info.label} · {info.variant}", system_id))
         return choices
 
+    def chat_domain(self) -> str:
+        """The domain of the catalog the systems recommend from (a battle's domain)."""
+        return catalog_for_chat().domain
+
     def role_configs(self) -> list[RoleConfig]:
         return all_role_configs(self.env)
+
+    def model_health(self, config: RoleConfig) -> tuple[bool, str]:
+        """One short call to the role's model: (ok, detail). Raises when the model cannot even be built."""
+        return model_for(config).health()

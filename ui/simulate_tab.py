@@ -6,6 +6,9 @@ dialogue is stored as it ends, running it again resumes, and the results reach t
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import gradio as gr
 
 from evaluators.simulator import RecordError, SimulationConfig, SystemNotReady, UnknownSystem, run_simulation
@@ -85,35 +88,9 @@ def build(services: Services) -> None:
 
     def on_simulate(chosen, dataset_name, protocol_name, records, seed_value, with_personas, progress=gr.Progress()):
         """Run (or resume) the batch and return the status, the per-system table, three charts and the files."""
-        keep = (gr.skip(),) * 5
-        if not chosen:
-            return ("Choose at least one system.", *keep)
-        try:
-            config = SimulationConfig(
-                systems=list(chosen),
-                dataset=dataset_name,
-                n=int(records or 0),
-                protocol=protocol_name,
-                seed=int(seed_value or 0),
-                personas=bool(with_personas),
-            )
-        except (ValueError, TypeError) as e:
-            return (f"Cannot run: {safe_text(str(e))}", *keep)
-
-        def report(p) -> None:
-            phase = "Evaluating" if p.message.startswith("evaluated") else "Simulating"
-            progress((p.done, max(p.total, 1)), desc=f"{phase}: {p.message}")
-
-        try:
-            result = run_simulation(config, db_path=services.db_path, progress=report)
-        except (UnknownSystem, SystemNotReady, RecordError, FileNotFoundError) as e:
-            return (f"Cannot run: {safe_text(str(e))}", *keep)
-        summary = result.report["summary"][SUMMARY_COLUMNS].round(3).astype(object)
-        summary = summary.where(summary.notna(), "")
-        notes = "\n".join(f"- {safe_text(note)}" for note in result.report["notes"])
-        line = f"**{safe_text(result.summary_line())}**\n\n{notes}"
-        figures = result.report["figures"]
-        return line, summary, figures["factors"], figures["overall"], figures["recall"], [str(f) for f in result.files]
+        return simulate(
+            services, chosen, dataset_name, protocol_name, records, seed_value, with_personas, progress=progress
+        )
 
     run.click(
         on_simulate,
@@ -121,3 +98,48 @@ def build(services: Services) -> None:
         outputs=[status, table, factors, overall, recall, files],
         api_name="simulate",
     )
+
+
+def simulate(
+    services: Services,
+    chosen: list[str] | None,
+    dataset_name: str,
+    protocol_name: str,
+    records: float | None,
+    seed_value: float | None,
+    with_personas: bool,
+    *,
+    progress: Callable[..., Any] | None = None,
+) -> tuple:
+    """(status, per-system table, factor chart, overall chart, recall chart, files) of the batch, run or
+    resumed; settings it cannot run with give only the status, saying why (the rest is left as it was)."""
+    keep = (gr.skip(),) * 5
+    if not chosen:
+        return ("Choose at least one system.", *keep)
+    try:
+        config = SimulationConfig(
+            systems=list(chosen),
+            dataset=dataset_name,
+            n=int(records or 0),
+            protocol=protocol_name,
+            seed=int(seed_value or 0),
+            personas=bool(with_personas),
+        )
+    except (ValueError, TypeError) as e:
+        return (f"Cannot run: {safe_text(str(e))}", *keep)
+
+    def report(p) -> None:
+        if progress is not None:
+            phase = "Evaluating" if p.message.startswith("evaluated") else "Simulating"
+            progress((p.done, max(p.total, 1)), desc=f"{phase}: {p.message}")
+
+    try:
+        result = run_simulation(config, db_path=services.db_path, progress=report)
+    except (UnknownSystem, SystemNotReady, RecordError, FileNotFoundError) as e:
+        return (f"Cannot run: {safe_text(str(e))}", *keep)
+    summary = result.report["summary"][SUMMARY_COLUMNS].round(3).astype(object)
+    summary = summary.where(summary.notna(), "")
+    notes = "\n".join(f"- {safe_text(note)}" for note in result.report["notes"])
+    line = f"**{safe_text(result.summary_line())}**\n\n{notes}"
+    figures = result.report["figures"]
+    return line, summary, figures["factors"], figures["overall"], figures["recall"], [str(f) for f in result.files]
