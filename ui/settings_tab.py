@@ -1,7 +1,8 @@
 """The Settings tab: which model serves each role, a health check, the settings that exist, versions.
 
-Keys are never shown: a role says only whether its key is set, and health
-check messages have every configured key blanked out before they are displayed.
+The settings table comes from :mod:`ui.configuration` (the README's *Configuration* table is a copy
+of it); nothing is read from files at run time. Keys are never shown: a role says only whether its
+key is set, and health check messages have every configured key blanked out before they are displayed.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import platform
 import re
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from importlib import metadata
 from pathlib import Path
@@ -17,11 +19,9 @@ import gradio as gr
 import pandas as pd
 
 from llm_clients.config import RoleConfig
-from llm_clients.registry import model_for
-from storage.db import get_db, schema_version
+from ui.configuration import settings_markdown
 from ui.services import Services
 
-README = Path(__file__).resolve().parent.parent / "README.md"
 PACKAGES = (
     "gradio",
     "gradio_client",
@@ -50,7 +50,11 @@ def build(services: Services) -> None:
         wrap=True,
         elem_id="settings-health",
     )
-    check.click(lambda: health_table(configs), outputs=[health], api_name="settings_health", concurrency_limit=1)
+
+    def on_check():
+        return health_table(configs, services.model_health)
+
+    check.click(on_check, outputs=[health], api_name="settings_health", concurrency_limit=1)
 
     _registered_systems()
 
@@ -58,13 +62,7 @@ def build(services: Services) -> None:
         "### Settings (environment variables)\n\nNothing is required; values are never shown, "
         "only whether a variable is set.\n\n" + settings_markdown(services.env)
     )
-    db = get_db(services.db_path)
-    gr.Markdown(
-        "### Database\n\n"
-        f"- File: {_code(Path(services.db_path).resolve())}\n"
-        f"- Schema version: {schema_version(db)}\n"
-        f"- SQLite library: {db.execute('select sqlite_version()').fetchone()[0]}"
-    )
+    gr.Markdown(database_markdown(services))
     gr.Markdown("### Versions\n\n" + "\n".join(f"- {name}: {version}" for name, version in versions()))
 
 
@@ -81,8 +79,12 @@ def _registered_systems() -> None:
         wrap=True,
         elem_id="settings-conformance-table",
     )
+
+    def on_check():
+        return pd.DataFrame(registered_table(), columns=TABLE_COLUMNS)
+
     button.click(
-        lambda: pd.DataFrame(registered_table(), columns=TABLE_COLUMNS),
+        on_check,
         outputs=[table],
         api_name="settings_conformance",
         concurrency_limit=1,
@@ -118,8 +120,20 @@ def embedded_notice(configs: list[RoleConfig]) -> str:
     )
 
 
-def health_table(configs: list[RoleConfig]) -> pd.DataFrame:
-    """Ask each distinct model (model, endpoint, key) for a short answer, all at once; ok or the error."""
+def database_markdown(services: Services) -> str:
+    """The database file, its schema version and the SQLite library version."""
+    facts = services.database_facts()
+    return (
+        "### Database\n\n"
+        f"- File: {_code(facts.file)}\n"
+        f"- Schema version: {facts.schema_version}\n"
+        f"- SQLite library: {facts.sqlite_version}"
+    )
+
+
+def health_table(configs: list[RoleConfig], health: Callable[[RoleConfig], tuple[bool, str]]) -> pd.DataFrame:
+    """Ask each distinct model (model, endpoint, key) for a short answer with ``health``
+    (:meth:`ui.services.Services.model_health`), all at once; ok or the error, keys blanked out."""
     groups: dict[tuple, list[RoleConfig]] = {}
     for c in configs:
         groups.setdefault((c.model, c.base_url, c.api_key, c.gguf_path), []).append(c)
@@ -129,7 +143,7 @@ def health_table(configs: list[RoleConfig]) -> pd.DataFrame:
         first = members[0].public()
         start = time.perf_counter()
         try:
-            ok, detail = model_for(members[0]).health()
+            ok, detail = health(members[0])
         except Exception as e:  # a model that cannot even be built (missing file, bad setting) is a failed check
             ok, detail = False, f"{type(e).__name__}: {e}"
         return [
@@ -151,36 +165,6 @@ def redact(text: str, secrets: list[str]) -> str:
     for secret in secrets:
         text = text.replace(secret, "***")
     return _KEY_LIKE.sub("***", text)
-
-
-def settings_markdown(env) -> str:
-    """The README's configuration table with a column saying whether each variable is set here."""
-    lines = _readme_table()
-    if not lines:
-        return "(The configuration table is in README.md, which was not found.)"
-    out = [lines[0].rstrip().rstrip("|") + "| Set here |", lines[1].rstrip().rstrip("|") + "|---|"]
-    for line in lines[2:]:
-        names = re.findall(r"`([A-Z][A-Z0-9_]+)`", line.split("|")[1])
-        is_set = "yes" if any(env.get(n) for n in names) else "no" if names else "—"
-        out.append(line.rstrip().rstrip("|") + f"| {is_set} |")
-    return "\n".join(out)
-
-
-def _readme_table() -> list[str]:
-    """The lines of the first table under the README's "## Configuration" heading."""
-    if not README.exists():
-        return []
-    lines, in_section = [], False
-    for line in README.read_text(encoding="utf-8").splitlines():
-        if line.startswith("## "):
-            if in_section:
-                break
-            in_section = line.strip() == "## Configuration"
-        elif in_section and line.startswith("|"):
-            lines.append(line)
-        elif in_section and lines:
-            break
-    return lines
 
 
 def _code(value) -> str:
