@@ -92,7 +92,7 @@ def build_model(system: str, size: str):
         return cls.create(kg, texts, size="small", seed=0), "new small model (random weights; small versions not built)"
     base = data_dir()
     if base is not None and (base / "redial" / "entity2id.json").exists():
-        from crs_backends.neural.engine import read_records
+        from catalog.ievalm_records import read_records
 
         kg = load_kg(base / "redial")
         texts = [

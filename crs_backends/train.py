@@ -128,7 +128,7 @@ def record_candidates(kg_dir: Path) -> list[Path]:
 
 
 def read_records_file(path: Path, limit: int | None):
-    from crs_backends.neural.engine import read_records
+    from catalog.ievalm_records import read_records
 
     if not path.is_file():
         raise DataError(f"records file not found: {path}")

@@ -28,13 +28,13 @@ titles, novelty), whatever catalog the evaluation was given; see :func:`referenc
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from statistics import median
 from typing import Any
 
 from catalog.catalog import Catalog, data_dir, get_catalog
+from catalog.ievalm_records import iter_records
 from catalog.items import Item
 from catalog.matcher import normalize_title
 from evaluators.rubric import load_rubric
@@ -328,12 +328,9 @@ def mention_counts(catalog: Catalog) -> dict[str, int] | None:
         by_name.setdefault(str(item.extra.get("entity_name") or item.name), item.id)
     mentioned: dict[tuple[str, str], set[str]] = {}
     for path in files:
-        with open(path, encoding="utf-8") as f:
-            for line in f:
-                record = json.loads(line)
-                names = [*record.get("entity", []), *record.get("rec", [])]
-                dialogue = mentioned.setdefault((path.name, str(record.get("dialog_id"))), set())
-                dialogue.update(by_name[n] for n in names if n in by_name)
+        for _line, record in iter_records(path):
+            dialogue = mentioned.setdefault((path.name, record.dialog_id), set())
+            dialogue.update(by_name[n] for n in [*record.entity, *record.rec] if n in by_name)
     counts = {item.id: 0 for item in catalog.items}
     for ids in mentioned.values():
         for item_id in ids:

@@ -12,10 +12,11 @@ import torch
 from neural_fixtures import CONVS, TEXTS, one_thread  # noqa: F401 (one_thread: an autouse fixture)
 from neural_fixtures import tiny_kg as shared_tiny_kg
 
+from catalog.ievalm_records import Record, read_records
 from crs_backends.neural import barcor
 from crs_backends.neural.barcor import BARCOR, context_text, fill_slots, strip_system
 from crs_backends.neural.checkpoints import CheckpointError, part_dir
-from crs_backends.neural.engine import MOVIE_SLOT, ConvInput, Record, TrainConfig, read_records
+from crs_backends.neural.engine import MOVIE_SLOT, ConvInput, TrainConfig
 from crs_backends.neural.kg_reader import KGData, load_kg
 from crs_backends.neural.tokenizer import train_tokenizer
 

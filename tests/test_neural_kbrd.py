@@ -8,9 +8,10 @@ import shutil
 import pytest
 import torch
 
+from catalog.ievalm_records import read_records
 from crs_backends.neural import kbrd as K
 from crs_backends.neural.checkpoints import CheckpointError, part_dir
-from crs_backends.neural.engine import MOVIE_SLOT, ConvInput, TrainConfig, read_records
+from crs_backends.neural.engine import MOVIE_SLOT, ConvInput, TrainConfig
 from crs_backends.neural.kg_reader import KGData, load_kg
 from crs_backends.neural.tokenizer import train_tokenizer
 

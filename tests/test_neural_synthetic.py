@@ -8,7 +8,8 @@ import time
 import pytest
 
 from catalog.catalog import load_bundled
-from crs_backends.neural.engine import MOVIE_SLOT, read_records
+from catalog.ievalm_records import read_records
+from crs_backends.neural.engine import MOVIE_SLOT
 from crs_backends.neural.kg_reader import kg_from_catalog
 from crs_backends.neural.synthetic import (
     KINDS,

@@ -10,9 +10,10 @@ import torch
 from neural_fixtures import CONVS, TEXTS, TITLES, one_thread  # noqa: F401 (one_thread: an autouse fixture)
 from neural_fixtures import tiny_kg as shared_tiny_kg
 
+from catalog.ievalm_records import Record, read_records
 from crs_backends.neural import unicrs
 from crs_backends.neural.checkpoints import CheckpointError, part_dir
-from crs_backends.neural.engine import MOVIE_SLOT, ConvInput, Record, TrainConfig, read_records
+from crs_backends.neural.engine import MOVIE_SLOT, ConvInput, TrainConfig
 from crs_backends.neural.kg_reader import KGData, load_kg
 from crs_backends.neural.tokenizer import train_tokenizer
 from crs_backends.neural.unicrs import UniCRS, fill_slots, turn_texts

@@ -39,6 +39,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from catalog.ievalm_records import Record
 from crs_backends.neural.checkpoints import (
     CheckpointError,
     hf_weights_file,
@@ -53,7 +54,6 @@ from crs_backends.neural.engine import (
     ConvInput,
     NeuralModel,
     ProgressFn,
-    Record,
     TrainConfig,
     TrainReport,
     WordRepeatGuard,

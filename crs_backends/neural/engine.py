@@ -2,19 +2,20 @@
 
 A model sees a conversation the way the published code does: ``ConvInput``
 (utterances, user first and alternating, plus the KG entity names linked in
-them). It returns ranked item entity ids and a reply text. Mapping to catalog
-items, placeholder filling and storage live in :mod:`crs_backends.neural.system`.
+them; defined beside the iEvaLM records it is read from, in :mod:`catalog.ievalm_records`).
+It returns ranked item entity ids and a reply text. Mapping to catalog items, placeholder
+filling and storage live in :mod:`crs_backends.neural.system`.
 """
 
 from __future__ import annotations
 
-import json
-import os
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Iterator
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
 from pathlib import Path
 
+from catalog.ievalm_records import ConvInput
 from crs_backends.neural.kg_reader import KGData
 
 TOP_K = 50  # items kept per turn, as published
@@ -32,65 +33,6 @@ def fill_slots(text: str, items: list[str] | None) -> str:
         out.append(items[i % len(items)])
         out.append(rest)
     return "".join(out)
-
-
-@dataclass
-class ConvInput:
-    """``conv_dict`` of the published code: context (user first, alternating; '' if the system spoke first)
-    and entities."""
-
-    context: list[str]
-    entities: list[str] = field(default_factory=list)
-
-
-@dataclass
-class Record:
-    """One training / evaluation example in the iEvaLM processed layout."""
-
-    context: list[str]
-    entity: list[str]
-    rec: list[str]  # target item names
-    resp: str
-    dialog_id: str = ""
-    turn_id: int = 0
-
-    def conv_input(self) -> ConvInput:
-        return ConvInput(list(self.context), list(self.entity))
-
-
-def read_records(path: str | os.PathLike, *, limit: int | None = None) -> list[Record]:
-    """Records from a ``*_data_processed.jsonl`` file (``redial_eval``, ``opendialkg_eval``)."""
-    out: list[Record] = []
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                d = json.loads(line)
-                out.append(
-                    Record(
-                        context=[str(u) for u in d["context"]],
-                        entity=list(d.get("entity") or []),
-                        rec=list(d.get("rec") or []),
-                        resp=str(d.get("resp") or ""),
-                        dialog_id=str(d.get("dialog_id", "")),
-                        turn_id=int(d.get("turn_id", 0) or 0),
-                    )
-                )
-            except (ValueError, KeyError, TypeError) as e:
-                raise ValueError(f"{path}:{n}: not an iEvaLM processed record ({e})") from e
-            if limit is not None and len(out) >= limit:
-                break
-    return out
-
-
-def write_records(path: str | os.PathLike, records: Iterable[Record]) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
-        for r in records:
-            f.write(json.dumps(asdict(r), ensure_ascii=False) + "\n")
-    return path
 
 
 @dataclass
@@ -158,7 +100,7 @@ class NeuralModel(ABC):
     # (``state[i] += -1e5``), BARCOR sets it (``state[i] = -1e5``); see crs_backends.neural.policy
     penalty_rule: str = "add"
 
-    def choose(self, inp: ConvInput, options: list[str], used: set[str] = frozenset()) -> str:
+    def choose(self, inp: ConvInput, options: list[str], used: AbstractSet[str] = frozenset()) -> str:
         """iEvaLM attribute mode: the option letter with the highest score, options already used penalised."""
         if not options:
             raise ValueError("no options to choose from")

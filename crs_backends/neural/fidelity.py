@@ -12,8 +12,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from catalog.catalog import Catalog
+from catalog.ievalm_records import Record
 from crs_backends.neural import facts
-from crs_backends.neural.engine import ConvInput, NeuralModel, Record
+from crs_backends.neural.engine import ConvInput, NeuralModel
 
 # what an unfilled slot looks like once a reply is shown: a slot token, or a phrase whose item went missing
 _EMPTY_SLOT = re.compile(r"<(?:movie|genre|director|actor|year|pad|mask)>|\b(?:seen|about)\s*[?.!]", re.IGNORECASE)

@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 from transformers import BartConfig, GenerationConfig
 
+from catalog.ievalm_records import Record
 from crs_backends.neural.checkpoints import (
     CheckpointError,
     hf_weights_file,
@@ -31,7 +32,6 @@ from crs_backends.neural.engine import (
     ConvInput,
     NeuralModel,
     ProgressFn,
-    Record,
     TrainConfig,
     TrainReport,
     WordRepeatGuard,

@@ -8,7 +8,7 @@ accept. The system asks a question when it knows too little, otherwise recommend
 catalog items that share the stated attributes and says why ("You might like
 Heat (1995): it is a crime film directed by Michael Mann."), and closes politely.
 
-Every system turn becomes one :class:`~crs_backends.neural.engine.Record` in the
+Every system turn becomes one :class:`~catalog.ievalm_records.Record` in the
 iEvaLM processed layout: ``context`` (all earlier utterances, user first),
 ``entity`` (KG entity names mentioned so far, in order, each once), ``rec`` (the items
 named in the reply; empty for questions and closings) and ``resp``. Only recommended
@@ -30,7 +30,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from crs_backends.neural.engine import MOVIE_SLOT, Record
+from catalog.ievalm_records import Record
+from crs_backends.neural.engine import MOVIE_SLOT
 from crs_backends.neural.facts import GENRE_ADJECTIVE, genre_word
 
 KINDS = ("genre", "director", "actor", "decade", "similar")

@@ -48,6 +48,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from catalog.ievalm_records import Record
 from crs_backends.neural.checkpoints import (
     CheckpointError,
     hf_weights_file,
@@ -62,7 +63,6 @@ from crs_backends.neural.engine import (
     ConvInput,
     NeuralModel,
     ProgressFn,
-    Record,
     TrainConfig,
     TrainReport,
     WordRepeatGuard,

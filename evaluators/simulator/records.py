@@ -13,30 +13,36 @@ it skipped and why, so a report can state it.
 
 from __future__ import annotations
 
-import json
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from catalog.catalog import Catalog, data_dir
+from catalog.ievalm_records import Record, RecordError, iter_records
 from catalog.items import Item
 from storage.records import Turn
 
 SPLITS = ("test", "valid", "train")
 
 
-class RecordError(ValueError):
-    """The records cannot be read (missing file, bad line): the message names the place."""
-
-
 @dataclass(frozen=True)
-class Record:
-    """One line of an evaluation file."""
+class DatasetRecord:
+    """A record of a named dataset (:class:`~catalog.ievalm_records.Record`, the one record class) with the
+    id the simulator gives it: ``"<dataset>:<dialog_id>:<turn_id>"`` (the line number stands in for a
+    missing ``dialog_id``)."""
 
-    id: str  # "<dataset>:<dialog_id>:<turn_id>"
-    context: tuple[str, ...]
-    targets: tuple[str, ...]  # item names as written in the data ("Super Troopers (2001)")
+    id: str
+    record: Record
     dataset: str = ""
+
+    @property
+    def context(self) -> tuple[str, ...]:
+        return tuple(self.record.context)
+
+    @property
+    def targets(self) -> tuple[str, ...]:
+        """The item names as written in the data ("Super Troopers (2001)"), blank ones left out."""
+        return tuple(t for t in self.record.rec if t.strip())
 
 
 @dataclass(frozen=True)
@@ -157,37 +163,19 @@ def records_path(dataset: str | Path, split: str = "test") -> Path:
     )
 
 
-def read_records(path: str | Path, *, dataset: str | None = None) -> list[Record]:
-    """Every record of an iEvaLM evaluation file. A line that is not a JSON object with ``context``
-    and ``rec`` lists is an error naming the line."""
+def read_records(path: str | Path, *, dataset: str | None = None) -> list[DatasetRecord]:
+    """Every record of an iEvaLM evaluation file, read by :func:`catalog.ievalm_records.iter_records`
+    (a line that is not a record is a :class:`RecordError` naming the line). ``dataset``: the name in
+    the ids (default: the folder's name without ``_eval``)."""
     path = Path(path)
     name = dataset or path.parent.name.removesuffix("_eval")
-    records = []
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                data = json.loads(line)
-                context = data.get("context") or []
-                targets = data.get("rec") or []
-                if not isinstance(context, list) or not isinstance(targets, list):
-                    raise ValueError("context and rec must be lists")
-                key = f"{data.get('dialog_id', n)}:{data.get('turn_id', 0)}"
-            except (ValueError, AttributeError) as e:
-                raise RecordError(f"{path}:{n}: not an evaluation record ({e})") from None
-            records.append(
-                Record(
-                    id=f"{name}:{key}",
-                    context=tuple(str(c) for c in context),
-                    targets=tuple(str(t) for t in targets if str(t).strip()),
-                    dataset=name,
-                )
-            )
-    return records
+    return [
+        DatasetRecord(id=f"{name}:{record.dialog_id or n}:{record.turn_id}", record=record, dataset=name)
+        for n, record in iter_records(path)
+    ]
 
 
-def to_case(record: Record, catalog: Catalog) -> tuple[Case | None, int]:
+def to_case(record: DatasetRecord, catalog: Catalog) -> tuple[Case | None, int]:
     """The case for ``record`` (None when no target is in the catalog) and the number of dropped targets."""
     matched: dict[str, Item] = {}
     unmatched = []
@@ -209,7 +197,7 @@ def to_case(record: Record, catalog: Catalog) -> tuple[Case | None, int]:
 
 
 def select_cases(
-    records: list[Record], catalog: Catalog, n: int, *, seed: int = 0, source: str = ""
+    records: list[DatasetRecord], catalog: Catalog, n: int, *, seed: int = 0, source: str = ""
 ) -> tuple[list[Case], Selection]:
     """Up to ``n`` usable records in a seeded order (the first n of a larger n are the same records)."""
     if n < 1:
