@@ -60,7 +60,9 @@ def skip_missing_optional_imports(names=("matplotlib", "bokeh")) -> None:
     import fail at once; installed modules are left alone."""
     for name in names:
         if name not in sys.modules and importlib.util.find_spec(name) is None:
-            sys.modules[name] = None  # "import name" now raises ModuleNotFoundError immediately
+            # "import name" now raises ModuleNotFoundError at once; None is the documented "absent" mark in
+            # sys.modules, which typeshed types as holding modules only
+            sys.modules[name] = None  # type: ignore[assignment]
 
 
 def start_services() -> Services:

@@ -77,11 +77,11 @@ def invented_titles(text: str, catalog: Catalog, allowed: Iterable[Item | str]) 
     items = _allowed(catalog, allowed)
     ids = {i.id for i in items}
     found: list[str] = []
-    for m in catalog.mentions(text):
-        if m.item is None:
-            found.append(m.text)
-        elif m.item.id not in ids:
-            found.append(m.item.name)  # a real title, but not one offered this turn
+    for mention in catalog.mentions(text):
+        if mention.item is None:
+            found.append(mention.text)
+        elif mention.item.id not in ids:
+            found.append(mention.item.name)  # a real title, but not one offered this turn
     # what is found already, the candidates' catalog records and people's names (facts, checked by
     # fact_errors) are masked; what is left must be plain words
     known = found + [m.text for m in catalog.mentions(text)] + [i.name for i in items] + [i.title for i in items]
@@ -89,8 +89,8 @@ def invented_titles(text: str, catalog: Catalog, allowed: Iterable[Item | str]) 
     known += [i.description.strip() for i in items]
     known += [p for i in catalog.items for p in (*i.directors, *i.cast, *i.writers)]
     rest = _mask(text, known)
-    for m in _YEAR.finditer(rest):  # a "(Year)" not part of a candidate's exact name
-        found.append(rest[max(0, m.start() - 40) : m.end()].strip())
+    for year in _YEAR.finditer(rest):  # a "(Year)" not part of a candidate's exact name
+        found.append(rest[max(0, year.start() - 40) : year.end()].strip())
     spans: list[str] = []
     previous_end = None
     for m in _CAPITALISED.finditer(rest):

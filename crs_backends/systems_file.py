@@ -403,15 +403,17 @@ def operator_systems(
 
 def registry_entries(entries: Iterable[SystemEntry]) -> dict[str, tuple[str, Callable[..., CRSSystem]]]:
     """The registry's shape for ``entries``: ``{id: (label, factory(db_path))}``."""
-    return {e.id: (e.label, _factory(e)) for e in entries}
+    return {e.id: (e.label, EntryFactory(e)) for e in entries}
 
 
-def _factory(entry: SystemEntry) -> Callable[..., CRSSystem]:
-    def factory(db_path=None) -> CRSSystem:
-        return entry.build()
+@dataclass(frozen=True, eq=False)  # hashed and compared by identity, as the function it replaces was
+class EntryFactory:
+    """The registry's factory for a systems-file entry; it keeps the entry (the checker and Settings tab read it)."""
 
-    factory.entry = entry  # type: ignore[attr-defined]  (the checker and Settings tab read it)
-    return factory
+    entry: SystemEntry
+
+    def __call__(self, db_path=None) -> CRSSystem:
+        return self.entry.build()
 
 
 def entry_of(system_id: str) -> SystemEntry | None:
@@ -419,4 +421,4 @@ def entry_of(system_id: str) -> SystemEntry | None:
     from crs_backends.registry import SYSTEMS
 
     found = SYSTEMS.get(system_id)
-    return getattr(found[1], "entry", None) if found else None
+    return found[1].entry if found and isinstance(found[1], EntryFactory) else None

@@ -25,8 +25,12 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
+
+if TYPE_CHECKING:  # the neural modules import torch; they load when training starts
+    from crs_backends.neural.kg_reader import KGData
 
 SYSTEMS = ("kbrd", "barcor", "unicrs")
 CLASS_NAMES = {"kbrd": "KBRD", "barcor": "BARCOR", "unicrs": "UniCRS"}
@@ -74,7 +78,7 @@ def model_class(system: str):
 @dataclass
 class TrainData:
     dataset: str  # the name the published layout uses (<system>_<part>_<dataset>)
-    kg: object  # KGData
+    kg: KGData
     kg_dir: Path | None  # None for the bundled catalog (its KG is built in memory)
     records: list  # list[Record]
     source: str  # where the records came from
@@ -169,10 +173,11 @@ def load_train_data(
     if records:
         path = Path(records)
     else:
-        path = default_records_file(kg_dir)
-        if path is None:
+        found = default_records_file(kg_dir)
+        if found is None:
             tried = ", ".join(str(p) for p in record_candidates(kg_dir))
             raise DataError(f"no training records for {kg_dir.name}: looked for {tried}; pass --records FILE")
+        path = found
     return TrainData(kg_dir.name, kg, kg_dir, read_records_file(path, limit), str(path))
 
 
@@ -188,8 +193,8 @@ class TqdmProgress:
 
     def __init__(self, prefix: str = "", enabled: bool = True):
         self.prefix, self.enabled = prefix, enabled
-        self.bar = None
-        self.phase = None
+        self.bar: Any = None  # a tqdm bar (tqdm ships no types)
+        self.phase: str | None = None
 
     def __call__(self, phase: str, done: int, total: int) -> None:
         if not self.enabled:
