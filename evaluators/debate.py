@@ -41,6 +41,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from statistics import fmean
 from string import Template
+from typing import Any
 
 from evaluators.factors import FACTORS, LABELS, PERSONA_FACTORS
 from llm_clients.base import LLMClient
@@ -239,7 +240,7 @@ class _Debate:
             {"role": "system", "content": self.system},
             {"role": "user", "content": self.user_prompt(role, round_no, earlier, current)},
         ]
-        params = dict(temperature=self.config.temperature, seed=self.config.seed, max_tokens=MAX_TOKENS)
+        params: dict[str, Any] = dict(temperature=self.config.temperature, seed=self.config.seed, max_tokens=MAX_TOKENS)
         if client.model.backend == "embedded":
             params["grammar"] = _GRAMMAR.substitute(name=name, chars=STATEMENT_CHARS)
         else:
@@ -287,7 +288,10 @@ class _Debate:
 
 def _block(title: str, said: list[DebateMessage]) -> str:
     entry = prompt("debate", "discussion_entry")
-    lines = [entry.format(name=_name(m.role), score=_number(m.score), statement=m.statement) for m in said]
+    lines = [
+        entry.format(name=_name(m.role), score=_number(m.score) if m.score is not None else "–", statement=m.statement)
+        for m in said
+    ]
     return "\n".join([title, *lines])
 
 

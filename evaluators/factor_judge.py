@@ -190,8 +190,8 @@ def judge_conversation(
         for future in as_completed(futures):
             factor_id, index = futures[future]
             verdicts[factor_id][index] = future.result()
-            done = verdicts[factor_id]
-            if all(v is not None for v in done):
+            done = [v for v in verdicts[factor_id] if v is not None]
+            if len(done) == len(verdicts[factor_id]):
                 results[factor_id] = _combine(factor_id, done, config, rubric)
                 if on_result is not None:
                     on_result(results[factor_id])
@@ -305,18 +305,15 @@ def _combine(factor_id: str, verdicts: list[_Verdict], config: JudgeConfig, rubr
     }
     rationale = "\n\n".join(f"[{v.model}] {v.rationale}" if ensemble else v.rationale for v in verdicts if v.rationale)
     failed = [v for v in verdicts if v.error is not None]
-    common = {
-        "factor": factor_id,
-        "judge": judge_name(config.clients_for(factor_id)),
-        "rubric_version": rubric.version,
-        "rationale": rationale,
-        "metadata": metadata,
-    }
+    judge = judge_name(config.clients_for(factor_id))
     if failed:
-        error = "; ".join(f"{v.model}: {v.error}" if ensemble else v.error for v in failed)
-        return FactorScore(score=None, error=error, **common)
-    distributions = [v.distribution for v in verdicts]
+        error = "; ".join(f"{v.model}: {v.error}" if ensemble else f"{v.error}" for v in failed)
+        return FactorScore(factor_id, None, judge, rubric.version, rationale=rationale, error=error, metadata=metadata)
+    distributions = [v.distribution for v in verdicts if v.distribution is not None]
     distribution = None
-    if all(d is not None for d in distributions):
+    if len(distributions) == len(verdicts):
         distribution = {o: fmean(d[o] for d in distributions) for o in OPTIONS}
-    return FactorScore(score=fmean(v.score for v in verdicts), distribution=distribution, **common)
+    score = fmean(v.score for v in verdicts if v.score is not None)
+    return FactorScore(
+        factor_id, score, judge, rubric.version, distribution=distribution, rationale=rationale, metadata=metadata
+    )

@@ -104,8 +104,8 @@ def correlate(
     ids = sorted(set(scores) | set(human))
     kept = [i for i in ids if _present(scores.get(i)) and _present(human.get(i))]
     skipped = len(ids) - len(kept)
-    x = np.array([float(scores[i]) for i in kept])
-    y = np.array([float(human[i]) for i in kept])
+    x = np.array([float(scores[i]) for i in kept])  # type: ignore[arg-type]  # _present: not None
+    y = np.array([float(human[i]) for i in kept])  # type: ignore[arg-type]
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, len(kept), (n_boot, len(kept)))
     out = {"dialogue": _level("dialogue", x, y, x[idx], y[idx], skipped)}
@@ -134,10 +134,10 @@ def _level(level: str, x: np.ndarray, y: np.ndarray, bx: np.ndarray, by: np.ndar
         value, p = _coefficient(method, x, y)
         sample = _bootstrap(method, bx, by) if value is not None else np.empty(0)
         sample = sample[~np.isnan(sample)]
+        low: float | None = None
+        high: float | None = None
         if len(sample):
             low, high = float(np.percentile(sample, 2.5)), float(np.percentile(sample, 97.5))
-        else:
-            low = high = None
         result.coefficients[method] = Coefficient(value, p, low, high)
         result.n_boot = max(result.n_boot, len(sample))
     return result

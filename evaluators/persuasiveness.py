@@ -154,4 +154,5 @@ def _reasoned(client: LLMClient, messages: list[Message], result: Persuasiveness
 def _explained_turn(conversation: Conversation) -> Turn | None:
     system_turns = [t for t in conversation.turns if t.role == "system"]
     with_list = [t for t in system_turns if t.items]
-    return (with_list or system_turns or [None])[-1]
+    chosen = with_list or system_turns
+    return chosen[-1] if chosen else None

@@ -99,7 +99,7 @@ import tomllib
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import numpy as np
 
@@ -528,9 +528,7 @@ class _Similarity:
         return [float(vectors[index[a]] @ vectors[index[b]]) for a, b in pairs]
 
 
-def _analyse(
-    conversation: Conversation, catalog: _MemoCatalog, res: _Resources, similarity: _Similarity
-) -> list[_Reply]:
+def _analyse(conversation: Conversation, catalog: Catalog, res: _Resources, similarity: _Similarity) -> list[_Reply]:
     turns = conversation.turns
     replies: list[_Reply] = []
     for k, turn in enumerate(turns):
@@ -572,7 +570,9 @@ def _analyse(
     pairs = [(r.request, r.reaction) for r in replies if r.request and r.reaction]
     threshold = REQUEST_SIMILARITY[similarity.name]
     for r, s in zip([r for r in replies if r.request and r.reaction], similarity.pairs(pairs)):
-        r.repeated_request = s >= threshold and min(len(_content(r.request)), len(_content(r.reaction))) >= 2
+        r.repeated_request = (
+            s >= threshold and min(len(_content(r.request or "")), len(_content(r.reaction or ""))) >= 2
+        )
     return replies
 
 
@@ -711,7 +711,7 @@ def _effectiveness(conversation: Conversation, replies: list[_Reply]) -> ProxyFa
     )
 
 
-def _novelty(conversation: Conversation, catalog: _MemoCatalog, res: _Resources) -> ProxyFactor:
+def _novelty(conversation: Conversation, catalog: Catalog, res: _Resources) -> ProxyFactor:
     if not metrics.session_list(conversation):
         return ProxyFactor(0.0, 0, "nothing recommended (CoRE: 0)")
     n = metrics.novelty(conversation, catalog)
@@ -721,8 +721,8 @@ def _novelty(conversation: Conversation, catalog: _MemoCatalog, res: _Resources)
         return ProxyFactor(
             float(n.score), n.less_known, f"{n.less_known} of {n.ranked} listed items less known ({n.basis})"
         )
-    items = [catalog.get(ref.id) for ref in metrics.session_list(conversation)]
-    items = [i for i in items if i is not None]
+    found = [catalog.get(ref.id) for ref in metrics.session_list(conversation)]
+    items = [i for i in found if i is not None]
     if not items:
         return ProxyFactor(None, None, "not measurable: no listed item is in the catalog")
     less = sum(1 for i in items if (normalize_title(i.title), i.year) not in res.well_known)
@@ -733,7 +733,7 @@ def _novelty(conversation: Conversation, catalog: _MemoCatalog, res: _Resources)
     )
 
 
-def _diversity(conversation: Conversation, catalog: _MemoCatalog) -> ProxyFactor:
+def _diversity(conversation: Conversation, catalog: Catalog) -> ProxyFactor:
     if not metrics.session_list(conversation):
         return ProxyFactor(0.0, {}, "nothing recommended (CoRE: 0)")
     d = metrics.diversity(conversation, catalog)
@@ -742,7 +742,7 @@ def _diversity(conversation: Conversation, catalog: _MemoCatalog) -> ProxyFactor
     return ProxyFactor(float(d.score), d.counts, f"distinct values over {d.items} catalog items: {d.counts}")
 
 
-def _semantic_relevance(conversation: Conversation, catalog: _MemoCatalog) -> ProxyFactor:
+def _semantic_relevance(conversation: Conversation, catalog: Catalog) -> ProxyFactor:
     s = metrics.semantic_relevance(conversation, catalog)
     detail = (
         f"{s.in_list} of {s.mentioned} titles named in the text are in that turn's list"
@@ -763,7 +763,7 @@ def _explainability(replies: list[_Reply]) -> ProxyFactor:
     )
 
 
-def _groundedness(replies: list[_Reply], res: _Resources, reference: _MemoCatalog | None = None) -> ProxyFactor:
+def _groundedness(replies: list[_Reply], res: _Resources, reference: Catalog | None = None) -> ProxyFactor:
     """Titles and credits are checked against ``reference``: the conversation's dataset catalog when
     it is known and differs from the catalog in use (:func:`evaluators.metrics.reference_catalog`)."""
     mentions = [reference.mentions(r.turn.text) if reference is not None else r.mentions for r in replies]
@@ -839,10 +839,10 @@ def proxy_scores(conversation: Conversation, catalog: Catalog, *, embedder: Embe
     """
     if not any(t.role == "system" for t in conversation.turns):
         raise ValueError("the conversation has no system turn to score")
-    memo = _MemoCatalog(catalog)
+    memo = cast(Catalog, _MemoCatalog(catalog))  # a Catalog in all but its mentions cache
     res = _resources(catalog)
     in_dataset = metrics.reference_catalog(conversation, catalog)
-    reference = _MemoCatalog(in_dataset) if in_dataset is not catalog else None
+    reference = cast(Catalog, _MemoCatalog(in_dataset)) if in_dataset is not catalog else None
     similarity = _Similarity(embedder)
     replies = _analyse(conversation, memo, res, similarity)
     english, share = _looks_english(conversation, res)

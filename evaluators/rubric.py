@@ -109,7 +109,7 @@ class CountStandard(_Data):
     def _one_kind(self) -> CountStandard:
         if (self.unit == "feature_counts") != bool(self.rules) or bool(self.rules) == bool(self.bands):
             raise ValueError(f"{self.quantity}: feature_counts uses `rules`, every other unit uses `bands`")
-        if any(b.score not in SCORES for b in (*self.bands, *self.rules)):
+        if any(b.score not in SCORES for b in self.bands) or any(r.score not in SCORES for r in self.rules):
             raise ValueError(f"{self.quantity}: band scores must be within 0-4")
         return self
 

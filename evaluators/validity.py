@@ -75,6 +75,10 @@ def _correlations(
     return {k: out[k] for k in ("dialogue", "dialogue_redial", "dialogue_opendialkg", "system") if k in out}
 
 
+def _factor_pick(factor: str) -> Callable[[dict[str, Any]], float | None]:
+    return lambda row: (row.get("factors") or {}).get(factor)
+
+
 def validity_report(
     data: TrainingData, *, llm_rows: list[dict[str, Any]] | None = None, seed: int = SEED, n_boot: int = 1000
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -119,7 +123,7 @@ def validity_report(
             "overall (debate)": lambda r: r.get("overall"),
             "factor mean": lambda r: r.get("factor_mean"),
         }
-        picks.update({f: (lambda r, f=f: (r.get("factors") or {}).get(f)) for f in FACTORS})
+        picks.update({f: _factor_pick(f) for f in FACTORS})
         for score, pick in picks.items():
             llm_values = {r["conversation_id"]: pick(r) for r in llm_rows}
             rows += _rows(
