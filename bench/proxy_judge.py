@@ -22,8 +22,9 @@ sys.path.insert(0, str(ROOT))
 from scipy import stats
 
 from catalog.catalog import data_dir, get_catalog
-from evaluators.calibration import cross_validate, load_proxy_judge, load_training_data
+from evaluators.calibration import cross_validate, load_training_data
 from evaluators.log_readers import read_crsarena_eval
+from evaluators.proxy_scorer import load_proxy_judge
 
 PASSES = 3
 
