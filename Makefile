@@ -4,7 +4,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: run test bench setup browser clean
+.PHONY: run test lint bench setup browser clean
 
 setup:
 	@bash scripts/setup_venv.sh
@@ -17,11 +17,18 @@ run: setup
 	-@$(PY) -m crs_backends.neural.small ensure
 	$(PY) app.py
 
-test: setup browser
+# lint comes first: a lint or type error fails `make test` (and so CI) before pytest starts
+test: setup browser lint
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(PY) -m pytest -q
+
+# settings in pyproject.toml; `.venv/bin/ruff format .` fixes what the format check reports
+lint: setup
+	.venv/bin/ruff check .
+	.venv/bin/ruff format --check .
+	$(PY) -m mypy
 
 bench: setup
 	@for f in bench/*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
 
 clean:
-	rm -rf .venv .pytest_cache data/test_*.db
+	rm -rf .venv .pytest_cache .mypy_cache .ruff_cache data/test_*.db
