@@ -14,6 +14,7 @@ catalog, limits), and whatever it raises becomes a plain message, the traceback 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 from collections.abc import Callable
@@ -29,6 +30,33 @@ from storage.records import Conversation, Turn
 log = logging.getLogger(__name__)
 
 GROUP = "crs_arena.systems"
+
+# this repository's top-level packages: one of them failing to import is a bug, never "not installed"
+OWN_PACKAGES = frozenset({"app", "arena", "catalog", "crs_backends", "evaluators", "llm_clients", "storage", "ui"})
+
+
+class PluginNotInstalled(LookupError):
+    """No installed package provides the entry point, or the package it names needs one that is not installed."""
+
+
+def missing_package(error: ImportError) -> str | None:
+    """The third-party package whose absence ``error`` reports, or None when ``error`` means something else.
+
+    Only a :class:`ModuleNotFoundError` for a top-level package that is not one of ours and cannot be found
+    is "not installed". A module of this repository that is missing or fails to import, a submodule missing
+    from an installed package, or ``cannot import name`` is a broken installation or a bug: the caller
+    re-raises it, or reports it as an error naming the module, never as something to install.
+    """
+    if not isinstance(error, ModuleNotFoundError) or not error.name:
+        return None
+    top = error.name.partition(".")[0]
+    if top in OWN_PACKAGES:
+        return None
+    try:
+        found = importlib.util.find_spec(top) is not None
+    except (ImportError, ValueError):
+        found = False
+    return None if found else top
 
 
 def available() -> dict[str, metadata.EntryPoint]:
@@ -149,8 +177,21 @@ def _storable(metadata: Any) -> dict[str, Any]:
 
 
 def load_factory(name: str) -> Callable[..., Any]:
-    """The object the entry point ``name`` names (imports its module). Raises LookupError if not installed."""
+    """The object the entry point ``name`` names (imports its module).
+
+    Raises :class:`PluginNotInstalled` when no installed package provides ``name`` or its module needs a
+    package that is not installed (the message names it); any other import error (a broken module of the
+    plug-in's or of ours) propagates as it is, with its module name and traceback.
+    """
     found = available().get(name)
     if found is None:
-        raise LookupError(f"no installed package provides the entry point {name!r} in group {GROUP!r}")
-    return found.load()
+        raise PluginNotInstalled(f"no installed package provides the entry point {name!r} in group {GROUP!r}")
+    try:
+        return found.load()
+    except ImportError as e:
+        package = missing_package(e)
+        if package is None:
+            raise
+        raise PluginNotInstalled(
+            f"the entry point {name!r} ({found.value}) needs the package {package!r}, which is not installed"
+        ) from e

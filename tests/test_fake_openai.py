@@ -7,11 +7,7 @@ import time
 
 import openai
 import pytest
-
-try:  # tests/ as a package, or tests/ on sys.path (pytest's default rootdir mode)
-    from tests.fake_openai import Delay, Error, FakeOpenAI, Garbage, Reply
-except ImportError:
-    from fake_openai import Delay, Error, FakeOpenAI, Garbage, Reply
+from fake_openai import Delay, Error, FakeOpenAI, Garbage, Reply  # conftest puts tests/ on sys.path
 
 MSGS = [{"role": "user", "content": "Say something"}]
 

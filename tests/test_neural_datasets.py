@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from crs_backends import registry
 from crs_backends.neural import datasets, sources
 from crs_backends.neural.sources import DatasetFilesMissing, SourceError
 
@@ -300,7 +301,6 @@ def test_status_lines_per_dataset(cache, capsys):
 
 
 def test_registry_shows_the_command_and_builds_nothing(cache, monkeypatch):
-    registry = pytest.importorskip("crs_backends.registry")
     write_tree(sources.archive_dir(), checkpoint_set(("barcor",)))
     monkeypatch.setenv("CRS_NEURAL_BUILD", "auto")
     monkeypatch.setattr(registry, "_small_builder_present", lambda: True)

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from crs_backends.neural import sources
+from crs_backends.download import DownloadError, download
+from crs_backends.neural import small, sources
 from crs_backends.neural.sources import SourceError
 
 KG = {
@@ -151,12 +152,12 @@ def test_interrupted_download_resumes_with_range(cache, tmp_path):
     body = big_body()
     dest = tmp_path / "dl" / "models.tar.gz"
     with Server(body, drop_first=True) as server:
-        with pytest.raises(SourceError, match="interrupted.*run the same command again to resume"):
-            sources.download(server.url, dest, retries=0, progress=False)
+        with pytest.raises(DownloadError, match="interrupted.*run the same command again to resume"):
+            download(server.url, dest, retries=0, progress=False)
         part = dest.with_name(dest.name + ".part")
         kept = part.stat().st_size
         assert 0 < kept < len(body) and not dest.exists()
-        sources.download(server.url, dest, retries=0, progress=False, sha256=hashlib.sha256(body).hexdigest())
+        download(server.url, dest, retries=0, progress=False, sha256=hashlib.sha256(body).hexdigest())
     assert dest.read_bytes() == body and not part.exists()
     assert server.requests[1]["range"] == f"bytes={kept}-" and server.requests[1]["if_range"] == '"v1"'
 
@@ -165,7 +166,7 @@ def test_dropped_connection_is_resumed_within_one_call(cache, tmp_path):
     body = big_body()
     dest = tmp_path / "models.tar.gz"
     with Server(body, drop_first=True) as server:
-        sources.download(server.url, dest, retries=2, progress=False)
+        download(server.url, dest, retries=2, progress=False)
     assert dest.read_bytes() == body
     assert [r["range"] is not None for r in server.requests] == [False, True]
 
@@ -174,9 +175,9 @@ def test_server_without_range_support_restarts_cleanly(cache, tmp_path):
     body = big_body()
     dest = tmp_path / "models.tar.gz"
     with Server(body, drop_first=True, ranges=False) as server:
-        with pytest.raises(SourceError, match="interrupted"):
-            sources.download(server.url, dest, retries=0, progress=False)
-        sources.download(server.url, dest, retries=0, progress=False)
+        with pytest.raises(DownloadError, match="interrupted"):
+            download(server.url, dest, retries=0, progress=False)
+        download(server.url, dest, retries=0, progress=False)
     assert server.requests[1]["range"] is not None  # we asked to resume, the server sent everything
     assert dest.read_bytes() == body  # not appended to the partial
 
@@ -186,10 +187,10 @@ def test_changed_file_on_the_server_restarts(cache, tmp_path):
     old, new = big_body(), make_tar(layout_files(systems=("kbrd",)))
     dest = tmp_path / "models.tar.gz"
     with Server(old, drop_first=True, etag='"old"') as server:
-        with pytest.raises(SourceError):
-            sources.download(server.url, dest, retries=0, progress=False)
+        with pytest.raises(DownloadError):
+            download(server.url, dest, retries=0, progress=False)
         server.body, server.etag = new, '"new"'
-        sources.download(server.url, dest, retries=0, progress=False)
+        download(server.url, dest, retries=0, progress=False)
     assert server.requests[1]["if_range"] == '"old"'
     assert dest.read_bytes() == new
 
@@ -201,7 +202,7 @@ def test_complete_partial_is_accepted_on_416(cache, tmp_path):
     with Server(body) as server:
         part.write_bytes(body)
         dest.with_name(dest.name + ".part.json").write_text(json.dumps({"url": server.url, "etag": '"v1"'}))
-        sources.download(server.url, dest, progress=False, sha256=hashlib.sha256(body).hexdigest())
+        download(server.url, dest, progress=False, sha256=hashlib.sha256(body).hexdigest())
     assert dest.read_bytes() == body and server.requests[0]["range"] == f"bytes={len(body)}-"
 
 
@@ -272,8 +273,8 @@ def test_links_are_rejected(cache, tmp_path):
 
 def test_http_error_is_clear(cache, tmp_path):
     with Server(b"") as server:
-        with pytest.raises(SourceError, match="HTTP 404"):
-            sources.download(server.url.replace("models.tar.gz", "missing.tar.gz"), tmp_path / "x", progress=False)
+        with pytest.raises(DownloadError, match="HTTP 404"):
+            download(server.url.replace("models.tar.gz", "missing.tar.gz"), tmp_path / "x", progress=False)
 
 
 def test_resolution_order_and_kg(cache, tmp_path, monkeypatch):
@@ -364,7 +365,6 @@ def test_cli_fetch_and_status(cache, capsys):
 
 
 def test_small_set_in_the_cache_is_not_taken_for_the_archive(cache, monkeypatch):
-    small = pytest.importorskip("crs_backends.neural.small")
     monkeypatch.setattr(sources, "_small_module", lambda: small)
     root = small.small_models_dir()  # <cache>/models/small-v<N>/, beside the archive's set
     assert root.parent == sources.models_dir()

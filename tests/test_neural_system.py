@@ -17,7 +17,7 @@ from neural_fixtures import catalog, kg  # noqa: F401 (module fixtures)
 from catalog.catalog import Catalog
 from catalog.items import Item
 from crs_backends import registry
-from crs_backends.neural import sources
+from crs_backends.neural import kbrd, sources
 from crs_backends.neural.engine import TOP_K, ConvInput, NeuralModel
 from crs_backends.neural.kg_reader import KGData
 from crs_backends.neural.sources import CheckpointSource
@@ -143,7 +143,6 @@ def test_info_marks_small_versions(catalog, kg, tmp_path):
 @pytest.fixture(scope="module")
 def kbrd_set(tmp_path_factory, catalog, kg):
     """A tiny KBRD saved in the published layout with its KG, as a CRS_MODELS_DIR."""
-    kbrd = pytest.importorskip("crs_backends.neural.kbrd")
     texts = [
         f"I like {i.name}. You should watch {i.name}, a {' '.join(i.genres).lower()} film" for i in catalog.items[:200]
     ]
@@ -209,7 +208,6 @@ def test_registry_reports_a_broken_checkpoint(tmp_path, monkeypatch, kg):
     monkeypatch.setenv("CRS_MODELS_DIR", str(root))
     monkeypatch.setenv("CRS_MODELS_DATASET", "bundled")
     monkeypatch.setattr(registry, "_built", {})
-    pytest.importorskip("crs_backends.neural.kbrd")
     with pytest.raises(registry.SystemUnavailable) as err:
         registry.get_system("kbrd")
     assert str(root / "kbrd_rec_bundled" / "model.pt") in str(err.value)
