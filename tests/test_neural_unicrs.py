@@ -16,7 +16,7 @@ from crs_backends.neural.checkpoints import CheckpointError, part_dir
 from crs_backends.neural.engine import MOVIE_SLOT, ConvInput, TrainConfig
 from crs_backends.neural.kg_reader import KGData, load_kg
 from crs_backends.neural.tokenizer import train_tokenizer
-from crs_backends.neural.unicrs import UniCRS, fill_slots, turn_texts
+from crs_backends.neural.unicrs import UniCRS, fill_slot_tokens, turn_texts
 from crs_backends.neural.unicrs_prompt import RGCN, KGPrompt
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -364,13 +364,13 @@ def test_choose_skips_used_options(small):
 # slots
 
 
-def test_fill_slots_in_order():
+def test_fill_slot_tokens_in_order():
     assert (
-        fill_slots("Have you seen <movie>? Or <pad>?", ["Heat (1995)", "Up (2009)", "Jaws (1975)"])
+        fill_slot_tokens("Have you seen <movie>? Or <pad>?", ["Heat (1995)", "Up (2009)", "Jaws (1975)"])
         == "Have you seen Heat (1995)? Or Up (2009)?"
     )
-    assert fill_slots("try<movie>now", ["Up (2009)"]) == "try Up (2009) now"
-    assert fill_slots("Have you seen <mask>?", None, ("<mask>",)) == f"Have you seen {MOVIE_SLOT}?"
+    assert fill_slot_tokens("try<movie>now", ["Up (2009)"]) == "try Up (2009) now"
+    assert fill_slot_tokens("Have you seen <mask>?", None, ("<mask>",)) == f"Have you seen {MOVIE_SLOT}?"
 
 
 @pytest.mark.parametrize(
@@ -384,7 +384,7 @@ def test_fill_slots_in_order():
     ],
 )
 def test_never_an_empty_slot(text, items):
-    out = fill_slots(text, items)
+    out = fill_slot_tokens(text, items)
     assert out.strip()
     assert "<movie>" not in out and "<pad>" not in out
     assert "seen ?" not in out and "seen?" not in out and " ," not in out and "like ," not in out

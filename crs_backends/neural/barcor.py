@@ -57,7 +57,7 @@ from crs_backends.neural.engine import (
     TrainConfig,
     TrainReport,
     WordRepeatGuard,
-    fill_slots,
+    fill_movie_slots,
 )
 from crs_backends.neural.kg_reader import KGData
 from crs_backends.neural.training import Stage, log_prior, run_stages, split_budget, wanted_steps
@@ -531,7 +531,7 @@ class BARCOR(NeuralModel):
         return strip_system(self.tokenizer.decode(self.generate_ids(inp), skip_special_tokens=True))
 
     def generate(self, inp: ConvInput, *, items: list[str] | None = None) -> str:
-        return fill_slots(self.reply_text(inp), items)
+        return fill_movie_slots(self.reply_text(inp), items)
 
     @torch.inference_mode()
     def option_scores(self, inp: ConvInput, options: list[str]) -> list[float]:

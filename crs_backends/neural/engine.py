@@ -22,7 +22,7 @@ TOP_K = 50  # items kept per turn, as published
 MOVIE_SLOT = "<movie>"  # what our models and the adapter use for "an item goes here"
 
 
-def fill_slots(text: str, items: list[str] | None) -> str:
+def fill_movie_slots(text: str, items: list[str] | None) -> str:
     """Replace each ``MOVIE_SLOT`` with the next of ``items`` (cycling when there are more slots than items);
     the text is left as it is without items (the adapter then rephrases, see ``system.repair_text``)."""
     if MOVIE_SLOT not in text or not items:
@@ -46,7 +46,7 @@ class TrainConfig:
     lr: float = 1e-3
     seed: int = 0
     device: str = "cpu"
-    resume: bool = True  # continue from <out>/<part>/trainer_state.pt if present
+    resume: bool = True  # continue each stage from its state (training.state_path: <out>/.train/.../trainer_state.pt)
     progress: bool = True
 
 

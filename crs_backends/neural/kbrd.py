@@ -35,7 +35,7 @@ from crs_backends.neural.engine import (
     TrainConfig,
     TrainReport,
     WordRepeatGuard,
-    fill_slots,
+    fill_movie_slots,
 )
 from crs_backends.neural.kbrd_modules import OPTIONAL_CONV_KEYS, KBRDforConv, KBRDforRec, conv_config
 from crs_backends.neural.kg_reader import KGData
@@ -365,7 +365,7 @@ class KBRD(NeuralModel):
         return " ".join(text.split())
 
     def generate(self, inp: ConvInput, *, items: list[str] | None = None) -> str:
-        return fill_slots(self.reply_text(inp), items)
+        return fill_movie_slots(self.reply_text(inp), items)
 
     def option_scores(self, inp: ConvInput, options: list[str]) -> list[float]:
         """get_choice as iai-group/iEvaLM-CRS ``src/model/KBRD.py`` computes it: exactly 2 new tokens from the

@@ -132,7 +132,7 @@ def turn_texts(context: Sequence[str]) -> list[str]:
     return [("User: " if i % 2 == 0 else "System: ") + u for i, u in enumerate(context) if u]
 
 
-def fill_slots(text: str, items: Sequence[str] | None, slot_tokens: Iterable[str] = (MOVIE_SLOT, "<pad>")) -> str:
+def fill_slot_tokens(text: str, items: Sequence[str] | None, slot_tokens: Iterable[str] = (MOVIE_SLOT, "<pad>")) -> str:
     """Replace slot tokens in order with ``items``; never leave an empty slot.
 
     ``items=None`` normalises every slot token to :data:`MOVIE_SLOT` (the caller fills them). When there
@@ -697,7 +697,7 @@ class UniCRS(NeuralModel):
 
     def decode_reply(self, new_ids: list[int], items: Sequence[str] | None) -> str:
         """The published decoding with every slot filled by ``items`` (the ``enhanced`` policy)."""
-        text = fill_slots(self.raw_reply(new_ids), items, (self.movie_token, MOVIE_SLOT, "<pad>"))
+        text = fill_slot_tokens(self.raw_reply(new_ids), items, (self.movie_token, MOVIE_SLOT, "<pad>"))
         return text or FALLBACK_REPLY
 
     def reply_text(self, inp: ConvInput) -> str:
