@@ -27,7 +27,7 @@ import json
 import logging
 import threading
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -253,7 +253,7 @@ def run_simulation(
     report_progress("simulating")
     with ThreadPoolExecutor(max_workers=config.concurrency, thread_name_prefix="simulate") as pool:
         queue = list(todo)
-        running = {}
+        running: dict[Future[str], tuple[str, str]] = {}  # in flight: (case id, system id)
         while queue or running:
             while queue and len(running) < config.concurrency and not (stop is not None and stop.is_set()):
                 case, system_id = queue.pop(0)
