@@ -17,7 +17,7 @@ Where a dataset's files are looked for, in order (:func:`find_dataset_dir`):
    ``python -m crs_backends.neural.sources fetch`` (or ``fetch --datasets <dataset>``).
 
 Fetching downloads each file from ``CRS_DATA_BASE_URL`` (default: the raw files of RUCAIBox/iEvaLM-CRS
-at a pinned commit) through :func:`crs_backends.neural.sources.download` (resumable with HTTP Range,
+at a pinned commit) through :func:`crs_backends.download.download` (resumable with HTTP Range,
 size checked), checks it against the SHA-256 recorded below, and only then moves it into place with one
 rename. Partial downloads stay in ``<cache>/datasets/.downloads/<dataset>/`` so the next run resumes
 them; the dataset folder only ever holds verified files. Dataset and file names are checked (no
@@ -37,6 +37,7 @@ import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from crs_backends.download import DownloadError, download, sha256_of
 from crs_backends.neural import sources
 from crs_backends.neural.kg_reader import KG_FILES
 from crs_backends.neural.sources import SourceError
@@ -214,14 +215,14 @@ def fetch_dataset(
     target.mkdir(parents=True, exist_ok=True)
     for name, sha in wanted.items():
         final = target / name
-        if final.is_file() and sha and sources.sha256_of(final) == sha.lower():
+        if final.is_file() and sha and sha256_of(final) == sha.lower():
             continue  # verified before; not again
         if sha is None:
             log.warning("no SHA-256 for %s/%s: its contents are not checked", dataset, name)
         staged = staging / name
         try:
-            sources.download(f"{base}/{dataset}/{name}", staged, sha256=sha, retries=retries, progress=progress)
-        except SourceError as e:
+            download(f"{base}/{dataset}/{name}", staged, sha256=sha, retries=retries, progress=progress)
+        except DownloadError as e:
             raise SourceError(f"dataset file {dataset}/{name}: {e}") from None
         os.replace(staged, final)  # verified: into place in one rename
     (target / FETCHED_INFO).write_text(

@@ -13,11 +13,12 @@ A checkpoint set for ``(system, dataset)`` is looked for, in this order:
 
 ``<cache>`` is ``CRS_ARENA_CACHE`` (default ``~/.cache/crs-arena``). Nothing is downloaded while
 resolving: downloads happen only through :func:`fetch_archive` / :func:`fetch_hub` (the ``fetch``
-command). A download shows a progress bar, resumes a partial ``.part`` file with an HTTP Range
-request (and restarts cleanly when the server ignores Range or the file changed), checks the size and,
-when ``CRS_MODELS_SHA256`` (or ``--sha256``) is given, the SHA-256; the archive is extracted safely
-(no absolute paths, no ``..``, no links, no devices) into a temporary folder and moved into the cache
-in one rename, so a corrupt archive leaves nothing half-extracted.
+command, :func:`main`). The archive is downloaded and extracted by :mod:`crs_backends.download`:
+a progress bar, a partial ``.part`` file resumed with an HTTP Range request (restarted cleanly when
+the server ignores Range or the file changed), the size checked and, when ``CRS_MODELS_SHA256`` (or
+``--sha256``) is given, the SHA-256; the archive is extracted safely (no absolute paths, no ``..``, no
+links, no devices) into a temporary folder and moved into the cache in one rename, so a corrupt archive
+leaves nothing half-extracted.
 
 The published checkpoints need the iEvaLM knowledge graph of their dataset:
 ``<set>/kg_<dataset>/`` if the set carries one, else ``CRS_DATA_DIR/<dataset>/``
@@ -28,23 +29,19 @@ whose message names ``fetch --datasets <dataset>``. The small versions carry the
 
 from __future__ import annotations
 
-import hashlib
-import http.client
 import json
 import logging
 import os
 import re
 import shutil
-import tarfile
 import tempfile
 import time
-import urllib.error
 import urllib.request
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from crs_backends.download import DownloadError, download, extract_tar, sha256_of
 from crs_backends.neural.checkpoints import part_dir, read_manifest
 from crs_backends.neural.kg_reader import KG_FILES
 
@@ -228,10 +225,9 @@ def _published_candidates(dataset: str) -> list[tuple[str, Path | None, str]]:
     )
     repo = hub_repo()
     if repo:
-        root = hub_dir(repo)
-        if not root.is_dir():
-            root = _hub_cached_snapshot(repo)
-        out.append(("hub", root, f"the Hub repository {repo} is not fetched (run `{FETCH_COMMAND} --hub {repo}`)"))
+        fetched_hub = hub_dir(repo)
+        hub_root = fetched_hub if fetched_hub.is_dir() else _hub_cached_snapshot(repo)
+        out.append(("hub", hub_root, f"the Hub repository {repo} is not fetched (run `{FETCH_COMMAND} --hub {repo}`)"))
     return out
 
 
@@ -401,244 +397,19 @@ def _check_system(system: str) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# downloading
-
-
-def _progress_bar(total: int | None, initial: int, desc: str, enabled: bool):
-    from tqdm.auto import tqdm
-
-    return tqdm(
-        total=total,
-        initial=initial,
-        unit="B",
-        unit_scale=True,
-        unit_divisor=1024,
-        desc=desc,
-        disable=not enabled,
-        leave=True,
-    )
-
-
-def sha256_of(path: Path, chunk: int = 1 << 20) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(chunk), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def download(
-    url: str,
-    dest: str | os.PathLike,
-    *,
-    sha256: str | None = None,
-    retries: int = 3,
-    timeout: float = 60.0,
-    progress: bool = True,
-    chunk: int = 1 << 16,
-) -> Path:
-    """Download ``url`` to ``dest`` through ``dest.part``, resuming a partial file with HTTP Range.
-
-    A dropped connection is resumed up to ``retries`` times (then :class:`SourceError`, keeping the
-    ``.part`` file so the next call resumes). A server that ignores Range, or whose file changed
-    (``If-Range`` with the saved ETag / Last-Modified), makes the download restart from zero. The
-    finished file's size is checked against the server's, and its SHA-256 against ``sha256`` when given;
-    a mismatch deletes the download (a resumed file is retried once from scratch first).
-    """
-    dest = Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    part = dest.with_name(dest.name + ".part")
-    meta_path = dest.with_name(dest.name + ".part.json")
-    expected_sha = sha256.lower() if sha256 else None
-    attempts, restarted_for_sha = 0, False
-    while True:
-        meta = _read_json(meta_path) if part.exists() else {}
-        if meta.get("url") not in (None, url):  # a partial of another URL: start again
-            _remove(part, meta_path)
-            meta = {}
-        have = part.stat().st_size if part.exists() else 0
-        try:
-            total, resumed = _download_once(
-                url, part, meta_path, have, meta, timeout=timeout, progress=progress, chunk=chunk
-            )
-        except _Interrupted as e:
-            attempts += 1
-            if attempts > retries:
-                raise SourceError(
-                    f"download of {url} interrupted ({e}); {part.stat().st_size if part.exists() else 0:,} "
-                    f"bytes kept in {part}: run the same command again to resume"
-                ) from None
-            log.warning("download interrupted (%s); resuming (%d/%d)", e, attempts, retries)
-            time.sleep(min(0.2 * attempts, 2.0))
-            continue
-        size = part.stat().st_size
-        if total is not None and size != total:
-            _remove(part, meta_path)
-            raise SourceError(
-                f"download of {url} has {size:,} bytes, the server announced {total:,}; {part} deleted, run again"
-            )
-        if expected_sha:
-            actual = sha256_of(part)
-            if actual != expected_sha:
-                _remove(part, meta_path)
-                if resumed and not restarted_for_sha:  # the kept partial may have been the bad part
-                    restarted_for_sha = True
-                    log.warning("SHA-256 mismatch after a resumed download; downloading %s again from zero", url)
-                    continue
-                raise SourceError(
-                    f"SHA-256 of the download of {url} is {actual}, expected {expected_sha}; "
-                    f"the file ({part}) was deleted"
-                )
-        os.replace(part, dest)
-        _remove(meta_path)
-        return dest
-
-
-class _Interrupted(Exception):
-    pass
-
-
-def _remove(*paths: Path) -> None:
-    for p in paths:
-        try:
-            p.unlink()
-        except FileNotFoundError:
-            pass
-
-
-def _download_once(
-    url: str, part: Path, meta_path: Path, have: int, meta: dict, *, timeout: float, progress: bool, chunk: int
-) -> tuple[int | None, bool]:
-    """One HTTP request; returns (expected total size or None, whether it resumed). Raises _Interrupted."""
-    headers = {"User-Agent": "crs-arena/1 (+checkpoint fetch)", "Accept-Encoding": "identity"}
-    if have:
-        headers["Range"] = f"bytes={have}-"
-        validator = meta.get("etag") or meta.get("last_modified")
-        if validator:
-            headers["If-Range"] = validator
-    request = urllib.request.Request(url, headers=headers)
-    try:
-        response = urllib.request.urlopen(request, timeout=timeout)
-    except urllib.error.HTTPError as e:
-        if e.code == 416 and have:  # nothing left to send: complete already, or a stale partial
-            total = _range_total(e.headers.get("Content-Range"))
-            e.close()
-            if total == have:
-                return total, True
-            _remove(part, meta_path)
-            raise _Interrupted("the server refused the resume range; starting again") from None
-        if e.code == 429 or e.code >= 500:  # busy or failing server: worth another try
-            raise _Interrupted(f"HTTP {e.code} {e.reason}") from None
-        raise SourceError(f"cannot download {url}: HTTP {e.code} {e.reason}") from None
-    except (urllib.error.URLError, OSError, http.client.HTTPException) as e:  # refused, reset, timed out
-        raise _Interrupted(f"{type(e).__name__}: {getattr(e, 'reason', e)}") from None
-    with response:
-        length = response.headers.get("Content-Length")
-        length = int(length) if length and length.isdigit() else None
-        resumed = False
-        if have and response.status == 206:
-            content_range = response.headers.get("Content-Range")
-            if _range_start(content_range) != have:  # not the range asked for: start again
-                _remove(part, meta_path)
-                raise _Interrupted(f"the server answered range {content_range!r} to a resume at byte {have}")
-            mode, resumed = "ab", True
-            total = _range_total(content_range) or (have + length if length is not None else None)
-        else:
-            if have:
-                log.warning("the server ignored the Range request (or the file changed); restarting %s from zero", url)
-            mode, have = "wb", 0
-            total = length
-        meta = {
-            "url": url,
-            "etag": response.headers.get("ETag"),
-            "last_modified": response.headers.get("Last-Modified"),
-            "total": total,
-        }
-        meta_path.write_text(json.dumps(meta), encoding="utf-8")
-        with open(part, mode) as out, _progress_bar(total, have, part.name.removesuffix(".part"), progress) as bar:
-            try:
-                while True:
-                    block = response.read(chunk)
-                    if not block:
-                        break
-                    out.write(block)
-                    bar.update(len(block))
-            except (OSError, http.client.HTTPException) as e:  # dropped connection, timeout, IncompleteRead
-                raise _Interrupted(f"{type(e).__name__}: {e}") from None
-    if total is not None and part.stat().st_size < total:
-        raise _Interrupted(f"connection closed after {part.stat().st_size:,} of {total:,} bytes")
-    return total, resumed
-
-
-def _range_start(value: str | None) -> int | None:
-    m = re.match(r"bytes\s+(\d+)-\d+/(\d+|\*)", value or "")
-    return int(m.group(1)) if m else None
-
-
-def _range_total(value: str | None) -> int | None:
-    m = re.match(r"bytes\s+(?:\d+-\d+|\*)/(\d+)", value or "")
-    return int(m.group(1)) if m else None
-
-
-# ---------------------------------------------------------------------------------------------
-# extraction
-
-
-def _check_member(member: tarfile.TarInfo, archive: Path) -> None:
-    name = member.name
-    parts = Path(name).parts
-    if name.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", name) or ".." in parts:
-        raise SourceError(f"{archive}: unsafe path in the archive: {name!r} (absolute or with '..'); nothing extracted")
-    if member.issym() or member.islnk():
-        raise SourceError(
-            f"{archive}: the archive holds a link ({name!r} -> {member.linkname!r}); refusing it, nothing extracted"
-        )
-    if not (member.isfile() or member.isdir()):
-        raise SourceError(f"{archive}: the archive holds a special file ({name!r}); refusing it, nothing extracted")
+# fetching (the generic downloading and extraction live in crs_backends.download)
 
 
 def extract_archive(archive: str | os.PathLike, dest: str | os.PathLike) -> Path:
-    """Extract a (gzipped) tar safely into a fresh temporary folder beside ``dest`` and move its checkpoint
-    set to ``dest`` in one rename (an existing ``dest`` is replaced only after success).
-
-    Every member is checked before anything is written; a corrupt or truncated archive raises
-    :class:`SourceError` naming the file and leaves ``dest`` untouched and no temporary folder behind.
-    """
-    archive, dest = Path(archive), Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.extract-", dir=dest.parent))
+    """Extract a (gzipped) tar of a checkpoint set safely (:func:`crs_backends.download.extract_tar`) and move
+    the set it holds (:func:`find_set_root`) to ``dest`` in one rename. Raises :class:`SourceError`, leaving
+    ``dest`` untouched, for an unsafe, corrupt or truncated archive or one without checkpoint directories."""
     try:
-        try:
-            with tarfile.open(archive, "r:*") as tar:
-                members = tar.getmembers()  # reads the whole index: a truncated file fails here
-                if not members:
-                    raise SourceError(f"{archive} is an empty archive")
-                for m in members:
-                    _check_member(m, archive)
-                tar.extractall(tmp, members=members, filter="data")
-        except (tarfile.TarError, EOFError, zlib.error, OSError) as e:
-            raise SourceError(
-                f"{archive} is not a readable tar archive (corrupt or incomplete download?): "
-                f"{type(e).__name__}: {e}. Delete it and fetch again."
-            ) from None
-        root = find_set_root(tmp)
-        if root is None:
-            raise SourceError(f"{archive} holds no checkpoint directories (expected e.g. kbrd_rec_redial/)")
-        staged = root
-        if dest.exists():
-            old = dest.with_name(f".{dest.name}.old-{os.getpid()}")
-            os.replace(dest, old)
-            try:
-                os.replace(staged, dest)
-            except OSError:
-                os.replace(old, dest)
-                raise
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(staged, dest)
-        return dest
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        return extract_tar(
+            archive, dest, root_of=find_set_root, contents="checkpoint directories (expected e.g. kbrd_rec_redial/)"
+        )
+    except DownloadError as e:
+        raise SourceError(str(e)) from None
 
 
 def fetch_archive(
@@ -657,11 +428,14 @@ def fetch_archive(
     downloads = models_dir() / "downloads"
     name = Path(urllib.request.url2pathname(url.split("?")[0].rsplit("/", 1)[-1])).name or "models.tar.gz"
     archive = downloads / name
-    if not archive.exists():
-        download(url, archive, sha256=sha256, retries=retries, progress=progress)
-    elif sha256 and sha256_of(archive) != sha256.lower():
-        archive.unlink()
-        download(url, archive, sha256=sha256, retries=retries, progress=progress)
+    try:
+        if not archive.exists():
+            download(url, archive, sha256=sha256, retries=retries, progress=progress)
+        elif sha256 and sha256_of(archive) != sha256.lower():
+            archive.unlink()
+            download(url, archive, sha256=sha256, retries=retries, progress=progress)
+    except DownloadError as e:
+        raise SourceError(str(e)) from None
     digest = sha256_of(archive)
     try:
         root = extract_archive(archive, dest)
@@ -696,7 +470,8 @@ def fetch_hub(repo: str, *, revision: str | None = None, dest: Path | None = Non
             snapshot_download(repo_id=repo, revision=revision, local_dir=str(tmp))
         except Exception as e:
             raise SourceError(f"cannot download the Hub repository {repo}: {type(e).__name__}: {e}") from None
-        if find_set_root(tmp) is None:
+        found = find_set_root(tmp)
+        if found is None:
             archives = sorted(tmp.rglob("*.tar.gz")) + sorted(tmp.rglob("*.tar"))
             if not archives:
                 raise SourceError(
@@ -705,10 +480,9 @@ def fetch_hub(repo: str, *, revision: str | None = None, dest: Path | None = Non
                 )
             root = extract_archive(archives[0], dest)
         else:
-            root = find_set_root(tmp)
             if dest.exists():
                 shutil.rmtree(dest)
-            os.replace(root, dest)
+            os.replace(found, dest)
             root = dest
         (root / FETCHED_INFO).write_text(json.dumps({"repo": repo, "revision": revision}), encoding="utf-8")
         return root
@@ -817,4 +591,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    # run the imported module's main, not this __main__ copy's: crs_backends.neural.datasets raises the imported
+    # module's SourceError, which a second class of the same name here would not catch (a traceback, not a message)
+    from crs_backends.neural import sources
+
+    raise SystemExit(sources.main())
