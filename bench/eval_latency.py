@@ -30,6 +30,7 @@ from catalog.catalog import load_bundled
 from evaluators.debate import DebateConfig
 from evaluators.factor_judge import DEFAULT_MODE, JudgeConfig
 from evaluators.factors import FACTORS, PERSONA_FACTORS
+from evaluators.llm_scorer import llm_judge
 from evaluators.pipeline import EvaluationSetup, evaluate_conversation
 from llm_clients.base import LLMClient
 from llm_clients.remote import OpenAICompatibleModel
@@ -70,9 +71,9 @@ def run(fake: FakeOpenAI, latency: float, *, parallel: bool, catalog) -> float:
         return LLMClient(OpenAICompatibleModel(name, base_url=fake.base_url, api_key="k", max_retries=0, timeout=30))
 
     setup = EvaluationSetup(
-        judge=JudgeConfig(clients=[client("judge")], max_concurrency=12 if parallel else 1),  # the default mode
-        debate=DebateConfig(
-            clients={r: client(r) for r in PERSONA_FACTORS}, max_rounds=ROUNDS, sequential=not parallel
+        llm_judge(
+            JudgeConfig(clients=[client("judge")], max_concurrency=12 if parallel else 1),  # the default mode
+            DebateConfig(clients={r: client(r) for r in PERSONA_FACTORS}, max_rounds=ROUNDS, sequential=not parallel),
         ),
         catalog=catalog,
     )

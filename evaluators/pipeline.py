@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from catalog.catalog import Catalog, get_catalog
 from evaluators.factors import FACTORS
@@ -37,11 +37,6 @@ from storage.evaluations import (
 )
 from storage.records import Conversation, DebateMessage, Evaluation, FactorScore
 
-if TYPE_CHECKING:
-    from evaluators.debate import DebateConfig
-    from evaluators.factor_judge import JudgeConfig
-    from llm_clients.base import LLMClient
-
 
 class EvaluationSetup:
     """Everything that decides an evaluation's result: the scorer and the catalog.
@@ -49,35 +44,18 @@ class EvaluationSetup:
     Example::
 
         EvaluationSetup(load_proxy_judge(), catalog=get_catalog("redial"))
+        EvaluationSetup(llm_judge(JudgeConfig(clients=[client])), catalog=get_catalog("redial"))
 
-    :param scorer: any :class:`~evaluators.scorers.Scorer`
+    :param scorer: any :class:`~evaluators.scorers.Scorer`; an LLM judge, its debate and its
+        persuasiveness model are built into one by :func:`evaluators.llm_scorer.llm_judge`
     :param catalog: items for metrics and item details (default: the bundled catalog)
-
-    The older keywords ``judge=`` (with ``debate=`` and ``persuasiveness=``) and ``proxy=`` are
-    still read, for callers written before the scorer protocol: they build the same scorer that
-    :func:`evaluators.llm_scorer.llm_judge` or the given proxy is.
+    :raises ValueError: no scorer was given
     """
 
-    def __init__(
-        self,
-        scorer: Scorer | None = None,
-        catalog: Catalog | None = None,
-        *,
-        judge: JudgeConfig | None = None,
-        debate: DebateConfig | None = None,
-        persuasiveness: LLMClient | None = None,
-        proxy: Scorer | None = None,
-    ) -> None:
-        given = [s for s in (scorer, proxy) if s is not None]
-        if judge is not None:
-            from evaluators.llm_scorer import llm_judge
-
-            given.append(llm_judge(judge, debate, persuasiveness))
-        elif debate is not None or persuasiveness is not None:
-            raise ValueError("a debate or a persuasiveness model needs an LLM judge (judge=)")
-        if len(given) != 1:
-            raise ValueError("an evaluation setup needs exactly one scorer: either an LLM judge or the proxy scorer")
-        self.scorer: Scorer = given[0]
+    def __init__(self, scorer: Scorer | None = None, catalog: Catalog | None = None) -> None:
+        if scorer is None:
+            raise ValueError("an evaluation setup needs a scorer: either an LLM judge or the proxy scorer")
+        self.scorer: Scorer = scorer
         self.catalog = catalog
 
     @property

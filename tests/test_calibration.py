@@ -205,7 +205,7 @@ def test_a_proxy_evaluation_is_stored_with_scorer_proxy(db_path):
             Turn("user", "Great, thanks!"),
         ],
     )
-    setup = EvaluationSetup(proxy=load_proxy_judge(), catalog=catalog)
+    setup = EvaluationSetup(load_proxy_judge(), catalog=catalog)
     seen = []
     ev = evaluate_conversation(conversation, setup, db_path=db_path, on_factor=seen.append)
     assert ev.scorer == "proxy" and ev.status == "done" and ev.debate == []

@@ -312,6 +312,7 @@ def test_the_default_evaluation_hands_the_judges_reasons_to_the_debate(fake_open
     the reasons."""
     from catalog.catalog import get_catalog
     from evaluators.factor_judge import JudgeConfig
+    from evaluators.llm_scorer import llm_judge
     from evaluators.pipeline import EvaluationSetup, evaluate_conversation
     from storage.records import Conversation, ItemRef, Turn
 
@@ -333,8 +334,7 @@ def test_the_default_evaluation_hands_the_judges_reasons_to_the_debate(fake_open
         db_path=db_path,
     )
     setup = EvaluationSetup(
-        judge=JudgeConfig(clients=[client], max_concurrency=1),
-        debate=DebateConfig(clients=_clients(fake_openai)),
+        llm_judge(JudgeConfig(clients=[client], max_concurrency=1), DebateConfig(clients=_clients(fake_openai))),
         catalog=get_catalog(),
     )
     evaluation = evaluate_conversation(conversation, setup, db_path=db_path)

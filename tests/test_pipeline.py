@@ -11,6 +11,7 @@ from evaluators.cli import cli
 from evaluators.debate import DebateConfig
 from evaluators.factor_judge import JudgeConfig
 from evaluators.factors import FACTORS, PERSONA_FACTORS
+from evaluators.llm_scorer import llm_judge
 from evaluators.pipeline import EvaluationSetup, evaluate_conversation
 from llm_clients.base import LLMClient
 from llm_clients.remote import OpenAICompatibleModel
@@ -56,8 +57,10 @@ def _client(fake, db_path, name="judge-a"):
 
 def _setup(fake, db_path, catalog, **judge) -> EvaluationSetup:
     return EvaluationSetup(
-        judge=JudgeConfig(clients=[_client(fake, db_path)], mode="reasoned", **judge),
-        debate=DebateConfig(clients={r: _client(fake, db_path, f"debater-{r}") for r in PERSONA_FACTORS}),
+        llm_judge(
+            JudgeConfig(clients=[_client(fake, db_path)], mode="reasoned", **judge),
+            DebateConfig(clients={r: _client(fake, db_path, f"debater-{r}") for r in PERSONA_FACTORS}),
+        ),
         catalog=catalog,
     )
 
@@ -116,8 +119,10 @@ def test_end_to_end_with_the_embedded_model(embedded_model, db_path, catalog):
     """Plumbing only: the 135M model's scores mean nothing."""
     client = LLMClient(embedded_model, db_path=db_path)
     setup = EvaluationSetup(
-        judge=JudgeConfig(clients=[client], mode="probability"),
-        debate=DebateConfig(clients=dict.fromkeys(PERSONA_FACTORS, client), max_rounds=2),
+        llm_judge(
+            JudgeConfig(clients=[client], mode="probability"),
+            DebateConfig(clients=dict.fromkeys(PERSONA_FACTORS, client), max_rounds=2),
+        ),
         catalog=catalog,
     )
     ev = evaluate_conversation(_conversation(), setup, db_path=db_path)

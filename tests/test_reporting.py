@@ -8,7 +8,7 @@ import pytest
 from evaluators.debate import DebateConfig
 from evaluators.factor_judge import JudgeConfig
 from evaluators.factors import FACTORS, PERSONA_FACTORS
-from evaluators.llm_scorer import debate_summary
+from evaluators.llm_scorer import debate_summary, llm_judge
 from evaluators.pipeline import EvaluationSetup
 from evaluators.reporting import (
     DEMO_NOTICE,
@@ -140,9 +140,9 @@ def remote_client(db_path):
 
 def test_scorer_label_flags_the_demo_model(remote_client, embedded_model, db_path):
     demo = LLMClient(embedded_model, db_path=db_path)
-    remote = EvaluationSetup(judge=JudgeConfig(clients=[remote_client]))
+    remote = EvaluationSetup(llm_judge(JudgeConfig(clients=[remote_client])))
     assert scorer_label(remote) == "llm:gpt-test"
     mixed = EvaluationSetup(
-        judge=JudgeConfig(clients=[remote_client]), debate=DebateConfig(clients=dict.fromkeys(PERSONA_FACTORS, demo))
+        llm_judge(JudgeConfig(clients=[remote_client]), DebateConfig(clients=dict.fromkeys(PERSONA_FACTORS, demo)))
     )
     assert scorer_label(mixed) == f"llm:gpt-test; debate: {demo.name} ({DEMO_NOTICE})"
