@@ -12,6 +12,7 @@ from catalog.items import Item, split_name
 from catalog.matcher import TitleMatcher
 from catalog.mentions import Mention, find_mentions
 from catalog.retrieval import Retriever
+from storage.jsonutil import JsonLineError, iter_json_lines
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 BUNDLED_MOVIES = ASSETS / "catalog" / "movies.jsonl"
@@ -70,12 +71,9 @@ class Catalog:
 def load_bundled(path: str | os.PathLike = BUNDLED_MOVIES) -> Catalog:
     """The catalog written for this project (assets/catalog/movies.jsonl)."""
     items = []
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
+    try:
+        for n, d in iter_json_lines(path):
             try:
-                d = json.loads(line)
                 items.append(
                     Item(
                         id=d["id"],
@@ -91,6 +89,8 @@ def load_bundled(path: str | os.PathLike = BUNDLED_MOVIES) -> Catalog:
                 )
             except (KeyError, ValueError, TypeError) as e:
                 raise ValueError(f"{path}:{n}: bad catalog line ({e})") from e
+    except JsonLineError as e:
+        raise ValueError(f"{path}:{e.line}: bad catalog line ({e.detail})") from e
     return Catalog(items, name="bundled")
 
 

@@ -78,19 +78,15 @@ def iter_records(path: str | os.PathLike) -> Iterator[tuple[int, Record]]:
 
     Raises :class:`RecordError` ``<path>:<line>: not an iEvaLM processed record (<what is wrong>)`` at the
     first line that is not one (not JSON, not UTF-8, a missing ``context``, a field of the wrong type)."""
-    lines = iter_json_lines(path)
-    while True:
-        try:
-            n, data = next(lines)
-        except StopIteration:
-            return
-        except JsonLineError as e:
-            raise RecordError(f"{path}:{e.line}: not an iEvaLM processed record ({e.detail})") from None
-        try:
-            record = record_from_json(data)
-        except (ValueError, KeyError, TypeError) as e:
-            raise RecordError(f"{path}:{n}: not an iEvaLM processed record ({e})") from None
-        yield n, record
+    try:
+        for n, data in iter_json_lines(path):
+            try:
+                record = record_from_json(data)
+            except (ValueError, KeyError, TypeError) as e:
+                raise RecordError(f"{path}:{n}: not an iEvaLM processed record ({e})") from None
+            yield n, record
+    except JsonLineError as e:
+        raise RecordError(f"{path}:{e.line}: not an iEvaLM processed record ({e.detail})") from None
 
 
 def read_records(path: str | os.PathLike, *, limit: int | None = None) -> list[Record]:
