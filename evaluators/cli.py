@@ -20,6 +20,7 @@ from evaluators.reporting import result_row
 from evaluators.scorer_setup import SCORERS, auto_reason, build_setup
 from evaluators.service import Judged, evaluate_many, select
 from storage.db import DatabasePathError, default_db_path, get_db
+from storage.jsonutil import JsonLineError, iter_json_lines
 
 
 @click.group()
@@ -255,11 +256,10 @@ def meta(scores_path, human_path, aspect, score_key, boot, out_dir, validity, vo
 
     if scores_path is None and not validity:
         raise click.ClickException("--scores is required (or use --validity)")
-    rows = (
-        [json.loads(line) for line in scores_path.read_text(encoding="utf-8").splitlines() if line.strip()]
-        if scores_path
-        else []
-    )
+    try:
+        rows = [row for _line, row in iter_json_lines(scores_path)] if scores_path else []
+    except JsonLineError as e:
+        raise click.ClickException(str(e)) from None
     if validity:
         _validity(human_path, votes_dir or human_path.parent, catalog_name, aspect, rows, boot, out_dir)
         return
