@@ -207,6 +207,8 @@ def _read_config(directory: Path, *, num_labels: int | None = None):
         cfg = BartConfig.from_dict({k: v for k, v in raw.items() if k not in _CONFIG_SKIP})
         if num_labels is not None:
             cfg.num_labels = num_labels
+        if cfg.d_model is None or cfg.encoder_attention_heads is None or cfg.decoder_attention_heads is None:
+            raise ValueError("d_model and the attention heads must be set")
         if cfg.d_model % cfg.encoder_attention_heads or cfg.d_model % cfg.decoder_attention_heads:
             raise ValueError("d_model must be a multiple of the attention heads")
     except (TypeError, ValueError, KeyError) as e:
@@ -371,6 +373,8 @@ class BARCOR(NeuralModel):
         """
         from transformers import BartForConditionalGeneration, BartForSequenceClassification
 
+        if isinstance(max_new_tokens, str) and max_new_tokens != AUTO:
+            raise ValueError(f"max_new_tokens must be an int, None or {AUTO!r}, not {max_new_tokens!r}")
         rec_dir = part_dir(root, SYSTEM, "rec", dataset)
         conv_dir = part_dir(root, SYSTEM, "conv", dataset)
         for d in (rec_dir, conv_dir):
@@ -395,7 +399,7 @@ class BARCOR(NeuralModel):
                 f"{conv_cfg.vocab_size} ({conv_dir / 'config.json'})"
             )
         size = _size_name(conv_cfg)
-        if max_new_tokens == AUTO:
+        if isinstance(max_new_tokens, str):  # AUTO (checked above)
             max_new_tokens = SIZES["small"]["max_new_tokens"] if size == "small" else LOADED_MAX_NEW_TOKENS
         return cls(
             kg, tokenizer, rec, conv, gen=gen, size=size, dataset=dataset, max_new_tokens=max_new_tokens, device=device
@@ -601,7 +605,7 @@ def _make_tokenizer(kg: KGData, texts: Iterable[str] | None, *, vocab_size: int)
 
 def rec_examples(model: BARCOR, records: list[Record]) -> list[tuple[list[int], int]]:
     """One (context ids, entity label) example per known target item, as the published rec data."""
-    out = []
+    out: list[tuple[list[int], int]] = []
     for r in records:
         labels = [i for i in model.kg.ids_of(r.rec) if i < model.kg.n_entities]
         if labels:
@@ -682,15 +686,15 @@ def train(
     model.conv_model.to(config.device)
     model._item_ids = model._item_ids.to(config.device)
     model._enc_cache = None
-    data = {"conv": conv_examples(model, records), "rec": rec_examples(model, records)}
+    conv_data, rec_data = conv_examples(model, records), rec_examples(model, records)
     budget = split_budget(
         config.max_steps,
-        {p: wanted_steps(len(ex), config) for p, ex in data.items()},
+        {"conv": wanted_steps(len(conv_data), config), "rec": wanted_steps(len(rec_data), config)},
         shares=REC_SHARE if model.size == "small" else None,
     )
     # the small versions' recommender: logit-adjusted training, the prior added back into the head's bias at the end
     small = model.size == "small"
-    prior = log_prior([label for _, label in data["rec"]], model.rec_model.config.num_labels) if small else None
+    prior = log_prior([label for _, label in rec_data], model.rec_model.config.num_labels) if small else None
 
     def fold_prior() -> None:
         if prior is not None:
@@ -700,21 +704,21 @@ def train(
     stages = [
         Stage(
             "conv",
-            data["conv"],
+            conv_data,
             lambda batch: conv_loss(model, batch),
             [model.conv_model],
             budget["conv"],
             config.lr,
-            lengths=[_example_length(e) for e in data["conv"]],
+            lengths=[_example_length(e) for e in conv_data],
         ),
         Stage(
             "rec",
-            data["rec"],
+            rec_data,
             lambda batch: rec_loss(model, batch, prior),
             [model.rec_model],
             budget["rec"],
             config.lr / 2 if small else config.lr,
-            lengths=[_example_length(e) for e in data["rec"]],
+            lengths=[_example_length(e) for e in rec_data],
             end=fold_prior,
         ),
     ]

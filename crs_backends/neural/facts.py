@@ -150,12 +150,11 @@ def contradictions(text: str, catalog: Catalog) -> list[str]:
     Each title the reply names (catalog mentions) owns the text up to the next title; in it a year
     ("from 1995"), a director ("directed by …"), an actor ("starring …", "with …") or a genre ("a crime
     film") must match that item's record."""
-    found = [m for m in catalog.mentions(text) if m.item is not None]
-    found.sort(key=lambda m: m.start)
+    found = [(m, m.item) for m in catalog.mentions(text) if m.item is not None]
+    found.sort(key=lambda pair: pair[0].start)
     problems: list[str] = []
-    for n, mention in enumerate(found):
-        item = mention.item
-        end = found[n + 1].start if n + 1 < len(found) else len(text)
+    for n, (mention, item) in enumerate(found):
+        end = found[n + 1][0].start if n + 1 < len(found) else len(text)
         clause = text[mention.start + len(mention.text) : end]
         for year in _YEAR_CLAIM.findall(clause):
             if item.year and int(year) != item.year:

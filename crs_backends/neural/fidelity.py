@@ -48,7 +48,8 @@ def recall_of_ranking(
 ) -> dict[int, float]:
     """Recall@k of one fixed ranking (a popularity list), counted as :func:`crs_backends.train.recall_at_k`."""
     items = frozenset(model.kg.item_ids)
-    hits, samples = Counter(), 0
+    hits: Counter[int] = Counter()
+    samples = 0
     for record in records:
         for g in (g for g in model.kg.ids_of(record.rec) if g in items):
             samples += 1

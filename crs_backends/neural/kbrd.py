@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TypeVar
 
 import torch
 from transformers import BartConfig, GenerationConfig
@@ -108,7 +109,8 @@ class KBRD(NeuralModel):
     ):
         self.kg = kg
         self.rec = rec.to(device).eval()
-        self.conv = conv.to(device).eval()
+        # transformers wraps PreTrainedModel.to with functools.wraps, which mypy reads as unbound (self = device)
+        self.conv = conv.to(device).eval()  # type: ignore[arg-type]
         self.tokenizer = tokenizer
         self.size = size
         self.device = torch.device(device)
@@ -396,6 +398,9 @@ def _default_tokenizer(kg: KGData, texts: Iterable[str] | None, size: str):
 
 
 # -------------------------------------------------------------------- training
+_Example = TypeVar("_Example")  # a rec or a conv training example (see _mean_loss)
+
+
 def _rec_examples(model: KBRD, records: list[Record]) -> list[tuple[list[int], int]]:
     out = []
     for r in records:
@@ -449,7 +454,18 @@ def evaluate_loss(model: KBRD, records: list[Record], part: str, batch_size: int
     """Mean loss of ``part`` ("rec" | "conv") over ``records`` in eval mode (for tests and reports)."""
     model.rec.eval()
     model.conv.eval()
-    examples = _rec_examples(model, records) if part == "rec" else _conv_examples(model, records)
+    if part == "rec":
+        return _mean_loss(model, _rec_examples(model, records), rec_loss, batch_size)
+    return _mean_loss(model, _conv_examples(model, records), conv_loss, batch_size)
+
+
+def _mean_loss(
+    model: KBRD,
+    examples: list[_Example],
+    fn: Callable[[KBRD, list[_Example], torch.Tensor | None], torch.Tensor],
+    batch_size: int,
+) -> float:
+    """Mean of ``fn`` over ``examples`` in batches, NaN when there are none."""
     if not examples:
         return float("nan")
     total, n = 0.0, 0
@@ -457,7 +473,6 @@ def evaluate_loss(model: KBRD, records: list[Record], part: str, batch_size: int
         table = model.rec.get_node_embeds(model.edge_index, model.edge_type)
         for i in range(0, len(examples), batch_size):
             batch = examples[i : i + batch_size]
-            fn = rec_loss if part == "rec" else conv_loss
             total += float(fn(model, batch, table)) * len(batch)
             n += len(batch)
     return total / n

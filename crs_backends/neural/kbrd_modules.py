@@ -79,6 +79,8 @@ class KBRDforRec(nn.Module):
         labels: torch.Tensor | None = None,
     ) -> dict:
         if node_table is None:
+            if edge_index is None or edge_type is None:
+                raise ValueError("KBRDforRec needs node_table or both edge_index and edge_type")
             node_table = self.get_node_embeds(edge_index, edge_type)
         user = self.user_embeds(node_table, entity_ids, entity_mask)
         logits = user @ node_table.T  # (bs, N + 1): all entities incl. pad, as published
@@ -118,9 +120,10 @@ class KBRDforConv(BartForConditionalGeneration):
         if labels is not None:
             use_cache = False
             if decoder_input_ids is None and decoder_inputs_embeds is None:
-                decoder_input_ids = shift_tokens_right(
-                    labels, self.config.pad_token_id, self.config.decoder_start_token_id
-                )
+                pad, start = self.config.pad_token_id, self.config.decoder_start_token_id
+                if pad is None or start is None:
+                    raise ValueError("KBRDforConv needs pad_token_id and decoder_start_token_id in its config")
+                decoder_input_ids = shift_tokens_right(labels, pad, start)
         out = super().forward(
             input_ids=input_ids,
             attention_mask=attention_mask,

@@ -526,6 +526,8 @@ class _Generator:
         if turn is None:
             cons = {}
             turn = self.recommend(cons, shown, rng)
+        if turn is None:
+            raise ValueError(f"dialogue {dialog_id}: no catalog item left to recommend, even without constraints")
         system(turn)
         while len(turns) < 2 * exchanges:
             last_year = self.items[self._pos[turns[-1].items[0]]].year if turns[-1].items else None
@@ -536,7 +538,7 @@ class _Generator:
                 act = "accept"
             if act in ("older", "newer") and not last_year:
                 act = "seen"
-            templates = REC_ONE
+            templates: tuple[str, ...] = REC_ONE
             if act == "accept":
                 user(_noisy(rng.choice(ACCEPT), rng))
                 system(Turn("system", rng.choice(CLOSE)))

@@ -189,6 +189,8 @@ def run_stage(
             out = stage.loss(batch)
             parts = out if isinstance(out, dict) else {stage.name: out}
             loss = sum(parts.values())
+            if not isinstance(loss, torch.Tensor):  # sum() of no parts is the int 0
+                raise ValueError(f"stage {stage.name!r}: the loss function returned no loss")
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(params, 1.0)

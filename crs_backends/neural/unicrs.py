@@ -42,7 +42,9 @@ import os
 import re
 import time
 from collections.abc import Iterable, Sequence
+from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING, Literal, overload
 
 import torch
 import torch.nn.functional as F
@@ -70,6 +72,9 @@ from crs_backends.neural.engine import (
 from crs_backends.neural.kg_reader import KGData
 from crs_backends.neural.training import Stage, log_prior, run_stages, split_budget, wanted_steps
 from crs_backends.neural.unicrs_prompt import KGPrompt, prefix_sizes
+
+if TYPE_CHECKING:  # transformers is imported where it is used, so importing this module stays cheap
+    from transformers import GPT2LMHeadModel, PreTrainedModel, RobertaModel
 
 log = logging.getLogger(__name__)
 
@@ -247,7 +252,11 @@ def _without_prefix(state: dict) -> dict:
     return {k: v for k, v in state.items() if k not in dropped}
 
 
-def _load_backbone(directory: Path, kind: str):
+@overload
+def _load_backbone(directory: Path, kind: Literal["gpt2"]) -> GPT2LMHeadModel: ...
+@overload
+def _load_backbone(directory: Path, kind: Literal["roberta"]) -> RobertaModel: ...
+def _load_backbone(directory: Path, kind: str) -> GPT2LMHeadModel | RobertaModel:
     """A backbone saved by :meth:`UniCRS.save`: config + weights checked key by key, tied head restored."""
     from transformers import GPT2Config, GPT2LMHeadModel, RobertaConfig, RobertaModel
 
@@ -260,15 +269,19 @@ def _load_backbone(directory: Path, kind: str):
         config = (GPT2Config if kind == "gpt2" else RobertaConfig).from_json_file(str(cfg_path))
     except Exception as e:
         raise CheckpointError(f"cannot read {cfg_path}: {type(e).__name__}: {e}") from e
-    model = GPT2LMHeadModel(config) if kind == "gpt2" else RobertaModel(config, add_pooling_layer=True)
+    model: GPT2LMHeadModel | RobertaModel
+    if isinstance(config, GPT2Config):  # kind == "gpt2"
+        model = GPT2LMHeadModel(config)
+    else:
+        model = RobertaModel(config, add_pooling_layer=True)
     weights = hf_weights_file(directory)
     load_strict(model, read_state_dict(weights), source=weights, optional=("lm_head.weight",) if kind == "gpt2" else ())
-    if kind == "gpt2":
+    if isinstance(model, GPT2LMHeadModel):
         model.lm_head.weight = model.transformer.wte.weight
     return model.eval()
 
 
-def _save_backbone(model: nn.Module, directory: Path) -> None:
+def _save_backbone(model: PreTrainedModel, directory: Path) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     state = {k: v for k, v in model.state_dict().items() if k != "lm_head.weight"}  # tied to wte
     from safetensors.torch import save_file
@@ -297,8 +310,8 @@ class UniCRS(NeuralModel):
     def __init__(
         self,
         kg: KGData,
-        gpt2: nn.Module,
-        roberta: nn.Module,
+        gpt2: GPT2LMHeadModel,
+        roberta: RobertaModel,
         tokenizer,
         prompt_tokenizer,
         *,
@@ -325,7 +338,8 @@ class UniCRS(NeuralModel):
         self.frozen = bool(settings["frozen"])
         cfg = gpt2.config
         edge_index, edge_type = kg.edges
-        common = dict(
+        prompt = partial(
+            KGPrompt,
             hidden_size=cfg.n_embd,
             token_hidden_size=roberta.config.hidden_size,
             n_head=cfg.n_head,
@@ -337,8 +351,8 @@ class UniCRS(NeuralModel):
             edge_index=edge_index,
             edge_type=edge_type,
         )
-        self.rec_prompt = KGPrompt(**common, n_prefix_rec=prefixes[0][0], n_prefix_conv=prefixes[0][1]).eval()
-        self.conv_prompt = KGPrompt(**common, n_prefix_rec=prefixes[1][0], n_prefix_conv=prefixes[1][1]).eval()
+        self.rec_prompt = prompt(n_prefix_rec=prefixes[0][0], n_prefix_conv=prefixes[0][1]).eval()
+        self.conv_prompt = prompt(n_prefix_rec=prefixes[1][0], n_prefix_conv=prefixes[1][1]).eval()
         self.item_ids = torch.tensor(kg.item_ids, dtype=torch.long)
         self.eos_id = tokenizer.eos_token_id
         self.pad_id = tokenizer.pad_token_id
@@ -844,13 +858,19 @@ def train(
         {"prompt": wanted_steps(len(with_targets), config), "joint": wanted_steps(len(examples), config)},
         shares={"prompt": PROMPT_SHARE, "joint": 1 - PROMPT_SHARE},
     )
-    rec_modules = [model.rec_prompt] if model.frozen else [model.rec_prompt, model.gpt2, model.roberta]
+    rec_modules: list[nn.Module] = [model.rec_prompt] if model.frozen else [model.rec_prompt, model.gpt2, model.roberta]
     if model.size == "small":
         # logit adjustment with half the log prior: the ranking cannot lower its loss by predicting popularity alone,
         # and keeps the other half in its own logits (UniCRS has no bias to add a prior back into)
         n = model.rec_prompt.get_entity_embeds().shape[0]
         model.rec_prior = PRIOR_WEIGHT * log_prior([t for e in with_targets for t in e["targets"]], n)
     all_modules = [model.rec_prompt, model.conv_prompt] + ([] if model.frozen else [model.gpt2, model.roberta])
+
+    def prompt_loss(batch: list[dict]) -> torch.Tensor:
+        loss = model.rec_loss(batch)
+        if loss is None:  # the prompt stage holds only examples with targets
+            raise ValueError("prompt stage: a batch without a target item")
+        return loss
 
     def joint_loss(batch: list[dict]) -> dict[str, torch.Tensor]:
         rec, conv = model.losses(batch)
@@ -860,7 +880,7 @@ def train(
         Stage(
             "prompt",
             with_targets,
-            lambda batch: model.rec_loss(batch),
+            prompt_loss,
             rec_modules,
             budget["prompt"],
             config.lr,
