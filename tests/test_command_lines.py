@@ -124,6 +124,7 @@ def _subcommand_help(target: str, name: str, capsys) -> tuple[int, str]:
         from crs_backends.neural.sources import main
     else:
         from crs_backends.neural.small import main
+    code: int | str | None
     try:  # argparse leaves through SystemExit after --help; sources' click main returns its exit code
         code = main([name, "--help"])
     except SystemExit as stop:

@@ -24,7 +24,7 @@ def _version_one(path) -> None:
     db = Database(sqlite3.connect(str(path)))
     migrations.apply(db, stop_before=NAMES[1])
     assert [m.name for m in migrations.applied(db)] == NAMES[:1]
-    db["conversations"].insert_all(
+    db.table("conversations").insert_all(
         [
             {
                 "id": f"c{n}",
@@ -40,7 +40,7 @@ def _version_one(path) -> None:
             for n, system in ((1, "kbrd"), (2, "chatcrs"))
         ]
     )
-    db["turns"].insert_all(
+    db.table("turns").insert_all(
         [
             {
                 "conversation_id": cid,
@@ -61,7 +61,7 @@ def _version_one(path) -> None:
             )
         ]
     )
-    db["evaluations"].insert(
+    db.table("evaluations").insert(
         {
             "id": "e1",
             "conversation_id": "c1",
@@ -76,13 +76,12 @@ def _version_one(path) -> None:
             "finished_at": T0,
         }
     )
-    db["factor_scores"].insert_all(
-        [
-            {"evaluation_id": "e1", "factor": "coherence", "judge": "proxy", "score": 3.0, "created_at": T0},
-            {"evaluation_id": "e1", "factor": "novelty", "judge": "proxy", "score": None, "error": "timeout"},
-        ]
-    )
-    db["battles"].insert(
+    scores: list[dict[str, object]] = [
+        {"evaluation_id": "e1", "factor": "coherence", "judge": "proxy", "score": 3.0, "created_at": T0},
+        {"evaluation_id": "e1", "factor": "novelty", "judge": "proxy", "score": None, "error": "timeout"},
+    ]
+    db.table("factor_scores").insert_all(scores)
+    db.table("battles").insert(
         {
             "id": "b1",
             "system_a": "kbrd",
@@ -97,7 +96,7 @@ def _version_one(path) -> None:
     db.execute(
         "insert into votes (battle_id, choice, feedback, created_at) values ('b1', 'a', 'kbrd knew it', ?)", [T0]
     )
-    db["leaderboard_snapshots"].insert(
+    db.table("leaderboard_snapshots").insert(
         {"created_at": T0, "filters": "{}", "scorer": "votes", "rows": json.dumps([{"system": "kbrd", "elo": 1016}])}
     )
     db.conn.commit()
@@ -136,7 +135,7 @@ def test_a_version_one_database_is_upgraded_with_its_data_intact(tmp_path):
 
     # the upgraded file works as a new one does: its triggers count a new vote, the one-vote rule still holds
     before = board_version(db)
-    db["battles"].insert({"id": "b2", "system_a": "kbrd", "system_b": "chatcrs", "created_at": T0})
+    db.table("battles").insert({"id": "b2", "system_a": "kbrd", "system_b": "chatcrs", "created_at": T0})
     save_vote(db, Vote(battle_id="b2", choice="tie"))
     assert board_version(db) == before + 1
     with pytest.raises(DuplicateVote):
