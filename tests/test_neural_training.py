@@ -85,3 +85,27 @@ def test_start_runs_only_on_a_fresh_stage(tmp_path):
     stage.start = lambda: calls.append("start")
     run_stages("toy", "ds", tmp_path, [stage], TrainConfig(batch_size=8))
     assert calls == ["start"]
+
+
+def test_a_state_that_fails_after_the_weights_loaded_restarts_from_the_weights_the_stage_had(tmp_path):
+    """The modules load, then the optimizer state does not: the stage starts again from step 0 *and* from the
+    weights it was given, not from the half-restored ones."""
+    config = TrainConfig(batch_size=8, seed=0)
+    torch.manual_seed(0)
+    trained = nn.Linear(2, 1)
+    run_stages("toy", "ds", tmp_path, [_stage(trained, 12)], config)
+    path = state_path(tmp_path, "toy", "fit", "ds")
+    saved = torch.load(path, weights_only=False)
+    saved["optimizer"] = {"state": {}, "param_groups": []}  # loads into nothing: AdamW refuses it
+    torch.save(saved, path)
+    torch.manual_seed(1)
+    fresh = nn.Linear(2, 1)
+    given = {k: v.clone() for k, v in fresh.state_dict().items()}
+    seen = []
+    stage = _stage(fresh, 1)
+    stage.start = lambda: seen.append({k: v.clone() for k, v in fresh.state_dict().items()})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        steps, _ = run_stages("toy", "ds", tmp_path, [stage], config)
+    assert steps == 1 and any("afresh" in str(w.message) for w in caught)
+    assert all(torch.equal(seen[0][k], given[k]) for k in given)  # not the saved (trained) weights

@@ -131,6 +131,7 @@ def run_stage(
     step, history = 0, {}
     resumed = False
     if config.resume and path.exists():
+        before = [{k: v.clone() for k, v in s.items()} for s in _states(stage.modules)]  # if loading fails half-way
         try:
             saved = torch.load(path, map_location="cpu", weights_only=False)
             if saved.get("stage") != stage.name or len(saved["modules"]) != len(stage.modules):
@@ -140,12 +141,17 @@ def run_stage(
             optimizer.load_state_dict(saved["optimizer"])
             step, history = int(saved["step"]), {k: list(v) for k, v in saved["losses"].items()}
             torch.set_rng_state(saved["rng"])
+            if torch.cuda.is_available() and saved.get("cuda_rng") is not None:
+                torch.cuda.set_rng_state_all(saved["cuda_rng"])
             resumed = True
-        except Exception as e:  # a damaged or foreign state: this stage starts again
+        except Exception as e:  # a damaged or foreign state: this stage starts again, from the weights it had
             warnings.warn(
                 f"{system}: ignoring the training state {path} ({type(e).__name__}: {e}); starting {stage.name} afresh",
                 stacklevel=2,
             )
+            for module, state in zip(stage.modules, before):
+                module.load_state_dict(state)
+            optimizer = torch.optim.AdamW(params, lr=stage.lr, weight_decay=0.01)
             step, history = 0, {}
     stage.losses = history
     if step >= stage.steps or not stage.examples:
@@ -166,6 +172,7 @@ def run_stage(
                 "step": step,
                 "losses": stage.losses,
                 "rng": torch.get_rng_state(),
+                "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
             },
             tmp,
         )
