@@ -86,6 +86,7 @@ def run(fake: FakeOpenAI, latency: float, *, parallel: bool, catalog) -> float:
     assert all(
         s.metadata["mode"] == DEFAULT_MODE
         and s.metadata["models"][0]["method"] == "logprobs"
+        and s.score is not None
         and abs(s.score - 2.9) < 1e-6
         for s in evaluation.factor_scores
     ), "not read at the rating token"

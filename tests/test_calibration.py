@@ -2,6 +2,7 @@
 
 import json
 import sys
+from typing import Any
 
 import numpy as np
 import pytest
@@ -30,7 +31,7 @@ from evaluators.proxy_scorer import (
 from evaluators.scorer_setup import default_scorer
 from storage.db import get_db
 from storage.evaluations import get_evaluation
-from storage.records import Conversation, ItemRef, Turn
+from storage.records import Conversation, FactorScore, ItemRef, Turn
 
 
 def synthetic(n=60, votes=0, seed=1) -> TrainingData:
@@ -205,16 +206,18 @@ def test_a_proxy_evaluation_is_stored_with_scorer_proxy(db_path):
             Turn("user", "Great, thanks!"),
         ],
     )
-    setup = EvaluationSetup(load_proxy_judge(), catalog=catalog)
-    seen = []
+    proxy = load_proxy_judge()
+    setup = EvaluationSetup(proxy, catalog=catalog)
+    seen: list[FactorScore] = []
     ev = evaluate_conversation(conversation, setup, db_path=db_path, on_factor=seen.append)
     assert ev.scorer == "proxy" and ev.status == "done" and ev.debate == []
     assert [s.factor for s in ev.factor_scores] == list(FACTORS) and len(seen) == 12
     assert all(s.judge == "proxy" and s.metadata["proxy_version"] == PROXY_VERSION for s in ev.factor_scores)
-    assert 0 <= ev.overall <= 100 and ev.overall == pytest.approx(ev.metrics["proxy_overall_0_4"] * 25)
-    assert ev.config["scorer"] == "proxy" and ev.config["calibration"] == setup.scorer.calibration.fingerprint
+    assert ev.overall is not None and 0 <= ev.overall <= 100
+    assert ev.overall == pytest.approx(ev.metrics["proxy_overall_0_4"] * 25)
+    assert ev.config["scorer"] == "proxy" and ev.config["calibration"] == proxy.calibration.fingerprint
     stored = get_evaluation(get_db(db_path), ev.id)
-    assert stored.scorer == "proxy" and stored.overall == ev.overall
+    assert stored is not None and stored.scorer == "proxy" and stored.overall == ev.overall
     assert evaluate_conversation(conversation, setup, db_path=db_path).id == ev.id  # reused, not redone
     with pytest.raises(ValueError, match="either"):
         EvaluationSetup(catalog=catalog)
@@ -248,9 +251,16 @@ def test_command_line_scorer_choice(db_path, tmp_path):
     assert "135M demo model — not validated" in result.output
 
 
+class _AnyEmbedder:
+    """An embedder the lexical calibration was not fitted with (never asked to encode)."""
+
+    def encode(self, sentences: list[str], **kwargs: Any) -> np.ndarray:
+        return np.zeros((len(sentences), 3))
+
+
 def test_a_proxy_judge_refuses_an_embedder_its_calibration_was_not_fitted_with():
     with pytest.raises(CalibrationMismatch, match="lexical"):
-        ProxyJudge(load_calibration(), embedder=object())
+        ProxyJudge(load_calibration(), embedder=_AnyEmbedder())
     assert proxy_scorer.default_path().name == "proxy_v2.json"
 
 

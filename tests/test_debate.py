@@ -10,7 +10,7 @@ from evaluators.debate import ROLES, DebateConfig, parse_answer, run_debate, spe
 from evaluators.factors import FACTORS
 from llm_clients.base import LLMClient
 from llm_clients.remote import OpenAICompatibleModel
-from storage.records import FactorScore
+from storage.records import DebateMessage, FactorScore
 
 LOG = "<interaction>\nUser: Any film like Heat?\nSystem: Try Ronin (1998): a tense heist thriller.\n</interaction>"
 NAMES = {
@@ -67,7 +67,7 @@ def _speaker(request) -> str:
 
 def test_equal_scores_end_after_one_round(fake_openai):
     fake_openai.enqueue(*[_answer(70) for _ in ROLES])
-    seen = []
+    seen: list[DebateMessage] = []
     result = _debate(fake_openai, on_message=seen.append)
     assert (result.final_score, result.rounds_used, result.consensus) == (70.0, 1, True)
     assert [m.role for m in result.messages] == list(ROLES) and all(m.round == 1 for m in result.messages)
@@ -124,7 +124,7 @@ def test_a_malformed_answer_gets_one_repair(fake_openai, bad, problem):
 
 def test_malformed_twice_is_stored_as_an_error_and_left_out(fake_openai):
     fake_openai.enqueue(Reply("no idea"), Reply("still no idea"), *[_answer(60) for _ in range(3)])
-    seen = []
+    seen: list[DebateMessage] = []
     result = _debate(fake_openai, sequential=True, on_message=seen.append)
     failed = result.messages[0]
     assert failed.score is None and "after one repair" in failed.error and "no JSON object" in failed.error
@@ -276,7 +276,7 @@ def test_embedded_model_debate_plumbing(embedded_model):
     # The 135M model judges badly; only the mechanics are checked here. Two rounds
     # at most keep the test short (each call takes seconds on two CPU cores).
     client = LLMClient(embedded_model)
-    seen = []
+    seen: list[DebateMessage] = []
     config = DebateConfig(clients=dict.fromkeys(ROLES, client), max_rounds=2)
     result = run_debate(LOG, _factors(), config, on_message=seen.append)
     assert 1 <= result.rounds_used <= 2 and len(result.messages) == 4 * result.rounds_used == len(seen)

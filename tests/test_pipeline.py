@@ -11,13 +11,13 @@ from evaluators.cli import cli
 from evaluators.debate import DebateConfig
 from evaluators.factor_judge import JudgeConfig
 from evaluators.factors import FACTORS, PERSONA_FACTORS
-from evaluators.llm_scorer import llm_judge
+from evaluators.llm_scorer import LLMJudge, llm_judge
 from evaluators.pipeline import EvaluationSetup, evaluate_conversation
 from llm_clients.base import LLMClient
 from llm_clients.remote import OpenAICompatibleModel
 from storage.db import get_db
 from storage.evaluations import get_evaluation
-from storage.records import Conversation, ItemRef, Turn
+from storage.records import Conversation, DebateMessage, FactorScore, ItemRef, Turn
 
 # one answer both parsers accept: the judge reads the rating tag, the debaters the JSON
 BOTH = Reply('{"evaluator": "x", "statement": "Solid overall. <rating>3</rating>", "score": 70}')
@@ -67,7 +67,8 @@ def _setup(fake, db_path, catalog, **judge) -> EvaluationSetup:
 
 def test_full_evaluation_is_stored_and_a_rerun_costs_nothing(fake_openai, db_path, catalog):
     fake_openai.default = BOTH
-    seen_factors, seen_messages = [], []
+    seen_factors: list[FactorScore] = []
+    seen_messages: list[DebateMessage] = []
     setup = _setup(fake_openai, db_path, catalog)
     ev = evaluate_conversation(
         _conversation(), setup, db_path=db_path, on_factor=seen_factors.append, on_debate=seen_messages.append
@@ -80,13 +81,15 @@ def test_full_evaluation_is_stored_and_a_rerun_costs_nothing(fake_openai, db_pat
     assert ev.metrics["recall@1"] == 1.0 and ev.metrics["gt_hit_turn"] == 2
     assert ev.metrics["session_recall@1"] == 0.0 and ev.metrics["session_recall@5"] == 1.0
     assert ev.usage["calls"] == 16 and ev.scorer == "llm:judge-a"
+    assert isinstance(setup.scorer, LLMJudge)
     assert ev.config["judges"] == [setup.scorer.judge.clients[0].model.key]
     requests = len(fake_openai.requests)
     again = evaluate_conversation(
         _conversation(id=ev.conversation_id), _setup(fake_openai, db_path, catalog), db_path=db_path
     )
     assert again.id == ev.id and len(fake_openai.requests) == requests
-    assert get_evaluation(get_db(db_path), ev.id).debate[0].score == 70.0
+    stored = get_evaluation(get_db(db_path), ev.id)
+    assert stored is not None and stored.debate[0].score == 70.0
 
 
 def test_faults_keep_finished_factors_and_a_rerun_fills_only_the_gaps(fake_openai, db_path, catalog):
@@ -96,13 +99,16 @@ def test_faults_keep_finished_factors_and_a_rerun_fills_only_the_gaps(fake_opena
     ev = evaluate_conversation(conversation, _setup(fake_openai, db_path, catalog, max_concurrency=1), db_path=db_path)
     failed = [s.factor for s in ev.factor_scores if s.score is None]
     assert failed == [FACTORS[0], FACTORS[2]] and ev.status == "partial"
-    assert "Run again" in ev.error and all(s.error for s in ev.factor_scores if s.score is None)
+    assert (
+        ev.error is not None and "Run again" in ev.error and all(s.error for s in ev.factor_scores if s.score is None)
+    )
     before = len(fake_openai.requests)
     ev2 = evaluate_conversation(conversation, _setup(fake_openai, db_path, catalog), db_path=db_path)
     assert ev2.id == ev.id and ev2.status == "done"
     judged = [r for r in fake_openai.requests[before:] if r["json"]["model"] == "judge-a"]
     assert len(judged) == 2  # only the two gaps were judged again
-    assert len(get_evaluation(get_db(db_path), ev.id).debate) == 4  # the debate was redone, not appended to
+    stored = get_evaluation(get_db(db_path), ev.id)
+    assert stored is not None and len(stored.debate) == 4  # the debate was redone, not appended to
     assert ev2.usage["calls"] == ev.usage["calls"] + 6
 
 
@@ -133,12 +139,16 @@ def test_end_to_end_with_the_embedded_model(embedded_model, db_path, catalog):
             s.score is not None
             and 0 <= s.score <= 4
             and (
-                abs(sum(s.distribution.values()) - 1) < 1e-6
+                s.distribution is not None and abs(sum(s.distribution.values()) - 1) < 1e-6
                 if read["method"] == "logits"
                 else "threshold" in read["fallback"]
             )
         )
-    assert 1 <= ev.rounds_used <= 2 and all(m.score is None or 0 <= m.score <= 100 for m in ev.debate)
+    assert (
+        ev.rounds_used is not None
+        and 1 <= ev.rounds_used <= 2
+        and all(m.score is None or 0 <= m.score <= 100 for m in ev.debate)
+    )
     assert ev.status in ("done", "partial") and ev.metrics["session_list_size"] == 3
 
 
