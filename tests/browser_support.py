@@ -11,6 +11,7 @@ import os
 import shutil
 
 import pytest
+from ci_mode import in_ci
 
 ARGS = [
     "--headless",
@@ -23,11 +24,6 @@ ARGS = [
     "--disable-sync",
     "--disable-dev-shm-usage",
 ]
-
-
-def in_ci() -> bool:
-    """Whether this run must not skip what it cannot do (``CI`` set to a true value)."""
-    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
 
 
 def browser_required() -> bool:

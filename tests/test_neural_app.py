@@ -2,12 +2,13 @@
 
 The small local versions of KBRD, BARCOR and UniCRS are needed: the session fixture builds them once into
 a temporary CRS_ARENA_CACHE (about 5 minutes on 2 cores), or copies a complete set of the same version
-from the default cache when one is there (the build is deterministic, so this is the same set).
+from the default cache when one is there (the build is deterministic, so this is the same set). In CI the
+builder itself also runs once, into an empty cache, and its result is loaded and must answer
+(test_the_builder_trains_a_set_that_loads_and_answers).
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import re
@@ -16,8 +17,14 @@ from pathlib import Path
 
 import pytest
 from app_server import AppServer
+from ci_mode import in_ci
 from gradio_client import Client
 
+from crs_backends.neural import small
+from crs_backends.neural.checkpoints import read_manifest
+from crs_backends.neural.engine import ConvInput
+from crs_backends.neural.kg_reader import load_kg
+from crs_backends.neural.system import model_class
 from storage.db import open_db
 
 pytestmark = pytest.mark.timeout(1500)  # the first test may build the small versions
@@ -32,22 +39,9 @@ def _text(content) -> str:
     return str(content)
 
 
-def _builder():
-    try:
-        small = importlib.import_module("crs_backends.neural.small")
-        for system in NEURAL:
-            importlib.import_module(f"crs_backends.neural.{system}")
-    except ImportError as e:
-        pytest.skip(f"the small local versions cannot be built here: {e}")
-    if not hasattr(small, "ensure_small_models") or not hasattr(small, "small_models_root"):
-        pytest.skip("crs_backends.neural.small has no ensure_small_models / small_models_root")
-    return small
-
-
 @pytest.fixture(scope="session")
 def small_cache(tmp_path_factory) -> Path:
     """A CRS_ARENA_CACHE holding the built small local versions (built once per session)."""
-    small = _builder()
     cache = tmp_path_factory.mktemp("crs_cache")
     with pytest.MonkeyPatch.context() as mp:
         for var in NO_SOURCE:
@@ -149,7 +143,6 @@ def small_models(small_cache):
     from crs_backends.neural.kg_reader import load_kg
     from crs_backends.neural.system import model_class
 
-    small = _builder()
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("CRS_ARENA_CACHE", str(small_cache))
         root = small.small_models_root()
@@ -182,3 +175,39 @@ def test_small_replies_never_stutter_contradict_or_leave_a_slot(small_models, sy
     check = check_replies(models[system], [r.conv_input() for r in held], catalog, crs.item_of)
     assert check.replies == 30
     assert not check.stutters and not check.contradictions and not check.empty_slots, check
+
+
+# ---------------------------------------------------------------- the builder itself, on a clean cache
+
+
+def test_the_builder_trains_a_set_that_loads_and_answers(tmp_path, monkeypatch):
+    """``python -m crs_backends.neural.small ensure``'s function trains into an empty cache (the quick recipe,
+    about 4 minutes on 2 idle cores); each system is loaded from what it wrote and recommends and replies.
+    The fixture above may copy a cached set, so without this test a broken builder would go unnoticed."""
+    if not (in_ci() or os.environ.get("CRS_TEST_BUILD") == "1"):
+        pytest.skip("the builder runs in CI (CI=true) or with CRS_TEST_BUILD=1 (about 4 minutes)")
+    cache = tmp_path / "empty_cache"
+    monkeypatch.setenv("CRS_ARENA_CACHE", str(cache))
+    for var in NO_SOURCE:
+        monkeypatch.delenv(var, raising=False)
+    phases: set[str] = set()
+    root = small.ensure_small_models(
+        progress=lambda phase, done, total: phases.add(phase.split()[0]),
+        force=True,  # train even where a shipped set would be used: this test is about the builder
+        show_bar=False,
+        log=lambda message: None,
+        settings=small.QUICK_SETTINGS,
+    )
+    assert root == small.small_models_dir() and root.is_relative_to(cache)
+    assert phases == set(NEURAL)
+    manifest = read_manifest(root)
+    assert manifest["complete"] is True and manifest["version"] == f"small-v{small.VERSION}"
+    assert not list(root.parent.glob(".small-v*"))  # no build or old folder left behind
+    kg = load_kg(root / f"kg_{small.DATASET}")
+    horror = ConvInput(["I love scary horror movies like The Shining (1980)"], ["The Shining (1980)", "Horror"])
+    for system in NEURAL:
+        model = model_class(system).load(root, small.DATASET, kg)
+        items = model.recommend(horror, k=5)
+        assert len(items) == 5, system
+        reply = model.generate(horror, items=[kg.entity_name(i) for i, _ in items[:3]])
+        assert reply.strip() and "<movie>" not in reply, (system, reply)
