@@ -17,7 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from catalog.catalog import load_bundled
-from evaluators import render
+from evaluators import judge_input as render
 from evaluators.factor_judge import JudgeConfig, judge_conversation
 from llm_clients.base import LLMClient
 from llm_clients.embedded import get_embedded_model

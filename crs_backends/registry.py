@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from catalog.catalog import get_catalog
 from crs_backends.base import CRSSystem, SystemInfo
+from crs_backends.plugins import missing_package
 from llm_clients.registry import client_for
 
 log = logging.getLogger(__name__)
@@ -102,7 +103,14 @@ def _neural(system_id: str) -> Callable[..., CRSSystem]:
             items = item_catalog_for(source, catalog_for_chat())  # a published set ranks over its dataset's items
             model = load_model(source)
         except ImportError as e:
-            raise SystemUnavailable(f"{label}'s model code is not installed ({e}).") from None
+            package = missing_package(e)
+            if package is None:  # a module of ours is broken or renamed: an error, never "not installed"
+                log.exception("the model code of %s failed to import", system_id)
+                raise SystemUnavailable(
+                    f"{label}'s model code failed to import ({e.name or 'a module'}); "
+                    "the details are in the server log."
+                ) from None
+            raise SystemUnavailable(f"{label} needs the package {package!r}, which is not installed ({e}).") from None
         except (CheckpointError, KGError, sources.SourceError, OSError, ValueError) as e:
             raise SystemUnavailable(
                 f"{label} could not load its checkpoint ({source.variant}, {source.root}): {e}"

@@ -13,7 +13,7 @@ migrations = Migrations("crs_arena")
 
 @migrations()
 def m001_initial(db: Database) -> None:
-    db["conversations"].create(
+    db.table("conversations").create(
         {
             "id": str,
             "system_id": str,
@@ -28,10 +28,10 @@ def m001_initial(db: Database) -> None:
         pk="id",
         not_null={"system_id", "source", "created_at"},
     )
-    db["conversations"].create_index(["system_id"])
-    db["conversations"].create_index(["source", "created_at"])
+    db.table("conversations").create_index(["system_id"])
+    db.table("conversations").create_index(["source", "created_at"])
 
-    db["turns"].create(
+    db.table("turns").create(
         {
             "id": int,
             "conversation_id": str,
@@ -47,9 +47,9 @@ def m001_initial(db: Database) -> None:
         foreign_keys=[("conversation_id", "conversations", "id")],
         not_null={"conversation_id", "part", "idx", "role", "text"},
     )
-    db["turns"].create_index(["conversation_id", "part", "idx"], unique=True)
+    db.table("turns").create_index(["conversation_id", "part", "idx"], unique=True)
 
-    db["evaluations"].create(
+    db.table("evaluations").create(
         {
             "id": str,
             "conversation_id": str,
@@ -68,10 +68,10 @@ def m001_initial(db: Database) -> None:
         foreign_keys=[("conversation_id", "conversations", "id")],
         not_null={"conversation_id", "scorer", "status", "created_at"},
     )
-    db["evaluations"].create_index(["conversation_id"])
-    db["evaluations"].create_index(["scorer"])
+    db.table("evaluations").create_index(["conversation_id"])
+    db.table("evaluations").create_index(["scorer"])
 
-    db["factor_scores"].create(
+    db.table("factor_scores").create(
         {
             "id": int,
             "evaluation_id": str,
@@ -89,9 +89,9 @@ def m001_initial(db: Database) -> None:
         foreign_keys=[("evaluation_id", "evaluations", "id")],
         not_null={"evaluation_id", "factor", "judge"},
     )
-    db["factor_scores"].create_index(["evaluation_id", "factor", "judge"], unique=True)
+    db.table("factor_scores").create_index(["evaluation_id", "factor", "judge"], unique=True)
 
-    db["debate_messages"].create(
+    db.table("debate_messages").create(
         {
             "id": int,
             "evaluation_id": str,
@@ -108,9 +108,9 @@ def m001_initial(db: Database) -> None:
         foreign_keys=[("evaluation_id", "evaluations", "id")],
         not_null={"evaluation_id", "round", "role"},
     )
-    db["debate_messages"].create_index(["evaluation_id", "round", "role"], unique=True)
+    db.table("debate_messages").create_index(["evaluation_id", "round", "role"], unique=True)
 
-    db["battles"].create(
+    db.table("battles").create(
         {
             "id": str,
             "system_a": str,
@@ -128,7 +128,7 @@ def m001_initial(db: Database) -> None:
         ],
         not_null={"system_a", "system_b", "created_at"},
     )
-    db["battles"].create_index(["system_a", "system_b"])
+    db.table("battles").create_index(["system_a", "system_b"])
 
     db.execute(
         """
@@ -143,7 +143,7 @@ def m001_initial(db: Database) -> None:
         """
     )
 
-    db["leaderboard_snapshots"].create(
+    db.table("leaderboard_snapshots").create(
         {
             "id": int,
             "created_at": str,
@@ -154,7 +154,7 @@ def m001_initial(db: Database) -> None:
         pk="id",
     )
 
-    db["llm_cache"].create(
+    db.table("llm_cache").create(
         {
             "key": str,  # sha256 of (model, messages, parameters)
             "model": str,
@@ -165,7 +165,7 @@ def m001_initial(db: Database) -> None:
         pk="key",
     )
 
-    db["llm_calls"].create(
+    db.table("llm_calls").create(
         {
             "id": int,
             "role": str,
@@ -182,22 +182,22 @@ def m001_initial(db: Database) -> None:
         },
         pk="id",
     )
-    db["llm_calls"].create_index(["created_at"])
+    db.table("llm_calls").create_index(["created_at"])
 
 
 @migrations()
 def m002_evaluation_metrics_and_usage(db: Database) -> None:
     """Deterministic metrics and token usage/cost travel with each evaluation."""
-    db["evaluations"].add_column("metrics", str)  # JSON object
-    db["evaluations"].add_column("usage", str)  # JSON: calls, tokens, cost, cache hits
-    db["evaluations"].add_column("fingerprint", str)  # hash of the judge configuration
-    db["evaluations"].create_index(["conversation_id", "fingerprint"])
+    db.table("evaluations").add_column("metrics", str)  # JSON object
+    db.table("evaluations").add_column("usage", str)  # JSON: calls, tokens, cost, cache hits
+    db.table("evaluations").add_column("fingerprint", str)  # hash of the judge configuration
+    db.table("evaluations").create_index(["conversation_id", "fingerprint"])
 
 
 @migrations()
 def m003_simulations(db: Database) -> None:
     """Simulated-user benchmark runs and their (record, system) dialogues, for resumable batches."""
-    db["sim_runs"].create(
+    db.table("sim_runs").create(
         {
             "id": str,  # derived from the run's configuration (or chosen by the user)
             "config": str,  # JSON: dataset, protocol, seed, hit_k, personas, models, prompt versions
@@ -211,7 +211,7 @@ def m003_simulations(db: Database) -> None:
         pk="id",
         not_null={"config", "status", "created_at"},
     )
-    db["sim_dialogues"].create(
+    db.table("sim_dialogues").create(
         {
             "run_id": str,
             "case_id": str,  # dataset record (e.g. redial:20001:3) or target item
@@ -229,8 +229,8 @@ def m003_simulations(db: Database) -> None:
         foreign_keys=[("run_id", "sim_runs", "id")],
         not_null={"run_id", "case_id", "system_id", "status", "created_at"},
     )
-    db["sim_dialogues"].create_index(["run_id", "status"])
-    db["sim_dialogues"].create_index(["conversation_id"])
+    db.table("sim_dialogues").create_index(["run_id", "status"])
+    db.table("sim_dialogues").create_index(["conversation_id"])
 
 
 @migrations()
@@ -243,7 +243,7 @@ def m004_board_version_and_uploads(db: Database) -> None:
     so a reader knows without computing whether the stored board is current, and a new snapshot is
     written only when the version moved. Uploaded logs are conversations with source ``upload``.
     """
-    db["board_state"].create({"id": int, "version": int, "changed_at": str}, pk="id")
+    db.table("board_state").create({"id": int, "version": int, "changed_at": str}, pk="id")
     db.execute("insert into board_state (id, version, changed_at) values (1, 0, datetime('now'))")
     bump = "update board_state set version = version + 1, changed_at = datetime('now') where id = 1;"
     for table, events in (
@@ -257,7 +257,7 @@ def m004_board_version_and_uploads(db: Database) -> None:
         f"create trigger board_conversations_update after update of system_id, source on conversations begin {bump} end"
     )
     db.execute(f"create trigger board_conversations_delete after delete on conversations begin {bump} end")
-    db["leaderboard_snapshots"].add_column("version", int)
-    db["leaderboard_snapshots"].add_column("key", str)
-    db["leaderboard_snapshots"].create_index(["key", "id"])
-    db["evaluations"].create_index(["status"])
+    db.table("leaderboard_snapshots").add_column("version", int)
+    db.table("leaderboard_snapshots").add_column("key", str)
+    db.table("leaderboard_snapshots").create_index(["key", "id"])
+    db.table("evaluations").create_index(["status"])

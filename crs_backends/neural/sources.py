@@ -301,7 +301,11 @@ def _published_search(
 def _small_module():
     try:
         from crs_backends.neural import small
-    except ImportError as e:  # the builder is optional at import time
+    except ImportError as e:  # the builder's third-party packages are optional; a broken module of ours is not
+        from crs_backends.plugins import missing_package
+
+        if missing_package(e) is None:
+            raise
         log.debug("small versions unavailable: %s", e)
         return None
     return small

@@ -96,7 +96,7 @@ class Outcome:
 
     def result(self) -> dict:
         turns = self.conversation.turns
-        leaks = [t.metadata.get("leak") for t in turns if t.metadata.get("leak")]
+        leaks = [leak for t in turns if (leak := t.metadata.get("leak"))]
         return {
             "stop_reason": self.stop_reason,
             "first_hit_turn": self.first_hit_turn,
@@ -170,6 +170,7 @@ def _free_dialogue(system, user: SimulatedUser, protocol: Protocol, outcome: Out
         identified = outcome.first_hit_turn is not None
         if identified and (protocol.name == "free" or number >= protocol.min_turns):
             item = hits[0] if hits else asked_about
+            assert item is not None, "a hit on an earlier turn always sets asked_about"
             conversation.turns.append(user.say(conversation, "accept", title=item.title, allowed={item.id}))
             outcome.stop_reason = "hit"
             return
