@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import TYPE_CHECKING
 
 import gradio as gr
 import pandas as pd
@@ -30,12 +31,11 @@ from evaluators.reporting import (
 from evaluators.scorer_setup import build_setup, default_mode
 from evaluators.service import DebateSaid, FactorScored, Failed, judge_stream
 from llm_clients.types import LLMError
-from storage.conversations import get_conversation
-from storage.db import get_db
-from storage.records import DebateMessage, FactorScore
-from storage.text import clean_text
 from ui.render import chat_messages, items_table, safe_markdown, safe_text
-from ui.services import Services
+from ui.services import Services, clean_text
+
+if TYPE_CHECKING:
+    from storage.records import DebateMessage, FactorScore
 
 log = logging.getLogger(__name__)
 MAX_TURNS = LIMITS.turns  # turns one chat conversation holds: the same limit an uploaded log has
@@ -154,7 +154,7 @@ def _send_turn(services: Services, text, system_id, st):
         return
     conversation = None
     if st.get("conversation_id") and st.get("system_id") == system_id:
-        conversation = get_conversation(get_db(services.db_path), st["conversation_id"])
+        conversation = services.conversation(st["conversation_id"])
     try:
         user_message = prepare_user_message(text if isinstance(text, str) else None)
     except EmptyMessage as e:
@@ -232,7 +232,7 @@ def new_conversation(services: Services, system_id: str) -> tuple:
 
 def auto_judge_after_reply(services: Services, auto: bool, conversation_id, mode, with_debate, rounds, scorer="auto"):
     """Judge again after a reply when ``auto`` is ticked and the last turn is the system's; else change nothing."""
-    conversation = get_conversation(get_db(services.db_path), conversation_id) if auto and conversation_id else None
+    conversation = services.conversation(conversation_id) if auto and conversation_id else None
     if conversation is None or not conversation.turns or conversation.turns[-1].role != "system":
         yield (gr.skip(),) * 4
         return
@@ -288,7 +288,7 @@ def judge(services: Services, conversation_id: str | None, mode: str, with_debat
         gr.Warning(message)
         yield message, gr.skip(), gr.skip(), gr.skip()
         return
-    conversation = get_conversation(get_db(services.db_path), clean_text(conversation_id.strip()))
+    conversation = services.conversation(clean_text(conversation_id.strip()))
     if conversation is None:
         message = f"No conversation with the id `{safe_text(clean_text(conversation_id.strip())[:120])}` exists."
         gr.Warning("Unknown conversation id")

@@ -21,6 +21,11 @@ from crs_backends.base import CRSSystem, SystemInfo
 from crs_backends.registry import catalog_for_chat, get_system, ready_system_ids, system_ids, system_info
 from llm_clients.config import RoleConfig, all_role_configs
 from llm_clients.registry import model_for
+from storage.conversations import get_conversation
+from storage.records import Conversation
+from storage.text import clean_text
+
+__all__ = ["Services", "clean_text"]  # clean_text: what every tab applies to text a person typed
 
 
 @dataclass
@@ -41,6 +46,10 @@ class Services:
     def db(self) -> Database:
         """The calling thread's connection to the app's database."""
         return database(self.db_path)
+
+    def conversation(self, conversation_id: str) -> Conversation | None:
+        """A stored conversation with its turns, or None when there is none with that id."""
+        return get_conversation(self.db(), conversation_id)
 
     def database_facts(self) -> DatabaseFacts:
         return describe(self.db_path)
