@@ -517,6 +517,7 @@ def simulate(
     again skips finished dialogues and completes the rest; the leaderboard shows the results.
     """
     from evaluators.simulator import RecordError, SimulationConfig, SystemNotReady, UnknownSystem, run_simulation
+    from evaluators.simulator.report import TERMINAL_COLUMNS
 
     db_path = _db(db_path)
     try:
@@ -563,23 +564,7 @@ def simulate(
     for note in result.report["notes"]:
         click.echo(note, err=True)
     summary = result.report["summary"]
-    columns = [
-        "system",
-        "done",
-        "failed",
-        "error",
-        "hit_rate",
-        "recall@1",
-        "recall@10",
-        "recall@50",
-        "session_recall@10",
-        "session_recall@50",
-        "persuasiveness",
-        "overall",
-        "factor_mean",
-        "leaks_redacted",
-    ]
-    click.echo(summary[columns].round(3).to_string(index=False))
+    click.echo(summary[list(TERMINAL_COLUMNS)].round(3).to_string(index=False))
     click.echo(result.summary_line())
     click.echo(f"report: {result.out_dir / 'report.html'} (and summary.csv, dialogues.csv, conversations.jsonl)")
 

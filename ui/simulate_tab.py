@@ -12,6 +12,7 @@ from typing import Any
 import gradio as gr
 
 from evaluators.simulator import RecordError, SimulationConfig, SystemNotReady, UnknownSystem, run_simulation
+from evaluators.simulator.report import SHOWN_COLUMNS
 from ui.render import safe_text
 from ui.services import Services
 
@@ -21,27 +22,7 @@ PROTOCOL_CHOICES = [
     ("iEvaLM attribute: the system asks about genre / actor / director or recommends", "attr"),
 ]
 DATASETS = ["redial", "opendialkg"]
-SUMMARY_COLUMNS = [
-    "system",
-    "done",
-    "failed",
-    "error",
-    "hit_rate",
-    "mean_system_turns",
-    "recall@1",
-    "recall@5",
-    "recall@10",
-    "recall@50",
-    "session_recall@10",
-    "session_recall@50",
-    "persuasiveness",
-    "overall",
-    "factor_mean",
-    "leaks_regenerated",
-    "leaks_redacted",
-    "deception_suspected",
-    "reliability_overlap",
-]
+SUMMARY_COLUMNS = list(SHOWN_COLUMNS)
 EXPLANATION = (
     "An LLM plays a user who wants the target items of a dataset record (ReDial or OpenDialKG, iEvaLM "
     "layout): it describes them without naming them, reacts to each recommendation list and accepts when a "

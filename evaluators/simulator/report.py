@@ -74,6 +74,34 @@ SUMMARY_COLUMNS = (
     "reliability_overlap",
     "reliability_n",
 )
+# the summary's columns a person reads first: the Simulate tab's table; the command line prints those that fit
+# a terminal (TERMINAL_COLUMNS)
+SHOWN_COLUMNS = (
+    "system",
+    "done",
+    "failed",
+    "error",
+    "hit_rate",
+    "mean_system_turns",
+    "recall@1",
+    "recall@5",
+    "recall@10",
+    "recall@50",
+    "session_recall@10",
+    "session_recall@50",
+    "persuasiveness",
+    "overall",
+    "factor_mean",
+    "leaks_regenerated",
+    "leaks_redacted",
+    "deception_suspected",
+    "reliability_overlap",
+)
+TERMINAL_COLUMNS = tuple(
+    c
+    for c in SHOWN_COLUMNS
+    if c not in {"mean_system_turns", "recall@5", "leaks_regenerated", "deception_suspected", "reliability_overlap"}
+)
 DEMO_NOTE = (
     "The simulated user runs the embedded 135M demo model: its messages are weak and its persuasiveness "
     "scores are not meaningful. Configure CRS_LLM_SIMULATOR_MODEL for a real benchmark."
