@@ -12,9 +12,8 @@ setup:
 browser:
 	@bash scripts/ensure_chromium.sh
 
+# the small local versions of KBRD/BARCOR/UniCRS are shipped (assets/models/small-v<N>): nothing is trained here
 run: setup
-	@# the small local versions of KBRD/BARCOR/UniCRS, built once (a few minutes); a failure is reported, the app still starts
-	-@$(PY) -m crs_backends.neural.small ensure
 	$(PY) app.py
 
 # lint comes first: a lint or type error fails `make test` (and so CI) before pytest starts

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,28 +38,12 @@ LABELS = {"kbrd": "KBRD", "barcor": "BARCOR", "unicrs": "UniCRS"}
 
 
 def bundled_checks(systems, n: int) -> dict:
-    from catalog.catalog import get_catalog
-    from crs_backends.neural.fidelity import check_replies, distinct_top_ratio, held_back_inputs
-    from crs_backends.neural.kg_reader import load_kg
-    from crs_backends.neural.small import DATASET, SEED, ensure_small_models
-    from crs_backends.neural.sources import small_source
-    from crs_backends.neural.synthetic import synthetic_records
-    from crs_backends.neural.system import NeuralCRS, model_class
+    from crs_backends.neural.fidelity import bundled_checks as checks
+    from crs_backends.neural.small import ensure_small_models
 
     root = ensure_small_models(show_bar=False)
-    catalog = get_catalog("bundled")
-    kg = load_kg(root / f"kg_{DATASET}")
-    held = held_back_inputs(synthetic_records(catalog, 2 * n, SEED + 7, kg=kg), n)
-    out = {}
-    for system in systems:
-        t0 = time.monotonic()
-        model = model_class(system).load(root, DATASET, kg)
-        crs = NeuralCRS(model, catalog, source=small_source(system))
-        inputs = [r.conv_input() for r in held]
-        ratio = distinct_top_ratio(model, inputs)
-        check = check_replies(model, inputs, catalog, crs.item_of)
-        out[system] = {"distinct": ratio, "check": check, "seconds": time.monotonic() - t0, "dialogues": len(inputs)}
-    return out
+    print(f"small local versions: {root}")
+    return checks(root, systems, n)
 
 
 def redial_checks(systems, limit: int, n: int) -> dict:
@@ -130,15 +113,15 @@ def main() -> int:
         f"{'empty slots':>11}"
     )
     for system, r in bundled.items():
-        c = r["check"]
+        c = r.check
         print(
-            f"{LABELS[system]:<8} {r['distinct']:>14.2f} {c.replies:>7} {len(c.stutters):>8} "
-            f"{len(c.contradictions):>14} {len(c.empty_slots):>11}"
+            f"{LABELS[system]:<8} {r.distinct:>14.2f} {c.replies:>7} {len(c.stutters):>8} "
+            f"{len(c.contradictions):>14} {len(c.empty_slots):>11}   hit@10 {r.hit10:.2f}"
         )
     for system, r in bundled.items():
-        for line in r["check"].samples[:3]:
+        for line in r.check.samples[:3]:
             print(f"  {LABELS[system]} says: {line}")
-        for line in (r["check"].stutters + r["check"].contradictions + r["check"].empty_slots)[:3]:
+        for line in (r.check.stutters + r.check.contradictions + r.check.empty_slots)[:3]:
             print(f"  {LABELS[system]} problem: {line}")
 
     redial = {} if args.no_redial else redial_checks(systems, args.limit, args.dialogues)
@@ -166,16 +149,16 @@ def main() -> int:
 
     print()
     if bundled:
-        print(f"BENCH distinct_top3_ratio_min {min(r['distinct'] for r in bundled.values()):.2f} ratio target >= 0.8")
+        print(f"BENCH distinct_top3_ratio_min {min(r.distinct for r in bundled.values()):.2f} ratio target >= 0.8")
     if redial:
         over = min(r["recall"][10] / r["popularity"][10] if r["popularity"][10] else 0.0 for r in redial.values())
         print(f"BENCH recall10_over_popularity_min {over:.2f} x target >= 1.5")
     if bundled:
         print(
-            f"BENCH reply_fact_contradictions {sum(len(r['check'].contradictions) for r in bundled.values())} "
+            f"BENCH reply_fact_contradictions {sum(len(r.check.contradictions) for r in bundled.values())} "
             "count target <= 0"
         )
-        print(f"BENCH reply_stutters {sum(len(r['check'].stutters) for r in bundled.values())} count target <= 0")
+        print(f"BENCH reply_stutters {sum(len(r.check.stutters) for r in bundled.values())} count target <= 0")
     if chat:
         print(f"BENCH chatcrs_invented_titles {chat['invented_titles']} count target <= 0")
     return 0

@@ -36,6 +36,7 @@ class AppServer:
             # models, nor start building the small local versions behind a test's back
             "CRS_NEURAL_BUILD": "never",
             "CRS_ARENA_CACHE": str(db_path.parent / "no_models_cache"),
+            "CRS_SMALL_MODELS": str(db_path.parent / "no_shipped_models"),  # tests/test_neural_app.py brings them
             "CRS_MODELS_DIR": "",
             "CRS_MODELS_HUB_REPO": "",
             **(env or {}),

@@ -291,3 +291,12 @@ def test_the_phrase_decides_what_a_slot_states(catalog):
         facts.fill("How about <movie>? It is a <movie>.", [item], [item.name])
         == f"How about {item.name}? It is {'an' if word[0] in 'aeiou' else 'a'} {word}."
     )
+
+
+def test_a_title_that_repeats_a_word_is_no_stutter_but_a_real_repeat_around_it_is():
+    titles = ["La La Land (2016)", "It (2017)"]
+    assert facts.stutters("You should watch La La Land (2016): it is a comedy.", titles) == []
+    assert facts.stutters("Then how about It (2017)? It is a horror film.", titles) == []
+    assert facts.stutters("I couldn or that, that, try It (2017).", titles) == ["that"]
+    assert facts.stutters("You should watch La La Land (2016).") == ["La"]  # without the titles it would count
+    assert facts.stutters("It is a comedy film, from 1939, from you mentioned.") == []  # a year between them

@@ -106,13 +106,13 @@ def test_small_builder_publishes_atomically_and_once(tmp_path, monkeypatch):
     from crs_backends.neural.checkpoints import read_manifest
 
     monkeypatch.setenv("CRS_ARENA_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(small, "SHIPPED_ROOT", tmp_path / "no-shipped-set")  # as in a trimmed copy of the repository
     monkeypatch.setattr(small, "N_DIALOGUES", 40)
     monkeypatch.setattr(small, "TRAIN_SETTINGS", {"kbrd": {"epochs": 1, "max_steps": 2, "batch_size": 8, "lr": 1e-3}})
     assert small.small_models_root() is None
     root = small.ensure_small_models(systems=("kbrd",), show_bar=False, log=lambda m: None)
     assert root == small.small_models_root() == small.small_models_dir()
     assert sorted(p.name for p in root.iterdir()) == [
-        "data",
         "kbrd_conv_bundled",
         "kbrd_rec_bundled",
         "kg_bundled",
@@ -135,9 +135,47 @@ def test_small_builder_failure_leaves_nothing(tmp_path, monkeypatch):
     from crs_backends.neural import small
 
     monkeypatch.setenv("CRS_ARENA_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(small, "SHIPPED_ROOT", tmp_path / "no-shipped-set")
     monkeypatch.setattr(small, "N_DIALOGUES", 10)
     with pytest.raises(small.SmallBuildError, match="nosuch"):
         small.ensure_small_models(systems=("nosuch",), show_bar=False, log=lambda m: None)
     assert small.small_models_root() is None
     assert not small.small_models_dir().exists()
     assert not list((tmp_path / "cache" / "models").glob(".small-v*"))
+
+
+def test_the_shipped_set_is_used_as_it_is_and_its_manifest_says_how_it_was_made(tmp_path, monkeypatch):
+    from crs_backends.neural import small
+    from crs_backends.neural.checkpoints import read_manifest
+
+    monkeypatch.setenv("CRS_ARENA_CACHE", str(tmp_path / "cache"))  # an empty cache: nothing is trained
+    assert small._complete(small.SHIPPED_ROOT), f"the shipped set is missing or incomplete: {small.SHIPPED_ROOT}"
+    assert small.small_models_root() == small.SHIPPED_ROOT
+    assert small.ensure_small_models(show_bar=False, log=lambda m: None) == small.SHIPPED_ROOT
+    assert not (tmp_path / "cache" / "models").exists()
+    manifest = read_manifest(small.SHIPPED_ROOT)
+    assert manifest["command"] == small.BUILD_COMMAND
+    assert manifest["version"] == f"small-v{small.VERSION}"
+    assert manifest["train_settings"] == {s: small.TRAIN_SETTINGS[s] for s in small.SYSTEMS}
+    assert manifest["data"]["seed"] == small.SEED and manifest["data"]["dialogues"] == small.N_DIALOGUES
+    for system in small.SYSTEMS:
+        figures = manifest["figures"][system]
+        assert figures["dialogues"] == 300 and figures["replies"] == 300
+        assert figures["stutters"] == figures["contradictions"] == figures["empty_slots"] == 0
+
+
+def test_build_command_trains_a_set_into_a_new_directory_only(tmp_path, monkeypatch):
+    from crs_backends.neural import small
+
+    out = tmp_path / "set"
+    out.mkdir()
+    assert small.main(["build", "--out", str(out), "--quiet"]) == 2  # never over an existing directory
+    monkeypatch.setattr(small, "N_DIALOGUES", 30)
+    monkeypatch.setattr(small, "SYSTEMS", ("kbrd",))
+    monkeypatch.setattr(small, "QUICK_SETTINGS", {"kbrd": {"epochs": 1, "max_steps": 2, "batch_size": 8, "lr": 1e-3}})
+    fresh = tmp_path / "fresh"
+    assert small.main(["build", "--out", str(fresh), "--quick", "--no-measure", "--quiet"]) == 0
+    manifest = __import__("json").loads((fresh / "manifest.json").read_text())
+    assert manifest["command"] == f"python -m crs_backends.neural.small build --out {fresh} --quick"
+    assert manifest["complete"] is True and manifest["systems"] == ["kbrd"]
+    assert not list(tmp_path.glob(".fresh.build-*"))

@@ -176,7 +176,11 @@ def contradictions(text: str, catalog: Catalog) -> list[str]:
     return problems
 
 
-def stutters(text: str) -> list[str]:
-    """Words repeated back to back ("The The"), ignoring case and punctuation between them."""
-    words = re.findall(r"[A-Za-z']+", text)
-    return [a for a, b in zip(words, words[1:]) if a.lower() == b.lower() and len(a) > 1]
+def stutters(text: str, titles: Iterable[str] = ()) -> list[str]:
+    """Words repeated back to back ("The The"), ignoring case and punctuation between them. A title in
+    ``titles`` counts as one word, so "La La Land" and "How about It (2017)? It is ..." are no stutters."""
+    for title in sorted(set(titles), key=len, reverse=True):
+        if title:
+            text = text.replace(title, " TITLE ")
+    words = re.findall(r"[A-Za-z0-9']+", text)  # a number is a word too: "from 1939, from" repeats no word
+    return [a for a, b in zip(words, words[1:]) if a.lower() == b.lower() and len(a) > 1 and not a.isdigit()]

@@ -80,13 +80,80 @@ def check_replies(
     model: NeuralModel, inputs: Iterable[ConvInput], catalog: Catalog, item_of, keep: int = 5
 ) -> ReplyCheck:
     out = ReplyCheck()
+    titles = [item.name for item in catalog.items]  # "Title (Year)", as the replies name them
     for inp in inputs:
         text = shown_reply(model, inp, catalog, item_of)
         out.replies += 1
-        out.stutters += [f"{w!r} in {text!r}" for w in facts.stutters(text)]
+        out.stutters += [f"{w!r} in {text!r}" for w in facts.stutters(text, titles)]
         out.contradictions += [f"{p} in {text!r}" for p in facts.contradictions(text, catalog)]
         if _EMPTY_SLOT.search(text) or not text.strip():
             out.empty_slots.append(text)
         if len(out.samples) < keep:
             out.samples.append(text)
     return out
+
+
+HELD_BACK_SEED_OFFSET = 7  # the held-back dialogues: another seed than the training records'
+
+
+@dataclass
+class BundledCheck:
+    """One small system on ``n`` held-back synthetic dialogues over the bundled catalog."""
+
+    distinct: float  # distinct top-3 lists / dialogues
+    hit10: float  # dialogues whose target item is in the top 10
+    check: ReplyCheck  # the replies it shows when it does not list
+    dialogues: int
+    seconds: float
+
+    def summary(self) -> dict:
+        return {
+            "distinct_top3": round(self.distinct, 3),
+            "hit10": round(self.hit10, 3),
+            "replies": self.check.replies,
+            "stutters": len(self.check.stutters),
+            "contradictions": len(self.check.contradictions),
+            "empty_slots": len(self.check.empty_slots),
+            "dialogues": self.dialogues,
+        }
+
+
+def bundled_checks(root, systems: Sequence[str], n: int = 300) -> dict[str, BundledCheck]:
+    """Each small system of the set in ``root`` on ``n`` held-back synthetic dialogues (the last record of each,
+    generated with another seed than the training records): distinct top-3 ratio, hit@10 and the reply checks."""
+    import time
+    from pathlib import Path
+
+    from catalog.catalog import get_catalog
+    from crs_backends.neural.kg_reader import load_kg
+    from crs_backends.neural.small import DATASET, SEED
+    from crs_backends.neural.synthetic import synthetic_records
+    from crs_backends.neural.system import NeuralCRS, model_class
+
+    root = Path(root)
+    catalog = get_catalog("bundled")
+    kg = load_kg(root / f"kg_{DATASET}")
+    held = held_back_inputs(synthetic_records(catalog, 2 * n, SEED + HELD_BACK_SEED_OFFSET, kg=kg), n)
+    inputs = [r.conv_input() for r in held]
+    out = {}
+    for system in systems:
+        t0 = time.monotonic()
+        model = model_class(system).load(root, DATASET, kg)
+        crs = NeuralCRS(model, catalog)
+        hits = sum(
+            any(g in {e for e, _ in model.recommend(inp, k=10)} for g in kg.ids_of(r.rec))
+            for r, inp in zip(held, inputs)
+        )
+        out[system] = BundledCheck(
+            distinct=distinct_top_ratio(model, inputs),
+            hit10=hits / len(held) if held else 0.0,
+            check=check_replies(model, inputs, catalog, crs.item_of),
+            dialogues=len(inputs),
+            seconds=time.monotonic() - t0,
+        )
+    return out
+
+
+def bundled_figures(root, systems: Sequence[str], n: int = 300) -> dict[str, dict]:
+    """:func:`bundled_checks` as plain figures (for a manifest)."""
+    return {system: check.summary() for system, check in bundled_checks(root, systems, n).items()}
