@@ -366,6 +366,7 @@ def test_cli_fetch_and_status(cache, capsys):
 
 def test_small_set_in_the_cache_is_not_taken_for_the_archive(cache, monkeypatch):
     monkeypatch.setattr(sources, "_small_module", lambda: small)
+    monkeypatch.setattr(small, "SHIPPED_ROOT", cache / "no_shipped_set")  # a trimmed copy: the cache's set runs
     root = small.small_models_dir()  # <cache>/models/small-v<N>/, beside the archive's set
     assert root.parent == sources.models_dir()
     for name, data in layout_files(prefix="", dataset="bundled").items():

@@ -17,7 +17,7 @@ from neural_fixtures import catalog, kg  # noqa: F401 (module fixtures)
 from catalog.catalog import Catalog
 from catalog.items import Item
 from crs_backends import registry
-from crs_backends.neural import kbrd, sources
+from crs_backends.neural import kbrd, small, sources
 from crs_backends.neural.engine import TOP_K, ConvInput, NeuralModel
 from crs_backends.neural.kg_reader import KGData
 from crs_backends.neural.sources import CheckpointSource
@@ -190,6 +190,7 @@ def test_registry_gives_a_clear_error_without_any_checkpoint(tmp_path, monkeypat
     monkeypatch.delenv("CRS_MODELS_DIR", raising=False)
     monkeypatch.setenv("CRS_ARENA_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("CRS_NEURAL_BUILD", "never")
+    monkeypatch.setattr(small, "SHIPPED_ROOT", tmp_path / "no_shipped_set")  # a trimmed copy of the repository
     monkeypatch.setattr(registry, "_built", {})
     with pytest.raises(registry.SystemUnavailable) as err:
         registry.get_system("barcor")

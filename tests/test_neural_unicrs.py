@@ -423,30 +423,32 @@ def test_training_lowers_loss_and_resumes(tmp_path, shared_data):
     texts = [u for r in records for u in r.context + [r.resp]]
     model = UniCRS.create(kg, texts, size="small", seed=0)
     model.max_new_tokens = 8
-    config = TrainConfig(size="small", epochs=10, max_steps=10, batch_size=6, lr=3e-3, seed=0)
+    config = TrainConfig(size="small", epochs=10, max_steps=12, batch_size=6, lr=3e-3, seed=0)
     report = unicrs.train(model, records, tmp_path, "redial", config)
-    # the recommendation path is pre-trained first (4 steps of 10), then rec and conv train together (6)
-    assert report.steps == 10 and len(report.losses["prompt"]) == 4
+    # the recommendation path is pre-trained first (4 steps of 12), then rec and conv train together (6), then the
+    # conversation prompt alone (2; unicrs.STAGE_SHARES)
+    assert report.steps == 12
     for part in ("prompt", "rec", "conv"):
         losses = report.losses[part]
         assert len(losses) == (4 if part == "prompt" else 6)
         assert sum(losses[-2:]) / 2 < sum(losses[:2]) / 2, (part, losses)
+    assert len(report.losses["reply"]) == 2
     # the result answers through the common interface with KG items
     loaded = UniCRS.load(tmp_path, "redial", kg)
     conv = records[0].conv_input()
     recs = loaded.recommend(conv)
     assert len(recs) == 50 and all(i in set(kg.item_ids) for i, _ in recs)
     assert loaded.generate(conv, items=[kg.entity_name(i) for i, _ in recs[:3]]).strip()
-    # resumable: a longer run continues from the saved steps of the last stage
+    # resumable: a longer run continues from the saved steps (joint 6 -> 7, reply 2 -> 3)
     again = UniCRS.create(kg, texts, size="small", seed=0)
     report2 = unicrs.train(
         again,
         records,
         tmp_path,
         "redial",
-        TrainConfig(size="small", epochs=10, max_steps=11, batch_size=6, lr=3e-3, seed=0),
+        TrainConfig(size="small", epochs=10, max_steps=14, batch_size=6, lr=3e-3, seed=0),
     )
-    assert report2.steps == 1 and len(report2.losses["conv"]) == 7  # only the missing step ran
+    assert report2.steps == 2 and len(report2.losses["conv"]) == 7 and len(report2.losses["reply"]) == 3
     state = torch.load(tmp_path / ".train" / "unicrs_joint_redial" / "trainer_state.pt", weights_only=False)
     assert state["step"] == 7 and state["losses"]["conv"][:6] == report.losses["conv"]
 
