@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -175,7 +176,7 @@ def test_build_command_trains_a_set_into_a_new_directory_only(tmp_path, monkeypa
     monkeypatch.setattr(small, "QUICK_SETTINGS", {"kbrd": {"epochs": 1, "max_steps": 2, "batch_size": 8, "lr": 1e-3}})
     fresh = tmp_path / "fresh"
     assert small.main(["build", "--out", str(fresh), "--quick", "--no-measure", "--quiet"]) == 0
-    manifest = __import__("json").loads((fresh / "manifest.json").read_text())
+    manifest = json.loads((fresh / "manifest.json").read_text())
     assert manifest["command"] == f"python -m crs_backends.neural.small build --out {fresh} --quick"
     assert manifest["complete"] is True and manifest["systems"] == ["kbrd"]
     assert not list(tmp_path.glob(".fresh.build-*"))

@@ -52,7 +52,7 @@ SHIPPED_ROOT = Path(
 )
 BUILD_COMMAND = f"python -m crs_backends.neural.small build --out assets/models/small-v{VERSION}"
 # optimizer steps are the budget: epochs over the synthetic records, capped by max_steps.
-# KBRD shares its steps rec/conv evenly, BARCOR conv .35 / rec .65, UniCRS prompt .4 / joint .6.
+# KBRD shares its steps rec/conv evenly, BARCOR by barcor.REC_SHARE, UniCRS by unicrs.STAGE_SHARES.
 TRAIN_SETTINGS: dict[str, dict] = {
     # Measured on 300 held-back synthetic dialogues (bundled catalog), distinct top-3 ratio: BARCOR's recommender
     # at 195 steps .17 (one list for most dialogues, loss 5.8 of a uniform 6.2), at 1000 steps .97 (hit@10 .20).
@@ -146,23 +146,32 @@ def ensure_small_models(
     with _build_lock(final.parent / f"small-v{VERSION}.lock", log):
         if not force and _complete(final):  # built by the process we waited for
             return final
-        tmp = final.parent / f".small-v{VERSION}.build-{os.getpid()}"
-        shutil.rmtree(tmp, ignore_errors=True)
-        try:
-            summary = build(tmp, progress=progress, systems=systems, log=log, show_bar=show_bar, settings=settings)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        old = final.parent / f".small-v{VERSION}.old-{os.getpid()}"
-        if final.exists():
-            os.replace(final, old)
-        os.replace(tmp, final)
-        shutil.rmtree(old, ignore_errors=True)
+        summary = _build_in_place(
+            final, progress=progress, systems=systems, log=log, show_bar=show_bar, settings=settings
+        )
         for stale in final.parent.glob(f".small-v{VERSION}.build-*"):  # left by killed builds
             if not _pid_alive(stale.name.rsplit("-", 1)[-1]):
                 shutil.rmtree(stale, ignore_errors=True)
         log(f"small local versions ready in {final} ({summary['seconds']['total']:.0f} s)")
         return final
+
+
+def _build_in_place(final: Path, **build_args) -> dict:
+    """:func:`build` into a temporary sibling of ``final``, then renamed into place: ``final`` ends up complete,
+    or as it was (a failed or interrupted build leaves nothing behind)."""
+    tmp = final.parent / f".{final.name}.build-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        summary = build(tmp, **build_args)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    old = final.parent / f".{final.name}.old-{os.getpid()}"
+    if final.exists():
+        os.replace(final, old)
+    os.replace(tmp, final)
+    shutil.rmtree(old, ignore_errors=True)
+    return summary
 
 
 def _pid_alive(pid: str) -> bool:
@@ -358,18 +367,16 @@ def _build_command(out: Path, *, quick: bool, measure: bool, quiet: bool) -> int
         return 2
     settings = QUICK_SETTINGS if quick else TRAIN_SETTINGS
     command = f"python -m crs_backends.neural.small build --out {out}" + (" --quick" if quick else "")
-    tmp = out.parent / f".{out.name}.build-{os.getpid()}"
     try:
-        summary = build(tmp, systems=SYSTEMS, settings=settings, measure=measure, command=command, show_bar=not quiet)
+        summary = _build_in_place(
+            out, systems=SYSTEMS, settings=settings, measure=measure, command=command, show_bar=not quiet
+        )
     except KeyboardInterrupt:
-        shutil.rmtree(tmp, ignore_errors=True)
         _say("interrupted: nothing was written")
         return 130
     except Exception as e:
-        shutil.rmtree(tmp, ignore_errors=True)
         _say(f"ERROR: training failed: {type(e).__name__}: {e}")
         return 1
-    os.replace(tmp, out)
     print(f"trained in {summary['seconds']['total']:.0f} s: {out}")
     return 0
 
