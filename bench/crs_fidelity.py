@@ -7,7 +7,8 @@ In one run, per system:
    300 held-back synthetic dialogues (another seed than the training one), and over 300 of the replies they
    show when they do not list (generated text, slots filled from the ranking and the catalog): words repeated
    back to back, facts that contradict the catalog, empty slots;
-2. the same small configurations trained on ReDial (``redial_eval/valid``; cached, as ``bench/crs_quality.py``):
+2. the same small configurations trained on ReDial (the ``redial_eval/valid`` records plus synthetic dialogues over
+   ReDial's own catalog, :func:`crs_backends.neural.small.train_on_dataset`; cached, as ``bench/crs_quality.py``):
    Recall@1/10/50 on the first ``--limit`` ReDial test records beside a popularity list measured in the same
    run (items by how often the training records recommend them) and the published figures, and distinct top-3
    lists over 300 ReDial test dialogues;
@@ -48,35 +49,23 @@ def bundled_checks(systems, n: int) -> dict:
 
 def redial_checks(systems, limit: int, n: int) -> dict:
     from catalog.catalog import data_dir
-    from crs_backends.neural.engine import TrainConfig
     from crs_backends.neural.fidelity import distinct_top_ratio, held_back_inputs, popularity_ranking, recall_of_ranking
-    from crs_backends.neural.small import TRAIN_SETTINGS, VERSION, cache_root
-    from crs_backends.train import (
-        has_published_layout,
-        load_train_data,
-        model_class,
-        read_records_file,
-        recall_at_k,
-        train_system,
-    )
+    from crs_backends.neural.small import train_on_dataset
+    from crs_backends.train import model_class, read_records_file, recall_at_k
 
     base = data_dir()
     if base is None or not (base / "redial" / "entity2id.json").exists():
         print("research data not found (CRS_DATA_DIR or ../shared/data): ReDial checks skipped")
         return {}
-    models = cache_root() / "models" / f"quality-redial-small-v{VERSION}"
-    data = load_train_data(str(base / "redial"))
-    for system in systems:
-        if not has_published_layout(models, system, "redial"):
-            print(f"training the small {LABELS[system]} on ReDial into {models} ({data.describe()})", flush=True)
-            config = TrainConfig(size="small", seed=0, progress=False, **TRAIN_SETTINGS[system])
-            train_system(system, data, models, config, log=lambda *a: None)
+    models, data = train_on_dataset(base / "redial", systems, log=lambda line: print(line, flush=True))
+    print(f"ReDial-trained small configurations: {models}")
     test = read_records_file(base / "redial_eval" / "test_data_processed.jsonl", limit or None)
     out = {}
     for system in systems:
         model = model_class(system).load(models, "redial", data.kg)
         recall, used, samples = recall_at_k(model, test)
-        popular = recall_of_ranking(popularity_ranking(data.records, model), test, model)
+        # the popularity list counts the real records only: what a dataset's own recommendations make popular
+        popular = recall_of_ranking(popularity_ranking(data.real_records, model), test, model)
         ratio = distinct_top_ratio(model, [r.conv_input() for r in held_back_inputs(test, n)])
         out[system] = {"recall": recall, "popularity": popular, "distinct": ratio, "records": used, "samples": samples}
     return out

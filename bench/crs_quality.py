@@ -2,7 +2,8 @@
 
 The small configurations (``size="small"``, the step budget of the small local versions in
 :data:`crs_backends.neural.small.TRAIN_SETTINGS`) are trained on the ReDial KG with the
-``redial_eval/valid_data_processed.jsonl`` records (ReDial's training split is not in the data folder),
+``redial_eval/valid_data_processed.jsonl`` records (ReDial's training split is not in the data folder) plus
+synthetic dialogues over ReDial's own catalog (:func:`crs_backends.neural.small.train_on_dataset`),
 once, into ``--models`` (resumable), then evaluated on ``redial_eval/test_data_processed.jsonl``:
 one sample per (test record, gold item in the KG), as CRSLab / iEvaLM count Recall@k. The published
 numbers are the full-size iEvaLM checkpoints (KBRD .028/.169/.366, BARCOR .031/.170/.372, UniCRS
@@ -24,16 +25,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from catalog.catalog import data_dir
-from crs_backends.neural.small import TRAIN_SETTINGS, VERSION, cache_root
-from crs_backends.train import (
-    SYSTEMS,
-    TqdmProgress,
-    format_report,
-    has_published_layout,
-    load_train_data,
-    quality_report,
-    train_system,
-)
+from crs_backends.neural.small import train_on_dataset
+from crs_backends.train import SYSTEMS, TqdmProgress, quality_report
 
 
 def main() -> None:
@@ -42,7 +35,7 @@ def main() -> None:
         "--models",
         type=Path,
         default=None,
-        help="where the ReDial-trained small models live (default <cache>/models/quality-redial-small-vN)",
+        help="where the ReDial-trained small models live (default <cache>/models/quality-redial-small-vN-dM)",
     )
     parser.add_argument("--systems", default=",".join(SYSTEMS))
     parser.add_argument("--limit", type=int, default=1000, help="test records to use (0: all 3,341)")
@@ -53,24 +46,22 @@ def main() -> None:
     if base is None or not (base / "redial" / "entity2id.json").exists():
         print("research data not found (CRS_DATA_DIR or ../shared/data): skipped")
         return
-    models = args.models or cache_root() / "models" / f"quality-redial-small-v{VERSION}"
     systems = [s for s in args.systems.split(",") if s]
-    todo = [s for s in systems if args.retrain or not has_published_layout(models, s, "redial")]
-    if todo:
-        from crs_backends.neural.engine import TrainConfig
+    bars: list[TqdmProgress] = []
 
-        data = load_train_data(str(base / "redial"))
-        print(f"training the small configurations on ReDial into {models}: {data.describe()}")
-        for system in todo:
-            config = TrainConfig(
-                size="small", seed=0, resume=not args.retrain, progress=not args.quiet, **TRAIN_SETTINGS[system]
-            )
-            bar = TqdmProgress(f"{system} ", enabled=not args.quiet)
-            try:
-                _model, report = train_system(system, data, models, config, progress=bar)
-            finally:
-                bar.close()
-            print(format_report(report))
+    def progress_for(system: str) -> TqdmProgress | None:
+        if args.quiet:
+            return None
+        bars.append(TqdmProgress(f"{system} "))
+        return bars[-1]
+
+    try:
+        models, _data = train_on_dataset(
+            base / "redial", systems, args.models, retrain=args.retrain, progress_for=progress_for, log=print
+        )
+    finally:
+        for bar in bars:
+            bar.close()
     quality_report(
         models,
         str(base / "redial"),

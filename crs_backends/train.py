@@ -7,7 +7,9 @@
 ``--data`` is a knowledge-graph directory in the iEvaLM layout (``entity2id.json``, ``relation2id.json``,
 ``kg.json``, ``item_ids.json``); a bare name (``redial``) is looked up in the data directory
 (``CRS_DATA_DIR``, default ``../shared/data``). ``--data bundled`` trains on synthetic dialogues over the
-bundled catalog (:mod:`crs_backends.neural.synthetic`). Training records (iEvaLM processed JSONL) come
+bundled catalog (:mod:`crs_backends.neural.synthetic`); with a dataset, ``--dialogues N`` adds N synthetic
+dialogues over the dataset's own catalog to its real records (as the small configurations train on ReDial in
+``bench/crs_fidelity.py``). Training records (iEvaLM processed JSONL) come
 from ``--records``, else the first of ``<data>_eval/train_data_processed.jsonl``,
 ``<data>/train_data_processed.jsonl``, ``<data>_eval/valid_data_processed.jsonl``.
 
@@ -82,6 +84,11 @@ class TrainData:
     kg_dir: Path | None  # None for the bundled catalog (its KG is built in memory)
     records: list  # list[Record]
     source: str  # where the records came from
+    synthetic: int = 0  # how many of the records, at the end, are synthetic dialogues added to a dataset's own
+
+    @property
+    def real_records(self) -> list:
+        return self.records[: len(self.records) - self.synthetic]
 
     def describe(self) -> str:
         with_rec = sum(1 for r in self.records if r.rec)
@@ -178,7 +185,17 @@ def load_train_data(
             tried = ", ".join(str(p) for p in record_candidates(kg_dir))
             raise DataError(f"no training records for {kg_dir.name}: looked for {tried}; pass --records FILE")
         path = found
-    return TrainData(kg_dir.name, kg, kg_dir, read_records_file(path, limit), str(path))
+    real = read_records_file(path, limit)
+    if not dialogues:
+        return TrainData(kg_dir.name, kg, kg_dir, real, str(path))
+    from crs_backends.neural.synthetic import dataset_records
+
+    try:
+        synthetic = dataset_records(kg_dir, real, dialogues, seed, kg=kg)
+    except ValueError as e:
+        raise DataError(f"--dialogues {dialogues}: {e}") from e
+    source = f"{path} and {dialogues} synthetic dialogues over the {kg_dir.name} catalog (seed {seed})"
+    return TrainData(kg_dir.name, kg, kg_dir, real + synthetic, source, synthetic=len(synthetic))
 
 
 def record_texts(records) -> list[str]:
@@ -298,7 +315,13 @@ def _train_command(system: str):
         "<data>_eval/valid_data_processed.jsonl",
     )
     @click.option("--limit", type=int, default=None, help="use only the first N records")
-    @click.option("--dialogues", type=int, default=None, help="synthetic dialogues for --data bundled (default 2000)")
+    @click.option(
+        "--dialogues",
+        type=int,
+        default=None,
+        help="synthetic dialogues: all of --data bundled's records (default 2000); for a dataset, added to its "
+        "real records over the dataset's own catalog (default none)",
+    )
     @click.option("--epochs", type=int, default=None)
     @click.option("--max-steps", type=int, default=None, help="optimizer steps in total (rec + conv)")
     @click.option("--batch-size", type=int, default=None)

@@ -63,6 +63,35 @@ def test_default_records_and_names(shared_data):
     assert bundled.dataset == "bundled" and bundled.kg_dir is None and 20 <= len(bundled.records) <= 40
 
 
+def test_dataset_records_add_synthetic_dialogues_over_the_dataset_catalog(shared_data, tmp_path):
+    """``--dialogues N`` with a dataset: its real records first, then N synthetic dialogues over its own catalog,
+    whose targets follow what the real records name (never the test records)."""
+    from collections import Counter
+
+    real = load_train_data(str(shared_data / "redial"))
+    data = load_train_data(str(shared_data / "redial"), dialogues=200, seed=3)
+    assert data.real_records == real.records and data.synthetic == len(data.records) - len(real.records) > 200
+    assert "200 synthetic dialogues over the redial catalog (seed 3)" in data.source
+    synthetic = data.records[len(real.records) :]
+    assert all(data.kg.ids_of(r.rec) for r in synthetic if r.rec)  # every target is a KG item
+    # targets lean to what the real conversations name: the mentioned items are a small part of ReDial's 6,576
+    mentioned = {n for r in real.records for n in [*r.entity, *r.rec]}
+    targets = Counter(n for r in synthetic for n in r.rec)
+    share = sum(c for n, c in targets.items() if n in mentioned) / sum(targets.values())
+    assert share > 0.5, share
+    assert load_train_data(str(shared_data / "redial"), dialogues=200, seed=3).records == data.records  # seeded
+    # a dataset without item metadata cannot have synthetic dialogues: a clear message, no traceback
+    kg_only = tmp_path / "mykg"
+    kg_only.mkdir()
+    for name in ("entity2id.json", "relation2id.json", "kg.json", "item_ids.json"):
+        (kg_only / name).write_bytes((shared_data / "redial" / name).read_bytes())
+    records = str(shared_data / "redial_eval" / "valid_data_processed.jsonl")
+    code, out = run(
+        "kbrd", "--data", str(kg_only), "--out", str(tmp_path / "m"), "--records", records, "--dialogues", "5"
+    )
+    assert code != 0 and "id2info.json" in out and "Traceback" not in out
+
+
 def _steps(out: str) -> dict[str, int]:
     return {part: int(n) for part, n in re.findall(r"^\s+(rec|conv): (\d+) steps", out, flags=re.M)}
 
