@@ -70,7 +70,8 @@ QUICK_SETTINGS: dict[str, dict] = {
 # The same small configurations trained on a research dataset (the benches' ReDial figures): its real records plus
 # this many synthetic dialogues over the dataset's own catalog (synthetic.dataset_records). ReDial's training split
 # is not in the data folder; its 2,716 `redial_eval/valid` records alone left the small rankings near a popularity
-# list (R@10 over popularity: KBRD 1.26, BARCOR 0.75, UniCRS 1.03).
+# list (R@10 over popularity: KBRD 1.26, BARCOR 0.75, UniCRS 1.03, at the v2 budget). With them (v3 budget, first
+# 1,000 test records): KBRD 1.58; BARCOR 0.69 and UniCRS 0.75, whose text-reading rankings stay below popularity.
 DATASET_DIALOGUES = 3000
 THREADS = int(os.environ.get("CRS_SMALL_THREADS", "0") or 0)  # 0: torch's default
 
