@@ -300,3 +300,29 @@ def test_a_title_that_repeats_a_word_is_no_stutter_but_a_real_repeat_around_it_i
     assert facts.stutters("I couldn or that, that, try It (2017).", titles) == ["that"]
     assert facts.stutters("You should watch La La Land (2016).") == ["La"]  # without the titles it would count
     assert facts.stutters("It is a comedy film, from 1939, from you mentioned.") == []  # a year between them
+
+
+def test_a_filled_value_ending_in_a_period_does_not_double_the_stop():
+    from catalog.catalog import Item
+
+    item = Item(id="x", title="Chaplin", year=1992, genres=("Drama",), directors=(), cast=("Robert Downey Jr.",))
+    assert facts.fill("You might like <movie>, with <actor>.", [item], ["Chaplin (1992)"]) == (
+        "You might like Chaplin (1992), with Robert Downey Jr."
+    )
+    assert facts.fill("Hmm... <movie>?", [item], ["Chaplin (1992)"]) == "Hmm... Chaplin (1992)?"
+
+
+def test_attribute_linker_finds_genres_by_their_wording_and_people_by_full_name():
+    from crs_backends.neural.mentions import AttributeLinker
+
+    names = {"Heat (1995)": 0, "Sci-Fi": 1, "Horror": 2, "Tom Hanks": 3, "Al Pacino": 4, "Ed": 5, "Drama [genre]": 6}
+    link = AttributeLinker(names, [0])
+    assert link("Any SCIENCE FICTION or scary movies? Tom Hanks, or al pacino, maybe a drama") == [
+        "Sci-Fi",
+        "Horror",
+        "Tom Hanks",
+        "Al Pacino",
+        "Drama [genre]",
+    ]
+    assert link("Heat was great; Edward and Hanks") == []  # items are the catalog's job; no partial names
+    assert link("") == [] and AttributeLinker({}, [])("horror") == []

@@ -54,6 +54,7 @@ _DANGLING = (
     re.compile(r",?\s*from\s*(?=[,.;:!?)]|$)"),
 )
 _ARTICLE = re.compile(r"\b([Aa]n?) (?=(\w))")
+_DOUBLE_STOP = re.compile(r"(?<!\.)\.\.(?!\.)")
 
 
 def genre_word(genre: str) -> str:
@@ -134,7 +135,7 @@ def fill(text: str, items: Sequence[Item | None], names: Sequence[str], mentione
         out,
     )
     out = re.sub(r"\s+([,.;:!?])", r"\1", " ".join(out.split()))
-    return out
+    return _DOUBLE_STOP.sub(".", out)  # a value ending in a period ("Robert Downey Jr.") before the sentence's own
 
 
 # ----------------------------------------------------------------------------- checking

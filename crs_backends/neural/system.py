@@ -8,7 +8,9 @@ Two reply policies (:mod:`crs_backends.neural.policy`):
   >= 90); the model generates, chooses an option by its letter scores plus the conversation's option state
   (kept on each turn's ``metadata["choice"]``), and either lists the top 3 of its ranking over its dataset's
   item set ("I would recommend the following items: …") or answers with the generated text. ``Turn.items``
-  are the items the reply names; the whole top 50 is in ``metadata["top_items"]``.
+  are the items the reply names; the whole top 50 is in ``metadata["top_items"]``. The small local versions
+  (ours, trained on annotated entities) also link catalog titles, genres and people
+  (:mod:`crs_backends.neural.mentions`); the published sets link exactly as ``crs_fighter``.
 - ``enhanced`` (ours): the conversation with same-side turns joined and exact catalog mentions added to the
   entities; the ranking mapped to the chat catalog (items the user mentioned skipped), a top-10 list every
   turn, and the reply's movie slots filled by those items with no empty slot left (:func:`repair_text`).
@@ -36,6 +38,7 @@ from crs_backends.base import DEFAULT_LIST_SIZE, CRSSystem, SystemInfo
 from crs_backends.neural import facts, policy
 from crs_backends.neural.engine import MOVIE_SLOT, TOP_K, ConvInput, NeuralModel
 from crs_backends.neural.kg_reader import KGData, load_kg
+from crs_backends.neural.mentions import AttributeLinker
 from crs_backends.neural.policy import DEFAULT_POLICY, check_policy
 from crs_backends.neural.sources import LABELS, CheckpointSource, Progress, SourceError, resolve
 from storage.records import Conversation, Turn
@@ -98,6 +101,8 @@ class NeuralCRS(CRSSystem):
                 self._by_name.setdefault(str(entity_name), item)
         self._link = lru_cache(maxsize=LINK_CACHE)(self._link_uncached)
         self._fuzzy = lru_cache(maxsize=LINK_CACHE)(lambda text: tuple(self.kg.link(text)))
+        self._small_links = lru_cache(maxsize=LINK_CACHE)(self._small_links_uncached)
+        self._attributes: AttributeLinker | None = None
 
     # ------------------------------------------------------------------ identity
     @property
@@ -210,14 +215,24 @@ class NeuralCRS(CRSSystem):
 
     def arena_input(self, conversation: Conversation) -> ConvInput:
         """The conversation as crs_fighter builds it: every message in order (``''`` first only when the
-        system spoke first), and for each the KG entities fuzzy-linked (WRatio >= 90), nothing else."""
+        system spoke first), and for each the KG entities fuzzy-linked (WRatio >= 90), nothing else; the small
+        local versions also link catalog titles, genres and people (:mod:`crs_backends.neural.mentions`)."""
         context = [" ".join((t.text or "").split()) for t in conversation.all_turns]
         if conversation.all_turns and conversation.all_turns[0].role == "system":
             context.insert(0, "")
         entities: list[str] = []
         for text in context:
-            entities += list(self._fuzzy(text)) if text else []
+            if not text:
+                continue
+            # the small versions also link titles (catalog mentions), genres and people: see mentions.py
+            entities += list(self._small_links(text)) if self.small else list(self._fuzzy(text))
         return ConvInput(context=context, entities=entities)
+
+    def _small_links_uncached(self, text: str) -> tuple[str, ...]:
+        found = list(self._link(text))  # the fuzzy links, then catalog title mentions
+        if self._attributes is None:
+            self._attributes = AttributeLinker(self.kg.entity2id, self.kg.item_ids)
+        return tuple(dict.fromkeys(found + self._attributes(text)))
 
     def _respond_crs_arena(self, conversation: Conversation) -> Turn:
         """One turn of CRS Arena's policy (see :mod:`crs_backends.neural.policy`)."""
@@ -256,8 +271,13 @@ class NeuralCRS(CRSSystem):
             listed = [i for i in ranked_items[: policy.LIST_SIZE] if i is not None]
         else:
             text = generated
-            if self.small:  # ours: the small versions' fact slots come from the catalog
-                text = facts.fill(text, ranked_items, names, self._mentioned_values(inp))
+            if self.small:  # ours: the small versions' fact slots come from the catalog, and their movie slots
+                # skip the titles the conversation already named (the user's, and earlier suggestions)
+                named = set(inp.entities)
+                keep = [n for n, name in enumerate(names) if name not in named] or list(range(len(names)))
+                text = facts.fill(
+                    text, [ranked_items[n] for n in keep], [names[n] for n in keep], self._mentioned_values(inp)
+                )
             else:
                 text = policy.fill_placeholders(text, self.model.placeholder, names)
             listed = self._named_items(text, ranked_items)

@@ -1,0 +1,48 @@
+"""The genres and people a message names, as KG entity names: the small local versions' linking.
+
+CRS Arena links entities by fuzzy-matching the *whole message* against every KG name (rapidfuzz WRatio >= 90,
+``src/model/utils.py: get_entity``), which the published sets keep. A message like "I loved The Matrix and
+Inception. Any mind-bending sci-fi?" links nothing that way: each name scores about 85 against the longer text,
+and a short name such as "Sci-Fi" at most 60. The small local versions were trained on conversations whose
+entities are annotated (titles, genres, directors, actors), so their rankings only follow a conversation whose
+entities are found; they link titles with the chat catalog's mention finder and genres and people here:
+a genre by the ways users name it (:data:`crs_backends.neural.synthetic.GENRE_NOUNS`, the wording the small
+versions were trained on), a person by full name, whole words, case-insensitive.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+
+from crs_backends.neural.synthetic import GENRE_NOUNS
+
+MIN_PERSON_LENGTH = 6  # "Al Pacino" yes; very short multi-word names match too much ordinary text
+
+
+class AttributeLinker:
+    """Finds the KG's genre and person entities in a text; ``linker(text)`` → entity names, in text order, once each."""
+
+    def __init__(self, entity2id: Mapping[str, int], item_ids: Iterable[int]):
+        items = set(item_ids)
+        self.phrases: dict[str, str] = {}  # lowercased phrase -> entity name
+        for name, eid in entity2id.items():
+            if eid in items or name.startswith("<"):
+                continue
+            base = name.split(" [")[0]  # the KG builder suffixes a name shared by two types
+            genre = next((g for g in GENRE_NOUNS if g.lower() == base.lower()), None)
+            if genre is not None:
+                for phrase in (base, *GENRE_NOUNS[genre]):
+                    self.phrases.setdefault(phrase.lower(), name)
+            elif " " in base.strip() and len(base) >= MIN_PERSON_LENGTH:
+                self.phrases.setdefault(base.lower(), name)
+        alternatives = sorted(self.phrases, key=len, reverse=True)  # the longest phrase wins at one place
+        self._pattern = (
+            re.compile(r"(?<!\w)(" + "|".join(map(re.escape, alternatives)) + r")(?!\w)") if alternatives else None
+        )
+
+    def __call__(self, text: str) -> list[str]:
+        if not text or self._pattern is None:
+            return []
+        found = [self.phrases[m.group(1)] for m in self._pattern.finditer(text.lower())]
+        return list(dict.fromkeys(found))
