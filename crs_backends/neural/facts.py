@@ -138,6 +138,21 @@ def fill(text: str, items: Sequence[Item | None], names: Sequence[str], mentione
     return _DOUBLE_STOP.sub(".", out)  # a value ending in a period ("Robert Downey Jr.") before the sentence's own
 
 
+def mentioned_values(entities: Iterable[str]) -> set[str]:
+    """The values a conversation named: its entity names without the KG builder's " [type]" suffix."""
+    return {e.split(" [")[0] for e in entities}
+
+
+def fill_unnamed(text: str, items: Sequence[Item | None], names: Sequence[str], entities: Iterable[str]) -> str:
+    """:func:`fill` as the small versions answer (ours; the app's policy and the fidelity check both call this):
+    the movie slots skip the ranked titles among the conversation's ``entities`` (the user's, and earlier
+    suggestions; all of them when every one was named), and a fact slot prefers a value the conversation named."""
+    entities = list(entities)
+    named = set(entities)
+    keep = [n for n, name in enumerate(names) if name not in named] or list(range(len(names)))
+    return fill(text, [items[n] for n in keep], [names[n] for n in keep], mentioned_values(entities))
+
+
 # ----------------------------------------------------------------------------- checking
 _YEAR_CLAIM = re.compile(r"\bfrom (\d{4})\b")
 _DIRECTOR_CLAIM = re.compile(r"\bdirected by ([A-Z][\w.'-]*(?: [A-Z][\w.'-]*){0,3})")

@@ -73,7 +73,7 @@ def shown_reply(model: NeuralModel, inp: ConvInput, catalog: Catalog, item_of) -
     ranked = model.recommend(inp, k=10)
     names = [model.kg.entity_name(int(e)) for e, _ in ranked]
     items = [item_of(int(e)) for e, _ in ranked]
-    return facts.fill(model.reply_text(inp), items, names, {e.split(" [")[0] for e in inp.entities})
+    return facts.fill_unnamed(model.reply_text(inp), items, names, inp.entities)
 
 
 def check_replies(

@@ -271,13 +271,8 @@ class NeuralCRS(CRSSystem):
             listed = [i for i in ranked_items[: policy.LIST_SIZE] if i is not None]
         else:
             text = generated
-            if self.small:  # ours: the small versions' fact slots come from the catalog, and their movie slots
-                # skip the titles the conversation already named (the user's, and earlier suggestions)
-                named = set(inp.entities)
-                keep = [n for n, name in enumerate(names) if name not in named] or list(range(len(names)))
-                text = facts.fill(
-                    text, [ranked_items[n] for n in keep], [names[n] for n in keep], self._mentioned_values(inp)
-                )
+            if self.small:  # ours: fact slots from the catalog, movie slots skip titles already named
+                text = facts.fill_unnamed(text, ranked_items, names, inp.entities)
             else:
                 text = policy.fill_placeholders(text, self.model.placeholder, names)
             listed = self._named_items(text, ranked_items)
@@ -323,9 +318,6 @@ class NeuralCRS(CRSSystem):
     def small(self) -> bool:
         return bool(self.source and self.source.small) or getattr(self.model, "size", "") == "small"
 
-    def _mentioned_values(self, inp: ConvInput) -> set[str]:
-        return {e.split(" [")[0] for e in inp.entities}
-
     def _named_items(self, text: str, ranked: list[Item | None]) -> list[Item]:
         """The items a reply names: ranked items whose name it contains, then other catalog titles it names."""
         lowered = text.lower()
@@ -356,7 +348,7 @@ class NeuralCRS(CRSSystem):
             names = [i.name for i in shown]
             generated = self.model.generate(inp, items=names)
         if self.small:
-            generated = facts.fill(generated, shown, names, self._mentioned_values(inp))
+            generated = facts.fill(generated, shown, names, facts.mentioned_values(inp.entities))
         text, repaired = repair_text(generated, names)
         info = self.info
         return Turn(
