@@ -32,7 +32,12 @@ def held_back_inputs(records: Sequence[Record], n: int = 300) -> list[Record]:
 
 def distinct_top_ratio(model: NeuralModel, inputs: Iterable[ConvInput], k: int = 3) -> float:
     """Distinct top-``k`` lists over the inputs, as a share of the inputs (1.0: every list differs)."""
-    tops = [tuple(e for e, _ in model.recommend(inp, k=k)) for inp in inputs]
+    return distinct_ratio([model.recommend(inp, k=k) for inp in inputs], k)
+
+
+def distinct_ratio(rankings: Sequence[Sequence[tuple[int, float]]], k: int = 3) -> float:
+    """Distinct top-``k`` lists among rankings already computed, as a share of them."""
+    tops = [tuple(e for e, _ in ranked[:k]) for ranked in rankings]
     return len(set(tops)) / len(tops) if tops else 0.0
 
 
@@ -67,22 +72,29 @@ class ReplyCheck:
     samples: list[str] = field(default_factory=list)
 
 
-def shown_reply(model: NeuralModel, inp: ConvInput, catalog: Catalog, item_of) -> str:
+def shown_reply(model: NeuralModel, inp: ConvInput, catalog: Catalog, item_of, ranked=None) -> str:
     """The reply a small version shows when it does not list: its generated text, slots filled from its ranking
-    and the catalog (exactly what the ``crs_arena`` policy does on such turns)."""
-    ranked = model.recommend(inp, k=10)
+    (``ranked``: its top 10 when already computed) and the catalog (what the ``crs_arena`` policy does on such
+    turns)."""
+    ranked = model.recommend(inp, k=10) if ranked is None else ranked
     names = [model.kg.entity_name(int(e)) for e, _ in ranked]
     items = [item_of(int(e)) for e, _ in ranked]
     return facts.fill_unnamed(model.reply_text(inp), items, names, inp.entities)
 
 
 def check_replies(
-    model: NeuralModel, inputs: Iterable[ConvInput], catalog: Catalog, item_of, keep: int = 5
+    model: NeuralModel,
+    inputs: Iterable[ConvInput],
+    catalog: Catalog,
+    item_of,
+    keep: int = 5,
+    rankings: Sequence | None = None,
 ) -> ReplyCheck:
+    """``rankings``: each input's top 10 when already computed (else each is ranked here)."""
     out = ReplyCheck()
     titles = [item.name for item in catalog.items]  # "Title (Year)", as the replies name them
-    for inp in inputs:
-        text = shown_reply(model, inp, catalog, item_of)
+    for n, inp in enumerate(inputs):
+        text = shown_reply(model, inp, catalog, item_of, rankings[n] if rankings is not None else None)
         out.replies += 1
         out.stutters += [f"{w!r} in {text!r}" for w in facts.stutters(text, titles)]
         out.contradictions += [f"{p} in {text!r}" for p in facts.contradictions(text, catalog)]
@@ -140,14 +152,12 @@ def bundled_checks(root, systems: Sequence[str], n: int = 300) -> dict[str, Bund
         t0 = time.monotonic()
         model = model_class(system).load(root, DATASET, kg)
         crs = NeuralCRS(model, catalog)
-        hits = sum(
-            any(g in {e for e, _ in model.recommend(inp, k=10)} for g in kg.ids_of(r.rec))
-            for r, inp in zip(held, inputs)
-        )
+        rankings = [model.recommend(inp, k=10) for inp in inputs]  # once per dialogue, for all three figures
+        hits = sum(any(g in {e for e, _ in ranked} for g in kg.ids_of(r.rec)) for r, ranked in zip(held, rankings))
         out[system] = BundledCheck(
-            distinct=distinct_top_ratio(model, inputs),
+            distinct=distinct_ratio(rankings),
             hit10=hits / len(held) if held else 0.0,
-            check=check_replies(model, inputs, catalog, crs.item_of),
+            check=check_replies(model, inputs, catalog, crs.item_of, rankings=rankings),
             dialogues=len(inputs),
             seconds=time.monotonic() - t0,
         )
