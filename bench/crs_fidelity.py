@@ -11,7 +11,8 @@ In one run, per system:
    ReDial's own catalog, :func:`crs_backends.neural.small.train_on_dataset`; cached, as ``bench/crs_quality.py``):
    Recall@1/10/50 on the first ``--limit`` ReDial test records beside a popularity list measured in the same
    run (items by how often the training records recommend them) and the published figures, and distinct top-3
-   lists over 300 ReDial test dialogues;
+   lists over 300 ReDial test dialogues; with a reference row that reads no text: the titles the conversation
+   already names, then the popularity list (ReDial's gold lists often repeat a named title, and Recall@k counts it);
 3. ChatCRS on the embedded model: titles outside its candidate list over the seeded batch of
    :data:`crs_backends.chatcrs_check.SCRIPTS`.
 
@@ -27,6 +28,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from functools import partial
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,7 +51,14 @@ def bundled_checks(systems, n: int) -> dict:
 
 def redial_checks(systems, limit: int, n: int) -> dict:
     from catalog.catalog import data_dir
-    from crs_backends.neural.fidelity import distinct_top_ratio, held_back_inputs, popularity_ranking, recall_of_ranking
+    from crs_backends.neural.fidelity import (
+        distinct_top_ratio,
+        held_back_inputs,
+        named_first_ranking,
+        named_share,
+        popularity_ranking,
+        recall_of_ranking,
+    )
     from crs_backends.neural.small import train_on_dataset
     from crs_backends.train import model_class, read_records_file, recall_at_k
 
@@ -65,9 +74,17 @@ def redial_checks(systems, limit: int, n: int) -> dict:
         model = model_class(system).load(models, "redial", data.kg)
         recall, used, samples = recall_at_k(model, test)
         # the popularity list counts the real records only: what a dataset's own recommendations make popular
-        popular = recall_of_ranking(popularity_ranking(data.real_records, model), test, model)
+        popular_list = popularity_ranking(data.real_records, model)
+        popular = recall_of_ranking(popular_list, test, model)
         ratio = distinct_top_ratio(model, [r.conv_input() for r in held_back_inputs(test, n)])
         out[system] = {"recall": recall, "popularity": popular, "distinct": ratio, "records": used, "samples": samples}
+        if "named_first" not in out:  # the same for every system (one KG): a reference row, measured once
+            out["named_first"] = {
+                "recall": recall_of_ranking(
+                    partial(named_first_ranking, popular=popular_list, model=model), test, model
+                ),
+                "named_share": named_share(test, model),
+            }
     return out
 
 
@@ -120,6 +137,7 @@ def main() -> int:
             f"{'system':<8} {'R@1':>6} {'R@10':>6} {'R@50':>6}   {'popularity R@1/10/50':>21}   "
             f"{'published R@1/10/50':>20}   {'R@10/pop':>8} {'distinct':>8}"
         )
+        named = redial.pop("named_first", None)
         for system, r in redial.items():
             rec, pop, pub = r["recall"], r["popularity"], PUBLISHED_RECALL[system]
             over = rec[10] / pop[10] if pop[10] else float("inf")
@@ -127,6 +145,13 @@ def main() -> int:
                 f"{LABELS[system]:<8} {rec[1]:>6.3f} {rec[10]:>6.3f} {rec[50]:>6.3f}   "
                 f"{pop[1]:>6.3f} {pop[10]:>6.3f} {pop[50]:>6.3f}   {pub[0]:>6.3f} {pub[1]:>6.3f} {pub[2]:>6.3f}   "
                 f"{over:>8.2f} {r['distinct']:>8.2f}"
+            )
+        if named:
+            rec, pop = named["recall"], next(iter(redial.values()))["popularity"]
+            print(
+                f"reference: the titles the conversation names (latest first), then popularity: R@1/10/50 "
+                f"{rec[1]:.3f} / {rec[10]:.3f} / {rec[50]:.3f} ({rec[10] / pop[10]:.2f}x popularity); "
+                f"{named['named_share']:.0%} of the gold items are titles the conversation already named"
             )
 
     chat = None if args.no_chatcrs else chatcrs_checks()

@@ -1,0 +1,39 @@
+"""The reference rankings the fidelity bench prints beside the models (no model is trained here)."""
+
+from types import SimpleNamespace
+
+from catalog.ievalm_records import Record
+from crs_backends.neural.fidelity import named_first_ranking, named_share, popularity_ranking, recall_of_ranking
+from crs_backends.neural.kg_reader import KGData
+
+NAMES = ["A (2001)", "B (2002)", "C (2003)", "D (2004)", "Horror"]
+
+
+def _model() -> SimpleNamespace:
+    kg = KGData({n: i for i, n in enumerate(NAMES)}, {"genre": 0}, {"0": [[0, 4]]}, [0, 1, 2, 3], name="tiny")
+    return SimpleNamespace(kg=kg)
+
+
+def test_named_first_puts_the_conversations_own_titles_before_popularity():
+    model = _model()
+    train = [Record(["hi"], [], ["D (2004)"], ""), Record(["hi"], [], ["D (2004)", "C (2003)"], "")]
+    popular = popularity_ranking(train, model)
+    assert popular[:2] == [3, 2]
+    # named in order A then B (and a genre, which is no item): the latest named comes first, no repeats
+    record = Record(["I liked A (2001)", "", "and B (2002), any horror?"], ["A (2001)", "B (2002)", "Horror"], [], "")
+    assert named_first_ranking(record, popular, model) == [1, 0, 3, 2]
+
+
+def test_recall_of_a_ranking_per_record_and_the_named_share():
+    model = _model()
+    records = [
+        Record(["I liked A (2001)"], ["A (2001)"], ["A (2001)"], ""),  # the gold item was named: a copy hit
+        Record(["I liked B (2002)"], ["B (2002)"], ["C (2003)", "Unknown (1999)"], ""),  # unknown gold is not counted
+    ]
+    popular = [3, 2, 1, 0]
+    fixed = recall_of_ranking(popular, records, model, ks=(1, 2))
+    per_record = recall_of_ranking(lambda r: named_first_ranking(r, popular, model), records, model, ks=(1, 2))
+    assert fixed == {1: 0.0, 2: 0.5}  # C is second in the fixed list; A is last
+    assert per_record == {1: 0.5, 2: 0.5}  # A is first for the record that names it; C falls to third after B
+    assert named_share(records, model) == 0.5
+    assert named_share([], model) == 0.0
