@@ -21,6 +21,7 @@ from itertools import combinations
 
 from sqlite_utils import Database
 
+from crs_backends import health
 from crs_backends.registry import SYSTEMS, get_system
 from crs_backends.session import ChatSession, prepare_user_message
 from storage.arena import DuplicateVote, battle_counts, get_battle, get_vote, save_battle, save_vote
@@ -170,6 +171,7 @@ def send(battle: Battle, message: str, *, db_path=None) -> dict[str, SideReply]:
             return SideReply(turn=turn)
         except Exception as e:  # one side's failure, whatever it is, must not cost the other side
             log.warning("arena system %s failed: %s", conversation.system_id, e, exc_info=True)
+            health.note(conversation.system_id, ok=False, detail=type(e).__name__)  # also when it could not load
             set_status(get_db(db_path), conversation.id, "active", last_error=str(e))
             return SideReply(turn=None, error=f"System {side.upper()} could not answer (the error is recorded).")
         finally:

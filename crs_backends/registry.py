@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable
 
 from catalog.catalog import get_catalog
+from crs_backends import health
 from crs_backends.base import CRSSystem, SystemInfo
 from crs_backends.plugins import missing_package
 from llm_clients.registry import client_for
@@ -215,11 +216,14 @@ def get_system(system_id: str, *, db_path=None) -> CRSSystem:
 
 def ready_system_ids(*, db_path=None) -> list[str]:
     """Systems that can answer without a build first: all but the neural ones that have no checkpoint yet
-    (for the arena, which should not make a person wait for a build)."""
+    (for the arena, which should not make a person wait for a build), and those whose latest answer failed a
+    moment ago (:mod:`crs_backends.health`: a battle with a side that cannot answer cannot be voted on)."""
     from crs_backends.neural import sources
 
     ready = []
     for system_id in SYSTEMS:
+        if health.resting(system_id):
+            continue
         if system_id in NEURAL and (system_id, str(db_path)) not in _built:
             try:
                 sources.resolve(system_id)

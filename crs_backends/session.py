@@ -6,6 +6,7 @@ import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from crs_backends import health
 from crs_backends.base import CRSSystem
 from llm_clients.types import LLMError
 from storage.conversations import append_turns, set_status
@@ -77,6 +78,7 @@ class ChatSession:
         append_turns(db, self.conversation, [user_turn])
         self.conversation.turns.append(user_turn)
         system_turn = None
+        system_id = self.system.info.id
         try:
             for piece in self.system.stream(self.conversation):
                 if isinstance(piece, Turn):
@@ -84,9 +86,14 @@ class ChatSession:
                 else:
                     yield piece
         except LLMError as e:
-            log.warning("system %s failed: %s", self.system.info.id, e)
+            log.warning("system %s failed: %s", system_id, e)
+            health.note(system_id, ok=False, detail=type(e).__name__)
             set_status(get_db(self.db_path), self.conversation.id, "active", last_error=str(e))
             raise
+        except Exception as e:
+            health.note(system_id, ok=False, detail=type(e).__name__)
+            raise
+        health.note(system_id, ok=True)
         assert system_turn is not None
         append_turns(get_db(self.db_path), self.conversation, [system_turn])
         self.conversation.turns.append(system_turn)

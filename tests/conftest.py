@@ -15,6 +15,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from fake_openai import FakeOpenAI
 
 from catalog.catalog import data_dir
+from crs_backends import health
 from storage.db import close_thread_connections
 
 # no test may reach a remote model by accident
@@ -27,6 +28,7 @@ def db_path(tmp_path, monkeypatch) -> Path:
     """Every test gets its own database file, also for code that reads CRS_ARENA_DB."""
     path = tmp_path / "crs_arena.db"
     monkeypatch.setenv("CRS_ARENA_DB", str(path))
+    health.forget()  # which systems failed a moment ago is process state: each test starts with none
     yield path
     close_thread_connections()
 

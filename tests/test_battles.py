@@ -2,6 +2,7 @@
 
 import random
 import threading
+import time
 from collections import Counter
 
 import pytest
@@ -10,7 +11,7 @@ from arena import battles as arena
 from arena.battles import BattleClosed, BattleNotReady, DuplicateVote
 from crs_backends import registry
 from crs_backends.base import CRSSystem, SystemInfo
-from crs_backends.session import EmptyMessage
+from crs_backends.session import EmptyMessage, prepare_user_message
 from storage.arena import get_vote, save_battle
 from storage.conversations import get_conversation, save_conversation
 from storage.db import close_thread_connections, get_db
@@ -210,3 +211,67 @@ def test_load_eight_threads_one_vote_per_battle(db_path):
     assert total == Counter(recorded=400, refused=400)
     rows = list(db.query("select battle_id, count(*) as n from votes group by battle_id"))
     assert len(rows) == 400 and {r["n"] for r in rows} == {1} and {r["battle_id"] for r in rows} == set(ids)
+
+
+def test_a_system_that_failed_sits_out_new_battles_until_it_answers_or_rests(db_path, systems, monkeypatch):
+    from crs_backends import health
+    from crs_backends.session import ChatSession
+
+    failing = {"on": True}
+
+    def flaky():
+        if failing["on"]:
+            raise RuntimeError("endpoint down")
+
+    ours = {systems("fine1"), systems("fine2"), systems("flaky", before=flaky)}
+
+    def ready() -> set[str]:
+        return set(registry.ready_system_ids(db_path=db_path)) & ours
+
+    db = get_db(db_path)
+    assert ready() == ours
+    battle = arena.start_battle(db, ["fine1", "flaky"], random.Random(4))
+    replies = arena.send(battle, "a heist movie", db_path=db_path)
+    assert sum(r.error is not None for r in replies.values()) == 1
+    assert health.resting("flaky") and ready() == {"fine1", "fine2"}
+    rng = random.Random(5)
+    started = [arena.start_battle(db, sorted(ready()), rng) for _ in range(20)]
+    drawn = {s for b in started for s in (b.system_a, b.system_b)}
+    assert drawn == {"fine1", "fine2"}  # never the failing one
+    # the running battle keeps its sides: a retry still asks the failing system
+    failing["on"] = False
+    replies = arena.send(battle, "a heist movie, again", db_path=db_path)
+    assert all(r.error is None for r in replies.values())
+    assert not health.resting("flaky") and ready() == ours  # one answer brings it back
+    # a system that could not even be loaded counts too; after REST_SECONDS it is drawn again
+    monkeypatch.setitem(registry.SYSTEMS, "gone", ("Gone", lambda db_path: (_ for _ in ()).throw(OSError("no such"))))
+    battle = arena.start_battle(db, ["fine1", "gone"], random.Random(6))
+    arena.send(battle, "hello", db_path=db_path)
+    assert health.resting("gone")
+    later = time.monotonic() + health.REST_SECONDS + 1
+    assert not health.resting("gone", now=later)
+    # the chat session notes failures as well (the Chat tab tells the arena)
+    failing["on"] = True
+    session = ChatSession(registry.get_system("flaky", db_path=db_path), db_path=db_path)
+    with pytest.raises(RuntimeError):
+        list(session.send(prepare_user_message("hi")))
+    assert health.resting("flaky")
+
+
+def test_the_arena_says_which_systems_sit_out_when_fewer_than_two_can_answer(db_path, systems, monkeypatch):
+    import gradio as gr
+
+    from crs_backends import health
+    from ui.arena_tab import send_message
+    from ui.services import Services
+
+    monkeypatch.setattr(registry, "SYSTEMS", {})
+    systems("fine")
+    systems("down")
+    health.note("down", ok=False, detail="RemoteCRSError")
+    with pytest.raises(gr.Error) as raised:
+        send_message(Services(db_path=db_path), "a heist movie", None)
+    message = str(raised.value.message)
+    assert "Label down failed to answer in the last 5 minutes" in message and "Chat tab" in message
+    assert "Label fine" not in message
+    assert not get_db(db_path).execute("SELECT COUNT(*) FROM battles").fetchone()[0]  # nothing was stored

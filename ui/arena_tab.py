@@ -23,6 +23,7 @@ from arena.battles import (
     start_battle,
     vote,
 )
+from crs_backends import health
 from crs_backends.session import EmptyMessage, prepare_user_message
 from ui.render import safe_markdown, safe_text
 from ui.services import Services
@@ -111,7 +112,15 @@ def send_message(services: Services, text: str, battle_id: str | None, *, sessio
                 current = start_battle(
                     db, services.ready_system_ids(), random.Random(), domain=services.chat_domain(), session=session
                 )
-            except ValueError as e:  # fewer than two systems installed
+            except ValueError as e:  # fewer than two systems installed, or ready now
+                resting = services.resting_system_labels()
+                if resting:
+                    minutes = round(health.REST_SECONDS / 60)
+                    raise gr.Error(
+                        f"Fewer than two systems can answer right now: {safe_text(', '.join(resting))} failed to "
+                        f"answer in the last {minutes} minutes and sit out new battles for that long. "
+                        "Try again later, or chat with the others in the Chat tab."
+                    ) from None
                 raise gr.Error(str(e)) from None
         replies = send(current, text, db_path=services.db_path)
     except (EmptyMessage, BattleClosed) as e:

@@ -17,6 +17,7 @@ from sqlite_utils import Database
 from arena.board_view import BoardView, board_view
 from arena.crsarena_import import DEFAULT_CATALOG, ImportReport, import_dial
 from arena.database import DatabaseFacts, database, database_path, describe, open_at_start
+from crs_backends import health
 from crs_backends.base import CRSSystem, SystemInfo
 from crs_backends.registry import catalog_for_chat, get_system, ready_system_ids, system_ids, system_info
 from llm_clients.config import RoleConfig, all_role_configs
@@ -76,6 +77,10 @@ class Services:
     def ready_system_ids(self) -> list[str]:
         """Systems that answer without building anything first (neural ones without checkpoints are left out)."""
         return ready_system_ids(db_path=self.db_path)
+
+    def resting_system_labels(self) -> list[str]:
+        """Labels of the systems the arena leaves out for now: their latest answer failed a moment ago."""
+        return [self.system_info(s).label for s in health.resting_ids(self.system_ids())]
 
     def system(self, system_id: str) -> CRSSystem:
         """The system, loaded (or built) on first use; raises ``SystemUnavailable`` with a message for people."""
