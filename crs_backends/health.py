@@ -13,12 +13,28 @@ In-process and in memory, like the loaded systems themselves: a restart forgets 
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
 from dataclasses import dataclass
 
-REST_SECONDS = float(os.environ.get("CRS_ARENA_REST_SECONDS", "300") or 300)
+log = logging.getLogger(__name__)
+
+DEFAULT_REST_SECONDS = 300.0
+
+
+def _rest_seconds(raw: str | None) -> float:
+    """``CRS_ARENA_REST_SECONDS``: a number of seconds (0 turns resting off); anything else is the default."""
+    try:
+        value = float(raw) if raw not in (None, "") else DEFAULT_REST_SECONDS
+    except ValueError:
+        log.warning("CRS_ARENA_REST_SECONDS=%r is not a number of seconds; using %g", raw, DEFAULT_REST_SECONDS)
+        return DEFAULT_REST_SECONDS
+    return value if value >= 0 and value == value else DEFAULT_REST_SECONDS
+
+
+REST_SECONDS = _rest_seconds(os.environ.get("CRS_ARENA_REST_SECONDS"))
 
 
 @dataclass(frozen=True)

@@ -275,3 +275,11 @@ def test_the_arena_says_which_systems_sit_out_when_fewer_than_two_can_answer(db_
     assert "Label down failed to answer in the last 5 minutes" in message and "Chat tab" in message
     assert "Label fine" not in message
     assert not get_db(db_path).execute("SELECT COUNT(*) FROM battles").fetchone()[0]  # nothing was stored
+
+
+def test_the_rest_setting_reads_seconds_and_falls_back_on_anything_else():
+    from crs_backends.health import DEFAULT_REST_SECONDS, _rest_seconds
+
+    assert _rest_seconds("60") == 60 and _rest_seconds("0") == 0
+    for raw in (None, "", "five minutes", "-3", "nan"):
+        assert _rest_seconds(raw) == DEFAULT_REST_SECONDS
