@@ -116,18 +116,18 @@ def main() -> int:
     print("\nsmall local versions (bundled catalog), held-back synthetic dialogues")
     print(
         f"{'system':<8} {'distinct top-3':>14} {'replies':>7} {'stutters':>8} {'contradictions':>14} "
-        f"{'empty slots':>11}"
+        f"{'empty slots':>11} {'made-up words':>13}"
     )
     for system, r in bundled.items():
         c = r.check
         print(
             f"{LABELS[system]:<8} {r.distinct:>14.2f} {c.replies:>7} {len(c.stutters):>8} "
-            f"{len(c.contradictions):>14} {len(c.empty_slots):>11}   hit@10 {r.hit10:.2f}"
+            f"{len(c.contradictions):>14} {len(c.empty_slots):>11} {len(c.unknown_words):>13}   hit@10 {r.hit10:.2f}"
         )
     for system, r in bundled.items():
         for line in r.check.samples[:3]:
             print(f"  {LABELS[system]} says: {line}")
-        for line in (r.check.stutters + r.check.contradictions + r.check.empty_slots)[:3]:
+        for line in (r.check.stutters + r.check.contradictions + r.check.empty_slots + r.check.unknown_words)[:3]:
             print(f"  {LABELS[system]} problem: {line}")
 
     redial = {} if args.no_redial else redial_checks(systems, args.limit, args.dialogues)
@@ -173,6 +173,9 @@ def main() -> int:
             "count target <= 0"
         )
         print(f"BENCH reply_stutters {sum(len(r.check.stutters) for r in bundled.values())} count target <= 0")
+        print(
+            f"BENCH reply_made_up_words {sum(len(r.check.unknown_words) for r in bundled.values())} count target <= 0"
+        )
     if chat:
         print(f"BENCH chatcrs_invented_titles {chat['invented_titles']} count target <= 0")
     return 0

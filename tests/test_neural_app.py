@@ -167,6 +167,7 @@ def test_small_replies_never_stutter_contradict_or_leave_a_slot(small_models, sy
     check = check_replies(models[system], [r.conv_input() for r in held], catalog, crs.item_of)
     assert check.replies == 30
     assert not check.stutters and not check.contradictions and not check.empty_slots, check
+    assert not check.unknown_words, check
 
 
 # ---------------------------------------------------------------- the builder itself, on a clean cache

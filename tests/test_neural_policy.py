@@ -326,3 +326,29 @@ def test_attribute_linker_finds_genres_by_their_wording_and_people_by_full_name(
     ]
     assert link("Heat was great; Edward and Hanks") == []  # items are the catalog's job; no partial names
     assert link("") == [] and AttributeLinker({}, [])("horror") == []
+
+
+def test_clauses_with_words_the_training_replies_never_used_are_dropped(catalog):
+    """Seen from the shipped small KBRD and UniCRS (6 and 14 of 300 held-back replies): a word ban in decoding
+    steers the model into a suffix, "withs", "starringight"; the clause holding such a word goes."""
+    from crs_backends.neural.synthetic import reply_lexicon
+
+    lexicon = reply_lexicon(catalog)
+    assert {"with", "starring", "recommend", "léon", "mcconaughey"} <= lexicon and "withs" not in lexicon
+    seen = {
+        "I couldn't find exactly that, but you might like Seven (1995): it is a crime film directed by David Fincher, "
+        "with Brad Pitt, withs you mentioned.": "I couldn't find exactly that, but you might like Seven (1995): it is "
+        "a crime film directed by David Fincher, with Brad Pitt.",
+        "I'd recommend Ghostbusters (1984). It is an action film directed by Ivan Reitman, starring Bill Murray, "
+        "starrings? It is another option.": "I'd recommend Ghostbusters (1984). It is an action film directed by "
+        "Ivan Reitman, starring Bill Murray. It is another option.",
+        "Thun! try Léon: The Professional (1994), so it should be close.": "Try Léon: The Professional (1994), so it "
+        "should be close.",
+        "withs": "",
+    }
+    for garbled, shown in seen.items():
+        assert facts.unknown_words(garbled, lexicon)
+        assert facts.drop_unknown_clauses(garbled, lexicon) == shown
+        assert not facts.unknown_words(shown, lexicon)
+    clean = "How about Mr. Smith Goes to Washington (1939)? It is a drama film, from 1939."
+    assert facts.drop_unknown_clauses(clean, lexicon) == clean  # periods inside a title split nothing away

@@ -153,6 +153,60 @@ def fill_unnamed(text: str, items: Sequence[Item | None], names: Sequence[str], 
     return fill(text, [items[n] for n in keep], [names[n] for n in keep], mentioned_values(entities))
 
 
+def small_reply(
+    text: str,
+    items: Sequence[Item | None],
+    names: Sequence[str],
+    entities: Iterable[str],
+    lexicon: frozenset[str],
+) -> str:
+    """What a small version shows for its generated ``text`` (the app's policy and the fidelity check both call
+    this): slots filled by :func:`fill_unnamed`, then clauses with a word its training replies never used dropped
+    (:func:`drop_unknown_clauses`)."""
+    return drop_unknown_clauses(fill_unnamed(text, items, names, entities), lexicon)
+
+
+_WORD = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)?")  # letters (accents too: "Léon"), with one apostrophe part
+_CLAUSE = re.compile(r"[^,.!?:;]*[,.!?:;]*")  # text up to and including its run of punctuation
+_SENTENCE_END = ".!?"
+
+
+def words(text: str) -> list[str]:
+    """The words of ``text`` as :func:`unknown_words` counts them (letters only, lower case)."""
+    return [w.lower() for w in _WORD.findall(text)]
+
+
+def unknown_words(text: str, lexicon: frozenset[str]) -> list[str]:
+    """Words of ``text`` outside ``lexicon``: in a small version's reply, a word its training replies never used
+    ("withs", "starringight": a word ban in decoding steered into a suffix)."""
+    return [w for w in _WORD.findall(text) if w.lower() not in lexicon]
+
+
+def drop_unknown_clauses(text: str, lexicon: frozenset[str]) -> str:
+    """``text`` without the clauses (runs between punctuation) that hold a word outside ``lexicon``; the
+    sentence they ended is closed with a full stop and the text starts with a capital. Ours, for the small
+    versions: "…, with Brad Pitt, withs you mentioned." becomes "…, with Brad Pitt."."""
+    if not unknown_words(text, lexicon):
+        return text
+    kept: list[str] = []
+    for clause in _CLAUSE.findall(text):
+        if not clause:
+            continue
+        if not unknown_words(clause, lexicon):
+            kept.append(clause)
+            continue
+        ending = clause.rstrip()[-1:]
+        if ending in _SENTENCE_END and kept:  # the dropped clause ended a sentence: so does the one before it
+            body = kept[-1].rstrip().rstrip(",:;")
+            if body and body[-1] not in _SENTENCE_END:
+                body += "."
+            kept[-1] = body + " "
+    out = re.sub(r" {2,}", " ", "".join(kept)).strip()
+    if out and out[-1] in ",:;":
+        out = out.rstrip(",:;").rstrip() + "."
+    return out[:1].upper() + out[1:]
+
+
 # ----------------------------------------------------------------------------- checking
 _YEAR_CLAIM = re.compile(r"\bfrom (\d{4})\b")
 _DIRECTOR_CLAIM = re.compile(r"\bdirected by ([A-Z][\w.'-]*(?: [A-Z][\w.'-]*){0,3})")

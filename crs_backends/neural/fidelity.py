@@ -15,6 +15,7 @@ from catalog.catalog import Catalog
 from catalog.ievalm_records import Record
 from crs_backends.neural import facts
 from crs_backends.neural.engine import ConvInput, NeuralModel
+from crs_backends.neural.synthetic import reply_lexicon
 
 # what an unfilled slot looks like once a reply is shown: a slot token, or a phrase whose item went missing
 _EMPTY_SLOT = re.compile(r"<(?:movie|genre|director|actor|year|pad|mask)>|\b(?:seen|about)\s*[?.!]", re.IGNORECASE)
@@ -97,6 +98,7 @@ class ReplyCheck:
     stutters: list[str] = field(default_factory=list)
     contradictions: list[str] = field(default_factory=list)
     empty_slots: list[str] = field(default_factory=list)
+    unknown_words: list[str] = field(default_factory=list)  # words its training replies never used ("withs")
     samples: list[str] = field(default_factory=list)
 
 
@@ -107,7 +109,7 @@ def shown_reply(model: NeuralModel, inp: ConvInput, catalog: Catalog, item_of, r
     ranked = model.recommend(inp, k=10) if ranked is None else ranked
     names = [model.kg.entity_name(int(e)) for e, _ in ranked]
     items = [item_of(int(e)) for e, _ in ranked]
-    return facts.fill_unnamed(model.reply_text(inp), items, names, inp.entities)
+    return facts.small_reply(model.reply_text(inp), items, names, inp.entities, reply_lexicon(catalog))
 
 
 def check_replies(
@@ -121,6 +123,7 @@ def check_replies(
     """``rankings``: each input's top 10 when already computed (else each is ranked here)."""
     out = ReplyCheck()
     titles = [item.name for item in catalog.items]  # "Title (Year)", as the replies name them
+    lexicon = reply_lexicon(catalog)
     for n, inp in enumerate(inputs):
         text = shown_reply(model, inp, catalog, item_of, rankings[n] if rankings is not None else None)
         out.replies += 1
@@ -128,6 +131,7 @@ def check_replies(
         out.contradictions += [f"{p} in {text!r}" for p in facts.contradictions(text, catalog)]
         if _EMPTY_SLOT.search(text) or not text.strip():
             out.empty_slots.append(text)
+        out.unknown_words += [f"{w!r} in {text!r}" for w in facts.unknown_words(text, lexicon)]
         if len(out.samples) < keep:
             out.samples.append(text)
     return out
@@ -154,6 +158,7 @@ class BundledCheck:
             "stutters": len(self.check.stutters),
             "contradictions": len(self.check.contradictions),
             "empty_slots": len(self.check.empty_slots),
+            "unknown_words": len(self.check.unknown_words),
             "dialogues": self.dialogues,
         }
 

@@ -266,6 +266,29 @@ def record_texts(records: Iterable[Record]) -> list[str]:
     return list(seen)
 
 
+def reply_lexicon(catalog) -> frozenset[str]:
+    """Every word a small version's training replies use over ``catalog`` (the system side of the shipped
+    recipe's dialogues, :data:`N_DIALOGUES` at seed 0, with every slot value: the catalog's titles, people,
+    genres), lower case. A reply word outside it is one the model made up."""
+    from crs_backends.neural.facts import words
+
+    key = (catalog.name, len(catalog.items))
+    cached = _LEXICONS.get(key)
+    if cached is not None:
+        return cached
+    lexicon: set[str] = set()
+    for record in synthetic_records(catalog, N_DIALOGUES, 0):
+        lexicon.update(words(record.resp))
+    for item in catalog.items:
+        lexicon.update(words(" ".join([item.name, *item.genres, *item.directors, *item.cast, *item.writers])))
+        lexicon.update(words(" ".join(genre_word(g) for g in item.genres)))
+    _LEXICONS[key] = frozenset(lexicon)
+    return _LEXICONS[key]
+
+
+_LEXICONS: dict[tuple[str, int], frozenset[str]] = {}
+
+
 def write_synthetic(path: str | os.PathLike, records: Iterable[Record]) -> Path:
     """JSONL in the iEvaLM processed layout, with a ``template`` (resp with ``<movie>`` slots) per line."""
     path = Path(path)

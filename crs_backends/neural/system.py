@@ -41,6 +41,7 @@ from crs_backends.neural.kg_reader import KGData, load_kg
 from crs_backends.neural.mentions import AttributeLinker
 from crs_backends.neural.policy import DEFAULT_POLICY, check_policy
 from crs_backends.neural.sources import LABELS, CheckpointSource, Progress, SourceError, resolve
+from crs_backends.neural.synthetic import reply_lexicon
 from storage.records import Conversation, Turn
 
 log = logging.getLogger(__name__)
@@ -271,8 +272,8 @@ class NeuralCRS(CRSSystem):
             listed = [i for i in ranked_items[: policy.LIST_SIZE] if i is not None]
         else:
             text = generated
-            if self.small:  # ours: fact slots from the catalog, movie slots skip titles already named
-                text = facts.fill_unnamed(text, ranked_items, names, inp.entities)
+            if self.small:  # ours: fact slots from the catalog, movie slots skip titles already named, no made-up words
+                text = facts.small_reply(text, ranked_items, names, inp.entities, reply_lexicon(self.catalog))
             else:
                 text = policy.fill_placeholders(text, self.model.placeholder, names)
             listed = self._named_items(text, ranked_items)
