@@ -210,7 +210,9 @@ def test_real_kbrd_takes_each_option_once_in_its_first_four_turns(kbrd_set, cata
         turn = crs.respond(conv)
         choice = turn.metadata["choice"]
         letters.append(choice["letter"])
-        top3 = [t["title"] for t in turn.metadata["top_items"][:3]]
+        ranked = [t["title"] for t in turn.metadata["top_items"]]
+        # a small model: the list is its ranking without the titles the conversation named (ours)
+        top3 = [t for t in ranked if t not in turn.metadata["entities"]][:3]
         if choice["letter"] == "D":
             assert turn.text == policy.list_reply(top3) and [r.title for r in turn.items] == top3
         elif turn.metadata["generated"].strip():
@@ -352,3 +354,19 @@ def test_clauses_with_words_the_training_replies_never_used_are_dropped(catalog)
         assert not facts.unknown_words(shown, lexicon)
     clean = "How about Mr. Smith Goes to Washington (1939)? It is a drama film, from 1939."
     assert facts.drop_unknown_clauses(clean, lexicon) == clean  # periods inside a title split nothing away
+
+
+def test_a_small_versions_list_skips_titles_the_conversation_named(kg, catalog):
+    names = ["Heat (1995)", "Alien (1979)", "Jaws (1975)"]
+    order = _order(kg, catalog, names)
+    model = ScriptedModel(kg, order, "What genre do you like?", [[0.1, 0.2, 0.3, 4.0]])
+    model.size = "small"
+    crs = NeuralCRS(model, catalog)
+    assert crs.small
+    conv = Conversation(system_id="kbrd", turns=[Turn(role="user", text="I loved Heat (1995). Something like it?")])
+    turn = crs.respond(conv)
+    fourth = kg.entity_name(order[3])
+    assert "Heat (1995)" in turn.metadata["entities"] and turn.metadata["recommended"] is True
+    assert turn.text == policy.list_reply(["Alien (1979)", "Jaws (1975)", fourth])
+    assert [r.title for r in turn.items] == ["Alien (1979)", "Jaws (1975)", fourth]
+    assert [t["title"] for t in turn.metadata["top_items"][:3]] == names  # the model's own ranking, as it was

@@ -267,9 +267,13 @@ class NeuralCRS(CRSSystem):
         names = [self.kg.entity_name(int(e)) for e, _ in ranked]
         ranked_items = [self.item_of(int(e)) for e, _ in ranked]
         if choice is not None and choice.recommend:
-            shown = names[: policy.LIST_SIZE]
-            text = policy.list_reply(shown)
-            listed = [i for i in ranked_items[: policy.LIST_SIZE] if i is not None]
+            order = list(range(len(names)))
+            if self.small:  # ours: like its reply slots, the list skips titles the conversation already named
+                named = set(inp.entities)
+                order = [n for n in order if names[n] not in named] or order
+            order = order[: policy.LIST_SIZE]
+            text = policy.list_reply([names[n] for n in order])
+            listed = [item for item in (ranked_items[n] for n in order) if item is not None]
         else:
             text = generated
             if self.small:  # ours: fact slots from the catalog, movie slots skip titles already named, no made-up words
