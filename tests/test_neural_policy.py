@@ -327,6 +327,10 @@ def test_attribute_linker_finds_genres_by_their_wording_and_people_by_full_name(
         "Drama [genre]",
     ]
     assert link("Heat was great; Edward and Hanks") == []  # items are the catalog's job; no partial names
+    # one of them, as people ask for a single film: the singular and the replies' adjective before "movie"
+    assert link("I want a scary movie tonight") == ["Horror"]
+    assert link("a sci-fi film, or a horror flick") == ["Sci-Fi", "Horror"]
+    assert link("comedies please, or a funny movie") == []  # no Comedy entity in this KG
     assert link("") == [] and AttributeLinker({}, [])("horror") == []
 
 

@@ -6,8 +6,9 @@ Inception. Any mind-bending sci-fi?" links nothing that way: each name scores ab
 and a short name such as "Sci-Fi" at most 60. The small local versions were trained on conversations whose
 entities are annotated (titles, genres, directors, actors), so their rankings only follow a conversation whose
 entities are found; they link titles with the chat catalog's mention finder and genres and people here:
-a genre by the ways users name it (:data:`crs_backends.neural.synthetic.GENRE_NOUNS`, the wording the small
-versions were trained on), a person by full name, whole words, case-insensitive.
+a genre by the ways users name it (:func:`genre_phrases`: the wording the small versions were trained on,
+:data:`crs_backends.neural.synthetic.GENRE_NOUNS`, in the plural and the singular), a person by full name, whole
+words, case-insensitive.
 """
 
 from __future__ import annotations
@@ -15,9 +16,32 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
+from crs_backends.neural.facts import GENRE_ADJECTIVE
 from crs_backends.neural.synthetic import GENRE_NOUNS
 
 MIN_PERSON_LENGTH = 6  # "Al Pacino" yes; very short multi-word names match too much ordinary text
+
+
+def _singular(phrase: str) -> str:
+    """The singular of a plural genre phrase ("funny movies" -> "funny movie", "comedies" -> "comedy")."""
+    head, _, last = phrase.rpartition(" ")
+    if last == "movies":
+        last = "movie"
+    elif last.endswith("ies"):
+        last = last[:-3] + "y"
+    elif last.endswith("s") and not last.endswith("ss"):
+        last = last[:-1]
+    return f"{head} {last}".strip()
+
+
+def genre_phrases(genre: str) -> list[str]:
+    """The lower-case phrases that name ``genre`` in a message: its name, the wording the small versions were
+    trained on (:data:`GENRE_NOUNS`, plural), their singulars ("a funny movie", "a thriller") and the adjective
+    the replies use before "movie" / "film" ("a sci-fi film", "an animated movie")."""
+    nouns = [genre.lower(), *(n.lower() for n in GENRE_NOUNS[genre])]
+    adjective = GENRE_ADJECTIVE.get(genre, genre.lower())
+    phrases = nouns + [_singular(n) for n in nouns] + [f"{adjective} {noun}" for noun in ("movie", "film", "flick")]
+    return list(dict.fromkeys(phrases))
 
 
 class AttributeLinker:
@@ -32,8 +56,8 @@ class AttributeLinker:
             base = name.split(" [")[0]  # the KG builder suffixes a name shared by two types
             genre = next((g for g in GENRE_NOUNS if g.lower() == base.lower()), None)
             if genre is not None:
-                for phrase in (base, *GENRE_NOUNS[genre]):
-                    self.phrases.setdefault(phrase.lower(), name)
+                for phrase in genre_phrases(genre):
+                    self.phrases.setdefault(phrase, name)
             elif " " in base.strip() and len(base) >= MIN_PERSON_LENGTH:
                 self.phrases.setdefault(base.lower(), name)
         alternatives = sorted(self.phrases, key=len, reverse=True)  # the longest phrase wins at one place
