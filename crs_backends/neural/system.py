@@ -104,6 +104,8 @@ class NeuralCRS(CRSSystem):
         self._fuzzy = lru_cache(maxsize=LINK_CACHE)(lambda text: tuple(self.kg.link(text)))
         self._small_links = lru_cache(maxsize=LINK_CACHE)(self._small_links_uncached)
         self._attributes: AttributeLinker | None = None
+        if self.small:  # built once per catalog (about half a second), here rather than in the first reply
+            reply_lexicon(catalog)
 
     # ------------------------------------------------------------------ identity
     @property
