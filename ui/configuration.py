@@ -97,6 +97,16 @@ SETTINGS: tuple[Setting, ...] = (
         ),
     ),
     Setting(
+        variable="`CRS_ARENA_REST_SECONDS`",
+        default="`300`",
+        meaning=(
+            "A system whose latest answer failed (a remote endpoint down, a plug-in that raised, in a battle or in "
+            "the Chat tab) sits out new arena battles for this long, or until it answers someone in the Chat tab: a "
+            "battle whose side cannot answer cannot be voted on. Running battles keep both sides; in memory, a "
+            "restart forgets it"
+        ),
+    ),
+    Setting(
         variable="`CRS_CATALOG`",
         default="`bundled`",
         meaning=(
