@@ -26,11 +26,14 @@ class AppServer:
         self.db_path = db_path
         self.log_path = db_path.parent / "app.log"
         self.env = {
-            **{k: v for k, v in os.environ.items() if not k.startswith("CRS_LLM_") and k != "OPENAI_API_KEY"},
+            **{
+                k: v
+                for k, v in os.environ.items()
+                if not k.startswith("CRS_LLM_") and k not in ("OPENAI_API_KEY", "GRADIO_ANALYTICS_ENABLED")
+            },
             "CRS_ARENA_DB": str(db_path),
             "GRADIO_SERVER_NAME": "127.0.0.1",
             "GRADIO_SERVER_PORT": str(self.port),
-            "GRADIO_ANALYTICS_ENABLED": "False",
             "HF_HUB_OFFLINE": "1",
             # no neural checkpoints unless a test brings them: the app must not find the developer's
             # models, nor start building the small local versions behind a test's back

@@ -39,6 +39,14 @@ def test_chat_turn_on_the_embedded_model(embedded_app):
     assert turns[0]["text"].startswith("I'd like a funny movie")
 
 
+def test_the_app_does_not_call_home(embedded_app):
+    from ui.app import analytics_wanted
+
+    assert Client(embedded_app.url, verbose=False).config["analytics_enabled"] is False
+    assert not analytics_wanted({}) and not analytics_wanted({"GRADIO_ANALYTICS_ENABLED": "False"})
+    assert analytics_wanted({"GRADIO_ANALYTICS_ENABLED": "True"})
+
+
 def test_chat_tab_opens_on_chatcrs_and_says_what_each_system_is(embedded_app):
     client = Client(embedded_app.url, verbose=False)
     props = {c["props"].get("elem_id"): c["props"] for c in client.config["components"] if c["props"].get("elem_id")}

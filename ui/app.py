@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import gradio as gr
 
 from ui import arena_tab, chat_tab, evaluate_tab, leaderboard_tab, settings_tab, simulate_tab
@@ -11,8 +13,14 @@ from ui.services import Services
 TITLE = "CRS Arena"
 
 
+def analytics_wanted(env=os.environ) -> bool:
+    """Gradio's usage analytics (calls to its servers) only when the operator sets ``GRADIO_ANALYTICS_ENABLED``
+    to a true value: the app runs offline and on laptops with research data, so it does not call home by default."""
+    return env.get("GRADIO_ANALYTICS_ENABLED", "").strip().lower() in ("1", "true", "yes")
+
+
 def build_app(services: Services) -> gr.Blocks:
-    with gr.Blocks(title=TITLE) as demo:
+    with gr.Blocks(title=TITLE, analytics_enabled=analytics_wanted()) as demo:
         gr.Markdown(
             f"# {TITLE}\nChat with conversational recommender systems, see what they recommend, and judge them."
         )

@@ -137,6 +137,11 @@ SETTINGS: tuple[Setting, ...] = (
         meaning="Where the app listens",
     ),
     Setting(
+        variable="`GRADIO_ANALYTICS_ENABLED`",
+        default="off",
+        meaning="`true`: Gradio's usage analytics (calls to Gradio's servers). Off, the app does not call home",
+    ),
+    Setting(
         variable="`CRS_ARENA_CACHE`",
         default="`~/.cache/crs-arena`",
         meaning="Where `make` keeps the virtual environment and the llama.cpp wheel",
