@@ -143,13 +143,19 @@ def mentioned_values(entities: Iterable[str]) -> set[str]:
     return {e.split(" [")[0] for e in entities}
 
 
+def unnamed_positions(names: Sequence[str], entities: Iterable[str]) -> list[int]:
+    """Positions of the ranked ``names`` the conversation's ``entities`` do not hold (the user's titles and earlier
+    suggestions), in ranking order; all positions when every one was named. What the small versions offer."""
+    named = set(entities)
+    return [n for n, name in enumerate(names) if name not in named] or list(range(len(names)))
+
+
 def fill_unnamed(text: str, items: Sequence[Item | None], names: Sequence[str], entities: Iterable[str]) -> str:
     """:func:`fill` as the small versions answer (ours; the app's policy and the fidelity check both call this):
-    the movie slots skip the ranked titles among the conversation's ``entities`` (the user's, and earlier
-    suggestions; all of them when every one was named), and a fact slot prefers a value the conversation named."""
+    the movie slots skip the ranked titles among the conversation's ``entities`` (:func:`unnamed_positions`),
+    and a fact slot prefers a value the conversation named."""
     entities = list(entities)
-    named = set(entities)
-    keep = [n for n, name in enumerate(names) if name not in named] or list(range(len(names)))
+    keep = unnamed_positions(names, entities)
     return fill(text, [items[n] for n in keep], [names[n] for n in keep], mentioned_values(entities))
 
 

@@ -269,10 +269,8 @@ class NeuralCRS(CRSSystem):
         names = [self.kg.entity_name(int(e)) for e, _ in ranked]
         ranked_items = [self.item_of(int(e)) for e, _ in ranked]
         if choice is not None and choice.recommend:
-            order = list(range(len(names)))
-            if self.small:  # ours: like its reply slots, the list skips titles the conversation already named
-                named = set(inp.entities)
-                order = [n for n in order if names[n] not in named] or order
+            # ours, for the small versions: like their reply slots, the list skips titles already named
+            order = facts.unnamed_positions(names, inp.entities) if self.small else list(range(len(names)))
             order = order[: policy.LIST_SIZE]
             text = policy.list_reply([names[n] for n in order])
             listed = [item for item in (ranked_items[n] for n in order) if item is not None]
