@@ -171,7 +171,7 @@ def send(battle: Battle, message: str, *, db_path=None) -> dict[str, SideReply]:
             return SideReply(turn=turn)
         except Exception as e:  # one side's failure, whatever it is, must not cost the other side
             log.warning("arena system %s failed: %s", conversation.system_id, e, exc_info=True)
-            health.note(conversation.system_id, ok=False, detail=type(e).__name__)  # also when it could not load
+            health.note(conversation.system_id, ok=False)  # also when it could not even be loaded
             set_status(get_db(db_path), conversation.id, "active", last_error=str(e))
             return SideReply(turn=None, error=f"System {side.upper()} could not answer (the error is recorded).")
         finally:

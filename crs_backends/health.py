@@ -41,17 +41,16 @@ REST_SECONDS = _rest_seconds(os.environ.get("CRS_ARENA_REST_SECONDS"))
 class Outcome:
     ok: bool
     at: float  # time.monotonic()
-    detail: str = ""
 
 
 _latest: dict[str, Outcome] = {}
 _lock = threading.Lock()
 
 
-def note(system_id: str, ok: bool, detail: str = "") -> None:
-    """Record the outcome of one answer (``detail``: a short reason for a failure, never secret text)."""
+def note(system_id: str, ok: bool) -> None:
+    """Record the outcome of one answer."""
     with _lock:
-        _latest[system_id] = Outcome(ok, time.monotonic(), detail[:200])
+        _latest[system_id] = Outcome(ok, time.monotonic())
 
 
 def resting(system_id: str, now: float | None = None) -> bool:

@@ -85,13 +85,11 @@ class ChatSession:
                     system_turn = piece
                 else:
                     yield piece
-        except LLMError as e:
-            log.warning("system %s failed: %s", system_id, e)
-            health.note(system_id, ok=False, detail=type(e).__name__)
-            set_status(get_db(self.db_path), self.conversation.id, "active", last_error=str(e))
-            raise
         except Exception as e:
-            health.note(system_id, ok=False, detail=type(e).__name__)
+            health.note(system_id, ok=False)  # whatever failed, the arena leaves this system out for a while
+            if isinstance(e, LLMError):
+                log.warning("system %s failed: %s", system_id, e)
+                set_status(get_db(self.db_path), self.conversation.id, "active", last_error=str(e))
             raise
         health.note(system_id, ok=True)
         assert system_turn is not None
