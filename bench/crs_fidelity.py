@@ -6,7 +6,8 @@ In one run, per system:
 1. the small local versions the app uses (bundled catalog, built by ``make run``): distinct top-3 lists over
    300 held-back synthetic dialogues (another seed than the training one), and over 300 of the replies they
    show when they do not list (generated text, slots filled from the ranking and the catalog): words repeated
-   back to back, facts that contradict the catalog, empty slots;
+   back to back, facts that contradict the catalog, empty slots; and the share of the top 10 in the genre a
+   conversation asks for alone (one per catalog genre);
 2. the same small configurations trained on ReDial (the ``redial_eval/valid`` records plus synthetic dialogues over
    ReDial's own catalog, :func:`crs_backends.neural.small.train_on_dataset`; cached, as ``bench/crs_quality.py``):
    Recall@1/10/50 on the first ``--limit`` ReDial test records beside a popularity list measured in the same
@@ -116,13 +117,23 @@ def main() -> int:
     print("\nsmall local versions (bundled catalog), held-back synthetic dialogues")
     print(
         f"{'system':<8} {'distinct top-3':>14} {'replies':>7} {'stutters':>8} {'contradictions':>14} "
-        f"{'empty slots':>11} {'made-up words':>13}"
+        f"{'empty slots':>11} {'made-up words':>13} {'hit@10':>6} {'genre top-10':>12}"
     )
     for system, r in bundled.items():
         c = r.check
         print(
             f"{LABELS[system]:<8} {r.distinct:>14.2f} {c.replies:>7} {len(c.stutters):>8} "
-            f"{len(c.contradictions):>14} {len(c.empty_slots):>11} {len(c.unknown_words):>13}   hit@10 {r.hit10:.2f}"
+            f"{len(c.contradictions):>14} {len(c.empty_slots):>11} {len(c.unknown_words):>13} {r.hit10:>6.2f} "
+            f"{r.genre_share:>12.2f}"
+        )
+    if bundled:
+        print(
+            "genre top-10: the share of the top 10 in the genre a conversation asks for alone, over the catalog's "
+            "genres; weakest: "
+            + "; ".join(
+                f"{LABELS[s]} " + ", ".join(f"{g} {v:.1f}" for g, v in sorted(r.genres.items(), key=lambda x: x[1])[:3])
+                for s, r in bundled.items()
+            )
         )
     for system, r in bundled.items():
         for line in r.check.samples[:3]:

@@ -1,9 +1,18 @@
-"""The reference rankings the fidelity bench prints beside the models (no model is trained here)."""
+"""The reference rankings and the genre check the fidelity bench prints beside the models (no model is trained
+here)."""
 
 from types import SimpleNamespace
 
+from catalog.catalog import Catalog
 from catalog.ievalm_records import Record
-from crs_backends.neural.fidelity import named_first_ranking, named_share, popularity_ranking, recall_of_ranking
+from catalog.items import Item
+from crs_backends.neural.fidelity import (
+    genre_following,
+    named_first_ranking,
+    named_share,
+    popularity_ranking,
+    recall_of_ranking,
+)
 from crs_backends.neural.kg_reader import KGData
 
 NAMES = ["A (2001)", "B (2002)", "C (2003)", "D (2004)", "Horror"]
@@ -37,3 +46,24 @@ def test_recall_of_a_ranking_per_record_and_the_named_share():
     assert per_record == {1: 0.5, 2: 0.5}  # A is first for the record that names it; C falls to third after B
     assert named_share(records, model) == 0.5
     assert named_share([], model) == 0.0
+
+
+def test_genre_following_counts_the_asked_genre_in_the_top_ten():
+    kg = KGData({n: i for i, n in enumerate(NAMES)}, {"genre": 0}, {"0": [[0, 4]]}, [0, 1, 2, 3], name="tiny")
+    genres = {"A (2001)": ("Horror",), "B (2002)": ("Comedy",), "C (2003)": ("Horror", "Drama"), "D (2004)": ()}
+    catalog = Catalog(
+        [Item(id=str(i), title=n[:-7], year=2001 + i, genres=genres[n]) for i, n in enumerate(NAMES[:4])], name="tiny"
+    )
+    items = {i: catalog.items[i] for i in range(4)}
+    asked = []
+
+    def recommend(inp, k):
+        asked.append((inp.context, inp.entities))
+        return [(e, 1.0) for e in (2, 0, 1, 3)[:k]]  # C, A (horror), B, D
+
+    model = SimpleNamespace(kg=kg, recommend=recommend)
+    shares = genre_following(model, catalog, items.get, k=4)
+    # only the genres the KG knows are asked (Horror; Comedy and Drama have no entity here), each alone
+    assert shares == {"Horror": 0.5}
+    assert asked == [(["Any good horror films?"], ["Horror"])]
+    assert genre_following(model, catalog, items.get, k=1) == {"Horror": 1.0}

@@ -140,6 +140,19 @@ def check_replies(
 HELD_BACK_SEED_OFFSET = 7  # the held-back dialogues: another seed than the training records'
 
 
+def genre_following(model: NeuralModel, catalog: Catalog, item_of, k: int = 10) -> dict[str, float]:
+    """Per catalog genre, the share of the top ``k`` that is of that genre when the conversation asks for the genre
+    alone ("Any good comedy films?", the genre entity linked), as a chat that opens with a genre does."""
+    out: dict[str, float] = {}
+    for genre in sorted({g for item in catalog.items for g in item.genres}):
+        if not model.kg.ids_of([genre]):
+            continue
+        inp = ConvInput([f"Any good {facts.genre_word(genre)} films?"], [genre])
+        ranked = [item_of(e) for e, _ in model.recommend(inp, k=k)]
+        out[genre] = sum(item is not None and genre in item.genres for item in ranked) / k
+    return out
+
+
 @dataclass
 class BundledCheck:
     """One small system on ``n`` held-back synthetic dialogues over the bundled catalog."""
@@ -149,6 +162,12 @@ class BundledCheck:
     check: ReplyCheck  # the replies it shows when it does not list
     dialogues: int
     seconds: float
+    genres: dict[str, float] = field(default_factory=dict)  # genre_following: top-10 share of the asked genre
+
+    @property
+    def genre_share(self) -> float:
+        """The top-10 share of the asked genre, over the catalog's genres."""
+        return sum(self.genres.values()) / len(self.genres) if self.genres else 0.0
 
     def summary(self) -> dict:
         return {
@@ -159,13 +178,15 @@ class BundledCheck:
             "contradictions": len(self.check.contradictions),
             "empty_slots": len(self.check.empty_slots),
             "unknown_words": len(self.check.unknown_words),
+            "genre_top10": round(self.genre_share, 3),
             "dialogues": self.dialogues,
         }
 
 
 def bundled_checks(root, systems: Sequence[str], n: int = 300) -> dict[str, BundledCheck]:
     """Each small system of the set in ``root`` on ``n`` held-back synthetic dialogues (the last record of each,
-    generated with another seed than the training records): distinct top-3 ratio, hit@10 and the reply checks."""
+    generated with another seed than the training records): distinct top-3 ratio, hit@10 and the reply checks; and
+    how much of the top 10 is of a genre the conversation asks for alone (:func:`genre_following`)."""
     import time
     from pathlib import Path
 
@@ -193,6 +214,7 @@ def bundled_checks(root, systems: Sequence[str], n: int = 300) -> dict[str, Bund
             check=check_replies(model, inputs, catalog, crs.item_of, rankings=rankings),
             dialogues=len(inputs),
             seconds=time.monotonic() - t0,
+            genres=genre_following(model, catalog, crs.item_of),
         )
     return out
 
