@@ -360,6 +360,23 @@ def test_clauses_with_words_the_training_replies_never_used_are_dropped(catalog)
     assert facts.drop_unknown_clauses(clean, lexicon) == clean  # periods inside a title split nothing away
 
 
+def test_a_slot_written_twice_back_to_back_is_filled_once(catalog):
+    """Seen from a small UniCRS: "It is a <genre> <genre>!" filled as "a biographical biographical" (the decoding
+    guard against "The The" cannot see a slot: it is no word until filled)."""
+    from crs_backends.neural.synthetic import reply_lexicon
+
+    seven = catalog.match_name("Seven (1995)")
+    shown = facts.small_reply(
+        "How about <movie>? It is a <genre> <genre>, with <actor><actor>!",
+        [seven],
+        [seven.name],
+        [],
+        reply_lexicon(catalog),
+    )
+    assert shown == f"How about Seven (1995)? It is a {facts.genre_word(seven.genres[0])}, with {seven.cast[0]}!"
+    assert not facts.stutters(shown, [seven.name])
+
+
 def test_a_small_versions_list_skips_titles_the_conversation_named(kg, catalog):
     names = ["Heat (1995)", "Alien (1979)", "Jaws (1975)"]
     order = _order(kg, catalog, names)

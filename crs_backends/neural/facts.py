@@ -168,8 +168,13 @@ def small_reply(
 ) -> str:
     """What a small version shows for its generated ``text`` (the app's policy and the fidelity check both call
     this): slots filled by :func:`fill_unnamed`, then clauses with a word its training replies never used dropped
-    (:func:`drop_unknown_clauses`)."""
+    (:func:`drop_unknown_clauses`); a slot written twice back to back counts once ("It is a <genre> <genre>!", a
+    repeat the decoding guard cannot see: a slot is no word until it is filled)."""
+    text = _SLOT_REPEAT.sub(r"\1", text)
     return drop_unknown_clauses(fill_unnamed(text, items, names, entities), lexicon)
+
+
+_SLOT_REPEAT = re.compile(r"(<(?:movie|genre|director|actor|year)>)(?:\s*\1)+")
 
 
 _WORD = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)?")  # letters (accents too: "Léon"), with one apostrophe part

@@ -685,7 +685,7 @@ class UniCRS(NeuralModel):
             if self.size == "small":
                 if getattr(self, "_guard", None) is None:
                     self._guard = WordRepeatGuard(self.tokenizer)
-                banned = banned + self._guard.banned(seq[-1])
+                banned = banned + self._guard.banned(seq[-1]) + self._role_starts
             if banned:
                 logits[banned] = -math.inf
             token = int(torch.argmax(logits))
@@ -695,6 +695,18 @@ class UniCRS(NeuralModel):
                 break
             step_ids = torch.tensor([[token]], device=self.device)
         return new
+
+    @property
+    def _role_starts(self) -> list[int]:
+        """Ours, for the small versions: the first token of a speaker prefix ("System:", "User:", as the context
+        writes them), which a reply may not start again. The small UniCRS v4 wrote "I'd" and then "System:" in
+        6 of 300 held-back replies; the published decoding keeps only the text after the last "System:", and
+        the second start was word salad ("Then exactlyun!"), an empty reply once its made-up words were dropped."""
+        if getattr(self, "_role_start_ids", None) is None:
+            tok = self.tokenizer
+            firsts = {tok.tokenize(prefix)[0] for prefix in (BOT_PROMPT, " " + BOT_PROMPT, "User:")}
+            self._role_start_ids = [i for i in tok.convert_tokens_to_ids(sorted(firsts)) if i is not None]
+        return self._role_start_ids
 
     def raw_reply(self, new_ids: list[int]) -> str:
         """Published decoding (CRS Arena fix #19): specials kept, the text after the last ``System:`` with its
