@@ -13,6 +13,7 @@ from __future__ import annotations
 from catalog.catalog import Catalog
 from catalog.items import Item
 from crs_backends.base import DEFAULT_LIST_SIZE, CRSSystem, SystemInfo
+from crs_backends.constrained import genre_phrase
 from crs_backends.user_context import user_context
 from storage.records import Conversation, Turn
 
@@ -48,9 +49,9 @@ class RetrievalCRS(CRSSystem):
 
 
 def _reason(item: Item) -> str:
-    genres = " and ".join(g.lower() for g in item.genres[:2]) or "well-liked"
+    """'an action and adventure film from Michael Bay' (ChatCRS's genre wording, with its article)."""
     who = f" from {item.directors[0]}" if item.directors else ""
-    return f"a {genres} film{who}"
+    return f"{genre_phrase(item)}{who}"
 
 
 def _reply(items: list[Item], *, first: bool) -> str:

@@ -1,5 +1,7 @@
 """ChatCRS and chat sessions, on the remote path (scripted replies) and the embedded model."""
 
+import re
+
 import pytest
 from fake_openai import Error, Reply
 
@@ -103,3 +105,10 @@ def test_retrieval_baseline(catalog):
     conv.turns += [first, Turn("user", "More like that?")]
     second = crs.respond(conv)
     assert not {r.id for r in second.items} & {r.id for r in first.items}  # nothing repeated
+    # each named title's reason is written as a sentence would have it ("an action …", never "a action")
+    for reply in (first.text, second.text):
+        assert not re.search(r"\ba [aeiou]", reply, re.IGNORECASE), reply
+    action = next(i for i in catalog.items if i.genres[:1] == ("Action",))
+    from crs_backends.tfidf_baseline import _reason
+
+    assert _reason(action).startswith("an action")
