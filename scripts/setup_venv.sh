@@ -21,13 +21,30 @@ if [ -e .venv ] && [ ! -L .venv ]; then
     exit 1
 fi
 
-if [ -f "$venv/.complete" ] && [ -x "$venv/bin/python" ]; then
+use() {  # link the finished environment; its .complete's time says when a clone last used it (see pruning)
+    touch "$venv/.complete" 2>/dev/null || true
     ln -sfn "$venv" .venv
+}
+
+if [ -f "$venv/.complete" ] && [ -x "$venv/bin/python" ]; then
+    use
+    exit 0
+fi
+
+# One build at a time per cache (`make run` and `make test` started together on a fresh machine): the second
+# waits for the first and then uses what it built.
+mkdir -p "$CACHE" "$wheels"
+exec 9>"$CACHE/setup.lock"
+if ! flock -n 9; then
+    echo "setup: another setup is building the environment; waiting for it"
+    flock 9
+fi
+if [ -f "$venv/.complete" ] && [ -x "$venv/bin/python" ]; then
+    use
     exit 0
 fi
 
 echo "setup: building the virtual environment in $venv (first run only, ~6 minutes)"
-mkdir -p "$CACHE" "$wheels"
 logfile="$CACHE/setup-$key.log"
 : > "$logfile"
 trap 'echo "setup: FAILED; the last lines of $logfile:"; tail -n 40 "$logfile"' ERR
@@ -53,8 +70,12 @@ fi
 
 # 3. everything else, with the cached wheel available.
 pip install -q --find-links "$wheels" -r requirements.txt
-touch "$venv/.complete"
-ln -sfn "$venv" .venv
-# keep the two newest environments (another clone may still use the previous one)
-ls -dt "$CACHE"/venv-* 2>/dev/null | tail -n +3 | xargs -r rm -rf
+use
+# Keep the two newest environments, and any other that a clone set up within two days: a clone of an older
+# commit may still be running from it. (Under the lock, so no build is half done.)
+ls -dt "$CACHE"/venv-* 2>/dev/null | tail -n +3 | while IFS= read -r old; do
+    if [ -z "$(find "$old/.complete" -maxdepth 0 -mmin -2880 2>/dev/null)" ]; then
+        rm -rf "$old"
+    fi
+done
 echo "setup: done"
