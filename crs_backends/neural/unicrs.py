@@ -699,9 +699,10 @@ class UniCRS(NeuralModel):
     @property
     def _role_starts(self) -> list[int]:
         """Ours, for the small versions: the first token of a speaker prefix ("System:", "User:", as the context
-        writes them), which a reply may not start again. The small UniCRS v4 wrote "I'd" and then "System:" in
-        6 of 300 held-back replies; the published decoding keeps only the text after the last "System:", and
-        the second start was word salad ("Then exactlyun!"), an empty reply once its made-up words were dropped."""
+        writes them), which a reply may not start again. Seen in a retrained small UniCRS (v4, not shipped): it
+        wrote "I'd", then "System:", then word salad ("Then exactlyun!"); the published decoding keeps only the
+        text after the last "System:", an empty reply once its made-up words were dropped. With the ban, one of
+        that set's 6 empty held-back replies (of 300) became "I'd recommend …"; the shipped v3 has none either way."""
         if getattr(self, "_role_start_ids", None) is None:
             tok = self.tokenizer
             firsts = {tok.tokenize(prefix)[0] for prefix in (BOT_PROMPT, " " + BOT_PROMPT, "User:")}
