@@ -174,7 +174,7 @@ def small_reply(
     return drop_unknown_clauses(fill_unnamed(text, items, names, entities), lexicon)
 
 
-_SLOT_REPEAT = re.compile(r"(<(?:movie|genre|director|actor|year)>)(?:\s*\1)+")
+_SLOT_REPEAT = re.compile(rf"({_SLOT.pattern})(?:\s*\1)+")  # the slots of SLOT_TOKENS, one list
 
 
 _WORD = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)?")  # letters (accents too: "Léon"), with one apostrophe part
