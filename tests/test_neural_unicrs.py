@@ -281,7 +281,7 @@ def test_a_small_reply_never_starts_a_new_speaker_turn(small):
     """The small UniCRS wrote "I'd" then "System:" and began again in word salad (the published decoding keeps the
     text after the last "System:"): its replies may not write a speaker prefix's first token."""
     tok = small.tokenizer
-    role = small._role_starts
+    role = small.role_start_ids
     assert set(tok.convert_tokens_to_ids([tok.tokenize("System:")[0], tok.tokenize("User:")[0]])) <= set(role)
     head = small.gpt2.lm_head
 
@@ -324,7 +324,7 @@ def test_kv_cache_equals_hf_style_manual_loop(small):
             logits = out.logits[0, -1].clone()
             # the small versions ban repeated trigrams within the reply only (the published ban spans the context)
             # and a reply does not start a new speaker turn ("System:" mid-reply)
-            banned = small._ban_repeats(seq[start:], 3) + guard.banned(seq[-1]) + small._role_starts
+            banned = small._ban_repeats(seq[start:], 3) + guard.banned(seq[-1]) + small.role_start_ids
             logits[banned] = -float("inf")
             seq.append(int(logits.argmax()))
             if seq[-1] == small.eos_id:

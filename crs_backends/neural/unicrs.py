@@ -357,6 +357,13 @@ class UniCRS(NeuralModel):
         self.eos_id = tokenizer.eos_token_id
         self.pad_id = tokenizer.pad_token_id
         self.bot_ids = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(BOT_PROMPT))
+        # Ours, for the small versions: the first token of a speaker prefix ("System:", "User:", as the context
+        # writes them), which a reply may not start again. Seen in a retrained small UniCRS (v4, not shipped): it
+        # wrote "I'd", then "System:", then word salad ("Then exactlyun!"); the published decoding keeps only the
+        # text after the last "System:", an empty reply once its made-up words were dropped. With the ban, one of
+        # that set's 6 empty held-back replies (of 300) became "I'd recommend …"; the shipped v3 has none either way.
+        firsts = sorted({tokenizer.tokenize(prefix)[0] for prefix in (BOT_PROMPT, " " + BOT_PROMPT, "User:")})
+        self.role_start_ids = [i for i in tokenizer.convert_tokens_to_ids(firsts) if i is not None]
         self._tables: dict[str, torch.Tensor] = {}
         self._token_cache: tuple[tuple[int, ...], torch.Tensor] | None = None
         if self.frozen:
@@ -685,7 +692,7 @@ class UniCRS(NeuralModel):
             if self.size == "small":
                 if getattr(self, "_guard", None) is None:
                     self._guard = WordRepeatGuard(self.tokenizer)
-                banned = banned + self._guard.banned(seq[-1]) + self._role_starts
+                banned = banned + self._guard.banned(seq[-1]) + self.role_start_ids
             if banned:
                 logits[banned] = -math.inf
             token = int(torch.argmax(logits))
@@ -695,19 +702,6 @@ class UniCRS(NeuralModel):
                 break
             step_ids = torch.tensor([[token]], device=self.device)
         return new
-
-    @property
-    def _role_starts(self) -> list[int]:
-        """Ours, for the small versions: the first token of a speaker prefix ("System:", "User:", as the context
-        writes them), which a reply may not start again. Seen in a retrained small UniCRS (v4, not shipped): it
-        wrote "I'd", then "System:", then word salad ("Then exactlyun!"); the published decoding keeps only the
-        text after the last "System:", an empty reply once its made-up words were dropped. With the ban, one of
-        that set's 6 empty held-back replies (of 300) became "I'd recommend …"; the shipped v3 has none either way."""
-        if getattr(self, "_role_start_ids", None) is None:
-            tok = self.tokenizer
-            firsts = {tok.tokenize(prefix)[0] for prefix in (BOT_PROMPT, " " + BOT_PROMPT, "User:")}
-            self._role_start_ids = [i for i in tok.convert_tokens_to_ids(sorted(firsts)) if i is not None]
-        return self._role_start_ids
 
     def raw_reply(self, new_ids: list[int]) -> str:
         """Published decoding (CRS Arena fix #19): specials kept, the text after the last ``System:`` with its
