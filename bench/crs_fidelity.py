@@ -50,7 +50,8 @@ def bundled_checks(systems, n: int) -> dict:
     return checks(root, systems, n)
 
 
-def redial_checks(systems, limit: int, n: int) -> dict:
+def redial_checks(systems, limit: int, n: int) -> tuple[dict, dict | None]:
+    """Per system its figures, and the reference row that reads no text (the same for every system: one KG)."""
     from catalog.catalog import data_dir
     from crs_backends.neural.fidelity import (
         distinct_top_ratio,
@@ -66,11 +67,12 @@ def redial_checks(systems, limit: int, n: int) -> dict:
     base = data_dir()
     if base is None or not (base / "redial" / "entity2id.json").exists():
         print("research data not found (CRS_DATA_DIR or ../shared/data): ReDial checks skipped")
-        return {}
+        return {}, None
     models, data = train_on_dataset(base / "redial", systems, log=lambda line: print(line, flush=True))
     print(f"ReDial-trained small configurations: {models}")
     test = read_records_file(base / "redial_eval" / "test_data_processed.jsonl", limit or None)
-    out = {}
+    out: dict = {}
+    reference = None
     for system in systems:
         model = model_class(system).load(models, "redial", data.kg)
         recall, used, samples = recall_at_k(model, test)
@@ -79,14 +81,14 @@ def redial_checks(systems, limit: int, n: int) -> dict:
         popular = recall_of_ranking(popular_list, test, model)
         ratio = distinct_top_ratio(model, [r.conv_input() for r in held_back_inputs(test, n)])
         out[system] = {"recall": recall, "popularity": popular, "distinct": ratio, "records": used, "samples": samples}
-        if "named_first" not in out:  # the same for every system (one KG): a reference row, measured once
-            out["named_first"] = {
+        if reference is None:  # measured once
+            reference = {
                 "recall": recall_of_ranking(
                     partial(named_first_ranking, popular=popular_list, model=model), test, model
                 ),
                 "named_share": named_share(test, model),
             }
-    return out
+    return out, reference
 
 
 def chatcrs_checks() -> dict:
@@ -141,14 +143,13 @@ def main() -> int:
         for line in (r.check.stutters + r.check.contradictions + r.check.empty_slots + r.check.unknown_words)[:3]:
             print(f"  {LABELS[system]} problem: {line}")
 
-    redial = {} if args.no_redial else redial_checks(systems, args.limit, args.dialogues)
+    redial, named = ({}, None) if args.no_redial else redial_checks(systems, args.limit, args.dialogues)
     if redial:
         print(f"\nsmall configurations trained on ReDial, first {args.limit or 'all'} test records")
         print(
             f"{'system':<8} {'R@1':>6} {'R@10':>6} {'R@50':>6}   {'popularity R@1/10/50':>21}   "
             f"{'published R@1/10/50':>20}   {'R@10/pop':>8} {'distinct':>8}"
         )
-        named = redial.pop("named_first", None)
         for system, r in redial.items():
             rec, pop, pub = r["recall"], r["popularity"], PUBLISHED_RECALL[system]
             over = rec[10] / pop[10] if pop[10] else float("inf")
