@@ -12,6 +12,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
+from ci_mode import skip_or_fail
 from fake_openai import FakeOpenAI
 
 from catalog.catalog import data_dir
@@ -43,7 +44,7 @@ def fake_openai():
 def shared_data() -> Path:
     path = data_dir()
     if path is None or not (path / "redial" / "id2info.json").exists():
-        pytest.skip("public research data not found (set CRS_DATA_DIR or place it at ../shared/data)")
+        skip_or_fail("public research data not found (set CRS_DATA_DIR or place it at ../shared/data)")
     return path
 
 

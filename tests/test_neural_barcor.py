@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from ci_mode import skip_or_fail
 from neural_fixtures import CONVS, TEXTS, one_thread  # noqa: F401 (one_thread: an autouse fixture)
 from neural_fixtures import tiny_kg as shared_tiny_kg
 
@@ -413,7 +414,7 @@ def test_full_vocab_beyond_tokenizer_is_never_generated(kg, tokenizer):
 def redial(shared_data):
     kg_dir, valid = shared_data / "redial", shared_data / "redial_eval" / "valid_data_processed.jsonl"
     if not (kg_dir / "kg.json").exists() or not valid.exists():
-        pytest.skip("redial KG or redial_eval not found")
+        skip_or_fail("redial KG or redial_eval not found")
     return load_kg(kg_dir), read_records(valid, limit=40)
 
 

@@ -13,6 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from ci_mode import skip_or_fail
 
 from crs_backends import registry
 from crs_backends.neural import datasets, sources
@@ -378,7 +379,7 @@ def test_recorded_sums_match_the_public_files(shared_data):
             assert path.stat().st_size == size and sources.sha256_of(path) == sha, f"{dataset}/{name}"
             checked += 1
     if not checked:
-        pytest.skip("no copy of the iEvaLM dataset files in CRS_DATA_DIR")
+        skip_or_fail("no copy of the iEvaLM dataset files in CRS_DATA_DIR")
 
 
 def test_the_default_source_is_the_pinned_public_commit(monkeypatch):
