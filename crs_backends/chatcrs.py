@@ -93,8 +93,9 @@ class ChatCRS(CRSSystem):
     # -- what the model sees ---------------------------------------------
 
     def candidates(self, context: UserContext) -> list[Item]:
-        """Catalog items that fit what the user said, none of the user's own titles."""
-        return self.catalog.search(context.query, self.n_candidates, exclude=context.title_ids)
+        """Catalog items that fit what the user said: none of the user's own titles, nothing they dislike."""
+        found = self.catalog.search(context.query, self.n_candidates * 4, exclude=context.title_ids)
+        return [i for i in found if context.allows(i)][: self.n_candidates]
 
     def messages(self, conversation: Conversation, candidates: list[Item]) -> list[dict]:
         lines = "\n".join(f"- {i.name}: {', '.join(i.genres[:3])}. {i.description}" for i in candidates)
@@ -143,19 +144,26 @@ class ChatCRS(CRSSystem):
         mentions = self.catalog.mentions(completion.text)
         ranked: list[Item] = []
         for m in mentions:
-            if m.item is not None and m.item.id not in seen and m.item not in ranked:
+            if m.item is not None and context.allows(m.item) and m.item not in ranked:
                 ranked.append(m.item)
-        for item in candidates:
+        disliked = [m.item.name for m in mentions if m.item is not None and context.dislikes.excludes(m.item)]
+        # a goodbye is answered, not topped up with more recommendations
+        for item in [] if context.leaving else candidates:
             if len(ranked) >= self.list_size:
                 break
             if item not in ranked:
                 ranked.append(item)
-        if len(ranked) < self.list_size:
+        if len(ranked) < self.list_size and not context.leaving:
             exclude = seen | {i.id for i in ranked}
-            ranked += self.catalog.search(context.query, self.list_size - len(ranked), exclude=exclude)
+            more = self.catalog.search(context.query, self.list_size - len(ranked) + 20, exclude=exclude)
+            ranked += [i for i in more if context.allows(i)][: self.list_size - len(ranked)]
         text = completion.text.strip()
         if not text:  # small models sometimes stop at once: say what the list holds
-            text = "You might like " + ", ".join(i.name for i in ranked[:3]) + "."
+            text = (
+                "You might like " + ", ".join(i.name for i in ranked[:3]) + "."
+                if ranked
+                else cx.lines(prompt("chatcrs", "goodbyes"))[0]
+            )
         return Turn(
             role="system",
             text=text,
@@ -166,6 +174,9 @@ class ChatCRS(CRSSystem):
                 "model": completion.model,
                 "mentioned": [m.item.name for m in mentions if m.item is not None],
                 "unmatched_titles": [m.text for m in mentions if m.item is None],
+                "disliked_mentioned": disliked,  # named by the model although the person said they dislike it
+                "dislikes": context.dislikes.record(),
+                "goodbye": context.leaving,
                 "latency_ms": latency_ms,
                 "prompt_tokens": completion.usage.prompt_tokens,
                 "completion_tokens": completion.usage.completion_tokens,
@@ -182,7 +193,7 @@ class ChatCRS(CRSSystem):
         """One turn where the model only chooses among options and code writes from the catalog."""
         start = time.perf_counter()
         context = user_context(conversation, self.catalog)
-        wishes = cx.read_wishes(context.texts, self.catalog, user_titles=context.titles)
+        wishes = cx.read_wishes(context.wanted_texts, self.catalog, user_titles=context.titles)
         plan = self._plan(conversation, context, wishes)
         followups = cx.lines(prompt("chatcrs", "followups"))
         followup = followups[(len(conversation.turns) // 2) % len(followups)]
@@ -208,8 +219,8 @@ class ChatCRS(CRSSystem):
         chosen: list[Item] = []
         text = ""
         try:
-            if plan.act == "ask":
-                text = choose("question", plan.options())
+            if plan.act in ("ask", "goodbye"):
+                text = choose("goodbye" if plan.act == "goodbye" else "question", plan.options())
             elif plan.act == "explain":
                 name = choose("title", plan.options())
                 chosen = [i for i in plan.candidates if i.name == name]
@@ -226,11 +237,11 @@ class ChatCRS(CRSSystem):
                 "the reply was written from the catalog search alone"
             )
             text, chosen, opener = (
-                (plan.options()[0] if plan.act == "ask" else ""),
+                (plan.options()[0] if plan.act in ("ask", "goodbye") else ""),
                 plan.candidates[:1],
                 plan.openers[0],
             )
-        if plan.act != "ask":
+        if plan.act not in ("ask", "goodbye"):
             chosen = chosen or plan.candidates[:1]
             fits = [cx.fit_of(i, wishes, context.titles) for i in chosen]
             if plan.act == "explain":
@@ -241,7 +252,7 @@ class ChatCRS(CRSSystem):
             chosen = []
         if error:
             text = prompt("chatcrs", "model_failed") + " " + text
-        ranked = self._constrained_list(context, plan, chosen)
+        ranked = [] if plan.act == "goodbye" else self._constrained_list(context, plan, chosen)
         mentions = self.catalog.mentions(text)
         return Turn(
             role="system",
@@ -257,6 +268,7 @@ class ChatCRS(CRSSystem):
                 "decided_by": "fallback" if error else ("model" if calls else "code"),
                 "option_probs": scores,
                 "wishes": wishes.record(),
+                "dislikes": context.dislikes.record(),
                 **({"error": error} if error else {}),
                 "model": self.client.name,
                 "model_calls": calls,
@@ -274,6 +286,8 @@ class ChatCRS(CRSSystem):
         last_user = context.texts[-1] if context.texts else ""
         previous = _last_system_turn(conversation)
         openers = cx.lines(prompt("chatcrs", "openers"))
+        if context.leaving:
+            return _Plan("goodbye", "the person thanked or took leave", [], [], openers)
         if previous is not None and cx.asks_why(last_user):
             last_named = _named_in(previous, self.catalog)
             if last_named:
@@ -285,6 +299,8 @@ class ChatCRS(CRSSystem):
         )
         taken = [*context.titles, *named]  # a dataset may list one film twice ("The Matrix (1999)",
         pool = [i for i in pool if not any(_same_film(i, t) for t in taken)]  # "The Matrix")
+        fits_all = bool(pool)
+        pool = [i for i in pool if context.allows(i)]  # nothing the person said they dislike
         if wishes.genres:  # items of every genre asked for first, retrieval order within
             pool.sort(key=lambda i: -len(set(wishes.genres) & set(i.genres)))
         fitting = [i for i in pool if wishes.fits(i)]
@@ -295,6 +311,8 @@ class ChatCRS(CRSSystem):
         ):
             return _Plan("ask", "no preference yet", [], fitting or pool, openers)
         if not fitting:
+            if fits_all and not pool:
+                return _Plan("ask", "everything left is disliked", [], [], openers, no_match="all_disliked")
             why = "no catalog item fits the years asked for" if pool else "no catalog item left to recommend"
             return _Plan("ask", why, [], [], openers, no_match=True)
         reason = (
@@ -308,7 +326,7 @@ class ChatCRS(CRSSystem):
             lines = "\n".join(f"- {i.name}: {', '.join(i.genres[:3])}" for i in plan.candidates)
             system += "\n\n" + prompt("chatcrs", "constrained_candidates").format(candidates=lines)
         else:
-            system += "\n\n" + prompt("chatcrs", "constrained_ask")
+            system += "\n\n" + prompt("chatcrs", "constrained_goodbye" if plan.act == "goodbye" else "constrained_ask")
         said = [t.text for t in conversation.all_turns if t.role == "user"][-CONSTRAINED_HISTORY:]
         return [{"role": "system", "content": system}, {"role": "user", "content": "\n".join(said)}]
 
@@ -318,12 +336,12 @@ class ChatCRS(CRSSystem):
         for item in [*chosen, *plan.candidates, *plan.pool]:
             if len(ranked) >= self.list_size:
                 break
-            if item not in ranked and not any(_same_film(item, t) for t in context.titles):
+            if item not in ranked and context.allows(item) and not any(_same_film(item, t) for t in context.titles):
                 ranked.append(item)
         if len(ranked) < self.list_size:
             exclude = context.title_ids | {i.id for i in ranked}
-            more = self.catalog.search(context.query, self.list_size - len(ranked) + 5, exclude=exclude)
-            ranked += [i for i in more if not any(_same_film(i, t) for t in context.titles)]
+            more = self.catalog.search(context.query, self.list_size - len(ranked) + 20, exclude=exclude)
+            ranked += [i for i in more if context.allows(i) and not any(_same_film(i, t) for t in context.titles)]
         return ranked[: self.list_size]
 
 
@@ -338,7 +356,7 @@ class _Plan:
         pool: list[Item],
         openers: list[str],
         *,
-        no_match: bool = False,
+        no_match: bool | str = False,
     ):
         self.act = act
         self.reason = reason
@@ -352,8 +370,11 @@ class _Plan:
 
     def options(self) -> list[str]:
         """The questions (ask) or titles (recommend, explain) the model chooses among; never empty."""
+        if self.act == "goodbye":
+            return cx.lines(prompt("chatcrs", "goodbyes"))
         if self.act == "ask":
-            return cx.lines(prompt("chatcrs", "no_match" if self.no_match else "questions"))
+            which = self.no_match if isinstance(self.no_match, str) else ("no_match" if self.no_match else "questions")
+            return cx.lines(prompt("chatcrs", which))
         return [i.name for i in self.candidates]
 
 

@@ -4,7 +4,8 @@ Useful as the floor every other system should beat, and as a second system
 for the arena when nothing else is installed. It ranks catalog items by TF-IDF
 similarity to the user's turns (the user's own titles contribute their genres
 and directors and are never recommended back), drops what it already
-recommended, and answers from a few fixed sentence patterns that name the top
+recommended and what the user said they dislike (:mod:`crs_backends.preferences`),
+says goodbye to a goodbye, and answers from a few fixed sentence patterns that name the top
 items with a reason taken from their metadata.
 """
 
@@ -34,18 +35,29 @@ class RetrievalCRS(CRSSystem):
 
     def respond(self, conversation: Conversation) -> Turn:
         context = user_context(conversation, self.catalog)
+        metadata = {
+            "system": "retrieval",
+            "catalog": self.catalog.name,
+            "user_titles": [i.name for i in context.titles],
+            "dislikes": context.dislikes.record(),
+        }
+        if context.leaving:  # "Thanks, bye!": a goodbye, not two more films
+            return Turn(role="system", text=GOODBYE, items=[], metadata={**metadata, "act": "goodbye"})
         already = {ref.id for t in conversation.all_turns if t.role == "system" for ref in t.items}
-        ranked = self.catalog.search(context.query, self.list_size, exclude=context.title_ids | already)
+        exclude = context.title_ids | already
+        ranked = [
+            i for i in self.catalog.search(context.query, len(self.catalog), exclude=exclude) if context.allows(i)
+        ]
+        ranked = ranked[: self.list_size]
         return Turn(
             role="system",
             text=_reply(ranked[:SHOWN], first=not already),
             items=[i.ref() for i in ranked],
-            metadata={
-                "system": "retrieval",
-                "catalog": self.catalog.name,
-                "user_titles": [i.name for i in context.titles],
-            },
+            metadata={**metadata, "act": "recommend" if ranked else "ask"},
         )
+
+
+GOODBYE = "You're welcome. Enjoy the movie, and come back any time you want another suggestion!"
 
 
 def _reason(item: Item) -> str:
