@@ -92,6 +92,8 @@ def chat_session(client, systems: list[str], turns: int, deadline: float, level:
         try:
             _, _, status, conversation_id, _ = client.predict(MESSAGES[t % len(MESSAGES)], system, api_name="/chat")
             elapsed = time.perf_counter() - start
+            if not isinstance(conversation_id, str):  # the API promises a string id; anything else is an error
+                raise TypeError(f"/chat returned {type(conversation_id).__name__} for the conversation id: {status!r}")
             with level.lock:
                 level.latencies.append(elapsed)
                 level.last_chat = time.perf_counter()

@@ -297,6 +297,16 @@ ABOUT = {
     "unicrs": "prompt-learning recommender over DialoGPT and RoBERTa (UniCRS)",
 }
 
+# What the small local versions really are (the Chat tab's line for a system running one): their shape follows the
+# published system, their parts are small or stand-ins (crs_backends/neural/small.py, text_rec.py)
+ABOUT_SMALL = {
+    "kbrd": "small KBRD trained here: an R-GCN over the catalog's knowledge graph ranks, a small Transformer writes",
+    "barcor": "small BARCOR trained here: the pretrained all-MiniLM-L6-v2 encoder ranks (standing in for BART's "
+    "encoder), a small BART writes",
+    "unicrs": "small UniCRS trained here: the pretrained all-MiniLM-L6-v2 encoder with the linked knowledge-graph "
+    "entities ranks (standing in for RoBERTa and the KG prompt), a small GPT-2 with KG prompts writes",
+}
+
 _KINDS = ("not available", "published checkpoint", "small local version", "locally trained checkpoint")
 
 
@@ -326,7 +336,7 @@ def system_line(info: SystemInfo) -> str:
         detail = detail[len(kind) :].strip().removeprefix(":").strip()
         if detail.startswith("(") and detail.endswith(")"):
             detail = detail[1:-1]
-    about = ABOUT.get(info.id, "")
+    about = (ABOUT_SMALL if kind == "small local version" else ABOUT).get(info.id, ABOUT.get(info.id, ""))
     line = f"{info.label} · {kind}"
     if about:
         line += f" — {about}"

@@ -22,6 +22,7 @@ same command again continues where it stopped (raise ``--epochs`` / ``--max-step
 from __future__ import annotations
 
 import importlib
+import json
 import math
 import sys
 import time
@@ -152,6 +153,35 @@ def read_records_file(path: Path, limit: int | None):
     return records
 
 
+def partial_train_records(kg_dir: Path, kg) -> list:
+    """The records of ``<dataset>_train_partial/train_partial.jsonl`` (raw ReDial conversations beside the KG folder:
+    3,101 of ReDial's train split in the shared data), their entities linked as the small versions link a
+    conversation (the titles it names, genres and people by name); [] when the folder is not there."""
+    from catalog.redial_raw import read_raw_conversations
+    from crs_backends.neural.mentions import AttributeLinker
+
+    path = kg_dir.parent / f"{kg_dir.name}_train_partial" / "train_partial.jsonl"
+    info = kg_dir / "id2info.json"
+    if not path.exists() or not info.exists():
+        return []
+    try:
+        id2info = json.loads(info.read_text(encoding="utf-8"))
+        records = list(read_raw_conversations(path, id2info))
+    except (OSError, ValueError) as e:
+        raise DataError(f"cannot read {path}: {e}") from e
+    linker = AttributeLinker(kg.entity2id, kg.item_ids)
+    links: dict[str, list[str]] = {}
+    for r in records:
+        found = list(r.entity)
+        for text in r.context:
+            if text not in links:
+                links[text] = linker(text)
+            found += links[text]
+        r.entity = [e for e in dict.fromkeys(found) if e in kg.entity2id]
+        r.rec = [n for n in r.rec if n in kg.entity2id]
+    return records
+
+
 def load_train_data(
     data: str, records: str | None = None, *, limit: int | None = None, dialogues: int | None = None, seed: int = 0
 ) -> TrainData:
@@ -186,15 +216,20 @@ def load_train_data(
             raise DataError(f"no training records for {kg_dir.name}: looked for {tried}; pass --records FILE")
         path = found
     real = read_records_file(path, limit)
+    source = str(path)
+    extra = partial_train_records(kg_dir, kg) if not records and not limit else []
+    if extra:  # ReDial's own train conversations, where the data folder holds a part of them
+        real += extra
+        source += f" and {len(extra)} records of {kg_dir.name}'s train conversations ({kg_dir.name}_train_partial/)"
     if not dialogues:
-        return TrainData(kg_dir.name, kg, kg_dir, real, str(path))
+        return TrainData(kg_dir.name, kg, kg_dir, real, source)
     from crs_backends.neural.synthetic import dataset_records
 
     try:
         synthetic = dataset_records(kg_dir, real, dialogues, seed, kg=kg)
     except ValueError as e:
         raise DataError(f"--dialogues {dialogues}: {e}") from e
-    source = f"{path} and {dialogues} synthetic dialogues over the {kg_dir.name} catalog (seed {seed})"
+    source = f"{source} and {dialogues} synthetic dialogues over the {kg_dir.name} catalog (seed {seed})"
     return TrainData(kg_dir.name, kg, kg_dir, real + synthetic, source, synthetic=len(synthetic))
 
 
@@ -243,9 +278,9 @@ class TqdmProgress:
 
 # ------------------------------------------------------------------------------- training
 def has_published_layout(root: Path, system: str, dataset: str) -> bool:
-    from crs_backends.neural.checkpoints import part_dir
+    from crs_backends.neural.sources import has_parts
 
-    return all(part_dir(root, system, part, dataset).is_dir() for part in ("rec", "conv"))
+    return has_parts(root, system, dataset)
 
 
 def train_system(system: str, data: TrainData, out: Path, config, *, progress=None, log=print):

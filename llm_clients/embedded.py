@@ -12,6 +12,7 @@ same by hand). Put shared text first in prompts to benefit.
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import math
 import os
@@ -62,8 +63,25 @@ def get_embedded_model(gguf_path: str | os.PathLike | None = None) -> EmbeddedMo
         model = _models.get(key)
         if model is None:
             model = EmbeddedModel(path)
+            if not _models:
+                atexit.register(close_embedded_models)
             _models[key] = model
         return model
+
+
+def close_embedded_models() -> None:
+    """Free every loaded model while the interpreter is still whole. Left to garbage collection at shutdown,
+    llama-cpp-python's finaliser ran after its C bindings were gone and printed a traceback
+    (``TypeError: 'NoneType' object is not callable`` in ``free_model``) after the test summary."""
+    with _models_lock:
+        models = list(_models.values())
+        _models.clear()
+    for model in models:
+        try:
+            model.llm.close()
+        except Exception:  # already closed, or a llama-cpp-python without close(): nothing more to free
+            pass
+        model._worker.shutdown(wait=False)
 
 
 class EmbeddedModel(Model):

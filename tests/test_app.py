@@ -109,3 +109,35 @@ def test_offline_judging_defaults_to_the_proxy_scorer(embedded_app):
     db = open_db(embedded_app.db_path)
     row = next(db.query("select scorer, status from evaluations where conversation_id = ?", [conversation_id]))
     assert row["scorer"] == "proxy"
+
+
+def test_every_chat_return_carries_a_string_conversation_id(embedded_app):
+    """The API's conversation id is a string on every path, also when a turn ends early (empty message, unknown or
+    unavailable system), and concurrent calls each get their own conversation with no turn lost."""
+    import threading
+
+    client = Client(embedded_app.url, verbose=False)
+    for message, system in (("   ", "retrieval"), ("a comedy", "no-such-system"), ("a comedy", "kbrd")):
+        *_, status, conversation_id, _box = client.predict(message, system, api_name="/chat")
+        assert isinstance(conversation_id, str) and status, (message, system, conversation_id)
+    ids: list = []
+    errors: list = []
+
+    def one(k: int) -> None:
+        try:
+            out = Client(embedded_app.url, verbose=False).predict(f"a funny movie {k}", "retrieval", api_name="/chat")
+            ids.append(out[3])
+        except Exception as e:  # noted, not raised in the thread: the assertion below reports it
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=one, args=(k,)) for k in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors and len(ids) == 6 and all(isinstance(i, str) and i for i in ids), (ids, errors)
+    assert len(set(ids)) == 6
+    db = open_db(embedded_app.db_path)
+    for conversation_id in ids:
+        roles = [t["role"] for t in db["turns"].rows_where("conversation_id = ?", [conversation_id], order_by="idx")]
+        assert roles == ["user", "system"], (conversation_id, roles)

@@ -72,8 +72,13 @@ def test_selector_lists_every_system_with_its_version(app):
     choices = {value: label for label, value in _selector(client)["choices"]}
     assert {"chatcrs", "retrieval", *NEURAL} <= set(choices)
     for system, name in (("kbrd", "KBRD"), ("barcor", "BARCOR"), ("unicrs", "UniCRS")):
-        assert choices[system].startswith(f"{name} · small local version (trained on the bundled catalog, v")
+        assert choices[system].startswith(f"{name} · small local version (trained here for the bundled catalog, v")
     assert choices["chatcrs"].startswith("ChatCRS · ")
+    # the line for each small version says what it really is, not what the published system is
+    props = {c["props"].get("elem_id"): c["props"] for c in client.config["components"] if c["props"].get("elem_id")}
+    about = props["system-descriptions"]["value"]
+    assert "small BARCOR trained here: the pretrained all-MiniLM-L6-v2 encoder ranks" in about
+    assert "small UniCRS trained here" in about and "DialoGPT" not in about
 
 
 @pytest.mark.parametrize("system", ["chatcrs", *NEURAL])
@@ -233,3 +238,30 @@ def test_small_versions_link_what_a_person_types(small_models, system):
     turn = crs.respond(conversation(message))
     if not turn.metadata["recommended"]:  # the list template shows the model's own top 3, as published
         assert "Inception" not in turn.text and "The Matrix" not in turn.text, turn.text
+
+
+@pytest.mark.parametrize("system", NEURAL)
+def test_small_versions_honour_dislikes_and_goodbyes(small_models, system):
+    """Ours, for the small versions' generated replies and lists: a person the user dislikes is never offered again
+    (list, reply slot or fact), and a goodbye gets a goodbye with no items, whatever option the model chose."""
+    from crs_backends.neural.system import NeuralCRS
+    from storage.records import Conversation, Turn
+
+    models, catalog, kg = small_models
+    crs = NeuralCRS(models[system], catalog)
+    conversation = Conversation(system_id=system, turns=[])
+    turns = []
+    for text in ("I want a mind-bending sci-fi movie", "I don't like Christopher Nolan films", "Another one?"):
+        conversation.turns.append(Turn(role="user", text=text))
+        turns.append(crs.respond(conversation))
+        conversation.turns.append(turns[-1])
+    nolan = {i.name for i in catalog.items if "Christopher Nolan" in i.directors}
+    for turn in turns[1:]:
+        assert turn.metadata["dislikes"]["people"] == ["Christopher Nolan"]
+        assert "Nolan" not in turn.text, turn.text
+        assert not nolan & {r.title for r in turn.items}, turn.items
+        assert not any(name in turn.text for name in nolan), turn.text
+    conversation.turns.append(Turn(role="user", text="Thanks, bye!"))
+    goodbye = crs.respond(conversation)
+    assert goodbye.metadata["act"] == "goodbye" and not goodbye.metadata["recommended"]
+    assert goodbye.items == [] and "?" not in goodbye.text and not catalog.mentions(goodbye.text), goodbye.text

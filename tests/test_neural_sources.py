@@ -349,7 +349,7 @@ def test_small_local_version_is_found_and_built_on_request(cache, tmp_path, monk
     found = sources.resolve("unicrs", build=True)
     assert built and found.small and found.origin == "small local" and found.dataset == "bundled"
     assert found.kg_dir == root / "kg_bundled"
-    assert found.variant == "small local version (trained on the bundled catalog, v1)"
+    assert found.variant == "small local version (trained here for the bundled catalog, v1)"
 
 
 def test_cli_fetch_and_status(cache, capsys):

@@ -131,7 +131,7 @@ def test_info_marks_small_versions(catalog, kg, tmp_path):
     small = CheckpointSource("unicrs", tmp_path, "bundled", tmp_path, "small local", "v1")
     info = NeuralCRS(model, catalog, source=small).info
     assert info.id == "unicrs" and info.label == "UniCRS" and info.demo
-    assert info.variant == "small local version (trained on the bundled catalog, v1)"
+    assert info.variant == "small local version (trained here for the bundled catalog, v1)"
     published = CheckpointSource("unicrs", tmp_path, "redial", tmp_path, "archive", "CRS Arena archive")
     info = NeuralCRS(model, catalog, source=published).info
     assert not info.demo and info.variant == "published checkpoint (redial, CRS Arena archive)"
@@ -239,7 +239,7 @@ def test_registry_builds_the_small_versions_once(tmp_path, monkeypatch, kbrd_set
     assert info.demo and "built on first use" in info.variant
     system = registry.get_system("kbrd")
     assert calls == [1] and system.info.demo and system.source.small
-    assert system.info.variant == "small local version (trained on the bundled catalog, v1)"
+    assert system.info.variant == "small local version (trained here for the bundled catalog, v1)"
 
 
 def test_ready_systems_leave_out_neural_ones_without_checkpoints(tmp_path, monkeypatch, kbrd_set):

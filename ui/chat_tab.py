@@ -138,19 +138,25 @@ def send_message(services: Services, text, system_id, st):
 
     The database holds the canonical conversation. No Python error text reaches the user.
     """
+    # the conversation id output is always a string (the id, or "" before there is one): an API client reads it
+    # as the conversation's id, and a component update there broke clients (bench/load.py) when a turn ended early
+    conversation_id = (st or {}).get("conversation_id") or ""
     try:
-        yield from _send_turn(services, text, system_id, st)
+        for out in _send_turn(services, text, system_id, st):
+            conversation_id = out[4]
+            yield out
     except Exception:  # a bug or a fault below: log it, tell the user plainly, keep what is saved
         log.exception("chat turn failed")
         message = "⚠️ Something went wrong on our side while answering. Your message is saved; send again to retry."
-        yield gr.skip(), gr.skip(), message, gr.skip(), gr.skip(), gr.skip()
+        yield gr.skip(), gr.skip(), message, gr.skip(), conversation_id, gr.skip()
 
 
 def _send_turn(services: Services, text, system_id, st):
     st = dict(st or {})
+    shown_id = st.get("conversation_id") or ""  # what the id box keeps when the turn ends before a session
     if system_id not in services.system_ids():
         message = "Unknown system: choose one from the list."
-        yield gr.skip(), gr.skip(), message, st, gr.skip(), gr.skip()
+        yield gr.skip(), gr.skip(), message, st, shown_id, gr.skip()
         return
     conversation = None
     if st.get("conversation_id") and st.get("system_id") == system_id:
@@ -159,20 +165,20 @@ def _send_turn(services: Services, text, system_id, st):
         user_message = prepare_user_message(text if isinstance(text, str) else None)
     except EmptyMessage as e:
         gr.Warning(str(e))
-        yield chat_messages(conversation), gr.skip(), str(e), st, gr.skip(), gr.skip()
+        yield chat_messages(conversation), gr.skip(), str(e), st, shown_id, gr.skip()
         return
     if conversation is not None and len(conversation.turns) + 2 > MAX_TURNS:
         message = (
             f"This conversation has reached {MAX_TURNS} turns, the most one conversation holds. "
             "Press **New conversation** to go on."
         )
-        yield chat_messages(conversation), gr.skip(), message, st, gr.skip(), gr.skip()
+        yield chat_messages(conversation), gr.skip(), message, st, shown_id, gr.skip()
         return
     try:
         chosen = services.system(system_id)
     except SystemUnavailable as e:
         gr.Warning(str(e).splitlines()[0])
-        yield chat_messages(conversation), gr.skip(), f"⚠️ {safe_text(str(e))}", st, gr.skip(), text
+        yield chat_messages(conversation), gr.skip(), f"⚠️ {safe_text(str(e))}", st, shown_id, text
         return
     session = ChatSession(chosen, db_path=services.db_path, conversation=conversation)
     st = {"conversation_id": session.conversation.id, "system_id": system_id}

@@ -313,7 +313,8 @@ class BARCOR(NeuralModel):
         self.kg = kg
         self.tokenizer = tokenizer
         self.tokenizer.truncation_side = "left"
-        self.rec_model = rec_model.to(device).eval()
+        # None in the small sets: their recommender is the text recommender (text_rec.py), attached on load
+        self.rec_model = rec_model.to(device).eval() if rec_model is not None else None
         self.conv_model = conv_model.to(device).eval()
         self.gen = dict(BART_BASE_GEN if gen is None else gen)
         self.size = size
@@ -321,11 +322,12 @@ class BARCOR(NeuralModel):
         self.max_new_tokens = max_new_tokens
         self.device = device
         # the published 200, unless a (tiny) config has fewer positions
-        self.context_max_length = min(
-            CONTEXT_MAX_LENGTH, rec_model.config.max_position_embeddings, conv_model.config.max_position_embeddings
-        )
+        positions = [conv_model.config.max_position_embeddings]
+        if rec_model is not None:
+            positions.append(rec_model.config.max_position_embeddings)
+        self.context_max_length = min(CONTEXT_MAX_LENGTH, *positions)
         self.resp_max_length = RESP_MAX_LENGTH
-        n = rec_model.config.num_labels
+        n = rec_model.config.num_labels if rec_model is not None else kg.n_entities
         if n != kg.n_entities:
             raise ValueError(f"rec model has {n} labels but the KG has {kg.n_entities} entities")
         items = [i for i in kg.item_ids if 0 <= i < n]
@@ -343,8 +345,10 @@ class BARCOR(NeuralModel):
         seed: int = 0,
         tokenizer=None,
         vocab_size: int | None = None,
+        bart_rec: bool = True,
     ) -> BARCOR:
-        """Random weights at ``size``; a local byte-level BPE tokenizer trained on ``texts`` unless given."""
+        """Random weights at ``size``; a local byte-level BPE tokenizer trained on ``texts`` unless given.
+        ``bart_rec=False``: no BART recommender (the small sets rank with the text recommender instead)."""
         from transformers import BartForConditionalGeneration, BartForSequenceClassification
 
         if size not in SIZES:
@@ -360,6 +364,8 @@ class BARCOR(NeuralModel):
         conv_cfg = _bart_config(arch, vocab_size=vocab_size)
         rec = _build(BartForSequenceClassification, rec_cfg, init=True, seed=seed)
         conv = _build(BartForConditionalGeneration, conv_cfg, init=True, seed=seed + 1)
+        if not bart_rec:
+            rec = None
         return cls(kg, tokenizer, rec, conv, gen=dict(BART_BASE_GEN), size=size, max_new_tokens=arch["max_new_tokens"])
 
     @classmethod
@@ -375,23 +381,29 @@ class BARCOR(NeuralModel):
 
         if isinstance(max_new_tokens, str) and max_new_tokens != AUTO:
             raise ValueError(f"max_new_tokens must be an int, None or {AUTO!r}, not {max_new_tokens!r}")
+        from crs_backends.neural.text_rec import attach, textrec_dir
+
         rec_dir = part_dir(root, SYSTEM, "rec", dataset)
         conv_dir = part_dir(root, SYSTEM, "conv", dataset)
-        for d in (rec_dir, conv_dir):
+        # a small set ranks with its text recommender (barcor_textrec_<ds>/) and has no BART recommender
+        text_ranked = not rec_dir.is_dir() and textrec_dir(root, SYSTEM, dataset).is_dir()
+        for d in (conv_dir,) if text_ranked else (rec_dir, conv_dir):
             if not d.is_dir():
                 raise CheckpointError(f"checkpoint directory missing: {d}")
-        rec_cfg, _, _ = _read_config(rec_dir, num_labels=kg.n_entities)
         conv_cfg, gen, _ = _read_config(conv_dir)
-        if rec_cfg.vocab_size != conv_cfg.vocab_size:
-            raise CheckpointError(
-                f"{rec_dir / 'config.json'} (vocab {rec_cfg.vocab_size}) and "
-                f"{conv_dir / 'config.json'} (vocab {conv_cfg.vocab_size}) disagree"
-            )
-        rec = _build(BartForSequenceClassification, rec_cfg, init=False)
-        _load_part(rec, rec_dir, REC_ALIASES)
+        rec = None
+        if not text_ranked:
+            rec_cfg, _, _ = _read_config(rec_dir, num_labels=kg.n_entities)
+            if rec_cfg.vocab_size != conv_cfg.vocab_size:
+                raise CheckpointError(
+                    f"{rec_dir / 'config.json'} (vocab {rec_cfg.vocab_size}) and "
+                    f"{conv_dir / 'config.json'} (vocab {conv_cfg.vocab_size}) disagree"
+                )
+            rec = _build(BartForSequenceClassification, rec_cfg, init=False)
+            _load_part(rec, rec_dir, REC_ALIASES)
         conv = _build(BartForConditionalGeneration, conv_cfg, init=False)
         _load_part(conv, conv_dir, CONV_ALIASES)
-        tok_dir = conv_dir if (conv_dir / "tokenizer.json").exists() else rec_dir
+        tok_dir = conv_dir if (conv_dir / "tokenizer.json").exists() or text_ranked else rec_dir
         tokenizer = load_tokenizer(tok_dir, HUB_TOKENIZER)
         if len(tokenizer) > conv_cfg.vocab_size:
             raise CheckpointError(
@@ -401,9 +413,10 @@ class BARCOR(NeuralModel):
         size = _size_name(conv_cfg)
         if isinstance(max_new_tokens, str):  # AUTO (checked above)
             max_new_tokens = SIZES["small"]["max_new_tokens"] if size == "small" else LOADED_MAX_NEW_TOKENS
-        return cls(
+        model = cls(
             kg, tokenizer, rec, conv, gen=gen, size=size, dataset=dataset, max_new_tokens=max_new_tokens, device=device
         )
+        return attach(model, root, dataset) if text_ranked else model
 
     def save(self, root, dataset: str) -> None:
         """``barcor_rec_<ds>/`` and ``barcor_conv_<ds>/``: config.json + pytorch_model.bin (all published keys,
@@ -412,6 +425,8 @@ class BARCOR(NeuralModel):
             ("rec", self.rec_model, "BartForSequenceClassification", None),
             ("conv", self.conv_model, "BartForConditionalGeneration", self.gen),
         ):
+            if module is None:  # no BART recommender: the set's text recommender ranks
+                continue
             d = part_dir(root, SYSTEM, part, dataset)
             d.mkdir(parents=True, exist_ok=True)
             _write_config(module.config, d, architecture=arch, gen=gen)
@@ -424,6 +439,9 @@ class BARCOR(NeuralModel):
     # ---- inputs ---------------------------------------------------------------------------------------------
     @property
     def description(self) -> str:
+        if self.text_rec is not None:
+            replies = f"BART {self.conv_model.config.d_model} replies"
+            return f"BARCOR ({self.size}: {replies}; recommender: {self.text_rec.description})"
         return f"BARCOR ({self.size}{', ' + self.dataset if self.dataset else ''})"
 
     def context_ids(self, context: list[str]) -> list[int]:
@@ -438,6 +456,8 @@ class BARCOR(NeuralModel):
         """Entity logits (B, n_entities) with the published pooling (right-padded batches)."""
         from transformers.models.bart.modeling_bart import shift_tokens_right
 
+        if self.rec_model is None:
+            raise CheckpointError("this BARCOR has no BART recommender (its set ranks with the text recommender)")
         cfg = self.rec_model.config
         decoder_input_ids = shift_tokens_right(input_ids, cfg.pad_token_id, cfg.decoder_start_token_id)
         out = self.rec_model.model(
@@ -450,6 +470,10 @@ class BARCOR(NeuralModel):
 
     @torch.inference_mode()
     def recommend(self, inp: ConvInput, k: int = TOP_K) -> list[tuple[int, float]]:
+        if self.text_rec is not None:
+            return self.text_rec.recommend(self.kg, inp, k)
+        if self.rec_model is None:
+            raise CheckpointError("this BARCOR has no recommender: neither a BART classifier nor a text recommender")
         if k <= 0 or self._item_ids.numel() == 0:
             return []
         ids = self._tensor(self.context_ids(inp.context))
@@ -655,6 +679,13 @@ PRIOR_WEIGHT = 0.5
 REC_SHARE = {"conv": 0.35, "rec": 0.65}  # the small size: the recommender needs the steps, the reply model learns fast
 
 
+def _conv_only_steps(wanted: int, config: TrainConfig, size: str) -> int:
+    if config.max_steps is None:
+        return wanted
+    share = REC_SHARE["conv"] if size == "small" else 1.0
+    return min(wanted, max(1, round(config.max_steps * share)))
+
+
 def conv_loss(model: BARCOR, batch: list[tuple[list[int], list[int]]]) -> torch.Tensor:
     pad = model.tokenizer.pad_token_id
     ids, mask = _pad([b[0] for b in batch], pad, model.device)
@@ -682,22 +713,33 @@ def train(
     t0 = time.monotonic()
     out_root = Path(out_root)
     model.device = config.device
-    model.rec_model.to(config.device)
+    if model.rec_model is not None:
+        model.rec_model.to(config.device)
     model.conv_model.to(config.device)
     model._item_ids = model._item_ids.to(config.device)
     model._enc_cache = None
-    conv_data, rec_data = conv_examples(model, records), rec_examples(model, records)
-    budget = split_budget(
-        config.max_steps,
-        {"conv": wanted_steps(len(conv_data), config), "rec": wanted_steps(len(rec_data), config)},
-        shares=REC_SHARE if model.size == "small" else None,
+    bart_rec = model.rec_model is not None  # without one, only the reply model trains (text_rec.py ranks)
+    conv_data, rec_data = conv_examples(model, records), rec_examples(model, records) if bart_rec else []
+    budget = (
+        split_budget(
+            config.max_steps,
+            {"conv": wanted_steps(len(conv_data), config), "rec": wanted_steps(len(rec_data), config)},
+            shares=REC_SHARE if model.size == "small" else None,
+        )
+        if bart_rec
+        # the reply model keeps the steps it had beside a BART recommender (its replies were checked at that budget)
+        else {"conv": _conv_only_steps(wanted_steps(len(conv_data), config), config, model.size), "rec": 0}
     )
     # the small versions' recommender: logit-adjusted training, the prior added back into the head's bias at the end
     small = model.size == "small"
-    prior = log_prior([label for _, label in rec_data], model.rec_model.config.num_labels) if small else None
+    prior = (
+        log_prior([label for _, label in rec_data], model.rec_model.config.num_labels)
+        if small and model.rec_model is not None
+        else None
+    )
 
     def fold_prior() -> None:
-        if prior is not None:
+        if prior is not None and model.rec_model is not None:
             with torch.no_grad():
                 model.rec_model.classification_head.out_proj.bias += PRIOR_WEIGHT * prior.to(model.device)
 
@@ -711,17 +753,20 @@ def train(
             config.lr,
             lengths=[_example_length(e) for e in conv_data],
         ),
-        Stage(
-            "rec",
-            rec_data,
-            lambda batch: rec_loss(model, batch, prior),
-            [model.rec_model],
-            budget["rec"],
-            config.lr / 2 if small else config.lr,
-            lengths=[_example_length(e) for e in rec_data],
-            end=fold_prior,
-        ),
     ]
+    if model.rec_model is not None:
+        stages.append(
+            Stage(
+                "rec",
+                rec_data,
+                lambda batch: rec_loss(model, batch, prior),
+                [model.rec_model],
+                budget["rec"],
+                config.lr / 2 if small else config.lr,
+                lengths=[_example_length(e) for e in rec_data],
+                end=fold_prior,
+            )
+        )
     steps, losses = run_stages(SYSTEM, dataset, out_root, stages, config, progress)
     model._enc_cache = None
     model.dataset = dataset

@@ -174,6 +174,11 @@ def small_reply(
     return drop_unknown_clauses(fill_unnamed(text, items, names, entities), lexicon)
 
 
+def has_slot(text: str) -> bool:
+    """Whether a generated reply holds a movie or fact slot (it means to name or describe a title)."""
+    return bool(_SLOT.search(text or ""))
+
+
 _SLOT_REPEAT = re.compile(rf"({_SLOT.pattern})(?:\s*\1)+")  # the slots of SLOT_TOKENS, one list
 
 

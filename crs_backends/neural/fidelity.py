@@ -222,3 +222,65 @@ def bundled_checks(root, systems: Sequence[str], n: int = 300) -> dict[str, Bund
 def bundled_figures(root, systems: Sequence[str], n: int = 300) -> dict[str, dict]:
     """:func:`bundled_checks` as plain figures (for a manifest)."""
     return {system: check.summary() for system, check in bundled_checks(root, systems, n).items()}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# fluency: how likely a small language model finds the replies, against people's replies in the same places
+
+
+def reply_nll(llm, context: Sequence[str], reply: str) -> tuple[float, int]:
+    """(summed negative log-likelihood, tokens) of ``reply`` after ``context`` under ``llm`` (a llama_cpp.Llama
+    made with ``logits_all=True``): the last messages as 'User: …' / 'System: …' lines, then 'System: ' + reply."""
+    import numpy as np
+
+    lines = [("User: " if n % 2 == 0 else "System: ") + " ".join(t.split()) for n, t in enumerate(context) if t]
+    prefix = "\n".join(lines[-4:]) + "\nSystem:"
+    head = llm.tokenize(prefix.encode("utf-8"), add_bos=True)
+    body = llm.tokenize((" " + " ".join(reply.split())).encode("utf-8"), add_bos=False)
+    if not body:
+        return 0.0, 0
+    tokens = (head + body)[-(llm.n_ctx() - 1) :]
+    start = len(tokens) - len(body)
+    llm.reset()
+    llm.eval(tokens)
+    logits = np.asarray(llm.scores[: len(tokens)], dtype=np.float64)
+    logits -= logits.max(axis=1, keepdims=True)
+    logp = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))
+    nll = -sum(logp[i - 1, tokens[i]] for i in range(max(start, 1), len(tokens)))
+    return float(nll), len(tokens) - max(start, 1)
+
+
+def reply_fluency(systems: Sequence[str], root, records: Sequence[Record], gguf: str) -> dict[str, float]:
+    """Mean per-token NLL under the GGUF at ``gguf`` of each small version's shown reply, and of the people's
+    replies (``"human"``), over ``records`` (real conversations held back from training)."""
+    from llama_cpp import Llama
+
+    from catalog.catalog import get_catalog
+    from crs_backends.neural.kg_reader import load_kg
+    from crs_backends.neural.small import DATASET
+    from crs_backends.neural.system import NeuralCRS, model_class
+    from storage.records import Conversation, Turn
+
+    llm = Llama(model_path=gguf, n_ctx=1024, logits_all=True, verbose=False, seed=0)
+    catalog = get_catalog("bundled")
+    kg = load_kg(f"{root}/kg_{DATASET}")
+    totals: dict[str, list[float]] = {"human": [0.0, 0]}
+    replies: dict[str, list[str]] = {}
+    for system in systems:
+        crs = NeuralCRS(model_class(system).load(root, DATASET, kg), catalog)
+        shown = []
+        for r in records:
+            turns = [Turn(role="user" if n % 2 == 0 else "system", text=t) for n, t in enumerate(r.context) if t]
+            turns = turns if turns and turns[-1].role == "user" else turns + [Turn(role="user", text="Any ideas?")]
+            shown.append(crs.respond(Conversation(system_id=system, turns=turns)).text)
+        replies[system] = shown
+        totals[system] = [0.0, 0]
+    try:
+        for n, r in enumerate(records):
+            for who, text in [("human", r.resp), *((s, replies[s][n]) for s in systems)]:
+                nll, count = reply_nll(llm, r.context, text)
+                totals[who][0] += nll
+                totals[who][1] += count
+    finally:
+        llm.close()
+    return {who: (t[0] / t[1] if t[1] else float("nan")) for who, t in totals.items()}

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
+from crs_backends.constrained import GENRE_WORDS
 from crs_backends.neural.facts import GENRE_ADJECTIVE
 from crs_backends.neural.synthetic import GENRE_NOUNS
 
@@ -58,6 +59,11 @@ class AttributeLinker:
             if genre is not None:
                 for phrase in genre_phrases(genre):
                     self.phrases.setdefault(phrase, name)
+                # and the words people use that ChatCRS reads too ("heist" and "gangster" for Crime, "scary" for
+                # Horror): "Any good heist movies?" linked nothing, so the small KBRD greeted twice
+                for word, of in GENRE_WORDS.items():
+                    if of == genre:
+                        self.phrases.setdefault(word, name)
             elif " " in base.strip() and len(base) >= MIN_PERSON_LENGTH:
                 self.phrases.setdefault(base.lower(), name)
         alternatives = sorted(self.phrases, key=len, reverse=True)  # the longest phrase wins at one place

@@ -94,7 +94,7 @@ class CheckpointSource:
     def variant(self) -> str:
         """What runs, for people: the text shown beside the system's name."""
         if self.small:
-            return f"small local version (trained on the bundled catalog, {self.version})"
+            return f"small local version (trained here for the bundled catalog, {self.version})"
         where = {"local dir": "local directory", "archive": "CRS Arena archive", "hub": "Hugging Face Hub"}[self.origin]
         details = [self.dataset, where]
         if self.version and self.version != where:
@@ -156,12 +156,14 @@ def published_dataset() -> str:
 
 
 def has_parts(root: Path, system: str, dataset: str) -> bool:
-    """Whether ``root`` holds both parts of ``system`` for ``dataset`` (non-empty directories)."""
-    for part in PARTS:
+    """Whether ``root`` holds both parts of ``system`` for ``dataset`` (non-empty directories); a small set's
+    ``<system>_textrec_<ds>/`` (its text recommender, :mod:`crs_backends.neural.text_rec`) stands for the rec part."""
+
+    def there(part: str) -> bool:
         d = part_dir(root, system, part, dataset)
-        if not d.is_dir() or not any(d.iterdir()):
-            return False
-    return True
+        return d.is_dir() and any(d.iterdir())
+
+    return all(there(part) or (part == "rec" and there("textrec")) for part in PARTS)
 
 
 def find_set_root(tree: Path, max_depth: int = 3) -> Path | None:
@@ -184,7 +186,7 @@ def find_set_root(tree: Path, max_depth: int = 3) -> Path | None:
 
 def datasets_in(root: Path, system: str) -> list[str]:
     found = []
-    for d in sorted(root.glob(f"{system}_rec_*")):
+    for d in sorted(root.glob(f"{system}_conv_*")):  # every set has a conv part (a small one may rank by text)
         m = _PART_DIR.match(d.name)
         if m and m.group(1) == system and has_parts(root, system, m.group(3)):
             found.append(m.group(3))

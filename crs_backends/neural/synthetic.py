@@ -289,6 +289,27 @@ def reply_lexicon(catalog) -> frozenset[str]:
 _LEXICONS: dict[tuple[str, int], frozenset[str]] = {}
 
 
+def reply_pairs(catalog) -> dict[str, frozenset[str]]:
+    """Word -> what follows it in the training replies (a word, a slot such as ``<movie>``, or a punctuation mark;
+    the shipped recipe's dialogues, as :func:`reply_lexicon`), lower case."""
+    key = (catalog.name, len(catalog.items))
+    cached = _PAIRS.get(key)
+    if cached is not None:
+        return cached
+    item = re.compile(r"<[a-z]+>|[^\W\d_]+(?:'[^\W\d_]*)?|[.,!?;:]")
+    follows: dict[str, set[str]] = defaultdict(set)
+    for record in synthetic_records(catalog, N_DIALOGUES, 0):
+        items = item.findall(record.resp.lower())
+        for a, b in zip(items, items[1:]):
+            if a[0].isalpha() or a.startswith("<"):  # what follows a word: a word, a slot or a punctuation mark
+                follows[a].add(b)
+    _PAIRS[key] = {a: frozenset(b) for a, b in follows.items()}
+    return _PAIRS[key]
+
+
+_PAIRS: dict[tuple[str, int], dict[str, frozenset[str]]] = {}
+
+
 def write_synthetic(path: str | os.PathLike, records: Iterable[Record]) -> Path:
     """JSONL in the iEvaLM processed layout, with a ``template`` (resp with ``<movie>`` slots) per line."""
     path = Path(path)

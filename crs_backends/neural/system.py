@@ -27,6 +27,7 @@ import os
 import re
 import threading
 import time
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -34,6 +35,7 @@ import torch
 
 from catalog.catalog import Catalog, get_catalog
 from catalog.items import Item
+from crs_backends import preferences
 from crs_backends.base import DEFAULT_LIST_SIZE, CRSSystem, SystemInfo
 from crs_backends.neural import facts, policy
 from crs_backends.neural.engine import MOVIE_SLOT, TOP_K, ConvInput, NeuralModel
@@ -41,7 +43,7 @@ from crs_backends.neural.kg_reader import KGData, load_kg
 from crs_backends.neural.mentions import AttributeLinker
 from crs_backends.neural.policy import DEFAULT_POLICY, check_policy
 from crs_backends.neural.sources import LABELS, CheckpointSource, Progress, SourceError, resolve
-from crs_backends.neural.synthetic import reply_lexicon
+from crs_backends.neural.synthetic import reply_lexicon, reply_pairs
 from storage.records import Conversation, Turn
 
 log = logging.getLogger(__name__)
@@ -105,7 +107,12 @@ class NeuralCRS(CRSSystem):
         self._small_links = lru_cache(maxsize=LINK_CACHE)(self._small_links_uncached)
         self._attributes: AttributeLinker | None = None
         if self.small:  # built once per catalog (about half a second), here rather than in the first reply
-            reply_lexicon(catalog)
+            lexicon = reply_lexicon(catalog)
+            model.keep_to_lexicon(lexicon, reply_pairs(catalog))
+        if model.text_rec is not None:  # the item rows of this KG, read from the catalog's records (once)
+            from crs_backends.neural.text_rec import catalog_records
+
+            model.text_rec.prepare(self.kg, catalog_records(catalog))
 
     # ------------------------------------------------------------------ identity
     @property
@@ -243,8 +250,14 @@ class NeuralCRS(CRSSystem):
         info = self.info
         dataset = self.source.dataset if self.source else ""
         notes: list[str] = []
+        wishes = self._wishes(conversation) if self.small else None
         with self._lock, torch.no_grad():
             inp = self.arena_input(conversation)
+            if wishes is not None and wishes.dislikes:
+                # ours, for the small versions: they cannot read a negation, so a dislike clause is not given to them
+                # ("I don't like horror" would link Horror and rank horror films first); the turn records it
+                inp = self._without_dislikes(conversation, wishes.dislikes)
+                notes.append("the user's dislike clauses were left out of the model's input")
             generated = self.model.reply_text(inp)  # get_conv
             menu = [letter for letter, _ in policy.options_for(dataset)]
             choice = None
@@ -268,7 +281,22 @@ class NeuralCRS(CRSSystem):
             ranked = self.model.recommend(inp, k=min(TOP_K, n_items)) if n_items else []  # get_rec
         names = [self.kg.entity_name(int(e)) for e, _ in ranked]
         ranked_items = [self.item_of(int(e)) for e, _ in ranked]
-        if choice is not None and choice.recommend:
+        model_top = list(zip(ranked_items, names))  # the model's own ranking, kept on the turn as it ranked
+        if wishes is not None and wishes.dislikes:
+            # ours, for the small versions: nothing the person said they dislike is offered (list or reply slot)
+            kept = [
+                (i, n) for i, n in model_top if not (wishes.dislikes.excludes(i) if i else n in wishes.dislikes.titles)
+            ]
+            ranked_items, names = [i for i, _ in kept], [n for _, n in kept]
+        leaving = wishes is not None and wishes.leaving
+        act = "recommend" if choice is not None and choice.recommend else "reply"
+        if leaving:  # ours: a goodbye gets a goodbye, whatever option the model chose
+            act = "goodbye"
+            text = facts.small_reply(generated, [], [], inp.entities, reply_lexicon(self.catalog))
+            if not text.strip() or facts.has_slot(generated) or not preferences.is_farewell_reply(text):
+                text = SMALL_GOODBYE
+            listed = []
+        elif act == "recommend":
             # ours, for the small versions: like their reply slots, the list skips titles already named
             order = facts.unnamed_positions(names, inp.entities) if self.small else list(range(len(names)))
             order = order[: policy.LIST_SIZE]
@@ -292,11 +320,12 @@ class NeuralCRS(CRSSystem):
                 **self._identity_metadata(info),
                 "policy": "crs_arena",
                 "choice": choice.record() if choice is not None else None,
-                "recommended": bool(choice is not None and choice.recommend),
+                "recommended": act == "recommend",
+                "act": act,
+                **({"dislikes": wishes.dislikes.record()} if wishes is not None and wishes.dislikes else {}),
                 "entities": list(inp.entities),
                 "top_items": [
-                    {"id": i.id, "title": i.name} if i is not None else {"id": None, "title": n}
-                    for i, n in zip(ranked_items, names)
+                    {"id": i.id, "title": i.name} if i is not None else {"id": None, "title": n} for i, n in model_top
                 ],
                 "generated": generated,
                 "notes": notes,
@@ -304,6 +333,23 @@ class NeuralCRS(CRSSystem):
                 "catalog": self.catalog.name,
             },
         )
+
+    def _wishes(self, conversation: Conversation) -> _Wishes:
+        """What the person dislikes and whether they are leaving (the small versions honour both)."""
+        texts = [t.text or "" for t in conversation.all_turns if t.role == "user"]
+        return _Wishes(
+            preferences.read_dislikes(texts, self.catalog), bool(texts) and preferences.is_goodbye(texts[-1])
+        )
+
+    def _without_dislikes(self, conversation: Conversation, dislikes: preferences.Dislikes) -> ConvInput:
+        """The model's input with the user's dislike clauses removed and no disliked title, genre or person linked."""
+        turns = [
+            replace(t, text=preferences.without_dislikes(t.text or "")) if t.role == "user" else t
+            for t in conversation.all_turns
+        ]
+        inp = self.arena_input(Conversation(system_id=conversation.system_id, turns=turns))
+        unwanted = {*dislikes.people, *dislikes.genres, *dislikes.titles}
+        return ConvInput(context=inp.context, entities=[e for e in inp.entities if e not in unwanted])
 
     def choose_action(self, conversation: Conversation, options: list[str]) -> str:
         """iEvaLM attribute mode (``script/ask.py``) with the model's own choice: the option letters scored as
@@ -375,6 +421,15 @@ class NeuralCRS(CRSSystem):
         )
 
 
+SMALL_GOODBYE = "You're welcome, enjoy the movie!"
+
+
+@dataclass(frozen=True)
+class _Wishes:
+    dislikes: preferences.Dislikes
+    leaving: bool
+
+
 def repair_text(text: str, items: list[str]) -> tuple[str, bool]:
     """The reply with leftover placeholders filled, empty slots filled or rephrased, never empty.
 
@@ -423,7 +478,8 @@ def model_class(system: str):
 
 
 def load_model(source: CheckpointSource, *, device: str = "cpu") -> NeuralModel:
-    """Load the model of ``source`` (its KG, then the checkpoints, strictly checked)."""
+    """Load the model of ``source`` (its KG, then the checkpoints, strictly checked; the small sets' BARCOR and
+    UniCRS with their text recommender, see :func:`crs_backends.neural.text_rec.attach`)."""
     kg = load_kg(source.kg_dir)
     return model_class(source.system).load(source.root, source.dataset, kg, device=device)
 

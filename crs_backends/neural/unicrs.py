@@ -63,6 +63,7 @@ from crs_backends.neural.engine import (
     MOVIE_SLOT,
     TOP_K,
     ConvInput,
+    LexiconGuard,
     NeuralModel,
     ProgressFn,
     TrainConfig,
@@ -515,7 +516,9 @@ class UniCRS(NeuralModel):
         load_strict(model.rec_prompt, rec_state, source=rec_file)
         load_strict(model.conv_prompt, conv_state, source=conv_file)
         model._invalidate()
-        return model.to(device)
+        from crs_backends.neural.text_rec import attach
+
+        return attach(model, root, dataset).to(device)
 
     def save(self, root, dataset: str) -> None:
         """``unicrs_{rec,conv}_<ds>/model.pt`` (+ backbones, tokenizers and settings unless they come from the Hub)."""
@@ -561,9 +564,12 @@ class UniCRS(NeuralModel):
 
     @property
     def description(self) -> str:
-        return (
-            f"UniCRS ({self.size}; GPT-2 {self.gpt2.config.n_layer}x{self.gpt2.config.n_embd}, {self.backbone_source})"
+        base = (
+            f"UniCRS ({self.size}; GPT-2 {self.gpt2.config.n_layer}x{self.gpt2.config.n_embd}, {self.backbone_source}"
         )
+        if self.text_rec is not None:
+            return f"{base} replies; recommender: {self.text_rec.description})"
+        return base + ")"
 
     # ---- inputs ----
     def context_ids(self, context: Sequence[str]) -> list[int]:
@@ -635,6 +641,10 @@ class UniCRS(NeuralModel):
         )
         return out.last_hidden_state, out.past_key_values
 
+    def keep_to_lexicon(self, lexicon, pairs) -> None:
+        if self.size == "small" and self.lexicon_guard is None:
+            self.lexicon_guard = LexiconGuard(self.tokenizer, lexicon, pairs)
+
     # ---- recommendation ----
     @torch.inference_mode()
     def scores(self, inp: ConvInput) -> torch.Tensor:
@@ -644,6 +654,8 @@ class UniCRS(NeuralModel):
         return hidden[0, -1] @ self._table("rec").T
 
     def recommend(self, inp: ConvInput, k: int = TOP_K) -> list[tuple[int, float]]:
+        if self.text_rec is not None:  # the small sets: the pretrained text encoder with the linked entities
+            return self.text_rec.recommend(self.kg, inp, k)
         item_scores = self.scores(inp)[self.item_ids]
         top = torch.topk(item_scores, k=min(k, item_scores.numel()))
         return [(int(self.item_ids[i]), float(v)) for v, i in zip(top.values, top.indices)]
@@ -695,6 +707,10 @@ class UniCRS(NeuralModel):
                 banned = banned + self._guard.banned(seq[-1]) + self.role_start_ids
             if banned:
                 logits[banned] = -math.inf
+            if self.size == "small" and self.lexicon_guard is not None:  # ours: no made-up word ("I'dun!")
+                off = self.lexicon_guard.banned(self.tokenizer.decode(new, skip_special_tokens=False), logits)
+                if off:
+                    logits[off] = -math.inf
             token = int(torch.argmax(logits))
             seq.append(token)
             new.append(token)
