@@ -8,24 +8,13 @@ import sys
 
 import numpy as np
 import pytest
+from neural_fixtures import catalog, kg  # noqa: F401 (module fixtures)
 
-from catalog.catalog import load_bundled
 from catalog.ievalm_records import Record
 from catalog.redial_raw import records_from_conversation
 from crs_backends.neural import text_rec
 from crs_backends.neural.engine import ConvInput
-from crs_backends.neural.kg_reader import kg_from_catalog
 from crs_backends.neural.synthetic import synthetic_records
-
-
-@pytest.fixture(scope="module")
-def catalog():
-    return load_bundled()
-
-
-@pytest.fixture(scope="module")
-def kg(catalog):
-    return kg_from_catalog(catalog)
 
 
 @pytest.fixture(scope="module")
