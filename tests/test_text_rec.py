@@ -176,3 +176,5 @@ def test_the_lexicon_guard_keeps_a_reply_in_the_words_and_pairs_it_was_taught():
     assert guard.banned("You", about_first) == [3]
     assert guard.allows("You", 7) and guard.allows("I'd recommend", 5)  # a slot is no word
     assert guard.banned("I'd", torch.tensor([0.0, 5.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]))[0] == 1
+    # nothing among the top candidates may follow: None, the reply ends there
+    assert LexiconGuard(Tokenizer(), ["i'd"], pairs, top=2).banned("I'd", logits) is None

@@ -215,13 +215,14 @@ class LexiconGuard:
         m = re.search(r"[^\W\d_]+(?:'[^\W\d_]*)?$", text)
         return m.group(0) if m else ""
 
-    def banned(self, text: str, logits) -> list[int]:
+    def banned(self, text: str, logits) -> list[int] | None:
         """Of the ``top`` most likely tokens, those ranked above the first allowed one (greedy decoding then takes
-        it); none when no token among them is allowed."""
+        it); None when no token among them is allowed: the reply should end where it is (seen: "…, with Ellen
+        Burstyn, with mentioned." when the decoding went on past that point)."""
         candidates = logits.topk(min(self.top, logits.shape[-1])).indices.tolist()
         out: list[int] = []
         for token in candidates:
             if self.allows(text, token):
                 return out
             out.append(token)
-        return []
+        return None

@@ -707,11 +707,15 @@ class UniCRS(NeuralModel):
                 banned = banned + self._guard.banned(seq[-1]) + self.role_start_ids
             if banned:
                 logits[banned] = -math.inf
+            token = -1
             if self.size == "small" and self.lexicon_guard is not None:  # ours: no made-up word ("I'dun!")
                 off = self.lexicon_guard.banned(self.tokenizer.decode(new, skip_special_tokens=False), logits)
-                if off:
+                if off is None:  # nothing it may write next: the reply ends here (its end is tidied when shown)
+                    token = self.eos_id
+                elif off:
                     logits[off] = -math.inf
-            token = int(torch.argmax(logits))
+            if token < 0:
+                token = int(torch.argmax(logits))
             seq.append(token)
             new.append(token)
             if token == self.eos_id:
@@ -730,7 +734,12 @@ class UniCRS(NeuralModel):
             # published: one character is dropped blindly (the space trained models write); ours drop only a space
             skip = 1 if self.size != "small" or text[start : start + 1] == " " else 0
             text = text[start + skip :]
-        return text.replace(self.tokenizer.eos_token, "")
+        text = text.replace(self.tokenizer.eos_token, "")
+        if self.size == "small" and self.lexicon_guard is not None:  # ours: a reply the guard ended mid-sentence
+            text = text.rstrip(" ,;:")
+            if text and text[-1] not in ".!?":
+                text += "."
+        return text
 
     def decode_reply(self, new_ids: list[int], items: Sequence[str] | None) -> str:
         """The published decoding with every slot filled by ``items`` (the ``enhanced`` policy)."""
