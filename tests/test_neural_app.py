@@ -197,7 +197,7 @@ def test_the_builder_trains_a_set_that_loads_and_answers(tmp_path, monkeypatch):
         settings=small.QUICK_SETTINGS,
     )
     assert root == small.small_models_dir() and root.is_relative_to(cache)
-    assert phases == set(NEURAL)
+    assert phases == {*NEURAL, "text_rec"}  # the text recommenders are built first, then each system
     manifest = read_manifest(root)
     assert manifest["complete"] is True and manifest["version"] == f"small-v{small.VERSION}"
     assert not list(root.parent.glob(".small-v*"))  # no build or old folder left behind
@@ -205,6 +205,7 @@ def test_the_builder_trains_a_set_that_loads_and_answers(tmp_path, monkeypatch):
     horror = ConvInput(["I love scary horror movies like The Shining (1980)"], ["The Shining (1980)", "Horror"])
     for system in NEURAL:
         model = model_class(system).load(root, small.DATASET, kg)
+        assert (model.text_rec is not None) == (system in small.TEXT_RANKED), system
         items = model.recommend(horror, k=5)
         assert len(items) == 5, system
         reply = model.generate(horror, items=[kg.entity_name(i) for i, _ in items[:3]])

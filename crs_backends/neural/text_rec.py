@@ -590,8 +590,8 @@ def build_text_recs(
     records_of = {**redial_info, **catalog_records}
     index = {n: i for i, n in enumerate(names)}
 
-    def bar(phase: str):
-        return (lambda done, total: progress(phase, done, total)) if progress else None
+    def bar(phase: str):  # phases are named "text_rec <what>", as the systems' are "<system> <stage>"
+        return (lambda done, total: progress(f"text_rec {phase}", done, total)) if progress else None
 
     disk = encodings_dir()
     item_rows = cached_encode(
