@@ -154,6 +154,15 @@ class WordRepeatGuard:
         return scores
 
 
+_REPLY_ITEM = re.compile(r"<[a-z]+>|[^\W\d_]+(?:'[^\W\d_]*)?|[.,!?;:]")
+
+
+def reply_items(text: str) -> list[str]:
+    """A reply as the lexicon guard reads it, lower case: slots (``<movie>``), words (one apostrophe part) and
+    punctuation marks; the word pairs it checks (``synthetic.reply_pairs``) are read the same way."""
+    return _REPLY_ITEM.findall(text.lower())
+
+
 class LexiconGuard:
     """Keeps a small version's greedy reply within the words, and the word pairs, its training replies used: among
     the ``top`` most likely next tokens, one that would make the word being written something no training reply
@@ -166,8 +175,6 @@ class LexiconGuard:
     Seen in a small UniCRS retrained with the shipped recipe (v4): 10 of 300 held-back replies came out "I'dun!",
     shown empty once their made-up word was dropped (``facts.drop_unknown_clauses`` works after the fact, on whole
     clauses; this works while decoding, on one token), and 127 began "You about …"."""
-
-    _ITEM = re.compile(r"<[a-z]+>|[^\W\d_]+(?:'[^\W\d_]*)?|[.,!?;:]")
 
     def __init__(
         self, tokenizer, lexicon: Iterable[str], pairs: dict[str, frozenset[str]] | None = None, *, top: int = 30
@@ -192,13 +199,12 @@ class LexiconGuard:
         word being written one that can follow the word before it."""
         piece = self._piece(token)
         slot = piece.strip().startswith("<") and piece.strip().endswith(">")
-        items = self._ITEM.findall((text + piece).lower())
+        items = reply_items(text + piece)
         if not items:
             return True
         if not slot:  # the piece's words (a word it continues included) must begin lexicon words
-            for word in self._ITEM.findall(
-                ((self._tail(text) if piece[:1].isalpha() or piece[:1] == "'" else "") + piece).lower()
-            ):
+            continued = self._tail(text) if piece[:1].isalpha() or piece[:1] == "'" else ""
+            for word in reply_items(continued + piece):
                 if word[0].isalpha() and word not in self.prefixes:
                     return False
         if len(items) < 2:

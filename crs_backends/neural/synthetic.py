@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from catalog.ievalm_records import Record
-from crs_backends.neural.engine import MOVIE_SLOT
+from crs_backends.neural.engine import MOVIE_SLOT, reply_items
 from crs_backends.neural.facts import GENRE_ADJECTIVE, genre_word
 
 KINDS = ("genre", "director", "actor", "decade", "similar")
@@ -266,6 +266,19 @@ def record_texts(records: Iterable[Record]) -> list[str]:
     return list(seen)
 
 
+def training_replies(catalog) -> tuple[str, ...]:
+    """The system side of the shipped recipe's dialogues over ``catalog`` (:data:`N_DIALOGUES` at seed 0, slots
+    kept), generated once per catalog: what :func:`reply_lexicon` and :func:`reply_pairs` read."""
+    key = (catalog.name, len(catalog.items))
+    cached = _REPLIES.get(key)
+    if cached is None:
+        cached = _REPLIES[key] = tuple(r.resp for r in synthetic_records(catalog, N_DIALOGUES, 0))
+    return cached
+
+
+_REPLIES: dict[tuple[str, int], tuple[str, ...]] = {}
+
+
 def reply_lexicon(catalog) -> frozenset[str]:
     """Every word a small version's training replies use over ``catalog`` (the system side of the shipped
     recipe's dialogues, :data:`N_DIALOGUES` at seed 0, with every slot value: the catalog's titles, people,
@@ -277,8 +290,8 @@ def reply_lexicon(catalog) -> frozenset[str]:
     if cached is not None:
         return cached
     lexicon: set[str] = set()
-    for record in synthetic_records(catalog, N_DIALOGUES, 0):
-        lexicon.update(words(record.resp))
+    for resp in training_replies(catalog):
+        lexicon.update(words(resp))
     for item in catalog.items:
         lexicon.update(words(" ".join([item.name, *item.genres, *item.directors, *item.cast, *item.writers])))
         lexicon.update(words(" ".join(genre_word(g) for g in item.genres)))
@@ -296,10 +309,9 @@ def reply_pairs(catalog) -> dict[str, frozenset[str]]:
     cached = _PAIRS.get(key)
     if cached is not None:
         return cached
-    item = re.compile(r"<[a-z]+>|[^\W\d_]+(?:'[^\W\d_]*)?|[.,!?;:]")
     follows: dict[str, set[str]] = defaultdict(set)
-    for record in synthetic_records(catalog, N_DIALOGUES, 0):
-        items = item.findall(record.resp.lower())
+    for resp in training_replies(catalog):
+        items = reply_items(resp)
         for a, b in zip(items, items[1:]):
             if a[0].isalpha() or a.startswith("<"):  # what follows a word: a word, a slot or a punctuation mark
                 follows[a].add(b)
