@@ -233,8 +233,9 @@ def reply_nll(llm, context: Sequence[str], reply: str) -> tuple[float, int]:
     made with ``logits_all=True``): the last messages as 'User: …' / 'System: …' lines, then 'System: ' + reply."""
     import numpy as np
 
-    lines = [("User: " if n % 2 == 0 else "System: ") + " ".join(t.split()) for n, t in enumerate(context) if t]
-    prefix = "\n".join(lines[-4:]) + "\nSystem:"
+    from crs_backends.neural.text_rec import role_lines
+
+    prefix = "\n".join(role_lines(context)[-4:]) + "\nSystem:"
     head = llm.tokenize(prefix.encode("utf-8"), add_bos=True)
     body = llm.tokenize((" " + " ".join(reply.split())).encode("utf-8"), add_bos=False)
     if not body:

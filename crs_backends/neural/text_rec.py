@@ -78,16 +78,19 @@ def item_text(
     return f"{text} {plot.strip()}".strip()
 
 
-def context_text(context: Sequence[str]) -> str:
-    """The last :data:`CONTEXT_TURNS` messages, 'User: …' / 'System: …' by position (the user speaks at even
-    positions, as iEvaLM's records and CRS Arena's context are laid out), newest kept within :data:`MAX_CHARS`."""
-    lines = [
+def role_lines(context: Sequence[str]) -> list[str]:
+    """The non-empty messages as 'User: …' / 'System: …' by position (the user speaks at even positions, as
+    iEvaLM's records and CRS Arena's context are laid out), whitespace collapsed."""
+    return [
         ("User: " if n % 2 == 0 else "System: ") + " ".join(str(t).split())
         for n, t in enumerate(context)
         if str(t).strip()
     ]
-    text = " ".join(lines[-CONTEXT_TURNS:])
-    return text[-MAX_CHARS:]
+
+
+def context_text(context: Sequence[str]) -> str:
+    """The last :data:`CONTEXT_TURNS` :func:`role_lines`, newest kept within :data:`MAX_CHARS`."""
+    return " ".join(role_lines(context)[-CONTEXT_TURNS:])[-MAX_CHARS:]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -172,10 +175,12 @@ class Head(nn.Module):
     def items(self, rows: torch.Tensor) -> torch.Tensor:
         return nn.functional.normalize(self.item(rows), dim=-1)
 
+    def score(self, user: torch.Tensor, item_vectors: torch.Tensor, log_pop: torch.Tensor) -> torch.Tensor:
+        """Scores from :meth:`user` and :meth:`items` outputs (answering reuses the item vectors, training does not)."""
+        return self.log_temperature.exp() * user @ item_vectors.T + self.popularity * log_pop
+
     def forward(self, context, entities, item_rows, log_pop) -> torch.Tensor:
-        return self.log_temperature.exp() * self.user(context, entities) @ self.items(item_rows).T + (
-            self.popularity * log_pop
-        )
+        return self.score(self.user(context, entities), self.items(item_rows), log_pop)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -237,8 +242,8 @@ class TextRecommender:
         item_vectors, log_pop, ids = self._rows[id(kg)]
         context = torch.from_numpy(cached_encode([context_text(inp.context)])[0])
         entities = self.entity_vector(inp.entities) if self.entities else None
-        user = self.head.user(context[None], entities[None] if entities is not None else None)[0]
-        return self.head.log_temperature.exp() * (item_vectors @ user) + self.head.popularity * log_pop, ids
+        user = self.head.user(context[None], entities[None] if entities is not None else None)
+        return self.head.score(user, item_vectors, log_pop)[0], ids
 
     def recommend(self, kg: KGData, inp: ConvInput, k: int = TOP_K) -> list[tuple[int, float]]:
         scores, ids = self.scores(kg, inp)
