@@ -48,7 +48,7 @@ if os.environ.get("CRS_FETCH_AT_START"):
     # A Space has no shell to run `python -m crs_backends.neural.sources fetch` in: on request, fetch what the
     # published set of CRS_MODELS_DATASET lacks (checkpoints, then its dataset files) before the selector is built.
     # Already there (persistent storage): nothing is downloaded. A failure is logged; the app starts anyway.
-    from crs_backends.neural.datasets import fetch_at_start
+    from crs_backends.neural.fetch import fetch_at_start
 
     fetch_at_start()
 

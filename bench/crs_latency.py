@@ -35,7 +35,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-SYSTEMS = ("kbrd", "barcor", "unicrs")
+from crs_backends.neural.names import SYSTEMS
+
 SIZES = ("small", "full", "published")
 TARGETS = {"small": 0.3, "full": 2.0, "published": 2.0}
 WARM_UP = "Hello! Can you help me find a movie for tonight?"
@@ -75,12 +76,14 @@ def build_model(system: str, size: str):
     """(model, where it came from)."""
     from catalog.catalog import data_dir, load_bundled
     from crs_backends.neural.kg_reader import kg_from_catalog, load_kg
+    from crs_backends.neural.names import model_class
     from crs_backends.neural.synthetic import record_texts, synthetic_records
-    from crs_backends.train import has_published_layout, model_class
+    from crs_backends.train import has_published_layout
 
     cls = model_class(system)
     if size == "small":
-        from crs_backends.neural.small import DATASET, small_models_root
+        from crs_backends.neural.names import SMALL_DATASET as DATASET
+        from crs_backends.neural.names import small_models_root
 
         root = small_models_root()
         if root is not None and has_published_layout(root, system, DATASET):

@@ -17,13 +17,16 @@ from collections.abc import Callable
 from catalog.catalog import get_catalog
 from crs_backends import health
 from crs_backends.base import CRSSystem, SystemInfo
+from crs_backends.neural.names import FETCH_COMMAND, SMALL_COMMAND, SourceError
+from crs_backends.neural.names import LABELS as LABELS_NEURAL
+from crs_backends.neural.names import SYSTEMS as SYSTEMS_NEURAL
 from crs_backends.plugins import missing_package
 from llm_clients.registry import client_for
 
 log = logging.getLogger(__name__)
 
-NEURAL = ("kbrd", "barcor", "unicrs")
-NEURAL_LABELS = {"kbrd": "KBRD", "barcor": "BARCOR", "unicrs": "UniCRS"}
+NEURAL = SYSTEMS_NEURAL  # the published systems that run from checkpoints
+NEURAL_LABELS = LABELS_NEURAL
 
 
 class SystemUnavailable(RuntimeError):
@@ -91,7 +94,7 @@ def _neural(system_id: str) -> Callable[..., CRSSystem]:
         label = NEURAL_LABELS[system_id]
         try:
             source = sources.resolve(system_id)
-        except sources.SourceError as missing:
+        except SourceError as missing:
             # checkpoints without their dataset files: name the fetch command, do not build something else instead
             if (
                 isinstance(missing, sources.DatasetFilesMissing)
@@ -112,7 +115,7 @@ def _neural(system_id: str) -> Callable[..., CRSSystem]:
                     "the details are in the server log."
                 ) from None
             raise SystemUnavailable(f"{label} needs the package {package!r}, which is not installed ({e}).") from None
-        except (CheckpointError, KGError, sources.SourceError, OSError, ValueError) as e:
+        except (CheckpointError, KGError, SourceError, OSError, ValueError) as e:
             raise SystemUnavailable(
                 f"{label} could not load its checkpoint ({source.variant}, {source.root}): {e}"
             ) from None
@@ -129,10 +132,21 @@ def _neural(system_id: str) -> Callable[..., CRSSystem]:
     return factory
 
 
-def _small_builder_present() -> bool:
-    from crs_backends.neural import sources
+def _small_builder():
+    """The builder of the small local versions (:mod:`crs_backends.neural.small`), or None where its third-party
+    packages are not installed (a broken module of ours raises)."""
+    try:
+        from crs_backends.neural import small
+    except ImportError as e:
+        if missing_package(e) is None:
+            raise
+        log.debug("small versions cannot be built here: %s", e)
+        return None
+    return small
 
-    return sources.small_builder_available()
+
+def _small_builder_present() -> bool:
+    return _small_builder() is not None
 
 
 def _build_and_resolve(system_id: str):
@@ -145,20 +159,23 @@ def _build_and_resolve(system_id: str):
         _build.progress("", 0, 0)
         log.warning("no checkpoint for %s: building the small local versions (once, a few minutes)", system_id)
         try:
-            sources.build_small(progress=_build.progress)
-        except sources.SourceError as e:
+            builder = _small_builder()
+            if builder is None:
+                raise SourceError("the small local versions cannot be built here: their packages are missing")
+            builder.ensure_small_models(progress=_build.progress)
+        except SourceError as e:
             raise SystemUnavailable(str(e)) from None
         except Exception as e:  # whatever the builder raises, the UI shows a message, not a crash
             log.exception("building the small local versions failed")
             raise SystemUnavailable(
                 f"Building the small local versions failed: {type(e).__name__}: {e}. "
-                f"Run `{sources.SMALL_COMMAND}` to see the details."
+                f"Run `{SMALL_COMMAND}` to see the details."
             ) from None
     finally:
         _build.lock.release()
     try:
         return sources.resolve(system_id)
-    except sources.SourceError as e:
+    except SourceError as e:
         raise SystemUnavailable(str(e)) from None
 
 
@@ -261,7 +278,7 @@ def _describe_neural(system_id: str) -> SystemInfo:
             variant=f"not available: published checkpoints without their dataset files (run "
             f"`{fetch_command(e.dataset)}`)",
         )
-    except sources.SourceError:
+    except SourceError:
         pass
     except Exception as e:  # a broken manifest or folder: describe, do not crash the page
         return SystemInfo(id=system_id, label=label, variant=f"not available ({type(e).__name__}: {e})")
@@ -271,7 +288,7 @@ def _describe_neural(system_id: str) -> SystemInfo:
     return SystemInfo(
         id=system_id,
         label=label,
-        variant=f"not available: no checkpoint (run `{sources.FETCH_COMMAND}` or `{sources.SMALL_COMMAND}`)",
+        variant=f"not available: no checkpoint (run `{FETCH_COMMAND}` or `{SMALL_COMMAND}`)",
     )
 
 

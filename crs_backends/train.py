@@ -21,7 +21,6 @@ same command again continues where it stopped (raise ``--epochs`` / ``--max-step
 
 from __future__ import annotations
 
-import importlib
 import json
 import math
 import sys
@@ -32,12 +31,11 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from crs_backends.neural.names import LABELS, SYSTEMS, model_class, model_module
+
 if TYPE_CHECKING:  # the neural modules import torch; they load when training starts
     from crs_backends.neural.kg_reader import KGData
 
-SYSTEMS = ("kbrd", "barcor", "unicrs")
-CLASS_NAMES = {"kbrd": "KBRD", "barcor": "BARCOR", "unicrs": "UniCRS"}
-LABELS = CLASS_NAMES
 RECALL_KS = (1, 10, 50)
 # iEvaLM (Wang et al., EMNLP 2023), ReDial test set, Recall@1/10/50 of the published checkpoints
 PUBLISHED_RECALL = {
@@ -50,31 +48,6 @@ BUNDLED = "bundled"
 
 class DataError(click.ClickException):
     """--data / --records / --test do not name usable data (the message says what was looked for)."""
-
-
-# ------------------------------------------------------------------------------- models
-def model_module(system: str):
-    if system not in SYSTEMS:
-        raise click.BadParameter(f"unknown system {system!r}; choose one of {', '.join(SYSTEMS)}")
-    return importlib.import_module(f"crs_backends.neural.{system}")
-
-
-def model_class(system: str):
-    """The NeuralModel subclass of ``crs_backends.neural.<system>``."""
-    module = model_module(system)
-    cls = getattr(module, CLASS_NAMES[system], None)
-    if cls is None:
-        from crs_backends.neural.engine import NeuralModel
-
-        found = [
-            v
-            for v in vars(module).values()
-            if isinstance(v, type) and issubclass(v, NeuralModel) and getattr(v, "system", None) == system
-        ]
-        if not found:
-            raise click.ClickException(f"crs_backends.neural.{system} defines no {CLASS_NAMES[system]} model class")
-        cls = found[0]
-    return cls
 
 
 # ------------------------------------------------------------------------------- data

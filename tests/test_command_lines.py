@@ -121,7 +121,7 @@ def _subcommand_help(target: str, name: str, capsys) -> tuple[int, str]:
         result = CliRunner().invoke(group, [name, "--help"], prog_name=f"python -m {target}")
         return result.exit_code, result.output
     if target == "crs_backends.neural.sources":
-        from crs_backends.neural.sources import main
+        from crs_backends.neural.fetch import main  # the command line `python -m crs_backends.neural.sources` runs
     else:
         from crs_backends.neural.small import main
     code: int | str | None

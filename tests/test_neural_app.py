@@ -19,11 +19,11 @@ from app_server import AppServer
 from ci_mode import in_ci
 from gradio_client import Client
 
-from crs_backends.neural import small
+from crs_backends.neural import names, small
 from crs_backends.neural.checkpoints import read_manifest
 from crs_backends.neural.engine import ConvInput
 from crs_backends.neural.kg_reader import load_kg
-from crs_backends.neural.system import model_class
+from crs_backends.neural.names import model_class
 from storage.db import open_db
 
 pytestmark = pytest.mark.timeout(1500)  # the first test may build the small versions
@@ -42,7 +42,8 @@ def _text(content) -> str:
 def small_cache(tmp_path_factory) -> Path:
     """An empty CRS_ARENA_CACHE: the app must run the shipped small set (``assets/models/small-v<N>``) as it is,
     training nothing (the builder has its own test below)."""
-    assert small._complete(small.SHIPPED_ROOT), f"the shipped small set is missing or incomplete: {small.SHIPPED_ROOT}"
+    shipped = names.SHIPPED_SMALL_ROOT
+    assert names.small_set_complete(shipped), f"the shipped small set is missing or incomplete: {shipped}"
     return tmp_path_factory.mktemp("crs_cache")
 
 
@@ -51,7 +52,7 @@ def app(small_cache, tmp_path_factory):
     env = {
         **NO_SOURCE,
         "CRS_ARENA_CACHE": str(small_cache),
-        "CRS_SMALL_MODELS": str(small.SHIPPED_ROOT),
+        "CRS_SMALL_MODELS": str(names.SHIPPED_SMALL_ROOT),
         "CRS_NEURAL_BUILD": "never",
         "CRS_DATA_DIR": str(tmp_path_factory.mktemp("no_data")),
     }
@@ -137,14 +138,14 @@ def test_missing_checkpoints_give_a_message_not_a_crash(tmp_path):
 def small_models(small_cache):
     from catalog.catalog import get_catalog
     from crs_backends.neural.kg_reader import load_kg
-    from crs_backends.neural.system import model_class
+    from crs_backends.neural.names import model_class
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("CRS_ARENA_CACHE", str(small_cache))
         root = small.small_models_root()
-    assert root == small.SHIPPED_ROOT
-    kg = load_kg(root / f"kg_{small.DATASET}")
-    return {s: model_class(s).load(root, small.DATASET, kg) for s in NEURAL}, get_catalog("bundled"), kg
+    assert root == names.SHIPPED_SMALL_ROOT
+    kg = load_kg(root / f"kg_{names.SMALL_DATASET}")
+    return {s: model_class(s).load(root, names.SMALL_DATASET, kg) for s in NEURAL}, get_catalog("bundled"), kg
 
 
 @pytest.mark.parametrize("system", NEURAL)
@@ -162,7 +163,7 @@ def test_small_rankings_follow_the_conversation(small_models, system):
 @pytest.mark.parametrize("system", NEURAL)
 def test_small_replies_never_stutter_contradict_or_leave_a_slot(small_models, system):
     from crs_backends.neural.fidelity import check_replies, held_back_inputs
-    from crs_backends.neural.small import SEED
+    from crs_backends.neural.names import SMALL_SEED as SEED
     from crs_backends.neural.synthetic import synthetic_records
     from crs_backends.neural.system import NeuralCRS
 
@@ -199,13 +200,13 @@ def test_the_builder_trains_a_set_that_loads_and_answers(tmp_path, monkeypatch):
     assert root == small.small_models_dir() and root.is_relative_to(cache)
     assert phases == {*NEURAL, "text_rec"}  # the text recommenders are built first, then each system
     manifest = read_manifest(root)
-    assert manifest["complete"] is True and manifest["version"] == f"small-v{small.VERSION}"
+    assert manifest["complete"] is True and manifest["version"] == names.SMALL_SET
     assert not list(root.parent.glob(".small-v*"))  # no build or old folder left behind
-    kg = load_kg(root / f"kg_{small.DATASET}")
+    kg = load_kg(root / f"kg_{names.SMALL_DATASET}")
     horror = ConvInput(["I love scary horror movies like The Shining (1980)"], ["The Shining (1980)", "Horror"])
     for system in NEURAL:
-        model = model_class(system).load(root, small.DATASET, kg)
-        assert (model.text_rec is not None) == (system in small.TEXT_RANKED), system
+        model = model_class(system).load(root, names.SMALL_DATASET, kg)
+        assert (model.text_rec is not None) == (system in names.TEXT_RANKED), system
         items = model.recommend(horror, k=5)
         assert len(items) == 5, system
         reply = model.generate(horror, items=[kg.entity_name(i) for i, _ in items[:3]])

@@ -8,7 +8,6 @@ import io
 import json
 import tarfile
 import threading
-import types
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -16,7 +15,8 @@ import pytest
 from ci_mode import skip_or_fail
 
 from crs_backends import registry
-from crs_backends.neural import datasets, sources
+from crs_backends.download import sha256_of
+from crs_backends.neural import datasets, fetch, names, sources
 from crs_backends.neural.sources import DatasetFilesMissing, SourceError
 
 FETCH_REDIAL = "python -m crs_backends.neural.sources fetch --datasets redial"
@@ -134,8 +134,7 @@ def cache(tmp_path, monkeypatch) -> Path:
     ):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("CRS_DATA_DIR", str(tmp_path / "no_data"))
-    not_built = types.SimpleNamespace(small_models_root=lambda: None, ensure_small_models=lambda progress=None: None)
-    monkeypatch.setattr(sources, "_small_module", lambda: not_built)
+    monkeypatch.setattr(names, "SHIPPED_SMALL_ROOT", tmp_path / "no_shipped_set")  # none shipped, none in the cache
     table = {name: (len(data), sha) for (name, data), sha in zip(fake_files().items(), sums(fake_files()).values())}
     monkeypatch.setattr(datasets, "DATASET_FILES", {"redial": table, "opendialkg": dict(table)})
     return root
@@ -259,7 +258,7 @@ def test_hostile_dataset_name_never_becomes_a_path_outside(cache, tmp_path, monk
     shared.mkdir()
     monkeypatch.setenv("CRS_DATA_DIR", str(shared))
     assert datasets.find_dataset_dir("../outside") is None
-    assert sources.main(["fetch", "--datasets", "../outside"]) == 1
+    assert fetch.main(["fetch", "--datasets", "../outside"]) == 1
 
 
 def test_unknown_dataset_is_named(cache):
@@ -278,23 +277,16 @@ def test_checkpoints_without_dataset_files_name_the_fetch_command(cache, monkeyp
     assert "Error" not in message and "Traceback" not in message
     # not replaced by the small local version behind the user's back, even when one is built or buildable
     built = []
-    monkeypatch.setattr(
-        sources,
-        "_small_module",
-        lambda: types.SimpleNamespace(
-            small_models_root=lambda: None, ensure_small_models=lambda progress=None: built.append(1)
-        ),
-    )
     with pytest.raises(DatasetFilesMissing):
-        sources.resolve("kbrd", build=True)
+        sources.resolve("kbrd", build=lambda progress: built.append(1))
     assert built == []
     # status says it, per system and per dataset
-    assert sources.main(["status"]) == 0
+    assert fetch.main(["status"]) == 0
 
 
 def test_status_lines_per_dataset(cache, capsys):
     write_tree(sources.archive_dir(), checkpoint_set(("kbrd",)))
-    assert sources.main(["status"]) == 0
+    assert fetch.main(["status"]) == 0
     out = capsys.readouterr().out
     assert "KBRD has published checkpoints for redial" in out and FETCH_REDIAL in out
     assert f"dataset files of redial: missing (run `{FETCH_REDIAL}`)" in out
@@ -316,22 +308,20 @@ def test_registry_shows_the_command_and_builds_nothing(cache, monkeypatch):
 def test_cli_fetch_brings_the_set_and_its_dataset_files(cache, capsys):
     archive = make_tar(checkpoint_set(("kbrd", "unicrs")))
     with FileServer({"/models.tar.gz": archive, **data_paths(fake_files())}) as server:
-        assert (
-            sources.main(["fetch", "--url", server.base + "/models.tar.gz", "--data-url", server.base + "/data"]) == 0
-        )
+        assert fetch.main(["fetch", "--url", server.base + "/models.tar.gz", "--data-url", server.base + "/data"]) == 0
     out = capsys.readouterr().out
     assert "checkpoints ready in" in out and "KBRD: redial" in out
     assert f"dataset files of redial ready in {cache / 'datasets' / 'redial'}" in out
     assert "opendialkg" not in out  # only the datasets the set holds
     assert sources.resolve("unicrs").kg_dir == cache / "datasets" / "redial"
-    assert sources.main(["status"]) == 0
+    assert fetch.main(["status"]) == 0
     assert "dataset files of redial: fetched copy in" in capsys.readouterr().out
 
 
 def test_cli_datasets_alone_fetches_only_the_dataset_files(cache, capsys, monkeypatch):
     with FileServer(data_paths(fake_files()) | data_paths(fake_files(), "opendialkg")) as server:
         monkeypatch.setenv("CRS_DATA_BASE_URL", server.base + "/data/")
-        assert sources.main(["fetch", "--datasets", "redial,opendialkg"]) == 0
+        assert fetch.main(["fetch", "--datasets", "redial,opendialkg"]) == 0
     assert {r["path"].split("/")[2] for r in server.requests} == {"redial", "opendialkg"}  # no archive asked for
     assert datasets.find_dataset_dir("opendialkg") == cache / "datasets" / "opendialkg"
     assert not sources.archive_dir().exists()
@@ -341,7 +331,7 @@ def test_cli_fetch_skips_datasets_found_elsewhere(cache, tmp_path, monkeypatch, 
     write_tree(tmp_path / "shared" / "redial", fake_files())
     monkeypatch.setenv("CRS_DATA_DIR", str(tmp_path / "shared"))
     with FileServer({"/models.tar.gz": make_tar(checkpoint_set(("kbrd",)))}) as server:
-        assert sources.main(["fetch", "--url", server.base + "/models.tar.gz"]) == 0
+        assert fetch.main(["fetch", "--url", server.base + "/models.tar.gz"]) == 0
         assert [r["path"] for r in server.requests] == ["/models.tar.gz"]
     assert sources.resolve("kbrd").kg_dir == tmp_path / "shared" / "redial"
 
@@ -351,20 +341,20 @@ def test_fetch_at_start_on_a_space(cache, monkeypatch):
     with FileServer({"/models.tar.gz": archive, **data_paths(fake_files())}) as server:
         monkeypatch.setenv("CRS_MODELS_URL", server.base + "/models.tar.gz")
         monkeypatch.setenv("CRS_DATA_BASE_URL", server.base + "/data")
-        assert datasets.fetch_at_start() == []  # not asked for: nothing
+        assert fetch.fetch_at_start() == []  # not asked for: nothing
         assert server.requests == []
         monkeypatch.setenv("CRS_FETCH_AT_START", "1")
-        done = datasets.fetch_at_start()
+        done = fetch.fetch_at_start()
         assert len(done) == 2 and "checkpoints fetched" in done[0] and "dataset files of redial" in done[1]
-        for system in sources.SYSTEMS:
+        for system in names.SYSTEMS:
             found = sources.resolve(system)
             assert found.origin == "archive" and found.kg_dir == cache / "datasets" / "redial"
         asked = len(server.requests)
-        assert datasets.fetch_at_start() == []  # a restart with everything there downloads nothing
+        assert fetch.fetch_at_start() == []  # a restart with everything there downloads nothing
         assert len(server.requests) == asked
     monkeypatch.setenv("CRS_DATA_BASE_URL", "http://127.0.0.1:9/data")  # nothing listens there
     (cache / "datasets" / "redial" / "kg.json").unlink()
-    done = datasets.fetch_at_start()
+    done = fetch.fetch_at_start()
     assert done and done[-1].startswith("fetch at start failed: dataset file redial/")
 
 
@@ -376,7 +366,7 @@ def test_recorded_sums_match_the_public_files(shared_data):
             path = shared_data / dataset / name
             if not path.exists():
                 continue
-            assert path.stat().st_size == size and sources.sha256_of(path) == sha, f"{dataset}/{name}"
+            assert path.stat().st_size == size and sha256_of(path) == sha, f"{dataset}/{name}"
             checked += 1
     if not checked:
         skip_or_fail("no copy of the iEvaLM dataset files in CRS_DATA_DIR")

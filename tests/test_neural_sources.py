@@ -8,14 +8,13 @@ import io
 import json
 import tarfile
 import threading
-import types
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from crs_backends.download import DownloadError, download
-from crs_backends.neural import small, sources
+from crs_backends.neural import fetch, names, sources
 from crs_backends.neural.sources import SourceError
 
 KG = {
@@ -121,8 +120,7 @@ def cache(tmp_path, monkeypatch) -> Path:
     for var in ("CRS_MODELS_DIR", "CRS_MODELS_URL", "CRS_MODELS_SHA256", "CRS_MODELS_HUB_REPO", "CRS_MODELS_DATASET"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("CRS_DATA_DIR", str(tmp_path / "no_data"))
-    not_built = types.SimpleNamespace(small_models_root=lambda: None, ensure_small_models=lambda progress=None: None)
-    monkeypatch.setattr(sources, "_small_module", lambda: not_built)
+    monkeypatch.setattr(names, "SHIPPED_SMALL_ROOT", tmp_path / "no_shipped_set")  # none shipped, none in the cache
     return root
 
 
@@ -136,7 +134,7 @@ def big_body() -> bytes:
 def test_full_download_extracts_and_resolves(cache):
     body = big_body()
     with Server(body) as server:
-        root = sources.fetch_archive(server.url, sha256=hashlib.sha256(body).hexdigest(), progress=False)
+        root = fetch.fetch_archive(server.url, sha256=hashlib.sha256(body).hexdigest(), progress=False)
     assert root == cache / "models" / "crs_arena"
     assert (root / "kbrd_rec_redial" / "model.pt").exists() and (root / "unicrs_conv_redial").is_dir()
     info = json.loads((root / sources.FETCHED_INFO).read_text())
@@ -211,7 +209,7 @@ def test_corrupt_archive_is_named_and_nothing_is_half_extracted(cache):
     broken = body[: len(body) // 2]  # a truncated gzip served as if whole
     with Server(broken) as server:
         with pytest.raises(SourceError) as err:
-            sources.fetch_archive(server.url, progress=False)
+            fetch.fetch_archive(server.url, progress=False)
     message = str(err.value)
     assert str(cache / "models" / "downloads" / "models.tar.gz") in message and "corrupt" in message
     assert not sources.archive_dir().exists()
@@ -222,10 +220,10 @@ def test_corrupt_archive_is_named_and_nothing_is_half_extracted(cache):
 def test_corrupt_archive_keeps_a_previous_good_set(cache):
     good = make_tar(layout_files(systems=("kbrd",)))
     with Server(good) as server:
-        sources.fetch_archive(server.url, progress=False)
+        fetch.fetch_archive(server.url, progress=False)
     with Server(gzip.compress(b"this is not a tar file" * 100)) as server:
         with pytest.raises(SourceError, match="not a readable tar archive"):
-            sources.fetch_archive(server.url, progress=False)
+            fetch.fetch_archive(server.url, progress=False)
     assert (sources.archive_dir() / "kbrd_rec_redial" / "model.pt").exists()
 
 
@@ -233,7 +231,7 @@ def test_sha_mismatch_is_an_error(cache):
     body = make_tar(layout_files(systems=("kbrd",)))
     with Server(body) as server:
         with pytest.raises(SourceError, match="SHA-256.*expected 0{64}"):
-            sources.fetch_archive(server.url, sha256="0" * 64, progress=False)
+            fetch.fetch_archive(server.url, sha256="0" * 64, progress=False)
     assert not sources.archive_dir().exists()
     assert not list((cache / "models" / "downloads").glob("*"))  # neither the file nor its .part remain
 
@@ -244,9 +242,9 @@ def test_sha_from_the_environment(cache, monkeypatch):
         monkeypatch.setenv("CRS_MODELS_URL", server.url)
         monkeypatch.setenv("CRS_MODELS_SHA256", "f" * 64)
         with pytest.raises(SourceError, match="SHA-256"):
-            sources.fetch_archive(progress=False)
+            fetch.fetch_archive(progress=False)
         monkeypatch.setenv("CRS_MODELS_SHA256", hashlib.sha256(body).hexdigest().upper())
-        assert sources.fetch_archive(progress=False) == sources.archive_dir()
+        assert fetch.fetch_archive(progress=False) == sources.archive_dir()
 
 
 @pytest.mark.parametrize("bad", ["../evil.txt", "/tmp/evil-abs.txt", "models/../../evil.txt"])
@@ -256,7 +254,7 @@ def test_path_traversal_member_is_rejected(cache, tmp_path, bad):
     archive = tmp_path / "evil.tar.gz"
     archive.write_bytes(make_tar(files))
     with pytest.raises(SourceError, match="unsafe path"):
-        sources.extract_archive(archive, sources.archive_dir())
+        fetch.extract_archive(archive, sources.archive_dir())
     assert not sources.archive_dir().exists() and not (tmp_path / "evil.txt").exists()
     assert not Path("/tmp/evil-abs.txt").exists()
 
@@ -267,7 +265,7 @@ def test_links_are_rejected(cache, tmp_path):
     archive = tmp_path / "links.tar.gz"
     archive.write_bytes(make_tar(layout_files(systems=("kbrd",)), extra=[link]))
     with pytest.raises(SourceError, match="link"):
-        sources.extract_archive(archive, sources.archive_dir())
+        fetch.extract_archive(archive, sources.archive_dir())
     assert not sources.archive_dir().exists()
 
 
@@ -329,24 +327,21 @@ def test_nothing_available_says_which_command_fetches_what(cache):
     assert "python -m crs_backends.neural.small ensure" in message
 
 
-def test_small_local_version_is_found_and_built_on_request(cache, tmp_path, monkeypatch):
-    root = tmp_path / "small"
+def test_small_local_version_is_found_and_built_on_request(cache):
+    root = names.small_models_dir()  # where a set built here lands
     built = []
 
-    def ensure_small_models(progress=None):
+    def ensure_small_models(progress=None):  # the caller's builder (sources only resolves)
         for name, data in layout_files(prefix="", dataset="bundled").items():
             (root / name).parent.mkdir(parents=True, exist_ok=True)
             (root / name).write_bytes(data)
-        (root / "manifest.json").write_text(json.dumps({"dataset": "bundled", "version": "v1"}))
+        (root / "manifest.json").write_text(json.dumps({"dataset": "bundled", "version": "v1", "complete": True}))
         built.append(progress)
 
-    builder = types.SimpleNamespace(
-        small_models_root=lambda: root if root.exists() else None, ensure_small_models=ensure_small_models
-    )
-    monkeypatch.setattr(sources, "_small_module", lambda: builder)
     with pytest.raises(SourceError):
         sources.resolve("unicrs")  # not built, and not asked to build
-    found = sources.resolve("unicrs", build=True)
+    assert not built
+    found = sources.resolve("unicrs", build=ensure_small_models)
     assert built and found.small and found.origin == "small local" and found.dataset == "bundled"
     assert found.kg_dir == root / "kg_bundled"
     assert found.variant == "small local version (trained here for the bundled catalog, v1)"
@@ -355,20 +350,18 @@ def test_small_local_version_is_found_and_built_on_request(cache, tmp_path, monk
 def test_cli_fetch_and_status(cache, capsys):
     body = make_tar(layout_files(systems=("kbrd", "barcor")))
     with Server(body) as server:
-        assert sources.main(["fetch", "--url", server.url]) == 0
+        assert fetch.main(["fetch", "--url", server.url]) == 0
     out = capsys.readouterr().out
     assert "checkpoints ready in" in out and "KBRD: redial" in out and "UniCRS: none" in out
-    assert sources.main(["status"]) == 0
+    assert fetch.main(["status"]) == 0
     out = capsys.readouterr().out
     assert "KBRD: published checkpoint (redial, CRS Arena archive" in out and "No checkpoint for UniCRS" in out
-    assert sources.main(["fetch", "--url", "http://127.0.0.1:9/models.tar.gz"]) == 1  # nothing listens there
+    assert fetch.main(["fetch", "--url", "http://127.0.0.1:9/models.tar.gz"]) == 1  # nothing listens there
 
 
 def test_small_set_in_the_cache_is_not_taken_for_the_archive(cache, monkeypatch):
-    monkeypatch.setattr(sources, "_small_module", lambda: small)
-    monkeypatch.setattr(small, "SHIPPED_ROOT", cache / "no_shipped_set")  # a trimmed copy: the cache's set runs
-    root = small.small_models_dir()  # <cache>/models/small-v<N>/, beside the archive's set
-    assert root.parent == sources.models_dir()
+    root = names.small_models_dir()  # <cache>/models/small-v<N>/, beside the archive's set
+    assert root.parent == names.models_dir()
     for name, data in layout_files(prefix="", dataset="bundled").items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_bytes(data)
@@ -378,6 +371,6 @@ def test_small_set_in_the_cache_is_not_taken_for_the_archive(cache, monkeypatch)
     found = sources.resolve("kbrd")
     assert found.origin == "small local" and found.root == root and "v1)" in found.variant
     with Server(make_tar(layout_files(systems=("kbrd",)))) as server:
-        sources.fetch_archive(server.url, progress=False)
+        fetch.fetch_archive(server.url, progress=False)
     assert sources.resolve("kbrd").origin == "archive"  # published first
     assert sources.resolve("barcor").origin == "small local" and (root / "manifest.json").exists()

@@ -17,7 +17,7 @@ from neural_fixtures import catalog, kg  # noqa: F401 (module fixtures)
 from catalog.catalog import Catalog
 from catalog.items import Item
 from crs_backends import registry
-from crs_backends.neural import kbrd, small, sources
+from crs_backends.neural import kbrd, names
 from crs_backends.neural.engine import TOP_K, ConvInput, NeuralModel
 from crs_backends.neural.kg_reader import KGData
 from crs_backends.neural.sources import CheckpointSource
@@ -190,7 +190,7 @@ def test_registry_gives_a_clear_error_without_any_checkpoint(tmp_path, monkeypat
     monkeypatch.delenv("CRS_MODELS_DIR", raising=False)
     monkeypatch.setenv("CRS_ARENA_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("CRS_NEURAL_BUILD", "never")
-    monkeypatch.setattr(small, "SHIPPED_ROOT", tmp_path / "no_shipped_set")  # a trimmed copy of the repository
+    monkeypatch.setattr(names, "SHIPPED_SMALL_ROOT", tmp_path / "no_shipped_set")  # a trimmed copy of the repository
     monkeypatch.setattr(registry, "_built", {})
     with pytest.raises(registry.SystemUnavailable) as err:
         registry.get_system("barcor")
@@ -219,7 +219,8 @@ def test_registry_builds_the_small_versions_once(tmp_path, monkeypatch, kbrd_set
     monkeypatch.delenv("CRS_MODELS_DIR", raising=False)
     monkeypatch.setenv("CRS_ARENA_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(registry, "_built", {})
-    built_root = tmp_path / "small"
+    monkeypatch.setattr(names, "SHIPPED_SMALL_ROOT", tmp_path / "no_shipped_set")
+    built_root = names.small_models_dir()
     calls = []
 
     def ensure_small_models(progress=None):
@@ -227,14 +228,13 @@ def test_registry_builds_the_small_versions_once(tmp_path, monkeypatch, kbrd_set
 
         calls.append(1)
         shutil.copytree(kbrd_set, built_root)
-        (built_root / "manifest.json").write_text(json.dumps({"dataset": "bundled", "version": "v1"}))
+        manifest = {"dataset": "bundled", "version": "v1", "complete": True}
+        (built_root / "manifest.json").write_text(json.dumps(manifest))
         if progress:
             progress("kbrd", 1, 1)
 
-    builder = types.SimpleNamespace(
-        small_models_root=lambda: built_root if built_root.exists() else None, ensure_small_models=ensure_small_models
-    )
-    monkeypatch.setattr(sources, "_small_module", lambda: builder)
+    builder = types.SimpleNamespace(ensure_small_models=ensure_small_models)
+    monkeypatch.setattr(registry, "_small_builder", lambda: builder)
     info = registry.system_info("kbrd")
     assert info.demo and "built on first use" in info.variant
     system = registry.get_system("kbrd")
@@ -246,7 +246,8 @@ def test_ready_systems_leave_out_neural_ones_without_checkpoints(tmp_path, monke
     monkeypatch.delenv("CRS_MODELS_DIR", raising=False)
     monkeypatch.setenv("CRS_ARENA_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(registry, "_built", {})
-    monkeypatch.setattr(sources, "_small_module", lambda: None)
+    monkeypatch.setattr(names, "SHIPPED_SMALL_ROOT", tmp_path / "no_shipped_set")
+    monkeypatch.setattr(registry, "_small_builder", lambda: None)
     assert registry.ready_system_ids() == ["chatcrs", "retrieval"]
     monkeypatch.setenv("CRS_MODELS_DIR", str(kbrd_set))
     monkeypatch.setenv("CRS_MODELS_DATASET", "bundled")

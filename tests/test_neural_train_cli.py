@@ -132,11 +132,11 @@ def test_train_writes_the_published_layout_and_resumes(tmp_path, shared_data):
 
 
 def test_small_builder_publishes_atomically_and_once(tmp_path, monkeypatch):
-    from crs_backends.neural import small, sources
+    from crs_backends.neural import names, small, sources
     from crs_backends.neural.checkpoints import read_manifest
 
     monkeypatch.setenv("CRS_ARENA_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(small, "SHIPPED_ROOT", tmp_path / "no-shipped-set")  # as in a trimmed copy of the repository
+    monkeypatch.setattr(names, "SHIPPED_SMALL_ROOT", tmp_path / "no-shipped-set")  # as in a trimmed copy
     monkeypatch.setattr(small, "N_DIALOGUES", 40)
     monkeypatch.setattr(small, "TRAIN_SETTINGS", {"kbrd": {"epochs": 1, "max_steps": 2, "batch_size": 8, "lr": 1e-3}})
     assert small.small_models_root() is None
@@ -162,10 +162,10 @@ def test_small_builder_publishes_atomically_and_once(tmp_path, monkeypatch):
 
 
 def test_small_builder_failure_leaves_nothing(tmp_path, monkeypatch):
-    from crs_backends.neural import small
+    from crs_backends.neural import names, small
 
     monkeypatch.setenv("CRS_ARENA_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(small, "SHIPPED_ROOT", tmp_path / "no-shipped-set")
+    monkeypatch.setattr(names, "SHIPPED_SMALL_ROOT", tmp_path / "no-shipped-set")
     monkeypatch.setattr(small, "N_DIALOGUES", 10)
     with pytest.raises(small.SmallBuildError, match="nosuch"):
         small.ensure_small_models(systems=("nosuch",), show_bar=False, log=lambda m: None)
@@ -175,17 +175,18 @@ def test_small_builder_failure_leaves_nothing(tmp_path, monkeypatch):
 
 
 def test_the_shipped_set_is_used_as_it_is_and_its_manifest_says_how_it_was_made(tmp_path, monkeypatch):
-    from crs_backends.neural import small
+    from crs_backends.neural import names, small
     from crs_backends.neural.checkpoints import read_manifest
 
     monkeypatch.setenv("CRS_ARENA_CACHE", str(tmp_path / "cache"))  # an empty cache: nothing is trained
-    assert small._complete(small.SHIPPED_ROOT), f"the shipped set is missing or incomplete: {small.SHIPPED_ROOT}"
-    assert small.small_models_root() == small.SHIPPED_ROOT
-    assert small.ensure_small_models(show_bar=False, log=lambda m: None) == small.SHIPPED_ROOT
+    shipped = names.SHIPPED_SMALL_ROOT
+    assert names.small_set_complete(shipped), f"the shipped set is missing or incomplete: {shipped}"
+    assert small.small_models_root() == names.SHIPPED_SMALL_ROOT
+    assert small.ensure_small_models(show_bar=False, log=lambda m: None) == names.SHIPPED_SMALL_ROOT
     assert not (tmp_path / "cache" / "models").exists()
-    manifest = read_manifest(small.SHIPPED_ROOT)
-    assert manifest["command"] == small.BUILD_COMMAND
-    assert manifest["version"] == f"small-v{small.VERSION}"
+    manifest = read_manifest(names.SHIPPED_SMALL_ROOT)
+    assert manifest["command"] == names.SMALL_BUILD_COMMAND
+    assert manifest["version"] == names.SMALL_SET
     assert manifest["train_settings"] == {s: small.TRAIN_SETTINGS[s] for s in small.SYSTEMS}
     assert manifest["data"]["seed"] == small.SEED and manifest["data"]["dialogues"] == small.N_DIALOGUES
     for system in small.SYSTEMS:

@@ -47,4 +47,4 @@ def test_a_broken_small_builder_is_raised_not_taken_for_absent(monkeypatch):
     monkeypatch.delattr(crs_backends.neural, "small", raising=False)
     monkeypatch.setitem(sys.modules, "crs_backends.neural.small", None)  # as if it failed to import
     with pytest.raises(ImportError):
-        sources.small_builder_available()
+        registry._small_builder_present()

@@ -38,9 +38,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from crs_backends.download import DownloadError, download, sha256_of
-from crs_backends.neural import sources
 from crs_backends.neural.kg_reader import KG_FILES
-from crs_backends.neural.sources import SourceError
+from crs_backends.neural.names import FETCH_COMMAND, SourceError, cache_dir
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +91,7 @@ def check_name(name: str, what: str = "dataset") -> str:
 
 def fetch_command(dataset: str) -> str:
     """The exact command that fetches the dataset files of ``dataset``."""
-    return f"{sources.FETCH_COMMAND} --datasets {dataset}"
+    return f"{FETCH_COMMAND} --datasets {dataset}"
 
 
 def base_url() -> str:
@@ -101,7 +100,7 @@ def base_url() -> str:
 
 def datasets_dir() -> Path:
     """``<cache>/datasets``: the fetched dataset files, beside ``<cache>/models``."""
-    return sources.cache_dir() / "datasets"
+    return cache_dir() / "datasets"
 
 
 def fetched_dir(dataset: str) -> Path:
@@ -235,53 +234,3 @@ def fetch_dataset(
     except OSError:
         pass  # partials of another dataset still there
     return target
-
-
-def datasets_of_set(root: Path) -> list[str]:
-    """The datasets ``root`` holds checkpoints for (any of the three systems, both parts)."""
-    found: list[str] = []
-    for system in sources.SYSTEMS:
-        found += [d for d in sources.datasets_in(root, system) if d not in found]
-    return found
-
-
-def needed_datasets(root: Path) -> list[str]:
-    """The datasets of the set at ``root`` whose files are found nowhere yet (the set's own KG counts)."""
-    return [d for d in datasets_of_set(root) if find_dataset_dir(d, KG_FILES, root) is None]
-
-
-def fetch_at_start() -> list[str]:
-    """With ``CRS_FETCH_AT_START=1``: fetch what the configured published set lacks, before the app serves.
-
-    The checkpoints (``CRS_MODELS_HUB_REPO`` when set, else the archive at ``CRS_MODELS_URL``) only
-    when no published set of ``CRS_MODELS_DATASET`` is there yet, then the dataset files of that
-    dataset when they are found nowhere. Returns what it did, one line each; a failure is logged and
-    reported in the lines, never raised (the app starts anyway, the systems then say what is missing).
-    """
-    if (os.environ.get("CRS_FETCH_AT_START") or "").strip().lower() not in ("1", "true", "yes", "on"):
-        return []
-    dataset = sources.published_dataset()
-    done: list[str] = []
-
-    def report(line: str, level: int = logging.WARNING) -> None:
-        done.append(line)
-        log.log(level, "CRS_FETCH_AT_START: %s", line)
-
-    try:
-        check_name(dataset)
-        if not any(sources.published_source(s, dataset)[0] or _set_without_files(s, dataset) for s in sources.SYSTEMS):
-            repo = sources.hub_repo()
-            root = sources.fetch_hub(repo) if repo else sources.fetch_archive(progress=False)
-            report(f"checkpoints fetched into {root}")
-        if find_dataset_dir(dataset, REQUIRED_FILES) is None:
-            report(f"dataset files of {dataset} fetched into {fetch_dataset(dataset, progress=False)}")
-    except SourceError as e:
-        report(f"fetch at start failed: {e}", logging.ERROR)
-    except Exception as e:  # whatever else (a missing huggingface_hub, a full disk): the app still starts
-        log.exception("CRS_FETCH_AT_START failed")
-        done.append(f"fetch at start failed: {type(e).__name__}: {e}")
-    return done
-
-
-def _set_without_files(system: str, dataset: str) -> bool:
-    return bool(sources.sets_lacking_dataset_files(system, dataset))

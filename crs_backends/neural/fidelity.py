@@ -192,9 +192,11 @@ def bundled_checks(root, systems: Sequence[str], n: int = 300) -> dict[str, Bund
 
     from catalog.catalog import get_catalog
     from crs_backends.neural.kg_reader import load_kg
-    from crs_backends.neural.small import DATASET, SEED
+    from crs_backends.neural.names import SMALL_DATASET as DATASET
+    from crs_backends.neural.names import SMALL_SEED as SEED
+    from crs_backends.neural.names import model_class
     from crs_backends.neural.synthetic import synthetic_records
-    from crs_backends.neural.system import NeuralCRS, model_class
+    from crs_backends.neural.system import NeuralCRS
 
     root = Path(root)
     catalog = get_catalog("bundled")
@@ -258,8 +260,9 @@ def reply_fluency(systems: Sequence[str], root, records: Sequence[Record], gguf:
 
     from catalog.catalog import get_catalog
     from crs_backends.neural.kg_reader import load_kg
-    from crs_backends.neural.small import DATASET
-    from crs_backends.neural.system import NeuralCRS, model_class
+    from crs_backends.neural.names import SMALL_DATASET as DATASET
+    from crs_backends.neural.names import model_class
+    from crs_backends.neural.system import NeuralCRS
     from storage.records import Conversation, Turn
 
     llm = Llama(model_path=gguf, n_ctx=1024, logits_all=True, verbose=False, seed=0)

@@ -45,17 +45,12 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
-VERSION = 4  # bump when the data, the settings or a model's small size changes: the shipped set is retrained
-DATASET = "bundled"
-SYSTEMS = ("kbrd", "barcor", "unicrs")
-TEXT_RANKED = ("barcor", "unicrs")  # rank with the pretrained text encoder (text_rec.py); KBRD's parts are its own
+from crs_backends.neural import names
+from crs_backends.neural.names import SMALL_DATASET as DATASET
+from crs_backends.neural.names import SMALL_SEED as SEED
+from crs_backends.neural.names import SYSTEMS, TEXT_RANKED, small_models_dir, small_models_root, small_set_complete
+
 N_DIALOGUES = 2000
-SEED = 0
-SHIPPED_ROOT = Path(
-    os.environ.get("CRS_SMALL_MODELS")
-    or Path(__file__).resolve().parents[2] / "assets" / "models" / f"small-v{VERSION}"
-)
-BUILD_COMMAND = f"python -m crs_backends.neural.small build --out assets/models/small-v{VERSION}"
 # optimizer steps are the budget: epochs over the synthetic records, capped by max_steps.
 # KBRD shares its steps rec/conv evenly, BARCOR by barcor.REC_SHARE, UniCRS by unicrs.STAGE_SHARES.
 TRAIN_SETTINGS: dict[str, dict] = {
@@ -88,34 +83,6 @@ Progress = Callable[[str, int, int], None]  # (phase, done, total)
 
 class SmallBuildError(RuntimeError):
     """Building the small local versions failed (the message says which step)."""
-
-
-def cache_root() -> Path:
-    return Path(os.environ.get("CRS_ARENA_CACHE") or Path.home() / ".cache" / "crs-arena").expanduser()
-
-
-def small_models_dir() -> Path:
-    """Where the current version lives (whether or not it is built)."""
-    return cache_root() / "models" / f"small-v{VERSION}"
-
-
-def _complete(root: Path) -> bool:
-    manifest = root / "manifest.json"
-    if not manifest.exists():
-        return False
-    try:
-        data = json.loads(manifest.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return data.get("complete") is True and (root / f"kg_{DATASET}" / "entity2id.json").exists()
-
-
-def small_models_root() -> Path | None:
-    """The set that runs: the shipped one, else one trained into the cache; None when neither is there."""
-    for root in (SHIPPED_ROOT, small_models_dir()):
-        if _complete(root):
-            return root
-    return None
 
 
 @contextmanager
@@ -152,18 +119,18 @@ def ensure_small_models(
 ) -> Path:
     """The root of the small local versions: the shipped set, or the cache's, trained first when neither is there
     (or when ``force``: trained again into the cache; the shipped set is never written)."""
-    if not force and _complete(SHIPPED_ROOT):
-        return SHIPPED_ROOT
+    if not force and small_set_complete(names.SHIPPED_SMALL_ROOT):
+        return names.SHIPPED_SMALL_ROOT
     final = small_models_dir()
-    if not force and _complete(final):
+    if not force and small_set_complete(final):
         return final
-    with _build_lock(final.parent / f"small-v{VERSION}.lock", log):
-        if not force and _complete(final):  # built by the process we waited for
+    with _build_lock(final.parent / f"{names.SMALL_SET}.lock", log):
+        if not force and small_set_complete(final):  # built by the process we waited for
             return final
         summary = _build_in_place(
             final, progress=progress, systems=systems, log=log, show_bar=show_bar, settings=settings
         )
-        for stale in final.parent.glob(f".small-v{VERSION}.build-*"):  # left by killed builds
+        for stale in final.parent.glob(f".{names.SMALL_SET}.build-*"):  # left by killed builds
             if not _pid_alive(stale.name.rsplit("-", 1)[-1]):
                 shutil.rmtree(stale, ignore_errors=True)
         log(f"small local versions ready in {final} ({summary['seconds']['total']:.0f} s)")
@@ -220,8 +187,9 @@ def build(
     from crs_backends.neural.checkpoints import write_manifest
     from crs_backends.neural.engine import ConvInput, TrainConfig
     from crs_backends.neural.kg_reader import kg_from_catalog
+    from crs_backends.neural.names import model_class, model_module
     from crs_backends.neural.synthetic import describe, record_texts, synthetic_records
-    from crs_backends.train import TqdmProgress, model_class, model_module
+    from crs_backends.train import TqdmProgress
 
     if THREADS:
         torch.set_num_threads(THREADS)
@@ -321,7 +289,7 @@ def build(
             log(f"  {system}: {f}")
     write_manifest(
         root,
-        version=f"small-v{VERSION}",
+        version=names.SMALL_SET,
         command=command or "crs_backends.neural.small.build",
         dataset=DATASET,
         systems=list(systems),
@@ -355,7 +323,7 @@ def build(
 
 def dataset_models_dir(dataset: str) -> Path:
     """Where the small configurations trained on ``dataset`` are kept (``<cache>/models/quality-…``)."""
-    return cache_root() / "models" / f"quality-{dataset}-small-v{VERSION}-d{DATASET_DIALOGUES}"
+    return names.models_dir() / f"quality-{dataset}-{names.SMALL_SET}-d{DATASET_DIALOGUES}"
 
 
 def train_on_dataset(
@@ -398,7 +366,7 @@ def info() -> dict:
         return {"built": False, "dir": str(small_models_dir())}
     from crs_backends.neural.checkpoints import read_manifest
 
-    return {"built": True, "shipped": root == SHIPPED_ROOT, "dir": str(root), **read_manifest(root)}
+    return {"built": True, "shipped": root == names.SHIPPED_SMALL_ROOT, "dir": str(root), **read_manifest(root)}
 
 
 def main(argv: list[str] | None = None) -> int:

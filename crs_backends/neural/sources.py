@@ -32,37 +32,33 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
-import shutil
-import tempfile
-import time
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from crs_backends.download import DownloadError, download, extract_tar, sha256_of
 from crs_backends.neural.checkpoints import part_dir, read_manifest
+from crs_backends.neural.datasets import find_dataset_dir, missing_message
 from crs_backends.neural.kg_reader import KG_FILES
+from crs_backends.neural.names import (
+    FETCH_COMMAND,
+    LABELS,
+    PART_DIR,
+    PARTS,
+    SMALL_COMMAND,
+    SourceError,
+    check_system,
+    models_dir,
+    small_models_root,
+)
 
 log = logging.getLogger(__name__)
 
 DEFAULT_URL = "https://gustav1.ux.uis.no/crs_arena/models.tar.gz"
 DEFAULT_DATASET = "redial"
-SYSTEMS = ("kbrd", "barcor", "unicrs")
-LABELS = {"kbrd": "KBRD", "barcor": "BARCOR", "unicrs": "UniCRS"}
-PARTS = ("rec", "conv")
 ORIGINS = ("local dir", "archive", "hub", "small local")
-FETCH_COMMAND = "python -m crs_backends.neural.sources fetch"
-SMALL_COMMAND = "python -m crs_backends.neural.small ensure"
 FETCHED_INFO = ".fetched.json"  # written beside a fetched set: where it came from
-_PART_DIR = re.compile(r"^(kbrd|barcor|unicrs)_(rec|conv)_([A-Za-z0-9][\w.-]*)$")
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total), as engine.ProgressFn
-
-
-class SourceError(RuntimeError):
-    """No usable checkpoint, or a download / archive that failed; the message says what to do."""
 
 
 class DatasetFilesMissing(SourceError):
@@ -116,15 +112,6 @@ def read_manifest_quietly(root: Path) -> dict:
 # configuration
 
 
-def cache_dir() -> Path:
-    return Path(os.environ.get("CRS_ARENA_CACHE") or Path.home() / ".cache" / "crs-arena").expanduser()
-
-
-def models_dir() -> Path:
-    """``<cache>/models``: the fetched sets (and, in ``small-v<N>/``, the small local versions)."""
-    return cache_dir() / "models"
-
-
 def archive_dir() -> Path:
     """Where the checkpoint set of the fetched CRS Arena archive lives."""
     return models_dir() / "crs_arena"
@@ -176,18 +163,18 @@ def find_set_root(tree: Path, max_depth: int = 3) -> Path | None:
             children = [c for c in folder.iterdir() if c.is_dir() and not c.is_symlink()]
         except OSError:
             continue
-        count = sum(1 for c in children if _PART_DIR.match(c.name))
+        count = sum(1 for c in children if PART_DIR.match(c.name))
         if count > best_count:
             best, best_count = folder, count
         if depth < max_depth:
-            frontier += [(c, depth + 1) for c in children if not _PART_DIR.match(c.name)]
+            frontier += [(c, depth + 1) for c in children if not PART_DIR.match(c.name)]
     return best
 
 
 def datasets_in(root: Path, system: str) -> list[str]:
     found = []
     for d in sorted(root.glob(f"{system}_conv_*")):  # every set has a conv part (a small one may rank by text)
-        m = _PART_DIR.match(d.name)
+        m = PART_DIR.match(d.name)
         if m and m.group(1) == system and has_parts(root, system, m.group(3)):
             found.append(m.group(3))
     return found
@@ -197,8 +184,6 @@ def kg_dir_for(root: Path, dataset: str) -> Path | None:
     """The KG of ``dataset``: ``<root>/kg_<dataset>/`` if the set carries one, else ``CRS_DATA_DIR/<dataset>/``,
     else the fetched copy ``<cache>/datasets/<dataset>/``
     (see :func:`crs_backends.neural.datasets.find_dataset_dir`)."""
-    from crs_backends.neural.datasets import find_dataset_dir
-
     return find_dataset_dir(dataset, KG_FILES, root)
 
 
@@ -275,7 +260,7 @@ def sets_lacking_dataset_files(system: str, dataset: str | None = None) -> list[
 def _published_search(
     system: str, dataset: str | None
 ) -> tuple[CheckpointSource | None, list[str], list[tuple[str, Path]]]:
-    _check_system(system)
+    check_system(system)
     dataset = dataset or published_dataset()
     reasons: list[str] = []
     lacking: list[tuple[str, Path]] = []
@@ -300,35 +285,10 @@ def _published_search(
     return None, reasons, lacking
 
 
-def _small_module():
-    try:
-        from crs_backends.neural import small
-    except ImportError as e:  # the builder's third-party packages are optional; a broken module of ours is not
-        from crs_backends.plugins import missing_package
-
-        if missing_package(e) is None:
-            raise
-        log.debug("small versions unavailable: %s", e)
-        return None
-    return small
-
-
-def small_builder_available() -> bool:
-    """Whether the small local versions can be built here (the builder module is installed)."""
-    return _small_module() is not None
-
-
 def small_source(system: str) -> CheckpointSource | None:
     """The built small local version of ``system``, or None when it is not built."""
-    _check_system(system)
-    small = _small_module()
-    if small is None:
-        return None
-    try:
-        root = small.small_models_root()
-    except Exception as e:
-        log.warning("cannot locate the small local versions: %s", e)
-        return None
+    check_system(system)
+    root = small_models_root()
     if root is None or not Path(root).is_dir():
         return None
     root = Path(root)
@@ -346,39 +306,30 @@ def small_source(system: str) -> CheckpointSource | None:
     return None
 
 
-def build_small(progress: Progress | None = None) -> None:
-    """Build the small local versions (the builder's ``ensure_small_models``)."""
-    small = _small_module()
-    if small is None or not hasattr(small, "ensure_small_models"):
-        raise SourceError("the small local versions cannot be built: crs_backends.neural.small is not installed")
-    small.ensure_small_models(progress=progress)
-
-
 def resolve(
     system: str,
     dataset: str | None = None,
     *,
-    build: bool = False,
+    build: Callable[[Progress | None], object] | None = None,
     progress: Progress | None = None,
     allow_small: bool = True,
 ) -> CheckpointSource:
     """The checkpoint set ``system`` runs from: published first, else the small local version.
 
-    ``build``: build the small local versions when nothing else is there. Raises :class:`SourceError`
-    listing what was looked for and the commands that fetch or build each source.
+    ``build``: called with ``progress`` to build the small local versions when nothing else is there (the caller
+    brings the builder, :func:`crs_backends.neural.small.ensure_small_models`: this module only resolves). Raises
+    :class:`SourceError` listing what was looked for and the commands that fetch or build each source.
     """
     found, reasons, lacking = _published_search(system, dataset)
     if found is not None:
         return found
     if lacking:  # the checkpoints are there: say which command completes them rather than run something else
-        from crs_backends.neural.datasets import missing_message
-
         dataset = dataset or published_dataset()
         raise DatasetFilesMissing(missing_message(LABELS[system], dataset, lacking), dataset)
     if allow_small:
         small = small_source(system)
-        if small is None and build:
-            build_small(progress)
+        if small is None and build is not None:
+            build(progress)
             small = small_source(system)
         if small is not None:
             return small
@@ -397,208 +348,9 @@ def unavailable_message(system: str, reasons: list[str]) -> str:
     return "\n".join(lines)
 
 
-def _check_system(system: str) -> None:
-    if system not in SYSTEMS:
-        raise ValueError(f"unknown neural system {system!r}; known: {', '.join(SYSTEMS)}")
-
-
-# ---------------------------------------------------------------------------------------------
-# fetching (the generic downloading and extraction live in crs_backends.download)
-
-
-def extract_archive(archive: str | os.PathLike, dest: str | os.PathLike) -> Path:
-    """Extract a (gzipped) tar of a checkpoint set safely (:func:`crs_backends.download.extract_tar`) and move
-    the set it holds (:func:`find_set_root`) to ``dest`` in one rename. Raises :class:`SourceError`, leaving
-    ``dest`` untouched, for an unsafe, corrupt or truncated archive or one without checkpoint directories."""
-    try:
-        return extract_tar(
-            archive, dest, root_of=find_set_root, contents="checkpoint directories (expected e.g. kbrd_rec_redial/)"
-        )
-    except DownloadError as e:
-        raise SourceError(str(e)) from None
-
-
-def fetch_archive(
-    url: str | None = None,
-    *,
-    sha256: str | None = None,
-    dest: Path | None = None,
-    progress: bool = True,
-    retries: int = 3,
-    keep_archive: bool = False,
-) -> Path:
-    """Download the checkpoint archive (resumable), verify it, extract it into the cache. Returns the set's root."""
-    url = url or models_url()
-    sha256 = sha256 or models_sha256()
-    dest = dest or archive_dir()
-    downloads = models_dir() / "downloads"
-    name = Path(urllib.request.url2pathname(url.split("?")[0].rsplit("/", 1)[-1])).name or "models.tar.gz"
-    archive = downloads / name
-    try:
-        if not archive.exists():
-            download(url, archive, sha256=sha256, retries=retries, progress=progress)
-        elif sha256 and sha256_of(archive) != sha256.lower():
-            archive.unlink()
-            download(url, archive, sha256=sha256, retries=retries, progress=progress)
-    except DownloadError as e:
-        raise SourceError(str(e)) from None
-    digest = sha256_of(archive)
-    try:
-        root = extract_archive(archive, dest)
-    except SourceError:
-        archive.unlink(missing_ok=True)  # the next fetch downloads it again
-        raise
-    (root / FETCHED_INFO).write_text(
-        json.dumps(
-            {
-                "url": url,
-                "sha256": digest,
-                "size": archive.stat().st_size,
-                "fetched": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            }
-        ),
-        encoding="utf-8",
-    )
-    if not keep_archive:
-        archive.unlink(missing_ok=True)
-    return root
-
-
-def fetch_hub(repo: str, *, revision: str | None = None, dest: Path | None = None) -> Path:
-    """Download a Hub repository holding a checkpoint set (the published layout, or a tar archive of it)."""
-    from huggingface_hub import snapshot_download
-
-    dest = dest or hub_dir(repo)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.download-", dir=dest.parent))
-    try:
-        try:
-            snapshot_download(repo_id=repo, revision=revision, local_dir=str(tmp))
-        except Exception as e:
-            raise SourceError(f"cannot download the Hub repository {repo}: {type(e).__name__}: {e}") from None
-        found = find_set_root(tmp)
-        if found is None:
-            archives = sorted(tmp.rglob("*.tar.gz")) + sorted(tmp.rglob("*.tar"))
-            if not archives:
-                raise SourceError(
-                    f"the Hub repository {repo} holds no checkpoint directories (e.g. kbrd_rec_redial/) "
-                    "and no tar archive of them"
-                )
-            root = extract_archive(archives[0], dest)
-        else:
-            if dest.exists():
-                shutil.rmtree(dest)
-            os.replace(found, dest)
-            root = dest
-        (root / FETCHED_INFO).write_text(json.dumps({"repo": repo, "revision": revision}), encoding="utf-8")
-        return root
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
-# ---------------------------------------------------------------------------------------------
-# command line
-
-
-def main(argv: list[str] | None = None) -> int:
-    import click
-
-    @click.group(
-        help="Checkpoints of KBRD, BARCOR and UniCRS: fetch the published ones, build the small local "
-        "versions, show what each system would run."
-    )
-    def cli() -> None:
-        logging.basicConfig(level=os.environ.get("LOG_LEVEL", "WARNING"))
-
-    @cli.command(
-        help=f"Download the CRS Arena checkpoint archive (default {DEFAULT_URL}, or CRS_MODELS_URL) into "
-        "the cache, or a Hugging Face Hub repository with --hub, then the dataset files (iEvaLM "
-        "knowledge graph, item metadata) its checkpoints need. --datasets alone fetches only those files."
-    )
-    @click.option("--url", default=None, help="archive URL (default: CRS_MODELS_URL or the CRS Arena archive)")
-    @click.option("--sha256", default=None, help="expected SHA-256 of the archive (default: CRS_MODELS_SHA256)")
-    @click.option(
-        "--hub", "hub", default=None, help="a Hugging Face Hub repository (owner/name) instead of the archive"
-    )
-    @click.option("--revision", default=None, help="Hub revision (with --hub)")
-    @click.option("--keep-archive", is_flag=True, help="keep the downloaded .tar.gz beside the extracted set")
-    @click.option(
-        "--datasets",
-        "dataset_list",
-        default=None,
-        help="comma-separated datasets whose files to fetch (redial, opendialkg); without --url/--hub, "
-        "only these files are fetched, not the checkpoints",
-    )
-    @click.option(
-        "--data-url",
-        default=None,
-        help="base URL of the dataset files (default: CRS_DATA_BASE_URL or the "
-        "pinned RUCAIBox/iEvaLM-CRS commit); a file is <base>/<dataset>/<file>",
-    )
-    def fetch(url, sha256, hub, revision, keep_archive, dataset_list, data_url) -> None:
-        from crs_backends.neural import datasets as dataset_files
-
-        try:
-            wanted = [d.strip() for d in (dataset_list or "").split(",") if d.strip()]
-            for d in wanted:
-                dataset_files.check_name(d)
-                dataset_files.known_files(d)  # an unknown dataset fails before any download
-            root = None
-            if hub:
-                root = fetch_hub(hub, revision=revision)
-            elif url or not wanted:
-                root = fetch_archive(url, sha256=sha256, keep_archive=keep_archive)
-            if root is not None:
-                click.echo(f"checkpoints ready in {root}")
-                for system in SYSTEMS:
-                    sets = datasets_in(root, system)
-                    click.echo(f"  {LABELS[system]}: {', '.join(sets) if sets else 'none'}")
-                if not wanted:  # the datasets the set needs and finds nowhere yet
-                    wanted = dataset_files.needed_datasets(root)
-            for d in wanted:
-                folder = dataset_files.fetch_dataset(d, url=data_url)
-                click.echo(f"dataset files of {d} ready in {folder}")
-        except SourceError as e:
-            raise click.ClickException(str(e)) from None
-
-    @cli.command("build-small", help="Build (train) the small local versions of the three systems if they are absent.")
-    def build_small_command() -> None:
-        try:
-            build_small(None)  # the builder draws its own progress bars
-        except SourceError as e:
-            raise click.ClickException(str(e)) from None
-        for system in SYSTEMS:
-            found = small_source(system)
-            click.echo(f"{LABELS[system]}: {found.variant + ' in ' + str(found.root) if found else 'not built'}")
-
-    @cli.command(help="Show which checkpoint set each system runs from, and where each dataset's files come from.")
-    def status() -> None:
-        from crs_backends.neural import datasets as dataset_files
-
-        for system in SYSTEMS:
-            try:
-                found = resolve(system)
-                click.echo(f"{LABELS[system]}: {found.variant} — {found.root} (KG {found.kg_dir})")
-            except SourceError as e:
-                click.echo(str(e))
-        for dataset in dataset_files.DATASET_FILES:
-            click.echo(dataset_files.describe(dataset))
-
-    try:
-        cli.main(args=argv, prog_name="python -m crs_backends.neural.sources", standalone_mode=False)
-    except click.ClickException as e:
-        e.show()
-        return e.exit_code
-    except click.exceptions.Exit as e:
-        return e.exit_code
-    except click.Abort:
-        return 1
-    return 0
-
-
 if __name__ == "__main__":
-    # run the imported module's main, not this __main__ copy's: crs_backends.neural.datasets raises the imported
-    # module's SourceError, which a second class of the same name here would not catch (a traceback, not a message)
-    from crs_backends.neural import sources
+    # the documented command `python -m crs_backends.neural.sources fetch|status|build-small`; the command line
+    # lives above this module, in crs_backends.neural.fetch (it imports this module as itself, so one SourceError)
+    from crs_backends.neural.fetch import main
 
-    raise SystemExit(sources.main())
+    raise SystemExit(main())

@@ -21,7 +21,6 @@ The small local versions emit fact slots as well as movie slots; both policies f
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
 import re
@@ -41,19 +40,14 @@ from crs_backends.neural import facts, policy
 from crs_backends.neural.engine import MOVIE_SLOT, TOP_K, ConvInput, NeuralModel
 from crs_backends.neural.kg_reader import KGData, load_kg
 from crs_backends.neural.mentions import AttributeLinker
+from crs_backends.neural.names import LABELS, SourceError, model_class
 from crs_backends.neural.policy import DEFAULT_POLICY, check_policy
-from crs_backends.neural.sources import LABELS, CheckpointSource, Progress, SourceError, resolve
+from crs_backends.neural.sources import CheckpointSource, resolve
 from crs_backends.neural.synthetic import reply_lexicon, reply_pairs
 from storage.records import Conversation, Turn
 
 log = logging.getLogger(__name__)
 
-MODULES = {
-    "kbrd": "crs_backends.neural.kbrd",
-    "barcor": "crs_backends.neural.barcor",
-    "unicrs": "crs_backends.neural.unicrs",
-}
-CLASSES = {"kbrd": "KBRD", "barcor": "BARCOR", "unicrs": "UniCRS"}
 SHOWN_IN_FALLBACK = 3
 LINK_CACHE = 4096  # utterances whose entity links are remembered
 
@@ -469,14 +463,6 @@ def fallback_sentence(items: list[str]) -> str:
     return f"You might like {listed}."
 
 
-def model_class(system: str):
-    """The model class of ``system`` (imported on demand)."""
-    if system not in MODULES:
-        raise ValueError(f"unknown neural system {system!r}; known: {', '.join(MODULES)}")
-    module = importlib.import_module(MODULES[system])
-    return getattr(module, CLASSES[system])
-
-
 def load_model(source: CheckpointSource, *, device: str = "cpu") -> NeuralModel:
     """Load the model of ``source`` (its KG, then the checkpoints, strictly checked; the small sets' BARCOR and
     UniCRS with their text recommender, see :func:`crs_backends.neural.text_rec.attach`)."""
@@ -514,15 +500,13 @@ def load_neural_system(
     catalog: Catalog,
     *,
     dataset: str | None = None,
-    build: bool = False,
-    progress: Progress | None = None,
     list_size: int = DEFAULT_LIST_SIZE,
     policy: str | None = None,
 ) -> NeuralCRS:
-    """Resolve ``system``'s checkpoints (published first, else the small local version, built when ``build``)
-    and wrap the loaded model. Raises :class:`~crs_backends.neural.sources.SourceError`,
+    """Resolve ``system``'s checkpoints (published first, else the small local version) and wrap the loaded
+    model. Raises :class:`~crs_backends.neural.names.SourceError`,
     :class:`~crs_backends.neural.checkpoints.CheckpointError` or :class:`~crs_backends.neural.kg.KGError`."""
-    source = resolve(system, dataset, build=build, progress=progress)
+    source = resolve(system, dataset)
     items = item_catalog_for(source, catalog)
     model = load_model(source)
     return NeuralCRS(model, items, source=source, list_size=list_size, policy=policy or policy_setting())

@@ -1,0 +1,94 @@
+"""What the whole neural package names one way: the systems, their labels and modules, the cache folders, the
+checkpoint set's folder pattern, the small set's version and place, and :class:`SourceError`.
+
+A leaf: it imports nothing of ours (and nothing heavy), so that resolving (``sources``), fetching (``datasets``),
+building (``small``), the checks (``fidelity``), the system (``system``) and the command lines (``train``) can all
+read it without importing each other. :func:`model_class` imports a model module only when it is called.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import re
+from pathlib import Path
+
+KBRD, BARCOR, UNICRS = SYSTEMS = ("kbrd", "barcor", "unicrs")
+LABELS = {KBRD: "KBRD", BARCOR: "BARCOR", UNICRS: "UniCRS"}  # also each model module's class name
+PARTS = ("rec", "conv")
+# a part folder of a checkpoint set, as CRS Arena lays them out: <system>_<part>_<dataset>
+PART_DIR = re.compile(r"^(kbrd|barcor|unicrs)_(rec|conv)_([A-Za-z0-9][\w.-]*)$")
+
+
+# the commands a message names: fetch the published checkpoints and dataset files; build the small local versions
+FETCH_COMMAND = "python -m crs_backends.neural.sources fetch"
+SMALL_COMMAND = "python -m crs_backends.neural.small ensure"
+
+
+class SourceError(RuntimeError):
+    """No usable checkpoint, or a download / archive that failed; the message says what to do."""
+
+
+def check_system(system: str) -> None:
+    if system not in SYSTEMS:
+        raise ValueError(f"unknown neural system {system!r}; known: {', '.join(SYSTEMS)}")
+
+
+def model_module(system: str):
+    """``crs_backends.neural.<system>``, imported here on demand (it imports torch): its model class, ``train``."""
+    check_system(system)
+    return importlib.import_module(f"crs_backends.neural.{system}")
+
+
+def model_class(system: str):
+    """The :class:`~crs_backends.neural.engine.NeuralModel` subclass of ``system``, named like the published class."""
+    return getattr(model_module(system), LABELS[system])
+
+
+# --------------------------------------------------------------------------------------------- where things live
+def cache_dir() -> Path:
+    """``CRS_ARENA_CACHE``, default ``~/.cache/crs-arena``."""
+    return Path(os.environ.get("CRS_ARENA_CACHE") or Path.home() / ".cache" / "crs-arena").expanduser()
+
+
+def models_dir() -> Path:
+    """``<cache>/models``: the fetched sets and, in ``small-v<N>/``, a small set trained here."""
+    return cache_dir() / "models"
+
+
+# the small local versions (built by crs_backends.neural.small)
+SMALL_VERSION = 4  # bump when the data, the settings or a model's small size changes: the shipped set is retrained
+SMALL_DATASET = "bundled"  # the item space the small sets are trained on (the bundled catalog)
+SMALL_SEED = 0
+TEXT_RANKED = (BARCOR, UNICRS)  # rank with the pretrained text encoder (text_rec.py); KBRD's parts are its own
+SMALL_SET = f"small-v{SMALL_VERSION}"
+SHIPPED_SMALL_ROOT = Path(
+    os.environ.get("CRS_SMALL_MODELS") or Path(__file__).resolve().parents[2] / "assets" / "models" / SMALL_SET
+)
+SMALL_BUILD_COMMAND = f"python -m crs_backends.neural.small build --out assets/models/{SMALL_SET}"
+
+
+def small_models_dir() -> Path:
+    """Where a small set trained on this machine lives (whether or not it is built)."""
+    return models_dir() / SMALL_SET
+
+
+def small_set_complete(root: Path) -> bool:
+    """Whether ``root`` holds a whole small set (its manifest says complete, its KG is there)."""
+    manifest = Path(root) / "manifest.json"
+    if not manifest.exists():
+        return False
+    try:
+        data = json.loads(manifest.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return data.get("complete") is True and (Path(root) / f"kg_{SMALL_DATASET}" / "entity2id.json").exists()
+
+
+def small_models_root() -> Path | None:
+    """The small set that runs: the shipped one, else one trained into the cache; None when neither is there."""
+    for root in (SHIPPED_SMALL_ROOT, small_models_dir()):
+        if small_set_complete(root):
+            return root
+    return None

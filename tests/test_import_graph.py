@@ -1,0 +1,94 @@
+"""The neural package has no import circle: every import in its modules (at the top or inside a function, which
+runs later but still ties the modules together) points one way. ``names`` is the leaf all of them read.
+
+Read with ``ast``, nothing is imported. Blocks under ``if __name__ == "__main__":`` are left out: they run only when a
+module is the program (``python -m crs_backends.neural.sources`` hands over to the command line in ``fetch``).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "crs_backends" / "neural"
+HELD = {"crs_backends.train"}  # the training command line, held to the same rule as the package
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _is_module(name: str) -> bool:
+    base = ROOT / Path(*name.split("."))
+    return base.with_suffix(".py").exists() or (base / "__init__.py").exists()
+
+
+def imports_of(path: Path) -> set[str]:
+    """The modules of ours that ``path`` imports anywhere outside its ``__main__`` block."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        test = getattr(node, "test", None)
+        if isinstance(node, ast.If) and isinstance(test, ast.Compare) and getattr(test.left, "id", "") == "__name__":
+            skipped.update(id(n) for n in ast.walk(node))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for candidate in [node.module, *(f"{node.module}.{a.name}" for a in node.names)]:
+                if _is_module(candidate):
+                    found.add(candidate)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if _is_module(a.name))
+    me = module_name(path)
+    return {m for m in found if m != me and m not in ("crs_backends", "crs_backends.neural")}
+
+
+def graph() -> dict[str, set[str]]:
+    paths = [*PACKAGE.glob("*.py"), *((ROOT / Path(*m.split("."))).with_suffix(".py") for m in HELD)]
+    return {module_name(p): imports_of(p) for p in paths}
+
+
+def circles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """One circle through each module that lies on one (depth-first search over the held modules)."""
+    found: list[list[str]] = []
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(edges.get(node, ())):
+            if nxt not in edges:
+                continue  # outside the held modules
+            if state.get(nxt) == 1:
+                found.append(path[path.index(nxt) :] + [nxt])
+            elif nxt not in state:
+                visit(nxt)
+        path.pop()
+        state[node] = 2
+
+    for node in sorted(edges):
+        if node not in state:
+            visit(node)
+    return found
+
+
+def test_the_circle_finder_finds_a_circle():
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c", "a"]]
+    assert circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_the_neural_package_has_no_import_circle():
+    edges = graph()
+    assert "crs_backends.neural.sources" in edges and edges["crs_backends.neural.sources"], "nothing was read"
+    assert circles(edges) == []
+
+
+def test_names_is_a_leaf():
+    assert imports_of(PACKAGE / "names.py") == set()
