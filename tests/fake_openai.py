@@ -33,7 +33,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -80,6 +80,29 @@ class Delay:
 
     seconds: float
     then: Reply
+
+
+@dataclass
+class Together:
+    """Hold each request until ``n`` requests scripted with this same object are in flight together, then answer
+    ``then``; when they are not all there within ``timeout`` seconds (a bound, not a measurement), answer HTTP 503.
+
+    Proves concurrency by behaviour: a client that sends one request at a time gets 503s, never a slow pass."""
+
+    n: int
+    then: Reply
+    timeout: float = 30.0
+    barrier: threading.Barrier = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.barrier = threading.Barrier(self.n)
+
+    def wait(self) -> bool:
+        try:
+            self.barrier.wait(self.timeout)
+        except threading.BrokenBarrierError:
+            return False
+        return True
 
 
 @dataclass
@@ -356,6 +379,11 @@ class _Handler(BaseHTTPRequestHandler):
                 self.close_connection = True
                 return
             first = first.then
+        if isinstance(first, Together):
+            if not first.wait():
+                self._send_json(503, _error_body(503, f"fewer than {first.n} requests were in flight together"))
+                return
+            first = first.then
         if isinstance(first, Error):
             headers = {}
             if first.retry_after is not None:
@@ -571,7 +599,7 @@ class FakeOpenAI:
 
     def enqueue(self, *responses: Any) -> None:
         for r in responses:
-            if not isinstance(r, (Reply, Error, Delay, Garbage)):
+            if not isinstance(r, (Reply, Error, Delay, Together, Garbage)):
                 raise TypeError(f"not a scripted response: {r!r}")
         with self._lock:
             self._queue.extend(responses)

@@ -27,7 +27,6 @@ def test_chat_in_the_browser(tmp_path):
             page.get_by_text("<script>alert(2)</script>", exact=False).first.wait_for(timeout=30_000)
             page.locator(".message.bot, [data-testid='bot']").last.wait_for(timeout=30_000)
             page.wait_for_function("() => document.querySelectorAll('table tbody tr').length > 0", timeout=30_000)
-            page.wait_for_timeout(500)
             page.screenshot(path=str(tmp_path / "chat.png"), full_page=True)
             shutil.copy(tmp_path / "chat.png", "/tmp/crs_chat.png") if os.environ.get("CRS_KEEP_SCREENSHOT") else None
             assert dialogs == []  # no injected script ran

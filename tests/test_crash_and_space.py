@@ -223,10 +223,9 @@ def test_bulk_uploads_cannot_starve_live_judging(tmp_path):
             while len(fake.requests) < 2 and time.monotonic() < deadline:  # the bulk judging is under way
                 time.sleep(0.2)
             assert fake.requests
-            start = time.monotonic()
             status, factors, *_ = client.predict(conversation_id, "probability", False, 1, "proxy", api_name="/judge")
-            waited = time.monotonic() - start
             assert "Overall" in status and len(factors["data"]) == 12
-            assert waited < 10, f"live judging waited {waited:.1f} s behind bulk uploads"
+            # it came back while the bulk judging still holds its calls (each answered after 20 s): not behind them
+            assert not any(job.done() for job in jobs), "live judging waited for the bulk uploads to finish"
             for job in jobs:
                 job.cancel()

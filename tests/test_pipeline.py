@@ -144,11 +144,17 @@ def test_end_to_end_with_the_embedded_model(embedded_model, db_path, catalog):
                 else "threshold" in read["fallback"]
             )
         )
+    # the model's scores mean nothing, but the path must carry them: probability mode reads the rating token's
+    # distribution, which a loaded model always gives, so most factors are scored, and an error says what failed
+    scored = [s for s in ev.factor_scores if s.score is not None]
+    assert len(scored) >= 6, [s.error for s in ev.factor_scores]
+    assert all(s.error for s in ev.factor_scores if s.score is None)
     assert (
         ev.rounds_used is not None
         and 1 <= ev.rounds_used <= 2
         and all(m.score is None or 0 <= m.score <= 100 for m in ev.debate)
     )
+    assert any(m.score is not None for m in ev.debate), [m.error for m in ev.debate]
     assert ev.status in ("done", "partial") and ev.metrics["session_list_size"] == 3
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import math
 import socket
-import time
 
 import pytest
 from crs_fault_server import MB, FaultServer
@@ -140,13 +139,11 @@ def test_a_flaky_server_is_retried_until_it_answers(catalog):
 
 
 def test_a_slow_server_times_out_on_every_attempt(catalog):
-    with FaultServer("slow:3") as server:
-        start = time.monotonic()
+    with FaultServer("slow:3") as server:  # answers, but 3 s late: a client that waited would get a reply
         with pytest.raises(RemoteCRSError) as err:
             remote(server.url, catalog, timeout=0.4, max_retries=1).respond(conversation("A comedy"))
-        took = time.monotonic() - start
     assert err.value.kind == "timeout" and "did not answer within 0.4 s (after 2 attempts)" in str(err.value)
-    assert took < 2.5 and server.requests == 2
+    assert server.requests == 2
 
 
 def test_a_server_that_is_down(catalog):
@@ -161,14 +158,11 @@ def test_a_server_that_is_down(catalog):
 @pytest.mark.parametrize("fault", ["huge", "huge_chunked"])
 def test_a_50_mb_body_is_refused_without_reading_it(catalog, fault):
     with FaultServer(fault) as server:
-        start = time.monotonic()
         with pytest.raises(RemoteCRSError) as err:
             remote(server.url, catalog).respond(conversation("hi"))
-        took = time.monotonic() - start
     assert err.value.kind == "too_large" and "nothing was" in str(err.value)
-    assert took < 3
-    if fault == "huge_chunked":  # read in pieces and stopped at the limit: the server could not send it all
-        assert server.sent < 20 * MB
+    # refused on its announced length, or read in pieces and stopped at the limit: the server could not send it all
+    assert server.sent < 20 * MB
 
 
 def test_items_matching_nothing_are_left_out_and_recorded(catalog):

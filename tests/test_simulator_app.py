@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from app_server import AppServer
 from gradio_client import Client
@@ -18,6 +20,12 @@ def app_with_fake(shared_data, tmp_path):
             yield server, fake
 
 
+def plot_traces(value) -> list[dict]:
+    """The traces of a Plot output as gradio_client returns it ({"type": "plotly", "plot": JSON})."""
+    assert isinstance(value, dict) and value.get("type") == "plotly", value
+    return json.loads(value["plot"])["data"]
+
+
 def test_simulate_tab_runs_a_batch_and_shows_the_report(app_with_fake):
     server, fake = app_with_fake
     client = Client(server.url, verbose=False)
@@ -27,7 +35,13 @@ def test_simulate_tab_runs_a_batch_and_shows_the_report(app_with_fake):
     )
     assert "2 dialogue(s) done" in status and "scorer(s): proxy" in status
     assert table["headers"][:3] == ["system", "done", "failed"] and table["data"][0][:2] == ["retrieval", 2]
-    assert factors and overall and recall
+    (bars,) = plot_traces(factors)  # the retrieval system's twelve factor means on CoRE's 0-4 scale
+    assert bars["name"] == "retrieval" and len(bars["x"]) == 12 and "Coherence" in bars["x"]
+    assert len(bars["y"]) == 12 and all(0 <= y <= 4 for y in bars["y"])
+    (total,) = plot_traces(overall)  # the overall score, 0-100
+    assert list(total["x"]) == ["retrieval"] and 0 <= total["y"][0] <= 100
+    (recall_bars,) = plot_traces(recall)
+    assert "iEvaLM R@10" in recall_bars["x"] and all(0 <= y <= 1 for y in recall_bars["y"])
     assert sorted(f.rsplit("/", 1)[-1] for f in files) == [
         "conversations.jsonl",
         "dialogues.csv",
