@@ -152,6 +152,7 @@ class ParsedReply:
     returned: int  # items the system sent
     unmapped: list[dict[str, str]] = field(default_factory=list)  # those that matched no catalog item (first few)
     unmapped_count: int = 0
+    ranking: list[Item] = field(default_factory=list)  # every mapped item, in the system's order (at most 100)
     scores: dict[str, float] = field(default_factory=dict)
     explanations: dict[str, str] = field(default_factory=dict)
     system_version: str | None = None
@@ -207,6 +208,7 @@ def parse_response(data: Any, catalog: Catalog, *, list_size: int = DEFAULT_LIST
         if item.id in seen:
             continue
         seen.add(item.id)
+        reply.ranking.append(item)
         if len(reply.items) < list_size:
             reply.items.append(item)
             if score is not None:
@@ -370,7 +372,11 @@ class RemoteCRS(CRSSystem):
             metadata["scores"] = reply.scores
         if reply.explanations:
             metadata["explanations"] = reply.explanations
-        return Turn(role="system", text=reply.text, items=[i.ref() for i in reply.items], metadata=metadata)
+        # the whole ranking is kept when the system sent more than it shows (iEvaLM's recall reads it)
+        ranking = [i.ref() for i in reply.ranking] if len(reply.ranking) > len(reply.items) else []
+        return Turn(
+            role="system", text=reply.text, items=[i.ref() for i in reply.items], metadata=metadata, ranking=ranking
+        )
 
     # -- transport ---------------------------------------------------------------------------------
 

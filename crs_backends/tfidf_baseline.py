@@ -19,6 +19,7 @@ from crs_backends.user_context import user_context
 from storage.records import Conversation, Turn
 
 SHOWN = 2  # items named in the reply text
+RANKING_KEPT = 50  # of the whole ranking, kept on the turn for iEvaLM's Recall@k (its top 50)
 
 
 class RetrievalCRS(CRSSystem):
@@ -48,11 +49,12 @@ class RetrievalCRS(CRSSystem):
         ranked = [
             i for i in self.catalog.search(context.query, len(self.catalog), exclude=exclude) if context.allows(i)
         ]
-        ranked = ranked[: self.list_size]
+        shown = ranked[: self.list_size]
         return Turn(
             role="system",
-            text=_reply(ranked[:SHOWN], first=not already),
-            items=[i.ref() for i in ranked],
+            text=_reply(shown[:SHOWN], first=not already),
+            items=[i.ref() for i in shown],
+            ranking=[i.ref() for i in ranked[:RANKING_KEPT]] if len(ranked) > len(shown) else [],
             metadata={**metadata, "act": "recommend" if ranked else "ask"},
         )
 

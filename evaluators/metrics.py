@@ -40,7 +40,17 @@ from catalog.matcher import normalize_title
 from evaluators.rubric import load_rubric
 from storage.records import Conversation, ItemRef, Turn
 
-KS: tuple[int, ...] = (1, 5, 10, 50)
+KS: tuple[int, ...] = (1, 5, 10, 25, 50)  # every k computed and stored
+# the k iEvaLM reports per dataset (Wang et al., EMNLP 2023, §2.2 "Evaluation Metrics": 1, 10, 50 on ReDial
+# after Zhang et al.; 1, 10, 25 on OpenDialKG after Zhou et al.); other datasets are read like ReDial
+IEVALM_KS: dict[str, tuple[int, ...]] = {"redial": (1, 10, 50), "opendialkg": (1, 10, 25)}
+DEFAULT_HIT_K = 50  # iEvaLM: a dialogue succeeds when a target is among the recommender's first 50
+
+
+def ievalm_ks(dataset: str | None) -> tuple[int, ...]:
+    """The Recall@k cut-offs iEvaLM reports for ``dataset``."""
+    return IEVALM_KS.get((dataset or "").lower(), IEVALM_KS["redial"])
+
 
 # Lexical cues that the user turns down what was just recommended, matched case-insensitively in
 # the user turn that follows a system turn: having seen it ("I've seen Star Wars", "seen it"), a
@@ -76,24 +86,30 @@ def session_list(conversation: Conversation) -> list[ItemRef]:
     return out
 
 
-def final_list(conversation: Conversation, hit_k: int = 50) -> list[ItemRef]:
-    """The list an iEvaLM dialogue ends on: the first system list with a target among its first
-    ``hit_k`` items (iEvaLM stops at that success), else the last system list that has items."""
+def final_list(conversation: Conversation, hit_k: int = DEFAULT_HIT_K) -> list[ItemRef]:
+    """The ranking an iEvaLM dialogue ends on: the first system turn whose ranking holds a target among its first
+    ``hit_k`` entries (iEvaLM stops at that success), else the last system turn that ranked anything. A turn's
+    ranking is the recommender's whole ranking where the system kept one (:meth:`Turn.ranked`: a neural model's
+    top 50), else the items it showed."""
     targets = {t.id for t in conversation.targets}
-    lists = [turn.items for turn in _system_turns(conversation) if turn.items]
+    lists = [turn.ranked() for turn in _system_turns(conversation) if turn.ranked()]
     for items in lists:
         if targets & {ref.id for ref in items[:hit_k]}:
             return list(items)
     return list(lists[-1]) if lists else []
 
 
-def recall_at_k(conversation: Conversation, ks: tuple[int, ...] = KS, *, hit_k: int = 50) -> dict[int, float] | None:
-    """iEvaLM's Recall@k: the share of the targets in the top k of the list the dialogue ended on.
+def recall_at_k(
+    conversation: Conversation, ks: tuple[int, ...] = KS, *, hit_k: int = DEFAULT_HIT_K
+) -> dict[int, float] | None:
+    """iEvaLM's Recall@k: the share of the targets in the top k of the ranking the dialogue ended on.
 
-    iEvaLM (§4.2, and ``Rec_eval.py`` in its released code) scores the recommendation list of the
-    dialogue's last recommending turn, and its dialogues end at the first success (a target among
-    the first 50 items). A dialogue that went on after a hit (CoRE's protocol) is scored on the list
-    of that first hit, as iEvaLM would have stopped there (:func:`final_list`). Each target counts
+    iEvaLM (§2.2 "Evaluation Metrics" for the metric and its k; §4.4 "Performance Measurement": recall at every
+    recommendation action of the interaction) scores the recommender's ranking (its ``get_rec``, top 50) at the
+    dialogue's last recommending turn, and its dialogues end at the first success (a target among the first 50).
+    The ranking is the turn's whole ranking where the system kept one, not the three titles a reply names under
+    CRS Arena's policy (:meth:`Turn.ranked`). A dialogue that went on after a hit (CoRE's protocol) is scored on
+    the ranking of that first hit, as iEvaLM would have stopped there (:func:`final_list`). Each target counts
     once (iEvaLM's per-label recall); pooled over dialogues, weight each by its number of targets
     (``recall_targets``) to get iEvaLM's mean over (example, label) pairs. ``None`` without targets.
     """
@@ -436,9 +452,24 @@ def distinct_n(conversation: Conversation, n: int) -> float | None:
 # -- everything at once -----------------------------------------------------------------
 
 
+def recall_source(conversation: Conversation) -> str:
+    """Which list iEvaLM's Recall@k read: ``ranking`` (a system's whole ranking) or ``items`` (the shown lists)."""
+    return "ranking" if any(t.ranking for t in _system_turns(conversation)) else "items"
+
+
+def hit_k_of(conversation: Conversation) -> int:
+    """The hit cut-off the conversation was run with (a simulation records its protocol's), else iEvaLM's 50."""
+    protocol = (conversation.metadata.get("simulation") or {}).get("protocol") or {}
+    try:
+        return max(1, int(protocol.get("hit_k") or DEFAULT_HIT_K)) if isinstance(protocol, dict) else DEFAULT_HIT_K
+    except (TypeError, ValueError):
+        return DEFAULT_HIT_K
+
+
 def compute_metrics(conversation: Conversation, catalog: Catalog) -> dict[str, Any]:
     """All metrics with stable keys (see :data:`METRIC_KEYS`); values are numbers, None or small lists."""
-    recall = recall_at_k(conversation)
+    hit_k = hit_k_of(conversation)
+    recall = recall_at_k(conversation, hit_k=hit_k)
     session_recall = session_recall_at_k(conversation)
     hit = ground_truth_hit(conversation)
     hallucination = hallucinated_item_rate(conversation, catalog)
@@ -451,6 +482,8 @@ def compute_metrics(conversation: Conversation, catalog: Catalog) -> dict[str, A
     out.update(
         {
             "recall_targets": len({t.id for t in conversation.targets}) or None,
+            "recall_list": recall_source(conversation),  # which list Recall@k read
+            "recall_hit_k": hit_k,
             "session_list_size": len(session_list(conversation)),
             "gt_hit": hit.hit,
             "gt_hit_turn": hit.turn,

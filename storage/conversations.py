@@ -168,6 +168,7 @@ def _turn_row(conversation_id: str, part: str, idx: int, turn: Turn) -> dict:
         "role": turn.role,
         "text": clean_text(turn.text),
         "items": dumps([asdict(i) for i in turn.items]),
+        "ranking": dumps([asdict(i) for i in turn.ranking]) if turn.ranking else None,
         "metadata": dumps(turn.metadata),
         "created_at": utc_now(),
     }
@@ -182,6 +183,7 @@ def _conversation_from_row(db: Database, row: dict) -> Conversation:
             text=t["text"],
             items=[ItemRef.from_dict(i) for i in loads(t["items"], [])],
             metadata=loads(t["metadata"], {}),
+            ranking=[ItemRef.from_dict(i) for i in loads(t.get("ranking"), [])],
         )
         (history if t["part"] == "history" else turns).append(turn)
     return Conversation(

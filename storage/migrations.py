@@ -261,3 +261,10 @@ def m004_board_version_and_uploads(db: Database) -> None:
     db.table("leaderboard_snapshots").add_column("key", str)
     db.table("leaderboard_snapshots").create_index(["key", "id"])
     db.table("evaluations").create_index(["status"])
+
+
+@migrations()
+def m005_turn_ranking(db: Database) -> None:
+    """A system turn's whole ranking (JSON list of {id, title}, at most 100), beside the items it showed: iEvaLM's
+    Recall@k reads the recommender's top 50, which the shown list (three titles under CRS Arena's policy) is not."""
+    db.table("turns").add_column("ranking", str)

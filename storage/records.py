@@ -38,19 +38,31 @@ class ItemRef:
         return cls(id=str(data["id"]), title=str(data.get("title", "")))
 
 
+RANKING_MAX = 100  # entries of a system's ranking kept on a turn (iEvaLM reads the top 50)
+
+
 @dataclass
 class Turn:
-    """One utterance. System turns carry the ranked list of recommended items."""
+    """One utterance. System turns carry the list of items they show (``items``, ranked) and, when the system
+    ranks more than it shows, its whole ranking (``ranking``: a neural model's top 50, a remote CRS's items up to
+    :data:`RANKING_MAX`), which iEvaLM's Recall@k reads. An entry whose item is not in the catalog has id ``""``
+    (it keeps its rank and never matches a target)."""
 
     role: str
     text: str
     items: list[ItemRef] = field(default_factory=list)
     metadata: dict[str, Any] = field(default_factory=dict)
+    ranking: list[ItemRef] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.role not in ROLES:
             raise ValueError(f"turn role must be one of {ROLES}, got {self.role!r}")
         self.items = [i if isinstance(i, ItemRef) else ItemRef.from_dict(i) for i in self.items]
+        self.ranking = [i if isinstance(i, ItemRef) else ItemRef.from_dict(i) for i in self.ranking[:RANKING_MAX]]
+
+    def ranked(self) -> list[ItemRef]:
+        """What the system ranked: its whole ranking when it kept one, else the items it showed."""
+        return self.ranking or self.items
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -62,6 +74,7 @@ class Turn:
             text=data.get("text", ""),
             items=[ItemRef.from_dict(i) for i in data.get("items") or []],
             metadata=dict(data.get("metadata") or {}),
+            ranking=[ItemRef.from_dict(i) for i in (data.get("ranking") or [])[:RANKING_MAX]],
         )
 
 

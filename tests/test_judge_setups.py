@@ -58,8 +58,8 @@ def test_two_modes_of_one_judge_model_are_two_setups(db_path):
 
 def test_recall_columns_name_their_source_and_pool_over_targets(db_path):
     db = get_db(db_path)
-    assert RECALL_COLUMNS[:4] == ("recall@1", "recall@5", "recall@10", "recall@50")
-    assert RECALL_COLUMNS[4:] == ("session_recall@1", "session_recall@5", "session_recall@10", "session_recall@50")
+    assert RECALL_COLUMNS[:5] == ("recall@1", "recall@5", "recall@10", "recall@25", "recall@50")
+    assert RECALL_COLUMNS[5:] == tuple(f"session_{c}" for c in RECALL_COLUMNS[:5])
     one, two = _conversation(db, "y", "simulation"), _conversation(db, "y", "simulation")
     _evaluate(
         db, one, CORE, "c0re0000aaaa1111", None, 2.0, {"recall@1": 1.0, "session_recall@1": 0.0, "recall_targets": 1}

@@ -24,12 +24,16 @@ EXPECTED_KEYS = [
     "recall@1",
     "recall@5",
     "recall@10",
+    "recall@25",
     "recall@50",
     "session_recall@1",
     "session_recall@5",
     "session_recall@10",
+    "session_recall@25",
     "session_recall@50",
     "recall_targets",
+    "recall_list",
+    "recall_hit_k",
     "session_list_size",
     "gt_hit",
     "gt_hit_turn",
@@ -116,8 +120,8 @@ def test_session_list_concatenates_and_deduplicates(dialogue):
 
 
 def test_recall_and_hit(dialogue):
-    assert recall_at_k(dialogue) == {1: 0.0, 5: 0.5, 10: 0.5, 50: 0.5}
-    assert session_recall_at_k(dialogue) == {1: 0.0, 5: 0.5, 10: 0.5, 50: 0.5}
+    assert recall_at_k(dialogue) == {1: 0.0, 5: 0.5, 10: 0.5, 25: 0.5, 50: 0.5}
+    assert session_recall_at_k(dialogue) == {1: 0.0, 5: 0.5, 10: 0.5, 25: 0.5, 50: 0.5}
     hit = ground_truth_hit(dialogue)
     assert hit.hit is True and hit.turn == 2
 
@@ -138,8 +142,8 @@ def test_recall_hand_computed_hit_at_turn_three_rank_one():
     # three turns of ten items; the target is first in turn 3's list. iEvaLM scores the list the
     # dialogue ends on (its first hit): rank 1. CoRE's session list holds it at position 21.
     conv = _turns(_ten(1), _ten(2), ["goal", *_ten(3)[1:]], targets=["goal"])
-    assert recall_at_k(conv) == {1: 1.0, 5: 1.0, 10: 1.0, 50: 1.0}
-    assert session_recall_at_k(conv) == {1: 0.0, 5: 0.0, 10: 0.0, 50: 1.0}
+    assert recall_at_k(conv) == {1: 1.0, 5: 1.0, 10: 1.0, 25: 1.0, 50: 1.0}
+    assert session_recall_at_k(conv) == {1: 0.0, 5: 0.0, 10: 0.0, 25: 1.0, 50: 1.0}
     assert session_list(conv)[20].id == "goal"
 
 
@@ -147,19 +151,19 @@ def test_recall_hand_computed_hit_at_rank_twelve():
     items = [f"i{rank}" for rank in range(1, 21)]
     items[11] = "goal"  # rank 12
     conv = _turns(items, targets=["goal", "other"])
-    assert recall_at_k(conv) == {1: 0.0, 5: 0.0, 10: 0.0, 50: 0.5}  # one of two targets
-    assert session_recall_at_k(conv) == {1: 0.0, 5: 0.0, 10: 0.0, 50: 0.5}
+    assert recall_at_k(conv) == {1: 0.0, 5: 0.0, 10: 0.0, 25: 0.5, 50: 0.5}  # one of two targets
+    assert session_recall_at_k(conv) == {1: 0.0, 5: 0.0, 10: 0.0, 25: 0.5, 50: 0.5}
 
 
 def test_recall_hand_computed_no_hit():
     conv = _turns(_ten(1), _ten(2), targets=["goal"])
-    assert recall_at_k(conv) == session_recall_at_k(conv) == {1: 0.0, 5: 0.0, 10: 0.0, 50: 0.0}
+    assert recall_at_k(conv) == session_recall_at_k(conv) == {1: 0.0, 5: 0.0, 10: 0.0, 25: 0.0, 50: 0.0}
 
 
 def test_recall_scores_the_first_hit_list_when_the_dialogue_went_on():
     # hit at rank 3 in turn 1, then first at turn 2: iEvaLM would have stopped after turn 1
     conv = _turns(["a", "b", "goal"], ["goal", "c"], targets=["goal"])
-    assert recall_at_k(conv) == {1: 0.0, 5: 1.0, 10: 1.0, 50: 1.0}
+    assert recall_at_k(conv) == {1: 0.0, 5: 1.0, 10: 1.0, 25: 1.0, 50: 1.0}
     assert recall_at_k(conv, hit_k=2)[1] == 1.0  # with success at top 2, turn 1 was no success
 
 
@@ -353,3 +357,51 @@ def test_unknown_ids_do_not_crash(catalog):
     assert metrics["unknown_items"] == 1 and metrics["diversity_items"] == 0 and metrics["diversity_score"] is None
     assert metrics["novelty"] is None and metrics["hallucination_rate"] == 1.0
     assert metrics["semantic_relevance"] == 1.0  # the invented title is in its own turn's list
+
+
+def test_recall_reads_the_whole_ranking_not_the_named_top_three(db_path):
+    """CRS Arena's policy names three titles; iEvaLM's recall reads the recommender's top 50 (Turn.ranking)."""
+    from storage.conversations import get_conversation, save_conversation
+    from storage.db import get_db
+
+    ranking = [ItemRef(f"r{rank}", f"R{rank}") for rank in range(1, 51)]
+    ranking[7] = ItemRef("goal-a", "Goal A")  # rank 8
+    ranking[29] = ItemRef("goal-b", "Goal B")  # rank 30
+    conv = Conversation(
+        system_id="kbrd",
+        turns=[Turn("user", "a film please"), Turn("system", "Try R1, R2, R3.", items=ranking[:3], ranking=ranking)],
+        targets=[ItemRef("goal-a", "Goal A"), ItemRef("goal-b", "Goal B")],
+    )
+    assert recall_at_k(conv) == {1: 0.0, 5: 0.0, 10: 0.5, 25: 0.5, 50: 1.0}
+    assert session_recall_at_k(conv) == {1: 0.0, 5: 0.0, 10: 0.0, 25: 0.0, 50: 0.0}  # CoRE's: the shown list
+    shown_only = Conversation(system_id="kbrd", turns=[Turn("system", "x", items=ranking[:3])], targets=conv.targets)
+    assert recall_at_k(shown_only)[50] == 0.0
+    metrics = compute_metrics(conv, load_bundled())
+    assert metrics["recall@10"] == 0.5 and metrics["recall@50"] == 1.0
+    assert metrics["recall_list"] == "ranking" and metrics["recall_hit_k"] == 50
+    assert compute_metrics(shown_only, load_bundled())["recall_list"] == "items"
+    # stored and read back with the turn
+    db = get_db(db_path)
+    save_conversation(db, conv)
+    again = get_conversation(db, conv.id)
+    assert again.turns[1].ranking == ranking and again.turns[1].items == ranking[:3]
+    assert Turn.from_dict(conv.turns[1].to_dict()).ranking == ranking
+
+
+def test_recall_uses_the_hit_k_the_simulation_ran_with():
+    ranking = [ItemRef(f"r{rank}", f"R{rank}") for rank in range(1, 51)]
+    ranking[19] = ItemRef("goal", "Goal")  # rank 20
+    later = [ItemRef("goal", "Goal")] + ranking[1:]
+    conv = Conversation(
+        system_id="kbrd",
+        turns=[
+            Turn("system", "a", items=ranking[:3], ranking=ranking),
+            Turn("system", "b", items=later[:3], ranking=later),
+        ],
+        targets=[ItemRef("goal", "Goal")],
+        metadata={"simulation": {"protocol": {"hit_k": 10}}},
+    )
+    # with success at the top 10, the first turn (rank 20) was no success: the dialogue went on to rank 1
+    assert compute_metrics(conv, load_bundled())["recall@1"] == 1.0
+    conv.metadata = {}
+    assert compute_metrics(conv, load_bundled())["recall@1"] == 0.0  # iEvaLM's 50: it stopped at rank 20

@@ -112,7 +112,7 @@ def test_recommend_choice_gives_exactly_the_list_template(kg, catalog, tmp_path)
     assert meta["policy"] == "crs_arena" and meta["recommended"] is True
     assert meta["choice"]["letter"] == "D" and meta["choice"]["scores"] == {"A": 0.1, "B": 0.2, "C": 0.3, "D": 4.0}
     assert meta["choice"]["state_after"] == [0.0, 0.0, 0.0, -1e5]
-    assert [t["title"] for t in meta["top_items"][:3]] == names and len(meta["top_items"]) == TOP_K
+    assert [t.title for t in turn.ranking[:3]] == names and len(turn.ranking) == TOP_K
     # the state carried on the stored turn penalises "recommend": the next turn answers with the generated text
     conv.turns += [turn, Turn(role="user", text="Something else?")]
     second = crs.respond(conv)
@@ -210,7 +210,7 @@ def test_real_kbrd_takes_each_option_once_in_its_first_four_turns(kbrd_set, cata
         turn = crs.respond(conv)
         choice = turn.metadata["choice"]
         letters.append(choice["letter"])
-        ranked = [t["title"] for t in turn.metadata["top_items"]]
+        ranked = [t.title for t in turn.ranking]
         # a small model: the list is its ranking without the titles the conversation named (ours)
         top3 = [t for t in ranked if t not in turn.metadata["entities"]][:3]
         if choice["letter"] == "D":
@@ -390,4 +390,4 @@ def test_a_small_versions_list_skips_titles_the_conversation_named(kg, catalog):
     assert "Heat (1995)" in turn.metadata["entities"] and turn.metadata["recommended"] is True
     assert turn.text == policy.list_reply(["Alien (1979)", "Jaws (1975)", fourth])
     assert [r.title for r in turn.items] == ["Alien (1979)", "Jaws (1975)", fourth]
-    assert [t["title"] for t in turn.metadata["top_items"][:3]] == names  # the model's own ranking, as it was
+    assert [t.title for t in turn.ranking[:3]] == names  # the model's own ranking, as it was

@@ -83,7 +83,7 @@ def test_turn_items_top_list_and_slots(catalog, kg):
     ids = [r.id for r in turn.items]
     assert len(ids) == 5 and godfather.id not in ids  # the user's own title is not recommended back
     assert all(i in catalog for i in ids)
-    assert len(turn.metadata["top_items"]) == TOP_K and turn.metadata["top_items"][0]["id"] == ids[0]
+    assert len(turn.ranking) == TOP_K and turn.ranking[0].id == ids[0]
     names = [r.title for r in turn.items]
     assert model.items_given[0] == names
     assert turn.text == f"Have you seen {names[0]}? Or {names[1]}?"

@@ -8,7 +8,7 @@ Two reply policies (:mod:`crs_backends.neural.policy`):
   >= 90); the model generates, chooses an option by its letter scores plus the conversation's option state
   (kept on each turn's ``metadata["choice"]``), and either lists the top 3 of its ranking over its dataset's
   item set ("I would recommend the following items: …") or answers with the generated text. ``Turn.items``
-  are the items the reply names; the whole top 50 is in ``metadata["top_items"]``. The small local versions
+  are the items the reply names; the whole top 50 is the turn's ``ranking``. The small local versions
   (ours, trained on annotated entities) also link catalog titles, genres and people
   (:mod:`crs_backends.neural.mentions`); the published sets link exactly as ``crs_fighter``.
 - ``enhanced`` (ours): the conversation with same-side turns joined and exact catalog mentions added to the
@@ -44,7 +44,7 @@ from crs_backends.neural.names import LABELS, SourceError, model_class
 from crs_backends.neural.policy import DEFAULT_POLICY, check_policy
 from crs_backends.neural.sources import CheckpointSource, resolve
 from crs_backends.neural.synthetic import reply_lexicon, reply_pairs
-from storage.records import Conversation, Turn
+from storage.records import Conversation, ItemRef, Turn
 
 log = logging.getLogger(__name__)
 
@@ -310,6 +310,7 @@ class NeuralCRS(CRSSystem):
             role="system",
             text=text,
             items=[i.ref() for i in listed],
+            ranking=[i.ref() if i is not None else ItemRef("", n) for i, n in model_top],  # the model's, as it ranked
             metadata={
                 **self._identity_metadata(info),
                 "policy": "crs_arena",
@@ -318,9 +319,6 @@ class NeuralCRS(CRSSystem):
                 "act": act,
                 **({"dislikes": wishes.dislikes.record()} if wishes is not None and wishes.dislikes else {}),
                 "entities": list(inp.entities),
-                "top_items": [
-                    {"id": i.id, "title": i.name} if i is not None else {"id": None, "title": n} for i, n in model_top
-                ],
                 "generated": generated,
                 "notes": notes,
                 "latency_ms": int((time.perf_counter() - start) * 1000),
@@ -400,11 +398,11 @@ class NeuralCRS(CRSSystem):
             role="system",
             text=text,
             items=[i.ref() for i in shown],
+            ranking=[i.ref() for i in items],
             metadata={
                 **self._identity_metadata(info),
                 "policy": "enhanced",
                 "entities": list(inp.entities),
-                "top_items": [{"id": i.id, "title": i.name} for i in items],
                 "model_top_entities": [self.kg.entity_name(e) for e, _ in model_top[:10]],
                 "user_items": sorted(mentioned),
                 "generated": generated,

@@ -33,10 +33,10 @@ from pathlib import Path
 
 from catalog.catalog import Catalog
 from crs_backends.registry import catalog_for_chat, get_system, system_ids
+from evaluators.metrics import DEFAULT_HIT_K
 from evaluators.pipeline import evaluate_conversation
 from evaluators.simulator.personas import persona_for
 from evaluators.simulator.protocols import (
-    DEFAULT_HIT_K,
     PROTOCOLS,
     Protocol,
     persuasiveness,

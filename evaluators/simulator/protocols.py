@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 from catalog.catalog import Catalog
 from crs_backends.base import CRSSystem
+from evaluators.metrics import DEFAULT_HIT_K
 from evaluators.persuasiveness import score_persuasiveness
 from evaluators.simulator.personas import list_overlap, sincerity
 from evaluators.simulator.records import Case
@@ -42,7 +43,6 @@ from storage.records import Conversation, ItemRef, Turn
 log = logging.getLogger(__name__)
 
 PROTOCOLS = ("core", "free", "attr")
-DEFAULT_HIT_K = 50
 RECOMMEND = "recommend"
 LETTERS = "ABCDEFG"
 
@@ -111,7 +111,8 @@ class Outcome:
 
 
 def _hits(turn: Turn, target_ids: set[str], k: int) -> list[ItemRef]:
-    return [ref for ref in turn.items[:k] if ref.id in target_ids]
+    """The targets among the first ``k`` of what the system ranked (its whole ranking where it kept one)."""
+    return [ref for ref in turn.ranked()[:k] if ref.id in target_ids]
 
 
 def _ask_system(system: CRSSystem, conversation: Conversation, number: int) -> Turn:

@@ -3,8 +3,10 @@
 Means are over finished (``done``) dialogues; failed and errored ones are counted, never averaged in
 as zeros. A missing value (no evaluation, an unreadable persuasiveness answer) stays empty.
 
-Two recalls, named by source (:mod:`evaluators.metrics`): ``recall@k`` is iEvaLM's (§4.2; the top k of
-the list the dialogue ends on, its first hit among the first ``hit_k`` items, as iEvaLM stops there),
+Two recalls, named by source (:mod:`evaluators.metrics`): ``recall@k`` is iEvaLM's (§2.2 and §4.4; the top k
+of the recommender's ranking at the turn the dialogue ends on, its first hit among the first ``hit_k``, as iEvaLM
+stops there; the whole ranking where the system keeps one, e.g. a neural model's top 50, not the titles it names;
+iEvaLM reports k = 1, 10, 50 on ReDial and 1, 10, 25 on OpenDialKG),
 ``session_recall@k`` is over CoRE's session list (every system list concatenated, first occurrence
 kept). Per system both are pooled over targets (each dialogue weighted by its number of targets), as
 iEvaLM averages over (example, label) pairs. The leaderboard shows the same two.
@@ -86,6 +88,7 @@ SHOWN_COLUMNS = (
     "recall@1",
     "recall@5",
     "recall@10",
+    "recall@25",
     "recall@50",
     "session_recall@10",
     "session_recall@50",
@@ -97,11 +100,8 @@ SHOWN_COLUMNS = (
     "deception_suspected",
     "reliability_overlap",
 )
-TERMINAL_COLUMNS = tuple(
-    c
-    for c in SHOWN_COLUMNS
-    if c not in {"mean_system_turns", "recall@5", "leaks_regenerated", "deception_suspected", "reliability_overlap"}
-)
+TERMINAL_HIDDEN = {"mean_system_turns", "recall@5", "recall@25", "leaks_regenerated", "deception_suspected"}
+TERMINAL_COLUMNS = tuple(c for c in SHOWN_COLUMNS if c not in TERMINAL_HIDDEN | {"reliability_overlap"})
 DEMO_NOTE = (
     "The simulated user runs the embedded 135M demo model: its messages are weak and its persuasiveness "
     "scores are not meaningful. Configure CRS_LLM_SIMULATOR_MODEL for a real benchmark."
