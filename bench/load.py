@@ -94,6 +94,8 @@ def chat_session(client, systems: list[str], turns: int, deadline: float, level:
             elapsed = time.perf_counter() - start
             if not isinstance(conversation_id, str):  # the API promises a string id; anything else is an error
                 raise TypeError(f"/chat returned {type(conversation_id).__name__} for the conversation id: {status!r}")
+            if not conversation_id or "⚠" in str(status):  # a refusal or a failure says so in the status: no turn
+                raise RuntimeError(f"/chat did not answer: {str(status)[:120]!r}")
             with level.lock:
                 level.latencies.append(elapsed)
                 level.last_chat = time.perf_counter()
@@ -224,8 +226,12 @@ def main() -> None:
     cache = os.environ.get("CRS_ARENA_CACHE") or str(Path.home() / ".cache" / "crs-arena")
     with tempfile.TemporaryDirectory() as folder:
         db_path = Path(folder) / "load.db"
-        env = {"CRS_ARENA_CACHE": cache, "CRS_NEURAL_BUILD": "never", "LOG_LEVEL": "ERROR"}
-        os.environ.update({"CRS_ARENA_CACHE": cache, "CRS_NEURAL_BUILD": "never"})
+        from crs_backends.neural.names import SHIPPED_SMALL_ROOT
+
+        # the app serves what this process finds: the shipped small set and this cache (AppServer hides both)
+        shared = {"CRS_ARENA_CACHE": cache, "CRS_NEURAL_BUILD": "never", "CRS_SMALL_MODELS": str(SHIPPED_SMALL_ROOT)}
+        env = {**shared, "LOG_LEVEL": "ERROR"}
+        os.environ.update(shared)
         from crs_backends.registry import ready_system_ids
 
         ready = ready_system_ids(db_path=db_path)

