@@ -3,6 +3,7 @@
     python -m crs_backends check my_crs                       # a system of the systems file (or any id)
     python -m crs_backends check http://127.0.0.1:8800/ --key-env MY_CRS_KEY
     python -m crs_backends systems                            # what the systems file registers, checked
+    python -m crs_backends serve kbrd --port 8801             # serve a system over crs-arena/1 (a worker)
 
 ``check`` exits with 0 when every rule passes, 1 when one fails, 2 when the target cannot be checked.
 """
@@ -70,6 +71,43 @@ def systems() -> None:
             )
         else:
             click.echo(f"  {system_id:<14} {label} · {entry.variant} (plug-in {entry.entry_point}; line {entry.line})")
+
+
+@cli.command()
+@click.argument("system_id", metavar="SYSTEM")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (0.0.0.0: every interface).")
+@click.option("--port", default=8801, show_default=True, type=click.IntRange(0, 65535), help="Port (0: any free one).")
+@click.option("--key-env", default=None, help="The NAME of a variable holding a key that requests must bring.")
+def serve(system_id: str, host: str, port: int, key_env: str | None) -> None:
+    """Serve a registered SYSTEM (kbrd, barcor, unicrs, chatcrs, retrieval, a plug-in) over crs-arena/1, as a worker
+    the app reaches through the systems file (docs/deploy.md)."""
+    import logging
+    import os
+
+    from crs_backends.registry import SystemUnavailable, get_system
+    from crs_backends.worker import WorkerError, WorkerServer
+
+    logging.basicConfig(level=os.environ.get("LOG_LEVEL", "WARNING"))
+    key = os.environ.get(key_env) if key_env else None
+    if key_env and not key:
+        raise CannotCheck(f"--key-env {key_env}: that variable is not set")
+    try:
+        system = get_system(system_id)
+    except KeyError as e:
+        raise CannotCheck(str(e.args[0]) if e.args else f"unknown system {system_id!r}") from None
+    except SystemUnavailable as e:
+        raise CannotCheck(f"{system_id} cannot be served: {e}") from None
+    try:
+        server = WorkerServer(system, system_id, host=host, port=port, key=key)
+    except WorkerError as e:
+        raise CannotCheck(str(e)) from None
+    click.echo(f"{system.info.label} ({system.info.variant}) on {server.url}{' (key required)' if key else ''}")
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
 
 
 def _is_set(name: str | None) -> bool:

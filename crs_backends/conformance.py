@@ -37,7 +37,7 @@ TOP = 5
 RULES: dict[str, str] = {
     "valid_response": "answers every probe with a valid response",
     "in_time": "answers within the time limit",
-    "text_and_items": "returns text and at least one item",
+    "text_and_items": "returns text and ranks at least one item (shown, or in its ranking)",
     "catalog_items": f"items map to the catalog (at least {MIN_MAPPED_SHARE:.0%})",
     "preference_changes_ranking": "ranking changes when the preference changes",
     "no_empty_slot": "no empty slot in the text",
@@ -126,6 +126,7 @@ class ProbeResult:
     seconds: float
     text: str = ""
     items: list[ItemRef] = field(default_factory=list)
+    ranking: list[ItemRef] = field(default_factory=list)  # what it ranked: its whole ranking, else its items
     returned: int = 0  # items the system sent (before mapping)
     unmapped: int = 0
     error: str | None = None
@@ -243,6 +244,7 @@ def run_probe(system: CRSSystem, probe: Probe, *, system_id: str, domain: str) -
         seconds,
         text=turn.text or "",
         items=list(turn.items),
+        ranking=list(turn.ranked()),
         returned=int(returned),
         unmapped=int(unmapped),
         needs_items=probe.needs_items,
@@ -290,7 +292,8 @@ def judge(results: list[ProbeResult], probes: list[Probe], time_limit: float) ->
         )
     )
 
-    missing = [r.name for r in results if r.ok and (not r.text.strip() or (r.needs_items and not r.items))]
+    # a system that asks a question first may show no list, but it must have ranked something (its ranking)
+    missing = [r.name for r in results if r.ok and (not r.text.strip() or (r.needs_items and not r.ranking))]
     rules.append(
         RuleResult(
             "text_and_items",
@@ -315,8 +318,8 @@ def judge(results: list[ProbeResult], probes: list[Probe], time_limit: float) ->
     )
 
     a, b = by_name.get("preference_scifi"), by_name.get("preference_romcom")
-    if a and b and a.ok and b.ok and a.items and b.items:
-        top_a, top_b = [i.id for i in a.items[:TOP]], [i.id for i in b.items[:TOP]]
+    if a and b and a.ok and b.ok and a.ranking and b.ranking:
+        top_a, top_b = [i.id for i in a.ranking[:TOP]], [i.id for i in b.ranking[:TOP]]
         overlap = len(set(top_a) & set(top_b))
         rules.append(
             RuleResult(

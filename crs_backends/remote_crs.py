@@ -152,7 +152,8 @@ class ParsedReply:
     returned: int  # items the system sent
     unmapped: list[dict[str, str]] = field(default_factory=list)  # those that matched no catalog item (first few)
     unmapped_count: int = 0
-    ranking: list[Item] = field(default_factory=list)  # every mapped item, in the system's order (at most 100)
+    ranking: list[Item] = field(default_factory=list)  # its 'ranking' mapped, else every mapped item (at most 100)
+    ranking_sent: bool = False  # the answer carried a 'ranking' of its own
     scores: dict[str, float] = field(default_factory=dict)
     explanations: dict[str, str] = field(default_factory=dict)
     system_version: str | None = None
@@ -215,6 +216,22 @@ def parse_response(data: Any, catalog: Catalog, *, list_size: int = DEFAULT_LIST
                 reply.scores[item.id] = score
             if explanation:
                 reply.explanations[item.id] = explanation
+    raw_ranking = data.get("ranking")
+    if raw_ranking is not None:  # optional: the whole ranking when the items are only what the reply shows
+        if not isinstance(raw_ranking, list):
+            raise InvalidResponse("'ranking' is not a list")
+        if len(raw_ranking) > MAX_ITEMS:
+            raise InvalidResponse(f"'ranking' has {len(raw_ranking)} entries; at most {MAX_ITEMS} are accepted")
+        ranked: list[Item] = []
+        for n, raw in enumerate(raw_ranking, 1):
+            try:
+                item_id, title, year, _score, _explanation = _item_fields(n, raw)
+            except InvalidResponse as e:
+                raise InvalidResponse(f"in 'ranking': {e}") from None
+            item = _map_item(catalog, item_id, title, year)
+            if item is not None and item not in ranked:
+                ranked.append(item)
+        reply.ranking, reply.ranking_sent = ranked, True
     return reply
 
 
@@ -373,7 +390,8 @@ class RemoteCRS(CRSSystem):
         if reply.explanations:
             metadata["explanations"] = reply.explanations
         # the whole ranking is kept when the system sent more than it shows (iEvaLM's recall reads it)
-        ranking = [i.ref() for i in reply.ranking] if len(reply.ranking) > len(reply.items) else []
+        sent_more = reply.ranking_sent or len(reply.ranking) > len(reply.items)
+        ranking = [i.ref() for i in reply.ranking] if sent_more else []
         return Turn(
             role="system", text=reply.text, items=[i.ref() for i in reply.items], metadata=metadata, ranking=ranking
         )

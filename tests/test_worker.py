@@ -1,0 +1,105 @@
+"""Built-in systems served as workers over crs-arena/1 (``python -m crs_backends serve SYSTEM``): they pass the
+conformance checker, answer through the app from a systems file with their ranking kept, refuse a missing key, and
+a second worker on a taken port is told so."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from app_server import AppServer
+from gradio_client import Client
+
+from crs_backends import registry
+from crs_backends.conformance import check
+from crs_backends.neural import names
+from crs_backends.worker import WorkerError, WorkerServer
+from storage.db import get_db
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def kbrd_worker():
+    assert names.small_set_complete(names.SHIPPED_SMALL_ROOT), "the shipped small set is missing"
+    with WorkerServer(registry.get_system("kbrd"), "kbrd") as server:
+        yield server
+
+
+def post(url: str, payload: dict, headers: dict | None = None) -> tuple[int, dict]:
+    request = urllib.request.Request(
+        url, data=json.dumps(payload).encode(), headers={"Content-Type": "application/json", **(headers or {})}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def test_served_builtin_systems_pass_the_conformance_checker(kbrd_worker):
+    with WorkerServer(registry.get_system("retrieval"), "retrieval") as retrieval:
+        for server in (retrieval, kbrd_worker):
+            report = check(server.url, time_limit=30)
+            assert report.passed, report.to_text()
+
+
+def test_an_answer_carries_the_shown_items_and_the_whole_ranking(kbrd_worker):
+    status, answer = post(
+        kbrd_worker.url,
+        {
+            "protocol": "crs-arena/1",
+            "request_id": "r1",
+            "max_items": 10,
+            "turns": [{"role": "user", "text": "Any good sci-fi films?"}],
+        },
+    )
+    assert status == 200 and answer["text"].strip()
+    assert answer["system_version"].startswith("small local version")
+    assert len(answer["ranking"]) == 50 and all(e["id"] for e in answer["ranking"])
+    assert len(answer["items"]) <= 3  # CRS Arena's policy names three titles at most
+    status, bad = post(kbrd_worker.url, {"turns": "hello"})
+    assert status == 400 and "'turns' must be a list" in bad["error"]
+
+
+def test_a_key_is_required_when_set():
+    with WorkerServer(registry.get_system("retrieval"), "retrieval", key="sk-worker-test-0000") as server:
+        turns = [{"role": "user", "text": "A heist film?"}]
+        assert post(server.url, {"turns": turns})[0] == 401
+        status, answer = post(server.url, {"turns": turns}, {"Authorization": "Bearer sk-worker-test-0000"})
+        assert status == 200 and answer["items"]
+
+
+def test_a_second_worker_on_a_taken_port_is_told_so():
+    with WorkerServer(registry.get_system("retrieval"), "retrieval") as first:
+        port = first.server_address[1]
+        with pytest.raises(WorkerError, match=f"port {port} .* already in use"):
+            WorkerServer(registry.get_system("retrieval"), "retrieval", port=port)
+        done = subprocess.run(
+            [sys.executable, "-m", "crs_backends", "serve", "retrieval", "--port", str(port)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert done.returncode == 2 and "already in use" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_served_kbrd_chats_in_the_app_through_a_systems_file(kbrd_worker, tmp_path):
+    systems = tmp_path / "systems.toml"
+    systems.write_text(
+        f'[[system]]\nid = "kbrd_worker"\nlabel = "KBRD (worker)"\nurl = "{kbrd_worker.url}"\ntimeout = 60\n',
+        encoding="utf-8",
+    )
+    with AppServer(tmp_path / "app.db", env={"CRS_SYSTEMS_FILE": str(systems)}) as server:
+        client = Client(server.url, verbose=False)
+        *_, status, conversation_id, _ = client.predict("Any good sci-fi films?", "kbrd_worker", api_name="/chat")
+        assert isinstance(conversation_id, str) and conversation_id, status
+        turns = list(get_db(server.db_path)["turns"].rows_where("conversation_id = ?", [conversation_id]))
+    reply = [t for t in turns if t["role"] == "system"][-1]
+    assert reply["text"].strip() and len(json.loads(reply["ranking"])) == 50
