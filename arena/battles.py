@@ -25,7 +25,7 @@ from crs_backends import health
 from crs_backends.registry import SYSTEMS, get_system
 from crs_backends.session import ChatSession, prepare_user_message
 from storage.arena import DuplicateVote, battle_counts, get_battle, get_vote, save_battle, save_vote
-from storage.conversations import get_conversation, save_conversation, set_status
+from storage.conversations import get_conversation, has_system_turn, save_conversation, set_status
 from storage.db import close_thread_connections, get_db
 from storage.records import Battle, Conversation, ItemRef, Turn, Vote
 from storage.text import clean_text
@@ -220,8 +220,7 @@ def vote(db: Database, battle_id: str, choice: str, feedback: str = "", voter: s
         battle_id=battle_id, choice=choice, feedback=clean_text(feedback or "")[:FEEDBACK_CHARS].strip(), voter=voter
     )
     for side, conversation_id in (("A", battle.conversation_a), ("B", battle.conversation_b)):
-        conversation = get_conversation(db, conversation_id) if conversation_id else None
-        if conversation is None or not any(t.role == "system" for t in conversation.turns):
+        if not conversation_id or not has_system_turn(db, conversation_id):
             raise BattleNotReady(f"System {side} has not answered yet: send a message first")
     save_vote(db, record)
     return _reveal(battle, choice)

@@ -121,6 +121,15 @@ def get_conversation(db: Database, conversation_id: str) -> Conversation | None:
     return _conversation_from_row(db, rows[0])
 
 
+def has_system_turn(db: Database, conversation_id: str) -> bool:
+    """Whether the conversation's judged part holds a system turn (one indexed lookup, no turn is read)."""
+    row = db.execute(
+        "select 1 from turns where conversation_id = ? and part = 'interaction' and role = 'system' limit 1",
+        [conversation_id],
+    ).fetchone()
+    return row is not None
+
+
 def list_conversations(
     db: Database,
     *,
