@@ -14,6 +14,7 @@ iEvaLM's Recall@k. Binds to 127.0.0.1 unless told otherwise; with ``--key-env NA
 from __future__ import annotations
 
 import errno
+import hmac
 import json
 import logging
 import threading
@@ -101,7 +102,8 @@ class _Handler(BaseHTTPRequestHandler):
             )
             return
         body = self.rfile.read(length)
-        if self.server.key and self.headers.get("Authorization") != f"Bearer {self.server.key}":
+        given = self.headers.get("Authorization") or ""
+        if self.server.key and not hmac.compare_digest(given.encode(), f"Bearer {self.server.key}".encode()):
             self._send(401, {"error": "a valid key is required"})
             return
         try:

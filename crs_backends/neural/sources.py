@@ -1,4 +1,4 @@
-"""Where the checkpoints of KBRD, BARCOR and UniCRS come from, and fetching them on request.
+"""Where the checkpoints of KBRD, BARCOR and UniCRS come from: this module only resolves what is on disk.
 
 A checkpoint set for ``(system, dataset)`` is looked for, in this order:
 
@@ -8,12 +8,14 @@ A checkpoint set for ``(system, dataset)`` is looked for, in this order:
    into ``<cache>/models/crs_arena/`` by ``python -m crs_backends.neural.sources fetch``;
 3. a Hugging Face Hub repository (``CRS_MODELS_HUB_REPO``), once fetched with ``fetch --hub REPO`` into
    ``<cache>/models/hub/`` (or already in the huggingface_hub cache);
-4. the small local versions the project trains on its bundled catalog
-   (:mod:`crs_backends.neural.small`, in ``<cache>/models/small-v<N>/``), built on request.
+4. the small local versions the project trains on its bundled catalog (shipped in ``assets/models/small-v<N>/``
+   or built into ``<cache>/models/small-v<N>/`` by :mod:`crs_backends.neural.small`; a caller that may build
+   passes the builder to :func:`resolve`).
 
 ``<cache>`` is ``CRS_ARENA_CACHE`` (default ``~/.cache/crs-arena``). Nothing is downloaded while
-resolving: downloads happen only through :func:`fetch_archive` / :func:`fetch_hub` (the ``fetch``
-command, :func:`main`). The archive is downloaded and extracted by :mod:`crs_backends.download`:
+resolving: downloads happen only in :mod:`crs_backends.neural.fetch` (``fetch_archive``, ``fetch_hub``, the
+``fetch`` command, which this module's ``python -m`` form runs). The archive is downloaded and extracted by
+:mod:`crs_backends.download`:
 a progress bar, a partial ``.part`` file resumed with an HTTP Range request (restarted cleanly when
 the server ignores Range or the file changed), the size checked and, when ``CRS_MODELS_SHA256`` (or
 ``--sha256``) is given, the SHA-256; the archive is extracted safely (no absolute paths, no ``..``, no
