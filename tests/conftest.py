@@ -19,6 +19,27 @@ from catalog.catalog import data_dir
 from crs_backends import health
 from storage.db import close_thread_connections
 
+# CRS_TEST_BLAS_THREADS=1 (or 2, …): numpy's BLAS limited to that many threads in the test process (threadpoolctl),
+# which reorders sums the way another CPU does: the suite must pass either way (the machine's OPENBLAS_* stay as set)
+_BLAS_THREADS = os.environ.get("CRS_TEST_BLAS_THREADS", "").strip()
+_blas_limit = None
+if _BLAS_THREADS:
+    from threadpoolctl import threadpool_limits
+
+    _blas_limit = threadpool_limits(limits=int(_BLAS_THREADS), user_api="blas")
+
+
+def pytest_report_header(config) -> str:
+    from threadpoolctl import threadpool_info
+
+    blas = [f"{i['internal_api']} {i['num_threads']} thread(s)" for i in threadpool_info() if i["user_api"] == "blas"]
+    return (
+        "BLAS: "
+        + (", ".join(blas) or "none loaded")
+        + (f" (CRS_TEST_BLAS_THREADS={_BLAS_THREADS})" if _BLAS_THREADS else "")
+    )
+
+
 # no test may reach a remote model by accident
 for _var in [v for v in os.environ if v.startswith("CRS_LLM_") or v == "OPENAI_API_KEY"]:
     del os.environ[_var]
