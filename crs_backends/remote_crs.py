@@ -223,13 +223,15 @@ def parse_response(data: Any, catalog: Catalog, *, list_size: int = DEFAULT_LIST
         if len(raw_ranking) > MAX_ITEMS:
             raise InvalidResponse(f"'ranking' has {len(raw_ranking)} entries; at most {MAX_ITEMS} are accepted")
         ranked: list[Item] = []
+        ranked_ids: set[str] = set()
         for n, raw in enumerate(raw_ranking, 1):
             try:
                 item_id, title, year, _score, _explanation = _item_fields(n, raw)
             except InvalidResponse as e:
                 raise InvalidResponse(f"in 'ranking': {e}") from None
             item = _map_item(catalog, item_id, title, year)
-            if item is not None and item not in ranked:
+            if item is not None and item.id not in ranked_ids:
+                ranked_ids.add(item.id)
                 ranked.append(item)
         reply.ranking, reply.ranking_sent = ranked, True
     return reply

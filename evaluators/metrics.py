@@ -40,16 +40,10 @@ from catalog.matcher import normalize_title
 from evaluators.rubric import load_rubric
 from storage.records import Conversation, ItemRef, Turn
 
-KS: tuple[int, ...] = (1, 5, 10, 25, 50)  # every k computed and stored
-# the k iEvaLM reports per dataset (Wang et al., EMNLP 2023, §2.2 "Evaluation Metrics": 1, 10, 50 on ReDial
-# after Zhang et al.; 1, 10, 25 on OpenDialKG after Zhou et al.); other datasets are read like ReDial
-IEVALM_KS: dict[str, tuple[int, ...]] = {"redial": (1, 10, 50), "opendialkg": (1, 10, 25)}
+# every k computed and stored: iEvaLM reports 1, 10, 50 on ReDial (after Zhang et al.) and 1, 10, 25 on
+# OpenDialKG (after Zhou et al.) (Wang et al., EMNLP 2023, §2.2 "Evaluation Metrics"); 5 is kept for the reports
+KS: tuple[int, ...] = (1, 5, 10, 25, 50)
 DEFAULT_HIT_K = 50  # iEvaLM: a dialogue succeeds when a target is among the recommender's first 50
-
-
-def ievalm_ks(dataset: str | None) -> tuple[int, ...]:
-    """The Recall@k cut-offs iEvaLM reports for ``dataset``."""
-    return IEVALM_KS.get((dataset or "").lower(), IEVALM_KS["redial"])
 
 
 # Lexical cues that the user turns down what was just recommended, matched case-insensitively in
@@ -92,7 +86,7 @@ def final_list(conversation: Conversation, hit_k: int = DEFAULT_HIT_K) -> list[I
     ranking is the recommender's whole ranking where the system kept one (:meth:`Turn.ranked`: a neural model's
     top 50), else the items it showed."""
     targets = {t.id for t in conversation.targets}
-    lists = [turn.ranked() for turn in _system_turns(conversation) if turn.ranked()]
+    lists = [ranked for ranked in (turn.ranked() for turn in _system_turns(conversation)) if ranked]
     for items in lists:
         if targets & {ref.id for ref in items[:hit_k]}:
             return list(items)

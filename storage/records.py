@@ -74,7 +74,7 @@ class Turn:
             text=data.get("text", ""),
             items=[ItemRef.from_dict(i) for i in data.get("items") or []],
             metadata=dict(data.get("metadata") or {}),
-            ranking=[ItemRef.from_dict(i) for i in (data.get("ranking") or [])[:RANKING_MAX]],
+            ranking=[ItemRef.from_dict(i) for i in data.get("ranking") or []],  # capped in __post_init__
         )
 
 
