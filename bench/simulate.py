@@ -55,6 +55,7 @@ def run(records: Path, n: int, concurrency: int, folder: Path) -> tuple[float, i
         dataset=str(records),
         n=n,
         protocol="core",
+        persuasiveness="probability",  # asked on top of CoRE's protocol, so its cost is in the figure
         seed=0,
         concurrency=concurrency,
         evaluate=False,

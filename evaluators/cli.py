@@ -445,10 +445,11 @@ def calibrate_command(eval_path, votes_dir, out, catalog_name, seed, boot, embed
 )
 @click.option(
     "--persuasiveness",
-    type=click.Choice(["probability", "reasoned", "off"]),
-    default="probability",
+    type=click.Choice(["auto", "probability", "reasoned", "off"]),
+    default="auto",
     show_default=True,
-    help="How the simulated user gives its 0-2 persuasiveness score after each dialogue.",
+    help="After each dialogue the simulated user asks the system to explain its last recommendation and "
+    "scores the explanation 0-2 (iEvaLM). auto: probability under --protocol free (as iEvaLM), off otherwise.",
 )
 @click.option("--temperature", type=float, default=0.0, show_default=True, help="The simulated user's temperature.")
 @click.option("--concurrency", type=int, default=4, show_default=True, help="Dialogues in flight at once.")

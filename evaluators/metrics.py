@@ -43,6 +43,14 @@ from storage.records import Conversation, ItemRef, Turn
 # every k computed and stored: iEvaLM reports 1, 10, 50 on ReDial (after Zhang et al.) and 1, 10, 25 on
 # OpenDialKG (after Zhou et al.) (Wang et al., EMNLP 2023, §2.2 "Evaluation Metrics"); 5 is kept for the reports
 KS: tuple[int, ...] = (1, 5, 10, 25, 50)
+_IEVALM_KS = {"redial": (1, 10, 50), "opendialkg": (1, 10, 25)}
+
+
+def ievalm_ks(dataset: str | None) -> tuple[int, ...]:
+    """The k iEvaLM reports for ``dataset`` (§2.2; Table 2): ReDial 1/10/50, OpenDialKG 1/10/25; every
+    stored k for a dataset iEvaLM did not use."""
+    key = (dataset or "").lower().replace("_", "").replace("-", "")
+    return _IEVALM_KS.get(key, KS)
 DEFAULT_HIT_K = 50  # iEvaLM: a dialogue succeeds when a target is among the recommender's first 50
 
 

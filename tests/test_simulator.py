@@ -32,6 +32,7 @@ from evaluators.simulator.personas import accepts, list_overlap, persona_for, si
 from evaluators.simulator.protocols import persuasiveness
 from evaluators.simulator.records import Case, read_records, select_cases
 from llm_clients.base import LLMClient
+from llm_clients.prompts import prompt
 from llm_clients.remote import OpenAICompatibleModel
 from storage.db import get_db
 from storage.records import Conversation, ItemRef, Turn
@@ -394,7 +395,8 @@ def test_unknown_systems_are_refused_with_the_known_ones(routed_env, db_path, tm
 
 
 def test_batch_run_stores_evaluates_reports_and_feeds_the_leaderboard(routed_env, db_path, tmp_path):
-    result = run_simulation(config(tmp_path), db_path=db_path)
+    # persuasiveness asked on top of the CoRE protocol (by default iEvaLM's free-form protocol only)
+    result = run_simulation(config(tmp_path, persuasiveness="probability"), db_path=db_path)
     assert result.counts["done"] == 8 and result.counts["evaluated"] == 8
     rows = run_dialogues(get_db(db_path), result.run_id)
     assert len(rows) == 8 and all(r["evaluation_id"] for r in rows)
@@ -414,6 +416,42 @@ def test_batch_run_stores_evaluates_reports_and_feeds_the_leaderboard(routed_env
     board = {r["system"]: r for r in compute_leaderboard(get_db(db_path))[0]}
     assert board["retrieval"]["simulations"] == 4 and board["chatcrs"]["simulations"] == 4
     assert board["retrieval"]["recall@50"] is not None and board["retrieval"]["judged"] == 4
+
+
+def test_persuasiveness_judges_the_explanation_the_system_gives_when_asked(routed_env, db_path, tmp_path):
+    """iEvaLM asks the CRS to explain its last recommendation after a free-form dialogue and judges that
+    answer (appendix C.2.2, Table 6); the request and answer stay out of the dialogue's turns."""
+    result = run_simulation(config(tmp_path, protocol="free", systems=["chatcrs"]), db_path=db_path)
+    assert result.counts["done"] == 4
+    request = prompt("persuasiveness", "request")
+    for row in run_dialogues(get_db(db_path), result.run_id):
+        p = row["result"]["persuasiveness"]
+        assert p["score"] == 2 and p["explanation_request"] == request
+        assert p["explanation"].startswith("You might enjoy Heat (1995)")  # ChatCRS's answer, not a stored turn
+        turns = _conversation(db_path, row["conversation_id"]).turns
+        assert all(t.text != request for t in turns)
+    asked = [r for r in routed_env.chat_requests() if request in json.dumps(r)]
+    assert len(asked) >= 4  # ChatCRS was asked once per dialogue
+    summary = result.report["summary_records"][0]
+    assert summary["persuasiveness_n"] == 4 and summary["persuasiveness_errors"] == 0
+
+
+def test_persuasiveness_is_off_by_default_outside_the_free_form_protocol(routed_env, db_path, tmp_path):
+    result = run_simulation(config(tmp_path, systems=["retrieval"]), db_path=db_path)
+    assert result.counts["done"] == 4
+    assert all("persuasiveness" not in r["result"] for r in run_dialogues(get_db(db_path), result.run_id))
+    summary = result.report["summary_records"][0]
+    assert summary["persuasiveness"] is None and summary["persuasiveness_errors"] == 0
+    assert any("Persuasiveness was not asked" in n for n in result.report["notes"])
+
+
+def test_a_system_that_fails_to_explain_is_a_persuasiveness_error_not_a_zero(fake, db_path, catalog):
+    class Mute:
+        def respond(self, conversation):
+            raise RuntimeError("no words")
+
+    p = persuasiveness(_finished(catalog), client(fake, db_path), "probability", system=Mute())
+    assert p["score"] is None and "failed to explain" in p["error"] and p["retry"] is False
 
 
 def test_an_interrupted_run_resumes_without_duplicates_or_losses(routed_env, db_path, tmp_path):

@@ -67,7 +67,7 @@ from storage.simulations import (
 
 log = logging.getLogger(__name__)
 
-PERSUASIVENESS_MODES = ("probability", "reasoned", "off")
+PERSUASIVENESS_MODES = ("auto", "probability", "reasoned", "off")
 REPORTS = "simulations"  # report folders live beside the database: <db folder>/simulations/<run id>
 
 
@@ -94,7 +94,7 @@ class SimulationConfig:
     max_turns: int | None = None  # None: the protocol's (5)
     personas: bool = False
     reliability: bool = False
-    persuasiveness: str = "probability"
+    persuasiveness: str = "auto"  # auto: probability under the free-form protocol (iEvaLM's), off otherwise
     temperature: float = 0.0
     concurrency: int = 4
     evaluate: bool = True
@@ -109,6 +109,9 @@ class SimulationConfig:
             raise ValueError(f"unknown protocol {self.protocol!r}; protocols: {', '.join(PROTOCOLS)}")
         if self.persuasiveness not in PERSUASIVENESS_MODES:
             raise ValueError(f"persuasiveness must be one of {', '.join(PERSUASIVENESS_MODES)}")
+        if self.persuasiveness == "auto":
+            # iEvaLM reports persuasiveness for its free-form protocol only (§4.4, Table 6); elsewhere on request
+            self.persuasiveness = "probability" if self.protocol == "free" else "off"
         if self.n < 1:
             raise ValueError("n must be at least 1")
         if self.concurrency < 1:
@@ -352,7 +355,7 @@ def play_pair(
     result["sincerity"] = sincerity_signal(conversation, case, catalog, protocol.hit_k)
     status, error = outcome.status, outcome.error
     if status == "done" and config.persuasiveness != "off":
-        result["persuasiveness"] = persuasiveness(conversation, client, config.persuasiveness)
+        result["persuasiveness"] = persuasiveness(conversation, client, config.persuasiveness, system=system)
         if result["persuasiveness"]["retry"]:
             status, error = "error", "persuasiveness: " + result["persuasiveness"]["error"]
     if status == "done" and config.reliability:

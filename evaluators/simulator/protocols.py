@@ -26,7 +26,7 @@ A system that raises on a turn ends the dialogue with status ``failed`` (the tur
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from catalog.catalog import Catalog
 from crs_backends.base import CRSSystem
@@ -295,14 +295,43 @@ def _llm_choice(
 # -- after the dialogue -----------------------------------------------------------------------------
 
 
-def persuasiveness(conversation: Conversation, client: LLMClient, mode: str) -> dict:
-    """The simulated user's iEvaLM persuasiveness answer (0, 1 or 2) of the last explained recommendation,
-    with the expected value under its distribution as the extra ``expected`` (probability mode).
+def persuasiveness(
+    conversation: Conversation, client: LLMClient, mode: str, *, system: CRSSystem | None = None
+) -> dict:
+    """The simulated user's iEvaLM persuasiveness answer (0, 1 or 2), with the expected value under its
+    distribution as the extra ``expected`` (probability mode).
+
+    As iEvaLM runs it (appendix C.2.2), the user first asks ``system`` to explain its last recommendation
+    and the answer to that request is what is judged. The request and the answer are kept in the result
+    (``explanation_request``, ``explanation``) and never join the dialogue's turns, so neither recall nor
+    the CoRE factors read them. Without a ``system`` (a stored conversation), the last system turn with a
+    list stands in for the explanation, as before.
 
     An unreadable answer is recorded as an error with score None; ``retry`` says whether running again
-    could help (the endpoint failed).
+    could help (the endpoint failed). A system that fails to explain is an error too, not a 0.
     """
-    result = score_persuasiveness(conversation, client, mode=mode)
+    request = explanation = None
+    if system is not None:
+        request = prompt("persuasiveness", "request")
+        asked = replace(conversation, turns=[*conversation.turns, Turn("user", request)])
+        try:
+            answer = _ask_system(system, asked, len(conversation.turns) + 1)
+        except Exception as e:  # the system under test failed: no explanation to judge
+            log.warning("system %s failed to explain: %s", conversation.system_id, e)
+            return {
+                "score": None,
+                "expected": None,
+                "mode": mode,
+                "distribution": None,
+                "reading": None,
+                "error": f"the system failed to explain its recommendation: {type(e).__name__}: {e}",
+                "rationale": "",
+                "explanation_request": request,
+                "explanation": None,
+                "retry": False,
+            }
+        explanation = answer.text.strip() or "(the system gave no explanation)"
+    result = score_persuasiveness(conversation, client, mode=mode, explanation=explanation)
     return {
         "score": result.score,
         "expected": result.expected,
@@ -311,6 +340,8 @@ def persuasiveness(conversation: Conversation, client: LLMClient, mode: str) -> 
         "reading": result.reading,
         "error": result.error,
         "rationale": result.rationale[:500],
+        "explanation_request": request,
+        "explanation": result.explanation[:2000],
         "retry": bool(result.error and "model call failed" in result.error),
     }
 

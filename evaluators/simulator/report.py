@@ -24,7 +24,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from evaluators.factors import FACTORS, LABELS
-from evaluators.metrics import KS, recall_at_k, session_recall_at_k
+from evaluators.metrics import KS, ievalm_ks, recall_at_k, session_recall_at_k
 from evaluators.pipeline import factor_mean
 from storage.conversations import get_conversation
 from storage.evaluations import get_evaluation
@@ -41,6 +41,7 @@ DIALOGUE_COLUMNS = (
     "targets",
     "persuasiveness",
     "persuasiveness_expected",
+    "persuasiveness_error",
     "persona",
     "leaks_regenerated",
     "leaks_redacted",
@@ -146,6 +147,7 @@ def dialogue_rows(rows: list[dict], db, *, hit_k: int = 50) -> list[dict]:
         p = result.get("persuasiveness") or {}
         record["persuasiveness"] = p.get("score")
         record["persuasiveness_expected"] = p.get("expected")
+        record["persuasiveness_error"] = p.get("error")  # absent where it was not asked (the protocol's choice)
         sincerity = result.get("sincerity") or {}
         record["accepted"] = sincerity.get("accepted")
         record["deception_suspected"] = sincerity.get("deception_suspected")
@@ -204,7 +206,7 @@ def summary_rows(dialogues: list[dict], systems: list[str]) -> list[dict]:
                 **{r: _pooled(done, r) for r in RECALLS},
                 "persuasiveness": _mean(persuasive),
                 "persuasiveness_n": len(persuasive),
-                "persuasiveness_errors": sum(1 for d in done if d["persuasiveness"] is None),
+                "persuasiveness_errors": sum(1 for d in done if d.get("persuasiveness_error")),
                 "overall": _mean([d["overall"] for d in done]),
                 "factor_mean": _mean([d["factor_mean"] for d in done]),
                 **{f: _mean([d[f] for d in done]) for f in FACTORS},
@@ -248,9 +250,11 @@ def overall_figure(summary: list[dict]) -> go.Figure:
     return figure
 
 
-def recall_figure(summary: list[dict]) -> go.Figure:
-    labels = [c.replace("session_recall", "session R").replace("recall", "iEvaLM R") for c in RECALLS]
-    figure = go.Figure([go.Bar(name=r["system"], x=labels, y=[r[c] for c in RECALLS]) for r in summary])
+def recall_figure(summary: list[dict], ks: tuple[int, ...] = KS) -> go.Figure:
+    """Recall at ``ks`` (iEvaLM's for the dataset); the tables keep every stored k."""
+    columns = [f"recall@{k}" for k in ks] + [f"session_recall@{k}" for k in ks]
+    labels = [c.replace("session_recall", "session R").replace("recall", "iEvaLM R") for c in columns]
+    figure = go.Figure([go.Bar(name=r["system"], x=labels, y=[r[c] for c in columns]) for r in summary])
     figure.update_layout(
         title="Recall@k per system: iEvaLM (the list the dialogue ended on) and over the session list",
         barmode="group",
@@ -268,6 +272,18 @@ def build_report(rows: list[dict], db, *, config: dict, selection: dict, demo: b
     scorers = sorted({d["scorer"] for d in dialogues if d["scorer"]})
     if scorers:
         notes.append("Scores from scorer(s): " + ", ".join(scorers) + ".")
+    ks = ievalm_ks(config.get("dataset"))
+    if ks != KS:
+        notes.append(
+            f"iEvaLM reports Recall@{', @'.join(map(str, ks))} on {config.get('dataset')} (§2.2); the chart "
+            "shows those, the tables every stored k. Recall reads each turn's whole ranking where the system "
+            "kept one (the neural systems' top 50), else the items it named."
+        )
+    if config.get("persuasiveness") in (None, "off"):
+        notes.append(
+            "Persuasiveness was not asked: iEvaLM reports it for the free-form protocol only "
+            "(ask with --persuasiveness probability|reasoned)."
+        )
     if demo:
         notes.append(DEMO_NOTE)
     return {
@@ -281,7 +297,7 @@ def build_report(rows: list[dict], db, *, config: dict, selection: dict, demo: b
         "figures": {
             "factors": factor_figure(summary),
             "overall": overall_figure(summary),
-            "recall": recall_figure(summary),
+            "recall": recall_figure(summary, ks),
         },
     }
 
