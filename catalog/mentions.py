@@ -107,3 +107,78 @@ def _match_with_trimming(title: str, year: str, matcher: TitleMatcher) -> Item |
         if item is not None and (item.year is None or abs(item.year - int(year)) <= 1):
             return item
     return None
+
+
+# -- titles a reply offers (CONCEPT's recommended items) ------------------------------------------------
+
+# a capitalised run that may be a title: up to 8 words, small connecting words allowed inside
+_CONNECTOR = r"(?:of|the|an|and|a|or|in|on|to|for|with|at|from|vs)\b\.?"
+_TITLE_RUN = r"((?:[A-Z0-9][\w'’:&.!-]*)(?:[ \t]+(?:[A-Z0-9][\w'’:&.!-]*|" + _CONNECTOR + r")){0,7})"
+# a reply offering something: "I recommend X", "try X", "how about X", "you might enjoy X", "check out X"
+_OFFER = re.compile(
+    r"\b(?:recommend(?:ing)?|suggest(?:ing)?|try|watch(?:ing)?|check\s+out|how\s+about|what\s+about|"
+    r"might\s+(?:like|enjoy|love)|would\s+(?:like|enjoy|love)|(?:I|I'd|I\s+would)\s+go\s+with)\s+" + _TITLE_RUN
+)
+# a list line: "1. X", "2) X", "- X", "• X", up to a separator (":", " - ", "(", ",", end of line)
+_LIST_LINE = re.compile(r"(?m)^\s*(?:\d{1,2}[.)]|[-*•])\s+\**" + _TITLE_RUN)
+_NOT_TITLES = {
+    "i", "you", "it", "this", "that", "these", "those", "one", "some", "something", "anything", "all",
+    "them", "movie", "movies", "film", "films", "yes", "no", "sure", "ok", "okay", "thanks", "hi", "hello",
+}  # fmt: skip
+
+
+def find_offered_titles(text: str, matcher: TitleMatcher, *, people: frozenset[str] = frozenset()) -> list[Mention]:
+    """What a reply offers as items: every mention :func:`find_mentions` finds, plus spans written the
+    way recommendations are written that match nothing — a quoted or emphasised span, the head of a
+    list line, a capitalised run after an offer ("I recommend X", "you might enjoy X") — reported with
+    ``item`` None. Runs that are a person's name (``people``, normalised) or a pronoun are not titles.
+    A run is trimmed at its first separator (", ", " - ", ":" followed by a space, " (", ".").
+    """
+    found = find_mentions(text, matcher)
+    known = {normalize_title(m.text) for m in found} | {normalize_title(m.item.title) for m in found if m.item}
+    spans = [(m.start, m.start + len(m.text)) for m in found]
+
+    def inside_known(start: int, end: int) -> bool:
+        return any(start < e and s < end for s, e in spans)
+
+    candidates: list[tuple[int, str]] = []
+    for m in _QUOTED.finditer(text):
+        candidates.append((m.start(), (m.group(1) or m.group(2))))
+    for pattern in (_LIST_LINE, _OFFER):
+        for m in pattern.finditer(text):
+            candidates.append((m.start(1), m.group(1)))
+    extra: list[Mention] = []
+    for start, raw in candidates:
+        whole = _trim_title(raw)
+        for span in _pieces(whole, matcher):
+            span = span.strip()
+            offset = start + max(raw.find(span), 0)
+            norm = normalize_title(span)
+            if not norm or norm in known or norm in people or norm.split()[0] in _NOT_TITLES:
+                continue
+            if not span[:1].isupper() and not span[:1].isdigit():
+                continue  # "something lighter", a quoted phrase in lower case
+            if inside_known(offset, offset + len(span)):
+                continue
+            known.add(norm)
+            extra.append(Mention(span, offset, matcher.match(span)))
+    return sorted(found + extra, key=lambda x: x.start)
+
+
+def _pieces(run: str, matcher: TitleMatcher) -> list[str]:
+    """A run as the titles it names: split at " or "; a part that is no title as a whole is split at
+    " and " only where that reveals a catalog title ("Inception and The Prestigige"), so an unknown
+    title with "and" in it ("The Adventures of Milo and Ours") stays whole."""
+    out: list[str] = []
+    for part in re.split(r"\s+or\s+", run):
+        halves = re.split(r"\s+(?:and|&)\s+", part)
+        if len(halves) > 1 and matcher.match(part) is None and any(matcher.match(h) for h in halves):
+            out.extend(halves)
+        else:
+            out.append(part)
+    return out
+
+
+def _trim_title(raw: str) -> str:
+    span = re.split(r",\s|\s[-–—]\s|:\s|\s\(|\.(?:\s|$)|[!?]", raw.strip(), maxsplit=1)[0]
+    return span.strip(" *_\"'“”‘’.:;")

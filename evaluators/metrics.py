@@ -12,7 +12,7 @@ Empty input, metric by metric (``None`` means "not measurable", never 0):
 * session list: empty when no system turn has a list.
 * ``recall@k`` (iEvaLM), ``session_recall@k`` (CoRE's session list), ground-truth hit: ``None``
   without targets; with targets and no list, 0 / no hit.
-* hallucinated-item rate: ``None`` when the system text mentions no title.
+* hallucination rate (CONCEPT's non-existent items): ``None`` when the system recommends nothing.
 * semantic relevance share: ``None`` when the system text recommends no title; the band is then 0
   (CoRE: "no items recommended in the text" scores 0), or ``None`` with no system turn at all.
 * diversity: counts of 0 with an empty list; the band is ``None`` when no listed item is in the catalog.
@@ -36,7 +36,8 @@ from typing import Any
 from catalog.catalog import Catalog, data_dir, get_catalog
 from catalog.ievalm_records import iter_records
 from catalog.items import Item
-from catalog.matcher import normalize_title
+from catalog.matcher import normalize_title, plain_title
+from catalog.mentions import find_offered_titles
 from evaluators.rubric import load_rubric
 from storage.records import Conversation, ItemRef, Turn
 
@@ -51,6 +52,8 @@ def ievalm_ks(dataset: str | None) -> tuple[int, ...]:
     stored k for a dataset iEvaLM did not use."""
     key = (dataset or "").lower().replace("_", "").replace("-", "")
     return _IEVALM_KS.get(key, KS)
+
+
 DEFAULT_HIT_K = 50  # iEvaLM: a dialogue succeeds when a target is among the recommender's first 50
 
 
@@ -156,20 +159,17 @@ def ground_truth_hit(conversation: Conversation) -> Hit:
 
 
 @dataclass(frozen=True)
-class Hallucination:
-    """Titles written in the system text that match no catalog item, over all titles written there.
+class UnmatchedTitles:
+    """Title spans written with a year ("Made Up Film (2019)") that match no item of the reference
+    catalog, over all titles mentioned in the system text (one per turn). The proxy's calibrated feature
+    ``unmatched_title_share``; CONCEPT's hallucination rate is :func:`hallucination_rate`."""
 
-    A title counts once per turn. Only spans that look like titles are judged; an invented title is
-    recognised when written with its year ("Made Up Film (2019)"), as the catalog's mention finder
-    reports only those as unmatched.
-    """
-
-    rate: float | None
+    share: float | None
     mentioned: int
     unmatched: tuple[str, ...] = ()
 
 
-def hallucinated_item_rate(conversation: Conversation, catalog: Catalog) -> Hallucination:
+def unmatched_title_share(conversation: Conversation, catalog: Catalog) -> UnmatchedTitles:
     """Judged against :func:`reference_catalog`: the conversation's dataset catalog when known."""
     catalog = reference_catalog(conversation, catalog)
     mentioned = 0
@@ -179,7 +179,139 @@ def hallucinated_item_rate(conversation: Conversation, catalog: Catalog) -> Hall
             mentioned += 1
             if mention.item is None:
                 unmatched.append(mention.text)
-    return Hallucination(len(unmatched) / mentioned if mentioned else None, mentioned, tuple(unmatched))
+    return UnmatchedTitles(len(unmatched) / mentioned if mentioned else None, mentioned, tuple(unmatched))
+
+
+@dataclass(frozen=True)
+class Hallucination:
+    """CONCEPT's ratio of non-existent items (Huang et al. 2024, §4.1 "Sincerity" and appendix: "how many
+    items recommended by the CRS do not exist in the dataset"): of the distinct items the system
+    recommends, the share that exist in neither the catalog in use nor the dataset.
+
+    Recommended items are the items of each system turn's list and the titles its text offers
+    (:func:`catalog.mentions.find_offered_titles`: titles with or without a year, quoted or emphasised
+    spans, list lines, "I recommend X"), each matched fuzzily after normalisation (rapidfuzz ≥
+    :data:`EXISTS_THRESHOLD`, stricter than entity linking: CONCEPT counts misspellings such as "The
+    Prestigige" as non-existent, and so does this). Titles the user wrote earlier are references, not
+    recommendations, and are left out.
+    ``None`` when the system recommends nothing.
+    """
+
+    rate: float | None
+    recommended: int
+    nonexistent: tuple[str, ...] = ()
+    checked_against: tuple[str, ...] = ()
+
+
+EXISTENCE_DATASETS = {"movies": ("redial",)}
+# how close a written title must be to an existing one: CONCEPT counts BARCOR's "The Prestigige" (88.9 against
+# "Prestige") and "The Adventures of Milo and Ours" (92.6 against "... Otis") as non-existent, so the
+# entity-linking threshold of 90 is too loose here; case, punctuation, articles and the year never matter
+EXISTS_THRESHOLD = 95.0  # the dataset a catalog's domain is checked against too
+
+
+def existence_catalogs(conversation: Conversation, catalog: Catalog) -> list[Catalog]:
+    """Where an item may exist: the catalog in use, the conversation's dataset catalog, and the domain's
+    dataset catalogs (ReDial's 6,576 movies) where their files are in the data directory."""
+    found = {catalog.name: catalog}
+    reference = reference_catalog(conversation, catalog)
+    found.setdefault(reference.name, reference)
+    for name in EXISTENCE_DATASETS.get(conversation.domain or catalog.domain, ()):
+        if name not in found:
+            try:
+                found[name] = get_catalog(name)
+            except (FileNotFoundError, OSError, ValueError):
+                continue
+    return list(found.values())
+
+
+def hallucination_rate(conversation: Conversation, catalog: Catalog) -> Hallucination:
+    catalogs = existence_catalogs(conversation, catalog)
+    people = _people(catalog)
+    said = " "  # what the user wrote so far (history included), as plain words: titles there are references
+    recommended: dict[str, bool] = {}  # title key -> exists
+    names: dict[str, str] = {}
+
+    def offer(title: str, found: bool) -> None:
+        key = normalize_title(title)
+        if key and key not in recommended and f" {key} " not in said:
+            recommended[key], names[key] = found, title
+
+    def exists(title: str) -> bool:
+        return any(_exists_in(c, title) for c in catalogs)
+
+    def written_right(mention) -> bool:
+        """A mention the finder linked at its looser threshold, held to :data:`EXISTS_THRESHOLD`."""
+        written, title = normalize_title(mention.text), normalize_title(mention.item.title)
+        return written == title or written.endswith(" " + title) or exists(mention.text)
+
+    for turn in conversation.history:
+        if turn.role == "user":
+            said += plain_title(turn.text) + " "
+    for turn in conversation.turns:
+        if turn.role == "user":
+            said += plain_title(turn.text) + " "
+            continue
+        for ref in turn.items:
+            offer(ref.title or ref.id, any(ref.id in c for c in catalogs) or bool(ref.title and exists(ref.title)))
+        for mention in find_offered_titles(turn.text, catalog.matcher, people=people):
+            if mention.item is not None and written_right(mention):
+                offer(mention.item.name, True)
+            else:
+                written = _as_title(mention.text)
+                offer(written, exists(written))
+    missing = tuple(names[k] for k, ok in recommended.items() if not ok)
+    rate = len(missing) / len(recommended) if recommended else None
+    return Hallucination(rate, len(recommended), missing, tuple(c.name for c in catalogs))
+
+
+_YEAR_AT_END = re.compile(r"^(.*?)\s*\(((?:18|19|20)\d{2})\)\s*$")
+_LEAD_WORDS = {"or", "and", "yes", "no", "so", "also", "then", "but", "maybe", "like", "try", "see", "watch"}
+
+
+def _as_title(written: str) -> str:
+    """A written span without the words a sentence or a list put before the title: "1  Hugo (2011)",
+    "Or The Babysitter (2016)", "the The Time Traveler's Wife (2009)" -> the title and its year."""
+    match = _YEAR_AT_END.match(written.strip())
+    title, year = (match.group(1), match.group(2)) if match else (written.strip(), None)
+    words = title.split()
+    while len(words) > 1 and (
+        not words[0][:1].isupper() or words[0].rstrip(",.:;").lower() in _LEAD_WORDS or words[0].rstrip(".)").isdigit()
+    ):
+        words = words[1:]
+    title = " ".join(words).strip(" ,.:;")
+    return f"{title} ({year})" if year else title
+
+
+def _exists_in(catalog: Catalog, written: str) -> bool:
+    """Whether ``catalog`` holds the title written (at :data:`EXISTS_THRESHOLD`). With a year, words may
+    also be dropped from the front ("Melissa McCarthy Tammy (2014)" -> "Tammy (2014)") as long as the
+    year agrees within one; without one, the span must be the title."""
+    match = _YEAR_AT_END.match(written.strip())
+    if match is None:
+        return catalog.matcher.match(written, threshold=EXISTS_THRESHOLD) is not None
+    words, year = match.group(1).split(), int(match.group(2))
+    for i in range(len(words)):
+        item = catalog.matcher.match(f"{' '.join(words[i:])} ({year})", threshold=EXISTS_THRESHOLD)
+        if item is not None and (item.year is None or abs(item.year - year) <= 1):
+            return True
+    return False
+
+
+_people_cache: dict[str, frozenset[str]] = {}
+
+
+def _people(catalog: Catalog) -> frozenset[str]:
+    """Normalised names of the catalog's cast, directors and writers, and its genres: never titles."""
+    key = f"{catalog.name}:{len(catalog.items)}"
+    if key not in _people_cache:
+        names = {
+            normalize_title(n)
+            for item in catalog.items
+            for n in (*item.cast, *item.directors, *item.writers, *item.genres)
+        }
+        _people_cache[key] = frozenset(n for n in names if n)
+    return _people_cache[key]
 
 
 @dataclass(frozen=True)
@@ -474,7 +606,7 @@ def compute_metrics(conversation: Conversation, catalog: Catalog) -> dict[str, A
     recall = recall_at_k(conversation, hit_k=hit_k)
     session_recall = session_recall_at_k(conversation)
     hit = ground_truth_hit(conversation)
-    hallucination = hallucinated_item_rate(conversation, catalog)
+    hallucination = hallucination_rate(conversation, catalog)
     relevance = semantic_relevance(conversation, catalog)
     div = diversity(conversation, catalog)
     nov = novelty(conversation, catalog)
@@ -489,10 +621,10 @@ def compute_metrics(conversation: Conversation, catalog: Catalog) -> dict[str, A
             "session_list_size": len(session_list(conversation)),
             "gt_hit": hit.hit,
             "gt_hit_turn": hit.turn,
-            "hallucination_rate": hallucination.rate,
+            "hallucination_rate": hallucination.rate,  # CONCEPT's ratio of non-existent items
             "reference_catalog": reference_catalog(conversation, catalog).name,
-            "titles_mentioned": hallucination.mentioned,
-            "hallucinated_titles": list(hallucination.unmatched),
+            "recommended_items": hallucination.recommended,
+            "nonexistent_items": list(hallucination.nonexistent),
             "semantic_relevance": relevance.share,
             "semantic_relevance_score": relevance.score,
             **{f"diversity_{dim}": count for dim, count in div.counts.items()},

@@ -800,13 +800,13 @@ FEATURES: tuple[str, ...] = (
     "repeat_rate",
     "question_rate",
     "list_rate",
-    "hallucination_rate",
+    "unmatched_title_share",
     "log_system_words",
     "log_system_turns",
 )
 
 
-def _features(replies: list[_Reply], hallucination: float | None) -> dict[str, float | None]:
+def _features(replies: list[_Reply], unmatched_titles: float | None) -> dict[str, float | None]:
     reacted = [r for r in replies if r.reaction is not None]
     n = len(replies)
 
@@ -822,7 +822,7 @@ def _features(replies: list[_Reply], hallucination: float | None) -> dict[str, f
         "repeat_rate": rate([r.repeats_earlier for r in replies], n),
         "question_rate": rate([r.flags["question"] for r in replies], n),
         "list_rate": rate([bool(r.turn.items) for r in replies], n),
-        "hallucination_rate": hallucination,
+        "unmatched_title_share": unmatched_titles,
         "log_system_words": math.log1p(sum(_effective_words(r) for r in replies) / n),
         "log_system_turns": math.log(n),
     }
@@ -870,5 +870,5 @@ def proxy_scores(conversation: Conversation, catalog: Catalog, *, embedder: Embe
             f"only {share:.0%} of the user's words are in the English word list: grammar and naturalness "
             "are not measured"
         )
-    hallucination = metrics.hallucinated_item_rate(conversation, memo).rate
-    return ProxyResult(factors, _features(replies, hallucination), similarity.name, tuple(notes))
+    unmatched = metrics.unmatched_title_share(conversation, memo).share
+    return ProxyResult(factors, _features(replies, unmatched), similarity.name, tuple(notes))

@@ -8,7 +8,7 @@ from evaluators.metrics import (
     distinct_n,
     diversity,
     ground_truth_hit,
-    hallucinated_item_rate,
+    hallucination_rate,
     is_rejection,
     novelty,
     popularity,
@@ -39,8 +39,8 @@ EXPECTED_KEYS = [
     "gt_hit_turn",
     "hallucination_rate",
     "reference_catalog",
-    "titles_mentioned",
-    "hallucinated_titles",
+    "recommended_items",
+    "nonexistent_items",
     "semantic_relevance",
     "semantic_relevance_score",
     "diversity_genre",
@@ -167,10 +167,37 @@ def test_recall_scores_the_first_hit_list_when_the_dialogue_went_on():
     assert recall_at_k(conv, hit_k=2)[1] == 1.0  # with success at top 2, turn 1 was no success
 
 
-def test_hallucinated_title_rate(dialogue, catalog):
-    result = hallucinated_item_rate(dialogue, catalog)
-    assert result.mentioned == 5 and result.rate == pytest.approx(1 / 5)
-    assert result.unmatched == ("Moonlight Voyage Deluxe (2019)",)
+def test_hallucination_rate_is_concepts_share_of_recommended_items_that_do_not_exist(dialogue, catalog):
+    result = hallucination_rate(dialogue, catalog)
+    # recommended: Raiders, Star Wars, The Godfather (list 1); Stagecoach, Shane, the unknown list item and the
+    # invented title in the text (turn 2); Star Wars again counts once
+    assert result.recommended == 7 and result.rate == pytest.approx(2 / 7)
+    assert set(result.nonexistent) == {"Unknown Film (2020)", "Moonlight Voyage Deluxe (2019)"}
+
+
+def _said(*texts: str) -> Conversation:
+    turns = [Turn("system" if i % 2 else "user", t) for i, t in enumerate(texts)]
+    return Conversation(system_id="x", turns=turns)
+
+
+def test_hallucination_rate_reads_titles_without_a_year_and_misspellings(catalog):
+    # CONCEPT's own example: BARCOR wrote "The Prestigige" for "The Prestige", a non-existent item
+    spelt = hallucination_rate(_said("A twisty film?", "I recommend Inception and The Prestigige."), catalog)
+    assert spelt.recommended == 2 and spelt.nonexistent == ("The Prestigige",)
+    unknown_and = hallucination_rate(_said("Cute?", "You might enjoy The Adventures of Milo and Ours."), catalog)
+    assert unknown_and.nonexistent == ("The Adventures of Milo and Ours",) and unknown_and.rate == 1.0
+    listing = "Here you go:\n1. Stagecoach\n2. Zorblax Returns: a classic"
+    listed = hallucination_rate(_said("Westerns?", listing), catalog)
+    assert listed.recommended == 2 and listed.nonexistent == ("Zorblax Returns",)
+
+
+def test_hallucination_rate_leaves_out_references_people_and_chit_chat(catalog):
+    reference = _said("I loved Zorblax Returns.", "Since you liked Zorblax Returns, try Inception.")
+    assert (hallucination_rate(reference, catalog).recommended, hallucination_rate(reference, catalog).rate) == (1, 0)
+    person = _said("Who directs well?", "How about Christopher Nolan films? I would go with Inception.")
+    assert hallucination_rate(person, catalog).nonexistent == ()
+    chat = _said("Hi", "Hello! What are you in the mood for? I suggest something light.")
+    assert hallucination_rate(chat, catalog).rate is None and hallucination_rate(chat, catalog).recommended == 0
 
 
 def test_semantic_relevance_is_the_share_in_each_turns_list(dialogue, catalog):
@@ -243,11 +270,16 @@ def test_dataset_conversations_use_the_datasets_catalog_and_mention_counts(share
     rare = [i.ref() for i in redial.items if i.id not in known.well_known][:4]
     unseen = Conversation(system_id="x", turns=[Turn("system", "", items=rare)], metadata={"dataset": "redial"})
     assert novelty(unseen, redial).score == 4 and novelty(unseen, redial).share == 1.0
-    # hallucinated titles: checked against the conversation's dataset catalog, whatever the given one
+    # an item exists when the catalog in use or the dataset (ReDial's movies) holds it
     text = Turn("system", "You should watch Pari (1995).")
-    assert hallucinated_item_rate(Conversation(system_id="x", turns=[text]), catalog).rate == 1.0
+    assert "Pari" not in {i.title for i in catalog.items}
+    assert hallucination_rate(Conversation(system_id="x", turns=[text]), catalog).rate == 0.0
+    checked = hallucination_rate(Conversation(system_id="x", turns=[text]), catalog).checked_against
+    assert checked == ("bundled", "redial")
+    invented = Turn("system", "You should watch Parimoonvoyage (1995).")
+    assert hallucination_rate(Conversation(system_id="x", turns=[invented]), catalog).rate == 1.0
     in_redial = Conversation(system_id="x", turns=[text], metadata={"dataset": "redial"})
-    assert hallucinated_item_rate(in_redial, catalog).rate == 0.0
+    assert hallucination_rate(in_redial, catalog).rate == 0.0
     assert compute_metrics(in_redial, catalog)["reference_catalog"] == "redial"
 
 
@@ -306,7 +338,7 @@ def test_compute_metrics_has_stable_keys(dialogue, catalog):
     metrics = compute_metrics(dialogue, catalog)
     assert list(metrics) == EXPECTED_KEYS
     assert metrics["recall@5"] == 0.5 and metrics["gt_hit_turn"] == 2 and metrics["unknown_items"] == 1
-    assert metrics["hallucinated_titles"] == ["Moonlight Voyage Deluxe (2019)"]
+    assert set(metrics["nonexistent_items"]) == {"Unknown Film (2020)", "Moonlight Voyage Deluxe (2019)"}
     assert metrics["distinct_1"] < 1
 
 

@@ -91,7 +91,7 @@ def test_a_hallucinated_title_or_a_wrong_credit_lowers_groundedness(catalog):
     assert score(said("Try The Glass Orchard (2019), a tense thriller."), catalog, "groundedness") == 3
     assert score(said("Try Inception (2010), directed by Michael Mann."), catalog, "groundedness") == 3
     result = proxy_scores(said("Try The Glass Orchard (2019) and Moon Lantern Street (2017)."), catalog)
-    assert result.factors["groundedness"].score == 2 and result.features["hallucination_rate"] == 1.0
+    assert result.factors["groundedness"].score == 2 and result.features["unmatched_title_share"] == 1.0
 
 
 def test_preference_questions_make_a_system_proactive(catalog):
