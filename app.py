@@ -12,20 +12,14 @@ import os
 import sys
 import threading
 
-try:  # the operator's systems file (CRS_SYSTEMS_FILE) is read when crs_backends is first imported
-    from arena import hub_sync
-    from arena.board import Refresher
-    from storage.db import DatabasePathError
-    from ui.app import build_app
-    from ui.services import Services
-    from ui.startup import ConfigError, resolve_endpoint_models
-except ValueError as e:
-    # crs_backends.systems_file.SystemsFileError (a ValueError): it cannot be imported on its own, since importing
-    # the package is what reads the file; its message already names the file and line
-    if type(e).__name__ != "SystemsFileError":
-        raise
-    print(f"CRS Arena cannot start: {e}", file=sys.stderr)
-    raise SystemExit(2) from None
+from arena import hub_sync
+from arena.board import Refresher
+from crs_backends.registry import systems
+from crs_backends.systems_file import SystemsFileError
+from storage.db import DatabasePathError
+from ui.app import build_app
+from ui.services import Services
+from ui.startup import ConfigError, resolve_endpoint_models
 
 
 def warm_up(services: Services) -> None:
@@ -70,8 +64,9 @@ def start_services() -> Services:
     interrupted); a mistake stops the start with a message naming the setting."""
     try:
         notices = resolve_endpoint_models()
+        systems()  # the operator's systems file: a bad one stops the start with its file and line
         services = Services.from_env()
-    except (ConfigError, DatabasePathError) as e:
+    except (ConfigError, DatabasePathError, SystemsFileError) as e:
         print(f"CRS Arena cannot start: {e}", file=sys.stderr)
         raise SystemExit(2) from None
     services.notices = notices

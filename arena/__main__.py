@@ -9,6 +9,7 @@ import click
 from arena.board import read_board, refresh_board
 from arena.crsarena_import import ImportRefused, export_jsonl, import_dial
 from arena.database import DatabasePathError, database, database_path
+from crs_backends.systems_file import CommandGroup
 from storage.stats import promote_uploads
 
 DB_OPTION = click.option(
@@ -20,7 +21,7 @@ DB_OPTION = click.option(
 )
 
 
-@click.group()
+@click.group(cls=CommandGroup)
 def cli() -> None:
     """Arena battles and votes: import, export, leaderboard."""
 

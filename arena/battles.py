@@ -21,8 +21,8 @@ from itertools import combinations
 
 from sqlite_utils import Database
 
-from crs_backends import health
-from crs_backends.registry import SYSTEMS, get_system
+from crs_backends import health, registry
+from crs_backends.registry import get_system
 from crs_backends.session import ChatSession, prepare_user_message
 from storage.arena import DuplicateVote, battle_counts, get_battle, get_vote, save_battle, save_vote
 from storage.conversations import get_conversation, has_system_turn, save_conversation, set_status
@@ -236,7 +236,7 @@ def mask(text: str, names: list[str]) -> str:
 
 def _names() -> list[str]:
     """Every system's id and label: a reply naming any system must not give a side away."""
-    return sorted({n for system_id, (label, _) in SYSTEMS.items() for n in (system_id, label)})
+    return sorted({n for system_id, (label, _) in registry.systems().items() for n in (system_id, label)})
 
 
 def _masked_turn(turn: Turn, names: list[str]) -> Turn:
@@ -267,4 +267,5 @@ def _reveal(battle: Battle, choice: str) -> Reveal:
 
 
 def _label(system_id: str) -> str:
-    return SYSTEMS[system_id][0] if system_id in SYSTEMS else system_id
+    known = registry.systems()
+    return known[system_id][0] if system_id in known else system_id

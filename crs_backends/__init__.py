@@ -1,7 +1,10 @@
-"""The systems under test: one interface (`CRSSystem`), their registry and chat sessions."""
+"""The systems under test: one interface (`CRSSystem`) and chat sessions.
+
+The registry (:mod:`crs_backends.registry`) is imported where it is used, never here: importing the package
+(for training, a bench, a model file) reads no systems file and builds nothing.
+"""
 
 from crs_backends.base import CRSSystem, SystemInfo
-from crs_backends.registry import get_system, system_ids, system_infos
 from crs_backends.session import ChatSession, EmptyMessage, UserMessage, prepare_user_message
 
 __all__ = [
@@ -10,8 +13,5 @@ __all__ = [
     "EmptyMessage",
     "SystemInfo",
     "UserMessage",
-    "get_system",
     "prepare_user_message",
-    "system_ids",
-    "system_infos",
 ]

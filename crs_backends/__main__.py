@@ -15,12 +15,14 @@ import sys
 
 import click
 
+from crs_backends.systems_file import CommandGroup
+
 
 class CannotCheck(click.ClickException):
     exit_code = 2
 
 
-@click.group()
+@click.group(cls=CommandGroup)
 def cli() -> None:
     """The systems under test: conformance checks and the operator's systems file."""
 
@@ -50,12 +52,12 @@ def check(target: str, catalog: str | None, key_env: str | None, time_limit: flo
 @cli.command()
 def systems() -> None:
     """List every registered system; the systems file's entries with their settings (never a key)."""
-    from crs_backends.registry import SYSTEMS
+    from crs_backends.registry import systems as registered_systems
     from crs_backends.systems_file import ENV, configured_path, entry_of
 
     path = configured_path()
     click.echo(f"systems file ({ENV}): {path if path else 'none'}")
-    for system_id, (label, _) in SYSTEMS.items():
+    for system_id, (label, _) in registered_systems().items():
         entry = entry_of(system_id)
         if entry is None:
             click.echo(f"  {system_id:<14} {label} (built in)")

@@ -188,12 +188,26 @@ SYSTEMS: dict[str, tuple[str, Callable[..., CRSSystem]]] = {
     **{s: (NEURAL_LABELS[s], _neural(s)) for s in NEURAL},
 }
 
-# Systems the operator registered in the systems file (CRS_SYSTEMS_FILE): remote HTTP systems and plug-ins.
-# They join SYSTEMS, so the Chat selector, the arena, the simulator and the leaderboard see them; a file
-# that cannot be used stops the start with its line number (crs_backends/systems_file.py).
-from crs_backends.systems_file import operator_systems  # noqa: E402
+_operator_read = False
+_operator_lock = threading.Lock()
 
-SYSTEMS.update(operator_systems(reserved=SYSTEMS))
+
+def systems() -> dict[str, tuple[str, Callable[..., CRSSystem]]]:
+    """Every registered system: the built-in ones and those the operator registered in the systems file
+    (``CRS_SYSTEMS_FILE``: remote HTTP systems and plug-ins), so the Chat selector, the arena, the simulator
+    and the leaderboard see them. The file is read on first use, never at import; a file that cannot be
+    used raises :class:`crs_backends.systems_file.SystemsFileError` naming its file and line (the app and
+    every command line print that line and stop)."""
+    global _operator_read
+    if not _operator_read:
+        with _operator_lock:
+            if not _operator_read:
+                from crs_backends.systems_file import operator_systems
+
+                SYSTEMS.update(operator_systems(reserved=SYSTEMS))
+                _operator_read = True
+    return SYSTEMS
+
 
 _built: dict[tuple[str, str], CRSSystem] = {}
 _locks: dict[tuple[str, str], threading.Lock] = {}
@@ -206,7 +220,7 @@ def catalog_for_chat():
 
 
 def system_ids() -> list[str]:
-    return list(SYSTEMS)
+    return list(systems())
 
 
 def get_system(system_id: str, *, db_path=None) -> CRSSystem:
@@ -214,8 +228,9 @@ def get_system(system_id: str, *, db_path=None) -> CRSSystem:
 
     Raises KeyError for an unknown id and :class:`SystemUnavailable` when the system cannot run now.
     """
-    if system_id not in SYSTEMS:
-        raise KeyError(f"unknown system {system_id!r}; known: {', '.join(SYSTEMS)}")
+    known = systems()
+    if system_id not in known:
+        raise KeyError(f"unknown system {system_id!r}; known: {', '.join(known)}")
     key = (system_id, str(db_path))
     if key in _built:
         return _built[key]
@@ -227,7 +242,7 @@ def get_system(system_id: str, *, db_path=None) -> CRSSystem:
         lock.acquire()
     try:
         if key not in _built:  # a failure is not cached: the next call tries again
-            _built[key] = SYSTEMS[system_id][1](db_path)
+            _built[key] = known[system_id][1](db_path)
         return _built[key]
     finally:
         lock.release()
@@ -240,7 +255,7 @@ def ready_system_ids(*, db_path=None) -> list[str]:
     from crs_backends.neural import sources
 
     ready = []
-    for system_id in SYSTEMS:
+    for system_id in systems():
         if health.resting(system_id):
             continue
         if system_id in NEURAL and (system_id, str(db_path)) not in _built:
@@ -254,8 +269,9 @@ def ready_system_ids(*, db_path=None) -> list[str]:
 
 def system_info(system_id: str, *, db_path=None) -> SystemInfo:
     """What ``system_id`` runs, without loading a neural model (nor building its small version)."""
-    if system_id not in SYSTEMS:
-        raise KeyError(f"unknown system {system_id!r}; known: {', '.join(SYSTEMS)}")
+    known = systems()
+    if system_id not in known:
+        raise KeyError(f"unknown system {system_id!r}; known: {', '.join(known)}")
     built = _built.get((system_id, str(db_path)))
     if built is not None:
         return built.info
@@ -295,7 +311,7 @@ def _describe_neural(system_id: str) -> SystemInfo:
 
 
 def system_infos(*, db_path=None) -> list[SystemInfo]:
-    return [system_info(s, db_path=db_path) for s in SYSTEMS]
+    return [system_info(s, db_path=db_path) for s in systems()]
 
 
 # The system the Chat tab opens on. Compared by chatting offline (the issue's three messages and the
@@ -331,7 +347,8 @@ _KINDS = ("not available", "published checkpoint", "small local version", "local
 
 def default_system_id() -> str:
     """The system the Chat tab opens on (:data:`DEFAULT_SYSTEM`, else the first one registered)."""
-    return DEFAULT_SYSTEM if DEFAULT_SYSTEM in SYSTEMS else next(iter(SYSTEMS))
+    known = systems()
+    return DEFAULT_SYSTEM if DEFAULT_SYSTEM in known else next(iter(known))
 
 
 def system_kind(info: SystemInfo) -> str:

@@ -38,6 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import click
+
 from crs_backends.base import DEFAULT_LIST_SIZE, CRSSystem, SystemInfo
 from crs_backends.remote_crs import RemoteConfig, RemoteCRS, RemoteCRSError, default_retries, default_timeout, http_url
 from storage.records import Turn
@@ -57,6 +59,18 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 class SystemsFileError(ValueError):
     """The systems file cannot be used; the message starts with ``<file>:<line>:``."""
+
+
+class CommandGroup(click.Group):
+    """A command line group whose commands report a systems file that cannot be used as one line,
+    ``file:line: reason``, and exit with code 2: no traceback (every ``python -m`` entry point uses it)."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except SystemsFileError as e:
+            click.echo(f"Error: {e}", err=True)
+            ctx.exit(2)
 
 
 @dataclass(frozen=True)

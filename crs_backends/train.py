@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from crs_backends.neural.names import LABELS, SYSTEMS, model_class, model_module
+from crs_backends.systems_file import CommandGroup
 
 if TYPE_CHECKING:  # the neural modules import torch; they load when training starts
     from crs_backends.neural.kg_reader import KGData
@@ -293,7 +294,7 @@ def format_report(report) -> str:
     return "\n".join(lines)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=CommandGroup, context_settings={"help_option_names": ["-h", "--help"]})
 def cli():
     """Train KBRD / BARCOR / UniCRS (published layout, resumable) and report their Recall@k."""
 

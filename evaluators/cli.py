@@ -13,6 +13,7 @@ import click
 from tqdm import tqdm
 
 from catalog.catalog import get_catalog
+from crs_backends.systems_file import CommandGroup
 from evaluators.factor_judge import DEFAULT_MODE, MODES
 from evaluators.factors import FACTORS
 from evaluators.log_readers import FORMATS, LogFormatError, read_logs
@@ -23,7 +24,7 @@ from storage.db import DatabasePathError, default_db_path, get_db
 from storage.jsonutil import JsonLineError, iter_json_lines
 
 
-@click.group()
+@click.group(cls=CommandGroup)
 def cli() -> None:
     """CoRE evaluation of conversational recommender systems."""
 

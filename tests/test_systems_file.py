@@ -208,6 +208,10 @@ def test_plugins_lists_installed_entry_points(toy_plugin):
 
 
 def _run(args, env_extra, tmp_path):
+    return _run_module("crs_backends", args, env_extra, tmp_path)
+
+
+def _run_module(module, args, env_extra, tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("CRS_LLM_")}
     env.update(
         {
@@ -219,7 +223,7 @@ def _run(args, env_extra, tmp_path):
         }
     )
     return subprocess.run(
-        [sys.executable, "-m", "crs_backends", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", module, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
     )
 
 
@@ -235,6 +239,36 @@ def test_the_command_line_lists_the_file_and_refuses_a_bad_one(tmp_path):
     bad.write_text('[[system]]\nid = "a"\nlabel = "A"\nurl = "gopher://h/"\n', encoding="utf-8")
     refused = _run(["systems"], {"CRS_SYSTEMS_FILE": str(bad)}, tmp_path)
     assert refused.returncode != 0 and f"{bad}:4: 'url': only http:// and https://" in refused.stderr
+
+
+def test_every_command_line_reports_a_bad_systems_file_in_one_line_with_exit_code_2(tmp_path):
+    """The file is read on first use, never at import: each command that needs the registry says
+    `file:line: reason` and exits 2, without a traceback; a command that does not need it still runs."""
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[[system]]\nid = "a"\nlabel = "A"\nurl = "gopher://h/"\n', encoding="utf-8")
+    line = f"{bad}:4: 'url': only http:// and https://"
+    records = tmp_path / "records.jsonl"
+    records.write_text("", encoding="utf-8")
+    commands = {
+        "crs_backends": ["systems"],
+        "crs_backends ": ["check", "retrieval"],
+        "evaluators": ["simulate", "--systems", "retrieval", "--dataset", str(records), "--no-evaluate"],
+    }
+    for module, args in commands.items():
+        done = _run_module(module.strip(), args, {"CRS_SYSTEMS_FILE": str(bad)}, tmp_path)
+        assert done.returncode == 2, (module, args, done.stdout, done.stderr)
+        assert line in done.stderr and "Traceback" not in done.stderr, (module, args, done.stderr)
+    untouched = _run_module("evaluators", ["--help"], {"CRS_SYSTEMS_FILE": str(bad)}, tmp_path)
+    assert untouched.returncode == 0 and "Traceback" not in untouched.stderr
+
+
+def test_importing_the_package_reads_no_systems_file(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("not toml [", encoding="utf-8")
+    code = "import crs_backends, crs_backends.registry, crs_backends.neural.kbrd; print('imported')"
+    env = {**os.environ, "CRS_SYSTEMS_FILE": str(bad)}
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "imported" in done.stdout, done.stderr
 
 
 def test_a_pip_installed_plugin_is_found_by_its_entry_point(tmp_path):
