@@ -344,13 +344,19 @@ def _validity(human_path, votes_dir, catalog_name, aspect, llm_rows, boot, out_d
     "--out",
     type=click.Path(path_type=Path),
     default=None,
-    help="Calibration file to write (default: assets/calibration/proxy_<version>[_minilm].json).",
+    help="Calibration file to write (default: beside the shipped one, assets/calibration/"
+    "proxy_<version>[_minilm].refit.json, which git ignores).",
+)
+@click.option(
+    "--replace",
+    is_flag=True,
+    help="Write over the shipped calibration (the file the app scores with); without it, never.",
 )
 @click.option("--catalog", "catalog_name", default="redial", show_default=True)
 @click.option("--seed", default=0, show_default=True, help="Seed of the folds and the bootstrap.")
 @click.option("--boot", default=1000, show_default=True, help="Bootstrap resamples for the intervals.")
 @click.option("--embeddings", is_flag=True, help="Fit on proxies with MiniLM sentence similarity.")
-def calibrate_command(eval_path, votes_dir, out, catalog_name, seed, boot, embeddings):
+def calibrate_command(eval_path, votes_dir, out, replace, catalog_name, seed, boot, embeddings):
     """Refit the proxy scorer's overall model and print its cross-validated results.
 
     Example:
@@ -359,9 +365,14 @@ def calibrate_command(eval_path, votes_dir, out, catalog_name, seed, boot, embed
             --votes ../shared/data/crsarena
     """
     from evaluators.calibration import calibrate, load_training_data
-    from evaluators.proxy import load_embedder
+    from evaluators.proxy import LEXICAL, MINILM, load_embedder
     from evaluators.proxy_scorer import default_path
 
+    shipped = [default_path(similarity=s) for s in (LEXICAL, MINILM)]
+    if out is not None and not replace and out.resolve() in {p.resolve() for p in shipped}:
+        raise click.ClickException(
+            f"{out} is a shipped calibration the app scores with; --replace writes over it"
+        )
     embedder = None
     if embeddings:
         embedder, note = load_embedder()
@@ -378,7 +389,8 @@ def calibrate_command(eval_path, votes_dir, out, catalog_name, seed, boot, embed
         n_boot=boot,
         sources={"eval": eval_path.name, "votes": votes_dir.name if votes_dir else None, "catalog": catalog_name},
     )
-    path = result.save(out or default_path(similarity=data.similarity))
+    shipped_here = default_path(similarity=data.similarity)
+    path = result.save(out or (shipped_here if replace else shipped_here.with_suffix(".refit.json")))
     click.echo(
         f"fitted on {len(data.y)} labelled dialogues and {len(data.outcome)} votes "
         f"({int((data.outcome == 0).sum())} ties, {data.skipped_votes} skipped); alpha {result.model.alpha:g}"

@@ -68,8 +68,10 @@ if ! ls "$wheels"/llama_cpp_python-"$LLAMA_VERSION"-*.whl >/dev/null 2>&1; then
         pip wheel -q --no-cache-dir --no-deps "llama-cpp-python==$LLAMA_VERSION" -w "$wheels"
 fi
 
-# 3. everything else, with the cached wheel available.
-pip install -q --find-links "$wheels" -r requirements.txt
+# 3. everything else, with the cached wheel available. The requirements' index options (the CPU torch index a
+#    Space reads) are left out: torch is installed already, and a machine may reach only PyPI.
+grep -v -E '^\s*--(extra-)?index-url' requirements.txt > "$venv/requirements-pypi.txt"
+pip install -q --find-links "$wheels" -r "$venv/requirements-pypi.txt"
 use
 # Keep the two newest environments, and any other that a clone set up within two days: a clone of an older
 # commit may still be running from it. (Under the lock, so no build is half done.)

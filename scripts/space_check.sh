@@ -26,7 +26,14 @@ echo "space check: installing requirements.txt into a clean environment ($work/v
 "$PYTHON" -m venv "$work/venv"
 extra=()
 if [ -n "${CRS_SPACE_CHECK_WHEELS:-}" ]; then extra=(--find-links "$CRS_SPACE_CHECK_WHEELS"); fi
-"$work/venv/bin/python" -m pip install -q --disable-pip-version-check "${extra[@]}" -r requirements.txt \
+requirements=requirements.txt
+if ! "$PYTHON" -c "import socket; socket.getaddrinfo('download.pytorch.org', 443)" 2>/dev/null; then
+    # a machine that reaches only PyPI: pip would retry the CPU torch index for every package
+    echo "space check: download.pytorch.org cannot be reached here; installing without requirements.txt's index line"
+    grep -v -E '^\s*--(extra-)?index-url' requirements.txt > "$work/requirements.txt"
+    requirements="$work/requirements.txt"
+fi
+"$work/venv/bin/python" -m pip install -q --disable-pip-version-check "${extra[@]}" -r "$requirements" \
     > "$work/pip.log" 2>&1 || { echo "space check: FAILED to install requirements.txt"; tail -n 30 "$work/pip.log"; exit 1; }
 
 mkdir -p "$work/data"

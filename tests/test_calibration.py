@@ -145,6 +145,17 @@ def test_the_refit_is_deterministic_and_reproduces_the_saved_parameters(shared_d
     assert_same_figures(refit["cv"], saved["cv"])
 
 
+def test_calibrate_never_writes_over_the_shipped_file_unless_told(tmp_path):
+    eval_file = tmp_path / "eval.json"
+    eval_file.write_text("[]", encoding="utf-8")
+    before = default_path().read_bytes()
+    refused = CliRunner().invoke(cli, ["calibrate", "--eval", str(eval_file), "--out", str(default_path())])
+    assert refused.exit_code != 0 and "--replace writes over it" in refused.output
+    assert default_path().read_bytes() == before
+    help_text = CliRunner().invoke(cli, ["calibrate", "--help"]).output
+    assert ".refit.json" in help_text and "--replace" in help_text
+
+
 # A refit runs the same arithmetic as the run that wrote the shipped file, but another CPU (or another number of
 # BLAS threads) adds the same terms in another order, so its floats may differ in the last digits (seen: Pearson
 # ...477 against ...476, the 16th digit). A relative 1e-9 is far below any figure we print (3 decimals) and far

@@ -29,6 +29,7 @@ MODULES = (
     "crs_backends.neural.sources",
     "crs_backends.neural.small",
     "crs_backends.train",
+    "ui.api_doc",
 )
 ALIASES = {"evaluators.cli": "evaluators"}  # the same command line under a second name; README names the first
 SCRIPTS = ("examples/reference_crs.py",)  # run as a file (standard library only); `python app.py` serves the app
@@ -122,6 +123,8 @@ def _subcommand_help(target: str, name: str, capsys) -> tuple[int, str]:
         return result.exit_code, result.output
     if target == "crs_backends.neural.sources":
         from crs_backends.neural.fetch import main  # the command line `python -m crs_backends.neural.sources` runs
+    elif target == "ui.api_doc":
+        from ui.api_doc import main
     else:
         from crs_backends.neural.small import main
     code: int | str | None

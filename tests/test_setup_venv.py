@@ -21,7 +21,8 @@ if [ "$1" = "-m" ] && [ "$2" = "venv" ]; then
     exit 0
 fi
 if [ "$1" = "-m" ] && [ "$2" = "pip" ]; then
-    echo "pip $PPID" >> "$FAKE_LOG"
+    echo "pip $PPID $*" >> "$FAKE_LOG"
+    for a in "$@"; do [ "$prev" = "-r" ] && cp "$a" "$FAKE_LOG.requirements"; prev="$a"; done
     sleep "${FAKE_PIP_SECONDS:-0}"
     exit 0
 fi
@@ -115,3 +116,29 @@ def test_a_finished_environment_is_reused_without_building(tmp_path, setup_env):
         assert proc.returncode == 0, out
     assert log.read_text().count("venv ") == 1
     assert "building" not in out  # the second run only linked it
+
+
+def test_the_requirements_install_without_the_torch_index_a_space_reads(tmp_path, setup_env):
+    env, log = setup_env
+    repo = _clone(tmp_path, "clone")
+    done = _run(repo, env)
+    assert done.communicate(timeout=120)[0] is not None and done.returncode == 0
+    installed = Path(f"{log}.requirements").read_text()
+    assert not [x for x in installed.splitlines() if x.startswith("--")]  # no index option reaches pip
+    assert "torch==2.13.0" in installed and "gradio==" in installed
+    assert "download.pytorch.org" in (repo / "requirements.txt").read_text()  # the Space still reads it
+
+
+def test_requirements_are_pinned_and_name_the_cpu_torch_index():
+    from packaging.requirements import Requirement
+
+    lines = [x.strip() for x in (ROOT / "requirements.txt").read_text().splitlines()]
+    options = [x for x in lines if x.startswith("--")]
+    assert options == ["--extra-index-url https://download.pytorch.org/whl/cpu"]
+    requirements = [Requirement(x) for x in lines if x and not x.startswith(("#", "--"))]
+    assert len(requirements) > 20
+    unpinned = [str(r) for r in requirements if len(r.specifier) != 1 or next(iter(r.specifier)).operator != "=="]
+    assert unpinned == []
+    assert len({r.name.lower() for r in requirements}) == len(requirements)  # no package twice
+    torch = next(r for r in requirements if r.name == "torch")
+    assert str(torch.specifier) == "==2.13.0" and "torch==2.13.0" in (ROOT / "scripts" / "setup_venv.sh").read_text()
