@@ -370,9 +370,7 @@ def calibrate_command(eval_path, votes_dir, out, replace, catalog_name, seed, bo
 
     shipped = [default_path(similarity=s) for s in (LEXICAL, MINILM)]
     if out is not None and not replace and out.resolve() in {p.resolve() for p in shipped}:
-        raise click.ClickException(
-            f"{out} is a shipped calibration the app scores with; --replace writes over it"
-        )
+        raise click.ClickException(f"{out} is a shipped calibration the app scores with; --replace writes over it")
     embedder = None
     if embeddings:
         embedder, note = load_embedder()

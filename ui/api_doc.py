@@ -67,9 +67,7 @@ def render(info: dict[str, Any]) -> str:
             lines.append("|---|---|---|---|")
             for p in parameters:
                 optional = "optional" if p.get("parameter_has_default") else "required"
-                lines.append(
-                    f"| `{p.get('parameter_name')}` | {_label(p)} | {_type(p)} | {optional} |"
-                )
+                lines.append(f"| `{p.get('parameter_name')}` | {_label(p)} | {_type(p)} | {optional} |")
         else:
             lines.append("No parameters.")
         returns = endpoint.get("returns") or []
