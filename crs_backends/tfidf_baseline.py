@@ -1,9 +1,13 @@
 """A retrieval baseline: no language model, ranking by similarity to what the user said.
 
 Useful as the floor every other system should beat, and as a second system
-for the arena when nothing else is installed. It ranks catalog items by TF-IDF
-similarity to the user's turns (the user's own titles contribute their genres
-and directors and are never recommended back), drops what it already
+for the arena when nothing else is installed. It reads the user's turns as ChatCRS
+does (:func:`crs_backends.constrained.read_wishes`: asked genres, searchable words,
+a year range; generic words such as "good" or "movie" say nothing), ranks catalog
+items by TF-IDF similarity to that, and puts the items that have every asked genre
+first, then those with some ("Any good comedy films?" gave Good Will Hunting when
+the raw text was the query). The user's own titles contribute their genres
+and directors and are never recommended back; it drops what it already
 recommended and what the user said they dislike (:mod:`crs_backends.preferences`),
 says goodbye to a goodbye, and answers from a few fixed sentence patterns that name the top
 items with a reason taken from their metadata.
@@ -14,7 +18,7 @@ from __future__ import annotations
 from catalog.catalog import Catalog
 from catalog.items import Item
 from crs_backends.base import DEFAULT_LIST_SIZE, CRSSystem, SystemInfo
-from crs_backends.constrained import genre_phrase
+from crs_backends.constrained import Wishes, genre_phrase, read_wishes
 from crs_backends.user_context import user_context
 from storage.records import Conversation, Turn
 
@@ -46,31 +50,53 @@ class RetrievalCRS(CRSSystem):
             return Turn(role="system", text=GOODBYE, items=[], metadata={**metadata, "act": "goodbye"})
         already = {ref.id for t in conversation.all_turns if t.role == "system" for ref in t.items}
         exclude = context.title_ids | already
-        ranked = [
-            i for i in self.catalog.search(context.query, len(self.catalog), exclude=exclude) if context.allows(i)
-        ]
+        wishes = read_wishes(context.wanted_texts, self.catalog, user_titles=context.titles)
+        metadata["wishes"] = wishes.record()
+        query = _query(wishes, context.titles) if wishes.said_something else context.query
+        found = [i for i in self.catalog.search(query, len(self.catalog), exclude=exclude) if context.allows(i)]
+        ranked = _by_wishes(found, wishes)
         shown = ranked[: self.list_size]
         return Turn(
             role="system",
-            text=_reply(shown[:SHOWN], first=not already),
+            text=_reply(shown[:SHOWN], first=not already, asked=wishes.genres),
             items=[i.ref() for i in shown],
             ranking=[i.ref() for i in ranked[:RANKING_KEPT]] if len(ranked) > len(shown) else [],
             metadata={**metadata, "act": "recommend" if ranked else "ask"},
         )
 
 
+def _query(wishes: Wishes, titles) -> str:
+    """What the search reads: the asked genres (twice: they matter most), the other words, what the user's
+    titles are about."""
+    about = " ".join(" ".join((*i.genres, *i.directors)) for i in titles)
+    return " ".join([*wishes.genres, *wishes.genres, *wishes.terms, about])
+
+
+def _by_wishes(items: list[Item], wishes: Wishes) -> list[Item]:
+    """Items with every asked genre first, then with some, then the rest; within each, the years asked
+    first; the search's order otherwise (a stable sort)."""
+
+    def rank(item: Item) -> tuple[int, int]:
+        shared = sum(1 for g in wishes.genres if g in item.genres)
+        genre_rank = 0 if wishes.genres and shared == len(wishes.genres) else (1 if shared else 2)
+        return genre_rank, 0 if wishes.fits(item) else 1
+
+    return sorted(items, key=rank)
+
+
 GOODBYE = "You're welcome. Enjoy the movie, and come back any time you want another suggestion!"
 
 
-def _reason(item: Item) -> str:
-    """'an action and adventure film from Michael Bay' (ChatCRS's genre wording, with its article)."""
+def _reason(item: Item, asked: tuple[str, ...] = ()) -> str:
+    """'an action and adventure film from Michael Bay' (ChatCRS's genre wording, with its article; the asked
+    genres first)."""
     who = f" from {item.directors[0]}" if item.directors else ""
-    return f"{genre_phrase(item)}{who}"
+    return f"{genre_phrase(item, asked)}{who}"
 
 
-def _reply(items: list[Item], *, first: bool) -> str:
+def _reply(items: list[Item], *, first: bool, asked: tuple[str, ...] = ()) -> str:
     if not items:
         return "I could not find anything in the catalog for that. Could you tell me a genre or a movie you like?"
     lead = "Based on what you said, you might like" if first else "Here is something else you might like:"
-    parts = [f"{i.name}, {_reason(i)}" for i in items]
+    parts = [f"{i.name}, {_reason(i, asked)}" for i in items]
     return f"{lead} {' or '.join(parts)}. Would you like something different?"

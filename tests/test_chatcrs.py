@@ -112,3 +112,26 @@ def test_retrieval_baseline(catalog):
     from crs_backends.tfidf_baseline import _reason
 
     assert _reason(action).startswith("an action")
+
+
+@pytest.mark.parametrize(
+    ("request_text", "genre"),
+    [
+        ("Any good comedy films?", "Comedy"),
+        ("Any good science fiction films? Space, aliens", "Sci-Fi"),
+        ("a real horror film", "Horror"),
+        ("an animated movie my kids will love", "Animation"),
+        ("a funny movie like Superbad", "Comedy"),
+    ],
+)
+def test_the_retrieval_baseline_follows_a_plainly_stated_genre(catalog, request_text, genre):
+    """Generic words ("good", "movie") are not the query: "Any good comedy films?" once gave Good Will Hunting
+    and The Good, the Bad and the Ugly. The reply names the asked genre first."""
+    from crs_backends.tfidf_baseline import RetrievalCRS
+
+    turn = RetrievalCRS(catalog).respond(_conv(request_text))
+    genres = [catalog.get(r.id).genres for r in turn.items]
+    assert sum(genre in g for g in genres) >= 8, [r.title for r in turn.items]
+    assert all(genre in g for g in genres[:3]), [r.title for r in turn.items]
+    assert turn.metadata["wishes"]["genres"][0] == genre  # "my kids" reads as Family too
+    assert "good" not in " ".join(r.title.lower() for r in turn.items[:3])
