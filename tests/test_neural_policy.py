@@ -133,6 +133,20 @@ def test_generated_reply_fills_the_placeholder_with_the_ranking(kg, catalog, tmp
     assert [r.title for r in turn.items] == names and turn.metadata["recommended"] is False
 
 
+def test_a_small_version_whose_reply_fails_the_guards_offers_its_top_unnamed_title(kg, catalog, tmp_path):
+    """Seen from the shipped small UniCRS: "I don't like Jim Carrey. Another one?" got "You're w the movie!" and
+    no title; every clause fails the guards, so the model's best title not yet named is offered instead."""
+    names = ["Alien (1979)", "Heat (1995)"]
+    model = ScriptedModel(kg, _order(kg, catalog, names), "You're w the movie!", [[5, 0, 0, 0]])
+    small = CheckpointSource("unicrs", tmp_path, "bundled", tmp_path, "small local", "v4")
+    crs = NeuralCRS(model, catalog, source=small)
+    conv = Conversation(system_id="unicrs", turns=[Turn(role="user", text="I don't like horror. Another one?")])
+    turn = crs.respond(conv)  # Alien is horror: the dislike still holds for the offered title
+    assert turn.text == "You might like Heat (1995)." and [r.title for r in turn.items] == ["Heat (1995)"]
+    assert any("failed the text guards" in n for n in turn.metadata["notes"])
+    assert turn.metadata["generated"] == "You're w the movie!"
+
+
 def test_a_failing_option_choice_falls_back_to_the_generated_reply(kg, catalog, tmp_path):
     model = ScriptedModel(kg, list(kg.item_ids), "Which director do you like?", None)
     crs = NeuralCRS(model, catalog, source=_published(tmp_path))
@@ -358,6 +372,18 @@ def test_clauses_with_words_the_training_replies_never_used_are_dropped(catalog)
         assert not facts.unknown_words(shown, lexicon)
     clean = "How about Mr. Smith Goes to Washington (1939)? It is a drama film, from 1939."
     assert facts.drop_unknown_clauses(clean, lexicon) == clean  # periods inside a title split nothing away
+
+
+def test_a_clause_with_a_stray_letter_is_dropped_before_the_slots_are_filled():
+    """Seen from the shipped small UniCRS: "I don't like Jim Carrey. Another one?" got "You're w the movie!" (a
+    word ban cut "welcome" short). Titles and initials put every letter in the lexicon, so the lone letter is
+    caught in the generated text itself, before a title such as "V for Vendetta" fills a slot."""
+    assert facts.drop_stray_letters("You're w the movie!") == ""
+    assert facts.drop_stray_letters("I'd suggest <movie>. It is a <genre> film. You're w the movie!") == (
+        "I'd suggest <movie>. It is a <genre> film."
+    )
+    kept = "I don't know, but <movie> is a good one. A classic, I think."
+    assert facts.drop_stray_letters(kept) == kept  # "a", "I" and "don't" are no stray letters
 
 
 def test_a_slot_written_twice_back_to_back_is_filled_once(catalog):

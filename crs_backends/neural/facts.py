@@ -171,7 +171,26 @@ def small_reply(
     (:func:`drop_unknown_clauses`); a slot written twice back to back counts once ("It is a <genre> <genre>!", a
     repeat the decoding guard cannot see: a slot is no word until it is filled)."""
     text = _SLOT_REPEAT.sub(r"\1", text)
+    text = drop_stray_letters(text)
     return drop_unknown_clauses(fill_unnamed(text, items, names, entities), lexicon)
+
+
+_LONE_WORDS = frozenset({"a", "i", "o"})  # the one-letter words English writes
+
+
+def drop_stray_letters(text: str) -> str:
+    """``text`` without the clauses where the model wrote a lone letter ("You're w the movie!": a word ban in
+    decoding cut "welcome" short). Read before the slots are filled, so a title such as "V for Vendetta" is no
+    stray letter; the lexicon cannot catch these, since titles and initials put every letter in it."""
+    letters = {w for w in _WORD.findall(_SLOT.sub(" ", text)) if len(w) == 1 and w.lower() not in _LONE_WORDS}
+    if not letters:
+        return text
+    allowed = frozenset(w.lower() for w in _WORD.findall(_SLOT.sub(" ", text))) - {x.lower() for x in letters}
+    return drop_unknown_clauses(text, allowed | _slot_words())
+
+
+def _slot_words() -> frozenset[str]:
+    return frozenset(w.lower() for token in SLOT_TOKENS for w in _WORD.findall(token))
 
 
 def has_slot(text: str) -> bool:

@@ -303,6 +303,17 @@ class NeuralCRS(CRSSystem):
             else:
                 text = policy.fill_placeholders(text, self.model.placeholder, names)
             listed = self._named_items(text, ranked_items)
+            if self.small and not text.strip() and generated.strip():
+                # ours, for the small versions: every clause of the generated reply failed the guards (a made-up
+                # word, a stray letter); rather than a stock question, offer the model's best title not yet named
+                unnamed = [
+                    (names[n], item)
+                    for n in facts.unnamed_positions(names, inp.entities)
+                    if (item := ranked_items[n]) is not None
+                ]
+                if unnamed:
+                    text, listed = fallback_sentence([unnamed[0][0]]), [unnamed[0][1]]
+                    notes.append("the generated reply failed the text guards; the top unnamed title was offered")
         if not text.strip():  # CRS Arena would show an empty bubble; we ask instead, and say so on the turn
             text = fallback_sentence([])
             notes.append("the model generated an empty reply; a question was shown instead")
