@@ -40,8 +40,8 @@ SETTINGS: tuple[Setting, ...] = (
         variable="`CRS_LLM_API_KEY`",
         default="—",
         meaning=(
-            "Key for that endpoint. With no base URL, `OPENAI_API_KEY` is used; an endpoint with its own base "
-            "URL never receives `OPENAI_API_KEY`"
+            "Key for that endpoint. With no base URL, `OPENAI_API_KEY` is used; `OPENAI_API_KEY` is only ever "
+            "sent to OpenAI's own endpoint"
         ),
     ),
     Setting(
@@ -50,7 +50,11 @@ SETTINGS: tuple[Setting, ...] = (
         meaning=(
             "Per-role overrides. Roles: `CRS` (ChatCRS), `SIMULATOR`, `JUDGE`, `DEBATE_USER`, "
             "`DEBATE_EXPERT`, `DEBATE_LINGUIST`, `DEBATE_HCI`; the four debate roles also read "
-            "`CRS_LLM_DEBATE_*`"
+            "`CRS_LLM_DEBATE_*`. Each falls back along role → debate → global: the model on its own, the "
+            "endpoint (base URL and key) as one set, so a role that names only its model keeps the endpoint "
+            "above it (`CRS_LLM_BASE_URL=http://127.0.0.1:11434/v1` with `CRS_LLM_JUDGE_MODEL=qwen2.5` sends "
+            "the judge to that server). A key without a base URL means OpenAI's endpoint. The header and the "
+            "Settings tab show each role's effective endpoint, never a key"
         ),
     ),
     Setting(
