@@ -14,8 +14,8 @@ import threading
 
 from arena import hub_sync
 from arena.board import Refresher
+from crs_backends.command_line import SystemsFileError
 from crs_backends.registry import systems
-from crs_backends.systems_file import SystemsFileError
 from storage.db import DatabasePathError
 from ui.app import build_app
 from ui.services import Services

@@ -9,7 +9,7 @@ import click
 from arena.board import read_board, refresh_board
 from arena.crsarena_import import ImportRefused, export_jsonl, import_dial
 from arena.database import DatabasePathError, database, database_path
-from crs_backends.systems_file import CommandGroup
+from crs_backends.command_line import CommandGroup
 from storage.stats import promote_uploads
 
 DB_OPTION = click.option(

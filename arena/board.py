@@ -25,9 +25,9 @@ import plotly.graph_objects as go
 from sqlite_utils import Database
 
 from arena.leaderboard import choose_scorer, compute_leaderboard, dataset_of, scorers, win_rate_figure
-from arena.uploads import uploads_on_leaderboard
 from storage.arena import board_version, latest_leaderboard_snapshot, save_leaderboard_snapshot, voted_battles
 from storage.db import close_thread_connections, db_file, get_db
+from storage.uploads import uploads_on_leaderboard
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ Systems that never met, directly or through others, fall into separate rating ``
 A system with fewer than :data:`PROVISIONAL_BATTLES` voted battles is ``provisional``: its rating is
 shown but it never shares rank 1 with a system of its group that has enough battles. Anonymous
 uploads (source ``upload``) are left out unless the operator asks (``uploads=True``, see
-:mod:`arena.uploads`). Computing writes nothing: :mod:`arena.board` stores snapshots when the data
+:mod:`storage.uploads`). Computing writes nothing: :mod:`arena.board` stores snapshots when the data
 changed.
 """
 
@@ -138,7 +138,7 @@ def compute_leaderboard(
         ``CRS_ARENA_LEADERBOARD_UPLOADS``)
     """
     if uploads is None:
-        from arena.uploads import uploads_on_leaderboard
+        from storage.uploads import uploads_on_leaderboard
 
         uploads = uploads_on_leaderboard()
     if scorer is None:

@@ -15,7 +15,7 @@ import sys
 
 import click
 
-from crs_backends.systems_file import CommandGroup
+from crs_backends.command_line import CommandGroup
 
 
 class CannotCheck(click.ClickException):
@@ -52,8 +52,9 @@ def check(target: str, catalog: str | None, key_env: str | None, time_limit: flo
 @cli.command()
 def systems() -> None:
     """List every registered system; the systems file's entries with their settings (never a key)."""
+    from crs_backends.registry import entry_of
     from crs_backends.registry import systems as registered_systems
-    from crs_backends.systems_file import ENV, configured_path, entry_of
+    from crs_backends.systems_file import ENV, configured_path
 
     path = configured_path()
     click.echo(f"systems file ({ENV}): {path if path else 'none'}")

@@ -384,9 +384,8 @@ def system_for(
     or any other registered id. Raises KeyError for an unknown id, ValueError for a URL that is not http(s).
     """
     from catalog.catalog import get_catalog
-    from crs_backends.registry import get_system
+    from crs_backends.registry import entry_of, get_system
     from crs_backends.remote_crs import RemoteConfig, RemoteCRS, http_url
-    from crs_backends.systems_file import entry_of
 
     if is_url(target):
         url = http_url(target)

@@ -214,6 +214,15 @@ _locks: dict[tuple[str, str], threading.Lock] = {}
 _locks_guard = threading.Lock()
 
 
+def entry_of(system_id: str):
+    """The systems-file entry (:class:`crs_backends.systems_file.SystemEntry`) of a registered system, if it came
+    from the file; None for a built-in one or an unknown id."""
+    from crs_backends.systems_file import EntryFactory
+
+    found = systems().get(system_id)
+    return found[1].entry if found and isinstance(found[1], EntryFactory) else None
+
+
 def catalog_for_chat():
     """The catalog systems recommend from: ``CRS_CATALOG`` (default: the bundled movies)."""
     return get_catalog(os.environ.get("CRS_CATALOG", "bundled"))

@@ -20,8 +20,8 @@
     [system.options]                   # keyword arguments for the plug-in's class
     greeting = "Hello"
 
-Only the operator registers systems: the file is read once when the registry is imported (the app's start,
-the command line). Nothing in the app can add a system or point the server at a URL. A file that cannot be
+Only the operator registers systems: the file is read once, on the registry's first use (the app's start, a
+command that needs the systems). Nothing in the app can add a system or point the server at a URL. A file that cannot be
 used stops the start with ``<file>:<line>: <what is wrong>`` (an unknown key, a duplicate id, a URL that is not
 http(s), a plug-in that is not installed, ...). Values are never echoed in those messages (a key pasted into
 the wrong field must not reach a log).
@@ -38,9 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import click
-
 from crs_backends.base import DEFAULT_LIST_SIZE, CRSSystem, SystemInfo
+from crs_backends.command_line import SystemsFileError
 from crs_backends.remote_crs import RemoteConfig, RemoteCRS, RemoteCRSError, default_retries, default_timeout, http_url
 from storage.records import Turn
 
@@ -55,22 +54,6 @@ ALL_KEYS = COMMON_KEYS + HTTP_KEYS + PLUGIN_KEYS
 _ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,99}$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-
-
-class SystemsFileError(ValueError):
-    """The systems file cannot be used; the message starts with ``<file>:<line>:``."""
-
-
-class CommandGroup(click.Group):
-    """A command line group whose commands report a systems file that cannot be used as one line,
-    ``file:line: reason``, and exit with code 2: no traceback (every ``python -m`` entry point uses it)."""
-
-    def invoke(self, ctx: click.Context):
-        try:
-            return super().invoke(ctx)
-        except SystemsFileError as e:
-            click.echo(f"Error: {e}", err=True)
-            ctx.exit(2)
 
 
 @dataclass(frozen=True)
@@ -428,11 +411,3 @@ class EntryFactory:
 
     def __call__(self, db_path=None) -> CRSSystem:
         return self.entry.build()
-
-
-def entry_of(system_id: str) -> SystemEntry | None:
-    """The systems-file entry of a registered system, if it came from the file."""
-    from crs_backends.registry import SYSTEMS
-
-    found = SYSTEMS.get(system_id)
-    return found[1].entry if found and isinstance(found[1], EntryFactory) else None

@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from crs_backends.command_line import CommandGroup
 from crs_backends.neural.names import LABELS, SYSTEMS, model_class, model_module
-from crs_backends.systems_file import CommandGroup
 
 if TYPE_CHECKING:  # the neural modules import torch; they load when training starts
     from crs_backends.neural.kg_reader import KGData

@@ -13,7 +13,7 @@ import click
 from tqdm import tqdm
 
 from catalog.catalog import get_catalog
-from crs_backends.systems_file import CommandGroup
+from crs_backends.command_line import CommandGroup
 from evaluators.factor_judge import DEFAULT_MODE, MODES
 from evaluators.factors import FACTORS
 from evaluators.log_readers import FORMATS, LogFormatError, read_logs
@@ -132,7 +132,7 @@ def evaluate(
     for note in [*(f"{s.where}: {s.reason}" for s in read.skipped), *skipped]:
         click.echo(f"skipped {note}", err=True)
     # the operator's import: system ids kept (checked), source 'import'; a taken id gets a new one
-    from arena.uploads import UploadRefused, store
+    from storage.uploads import UploadRefused, store
 
     try:
         stored = store(get_db(db_path), conversations, upload=False)

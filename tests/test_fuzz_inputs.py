@@ -15,13 +15,13 @@ from pathlib import Path
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from arena.uploads import UploadRefused, store
 from catalog.catalog import get_catalog
 from crs_backends.session import MAX_MESSAGE_CHARS, EmptyMessage, prepare_user_message
 from evaluators.log_readers import FORMATS, LogFormatError, read_logs
 from storage.conversations import append_turns
 from storage.db import open_db
 from storage.records import Conversation, Turn
+from storage.uploads import UploadRefused, store
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -1,5 +1,7 @@
-"""The neural package has no import circle: every import in its modules (at the top or inside a function, which
-runs later but still ties the modules together) points one way. ``names`` is the leaf all of them read.
+"""Imports point one way. The neural package and the whole tree have no import circle: every import (at the top
+or inside a function, which runs later but still ties the modules together) points one way; ``names`` is the leaf
+the neural package reads. Across packages the layers are the README's: ``ui → arena, evaluators, crs_backends →
+llm_clients, catalog → storage``; no module imports from a layer above its own.
 
 Read with ``ast``, nothing is imported. Blocks under ``if __name__ == "__main__":`` are left out: they run only when a
 module is the program (``python -m crs_backends.neural.sources`` hands over to the command line in ``fetch``).
@@ -92,3 +94,31 @@ def test_the_neural_package_has_no_import_circle():
 
 def test_names_is_a_leaf():
     assert imports_of(PACKAGE / "names.py") == set()
+
+
+LAYERS = {"ui": 0, "arena": 1, "evaluators": 1, "crs_backends": 1, "llm_clients": 2, "catalog": 2, "storage": 3}
+
+
+def tree() -> dict[str, set[str]]:
+    return {module_name(p): imports_of(p) for package in LAYERS for p in (ROOT / package).rglob("*.py")}
+
+
+def upward(edges: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """Imports from a lower layer to a higher one."""
+    return sorted(
+        (a, b)
+        for a, targets in edges.items()
+        for b in targets
+        if b.split(".")[0] in LAYERS and LAYERS[b.split(".")[0]] < LAYERS[a.split(".")[0]]
+    )
+
+
+def test_the_whole_tree_has_no_import_circle():
+    edges = tree()
+    assert len(edges) > 100 and "crs_backends.registry" in edges, "nothing was read"
+    assert circles(edges) == []
+
+
+def test_no_module_imports_from_a_layer_above_its_own():
+    assert upward({"storage.x": {"arena.y"}, "arena.y": {"storage.x"}}) == [("storage.x", "arena.y")]
+    assert upward(tree()) == []

@@ -8,13 +8,13 @@ import json
 import pytest
 
 from arena.crsarena_import import import_crsarena
-from arena.uploads import UploadRefused, store, upload_system_id
 from catalog.catalog import get_catalog
 from evaluators.log_readers import LIMITS, LogFormatError, read_logs
 from evaluators.proxy_scorer import load_proxy_judge
 from storage.conversations import get_conversation, save_conversation
 from storage.db import DatabasePathError, default_db_path, get_db
 from storage.records import Conversation, Turn
+from storage.uploads import UploadRefused, store, upload_system_id
 from ui.render import safe_markdown
 
 

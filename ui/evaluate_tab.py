@@ -4,7 +4,7 @@ The same batch service as ``python -m evaluators evaluate`` (:func:`evaluators.s
 a repeated conversation id is judged once, a conversation that fails is listed and the others go on,
 every result is stored as it is computed, and evaluating the same logs again with the same settings
 reuses what is stored. Uploads are anonymous: their conversations are stored in
-their own namespace (:mod:`arena.uploads`: system ``upload:<name>``, a taken id gets
+their own namespace (:mod:`storage.uploads`: system ``upload:<name>``, a taken id gets
 a new one) and stay off the main leaderboard. Bulk judging has its own queue
 ("judge_bulk"), so a huge upload cannot hold the Chat tab's live judging.
 """
@@ -19,8 +19,6 @@ from typing import Any
 
 import gradio as gr
 
-from arena.uploads import UploadRefused
-from arena.uploads import store as store_uploads
 from catalog.catalog import get_catalog
 from evaluators.factor_judge import MODES
 from evaluators.log_readers import FORMATS, LIMITS, LogFormatError, read_logs
@@ -37,6 +35,8 @@ from evaluators.resume import interrupted, resume_interrupted
 from evaluators.scorer_setup import build_setup, default_mode
 from evaluators.service import evaluate_many, select
 from llm_clients.types import LLMError
+from storage.uploads import UploadRefused
+from storage.uploads import store as store_uploads
 from ui.render import safe_text
 from ui.services import Services, clean_text
 
