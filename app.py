@@ -81,6 +81,26 @@ def start_services() -> Services:
     return services
 
 
+def start_background_scoring(services: Services):
+    """The background scorer (evaluators/background.py), unless ``CRS_ARENA_SCORING=off``."""
+    if (os.environ.get("CRS_ARENA_SCORING") or "on").strip().lower() in ("off", "0", "no", "false"):
+        return None
+    from crs_backends.registry import catalog_for_chat
+    from evaluators.background import BackgroundScorer
+
+    try:
+        idle = float(os.environ.get("CRS_ARENA_SCORING_IDLE_S") or 30)
+    except ValueError:
+        print("CRS_ARENA_SCORING_IDLE_S is not a number of seconds: 30 s are used", file=sys.stderr)
+        idle = 30.0
+    return BackgroundScorer(
+        services.db_path,
+        idle_s=max(0.0, idle),
+        catalog_name=catalog_for_chat().name,
+        on_scored=lambda _id: services.board_changed(),
+    ).start()
+
+
 skip_missing_optional_imports()
 services = start_services()
 demo = build_app(services)
@@ -89,6 +109,7 @@ if __name__ == "__main__":
     logging.basicConfig(level=os.environ.get("LOG_LEVEL", "WARNING"))
     threading.Thread(target=warm_up, args=(services,), daemon=True).start()
     services.refresher = Refresher(services.db_path).start()  # stores the leaderboard when votes/evaluations change
+    services.scoring = start_background_scoring(services)  # every chat and arena conversation gets CoRE scores
     hub_sync.start_from_env(services.db_path)  # publishes JSONL to a HF dataset only when configured
     # show_error=False: a Python error's text never reaches a user (handlers give their own messages)
     demo.queue(default_concurrency_limit=4).launch(show_error=False, max_file_size="20mb")

@@ -170,6 +170,7 @@ def evaluate_conversation(
     outcome = scorer.run(conversation, evaluation, catalog=catalog, record=record)
     metrics = compute_metrics(conversation, catalog)
     metrics.update(outcome.metrics)
+    metrics["turns_judged"] = len(conversation.turns)  # a conversation that grew after this is judged again
     usage = UsageTotals(**((evaluation.usage if evaluation else None) or {})).add(outcome.usage)  # earlier runs too
     finish_evaluation(
         get_db(db_path),

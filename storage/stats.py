@@ -168,3 +168,37 @@ def promote_uploads(db: Database, system_ids: Iterable[str] | None = None) -> in
                 [dumps(list(system_ids))],
             )
         return db.conn.execute("select changes()").fetchone()[0]
+
+
+def unscored_conversations(
+    db: Database,
+    *,
+    fingerprint: str,
+    sources: Iterable[str] = ("chat", "arena"),
+    limit: int = 1000,
+    conversation_id: str | None = None,
+) -> list[str]:
+    """Conversations of ``sources`` with at least one system turn whose latest finished evaluation by the
+    judge setup ``fingerprint`` is missing or judged fewer turns than the conversation has now (the
+    evaluation's ``turns_judged`` metric), the least recently active first; only ``conversation_id`` when
+    given (whether that one needs scoring)."""
+    sources = list(sources)
+    marks = ", ".join("?" for _ in sources)
+    one = "and c.id = ?" if conversation_id is not None else ""
+    sql = f"""
+        with t as (
+            select conversation_id, count(*) as n, sum(role = 'system') as replies, max(id) as last
+            from turns where part = 'interaction' group by conversation_id
+        ),
+        e as (
+            select conversation_id, max(coalesce(json_extract(metrics, '$.turns_judged'), 0)) as judged
+            from evaluations where fingerprint = ? and status in {_FINISHED_SQL} group by conversation_id
+        )
+        select c.id from conversations c
+        join t on t.conversation_id = c.id
+        left join e on e.conversation_id = c.id
+        where c.source in ({marks}) and t.replies > 0 and coalesce(e.judged, -1) < t.n {one}
+        order by t.last limit ?
+    """
+    args = [fingerprint, *sources, *([conversation_id] if conversation_id is not None else []), limit]
+    return [r["id"] for r in db.query(sql, args)]

@@ -42,6 +42,9 @@ class AppServer:
             "CRS_SMALL_MODELS": str(db_path.parent / "no_shipped_models"),  # tests/test_neural_app.py brings them
             "CRS_MODELS_DIR": "",
             "CRS_MODELS_HUB_REPO": "",
+            # background scoring writes evaluations on its own clock; tests that count evaluations stay exact
+            # without it, and tests/test_background_scoring_app.py turns it on
+            "CRS_ARENA_SCORING": "off",
             **(env or {}),
         }
         self.startup_timeout = startup_timeout

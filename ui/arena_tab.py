@@ -126,6 +126,7 @@ def send_message(services: Services, text: str, battle_id: str | None, *, sessio
     except (EmptyMessage, BattleClosed) as e:
         view = battle_view(db, current.id) if current else None
         return *_panes(view), safe_text(str(e)), battle_id, text
+    services.conversation_changed(current.conversation_a, current.conversation_b)  # scored once idle or voted
     errors = [r.error for r in replies.values() if r.error]
     notice = " ".join(errors + ["Send again to retry."]) if errors else ""
     return *_panes(battle_view(db, current.id)), safe_text(notice), current.id, ("" if not errors else text)
@@ -146,6 +147,9 @@ def record_vote(
         raise gr.Error(str(e)) from None
     except KeyError:
         raise gr.Error("This battle does not exist (any more): press New battle to start one.") from None
+    battle = find_battle(services.db(), battle_id)
+    if battle is not None:  # the vote ends both conversations: score them now, in the background
+        services.conversation_changed(battle.conversation_a, battle.conversation_b, ended=True)
     services.board_changed()
     return (
         f"**System A was {safe_text(reveal.label_a)}** (`{safe_text(reveal.system_a)}`)",

@@ -214,6 +214,7 @@ def _send_turn(services: Services, text, system_id, st):
             text,
         )
         return
+    services.conversation_changed(session.conversation.id)  # scored in the background once it goes idle
     yield (
         chat_messages(session.conversation),
         items_table(session.conversation, catalog),

@@ -111,6 +111,21 @@ SETTINGS: tuple[Setting, ...] = (
         ),
     ),
     Setting(
+        variable="`CRS_ARENA_SCORING`",
+        default="on",
+        meaning=(
+            "`off`: chat and arena conversations are not scored in the background. On, each is scored by the "
+            "default judge setup (the proxy offline, the configured LLM judge's 12 factors otherwise) once it "
+            "goes idle or its battle is voted, and again when it grew; the leaderboard's CoRE columns then cover "
+            "the conversations its votes come from. A restart resumes what was left"
+        ),
+    ),
+    Setting(
+        variable="`CRS_ARENA_SCORING_IDLE_S`",
+        default="`30`",
+        meaning="Seconds without a new turn after which a conversation counts as idle and is scored",
+    ),
+    Setting(
         variable="`CRS_CATALOG`",
         default="`bundled`",
         meaning=(

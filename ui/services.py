@@ -36,6 +36,7 @@ class Services:
     refresher: Any = None  # arena.board.Refresher once the app runs
     interrupted: int = 0  # evaluations found cut off (status running) at start, now 'interrupted'
     notices: list[str] = field(default_factory=list)  # what the start-up checks decided (shown on every page)
+    scoring: Any = None  # evaluators.background.BackgroundScorer once the app runs (scores every conversation)
 
     @classmethod
     def from_env(cls) -> Services:
@@ -70,6 +71,13 @@ class Services:
         """Votes or evaluations changed: let the leaderboard's refresher store the new board soon."""
         if self.refresher is not None:
             self.refresher.poke()
+
+    def conversation_changed(self, *conversation_ids: str | None, ended: bool = False) -> None:
+        """A chat or arena conversation got a turn (``ended``: a vote closed it): the background scorer scores it
+        once it goes idle, or at once when it ended. Returns at once: nobody waits for the judge."""
+        if self.scoring is not None:
+            for conversation_id in conversation_ids:
+                self.scoring.touch(conversation_id, ended=ended)
 
     def system_ids(self) -> list[str]:
         return system_ids()
