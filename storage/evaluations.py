@@ -31,40 +31,50 @@ def start_evaluation(db: Database, evaluation: Evaluation) -> Evaluation:
 
 def save_factor_score(db: Database, evaluation_id: str, score: FactorScore) -> None:
     """Store one factor's result as soon as it is known (replaces an earlier try)."""
+    row = {
+        "evaluation_id": evaluation_id,
+        "factor": score.factor,
+        "judge": score.judge,
+        "score": score.score,
+        "distribution": dumps(score.distribution) if score.distribution is not None else None,
+        "rationale": clean_text(score.rationale),
+        "rubric_version": score.rubric_version,
+        "error": clean_text(score.error),
+        "metadata": dumps(score.metadata),
+        "created_at": utc_now(),
+    }
     with write_transaction(db):
-        db.table("factor_scores").upsert(
-            {
-                "evaluation_id": evaluation_id,
-                "factor": score.factor,
-                "judge": score.judge,
-                "score": score.score,
-                "distribution": dumps(score.distribution) if score.distribution is not None else None,
-                "rationale": clean_text(score.rationale),
-                "rubric_version": score.rubric_version,
-                "error": clean_text(score.error),
-                "metadata": dumps(score.metadata),
-                "created_at": utc_now(),
-            },
-            pk=("evaluation_id", "factor", "judge"),
-        )
+        _upsert(db, "factor_scores", row, ("evaluation_id", "factor", "judge"))
 
 
 def save_debate_message(db: Database, evaluation_id: str, message: DebateMessage) -> None:
+    row = {
+        "evaluation_id": evaluation_id,
+        "round": message.round,
+        "role": message.role,
+        "model": message.model,
+        "statement": clean_text(message.statement),
+        "score": message.score,
+        "error": clean_text(message.error),
+        "raw": clean_text(message.raw),
+        "created_at": utc_now(),
+    }
     with write_transaction(db):
-        db.table("debate_messages").upsert(
-            {
-                "evaluation_id": evaluation_id,
-                "round": message.round,
-                "role": message.role,
-                "model": message.model,
-                "statement": clean_text(message.statement),
-                "score": message.score,
-                "error": clean_text(message.error),
-                "raw": clean_text(message.raw),
-                "created_at": utc_now(),
-            },
-            pk=("evaluation_id", "round", "role"),
-        )
+        _upsert(db, "debate_messages", row, ("evaluation_id", "round", "role"))
+
+
+def _upsert(db: Database, table: str, row: dict, keys: tuple[str, ...]) -> None:
+    """One ``INSERT … ON CONFLICT (keys) DO UPDATE`` on the table's unique index over ``keys``: a single statement,
+    where sqlite-utils' upsert reads the table's schema first (about twenty statements per row, which made up
+    most of an evaluation's own time between model calls: bench/eval_latency.py)."""
+    columns = list(row)
+    names = ", ".join(f'"{c}"' for c in columns)
+    updates = ", ".join(f'"{c}" = excluded."{c}"' for c in columns if c not in keys)
+    sql = (
+        f'INSERT INTO "{table}" ({names}) VALUES ({", ".join("?" for _ in columns)}) '
+        f"ON CONFLICT ({', '.join(keys)}) DO UPDATE SET {updates}"
+    )
+    db.conn.execute(sql, [row[c] for c in columns])
 
 
 def finish_evaluation(

@@ -280,6 +280,9 @@ def _logprobs_payload(reply: Reply, top_n: int | None) -> dict[str, Any] | None:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # headers and body go out in two writes: with Nagle's algorithm on, the body then waits for the client's
+    # delayed ACK of the headers (tens of ms per response on loopback), which the benches counted as latency
+    disable_nagle_algorithm = True
     server: _Server
 
     def log_message(self, format: str, *args: Any) -> None:
