@@ -27,6 +27,7 @@ lint: setup
 	$(PY) -m mypy
 
 bench: setup
+	@echo "bench: runs every bench/*.py one after another; this takes a long time (one script: $(PY) bench/<name>.py)"
 	@for f in bench/*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
 
 clean:

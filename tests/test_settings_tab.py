@@ -1,4 +1,4 @@
-"""The Settings tab's pieces: the settings table (one versioned source, the README a copy of it), the
+"""The Settings tab's pieces: the settings table (one versioned source, docs/configuration.md a copy of it), the
 database facts and the health check, without starting the app."""
 
 from pathlib import Path
@@ -10,20 +10,21 @@ from ui.configuration import SETTINGS, configuration_table, settings_markdown, v
 from ui.services import Services
 from ui.settings_tab import HEALTH_COLUMNS, database_markdown, health_table
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+CONFIGURATION_DOC = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
 
 
-def readme_configuration_table() -> str:
-    """The first table under the README's "## Configuration" heading."""
-    text = README.read_text(encoding="utf-8")
+def documented_configuration_table() -> str:
+    """The first table under docs/configuration.md's "## Configuration" heading."""
+    text = CONFIGURATION_DOC.read_text(encoding="utf-8")
     section = text.split("\n## Configuration\n", 1)[1].split("\n## ", 1)[0]
     return "\n".join(line for line in section.splitlines() if line.startswith("|"))
 
 
-def test_the_readme_shows_the_settings_the_app_lists():
-    assert readme_configuration_table() == configuration_table(), (
-        "README.md's Configuration table differs from ui/configuration.py: edit SETTINGS there and paste "
-        "the output of `python -c 'from ui.configuration import configuration_table as t; print(t())'`"
+def test_the_docs_show_the_settings_the_app_lists():
+    assert documented_configuration_table() == configuration_table(), (
+        "docs/configuration.md's Configuration table differs from ui/configuration.py: edit SETTINGS there and "
+        "paste the output of `python -c 'from ui.configuration import configuration_table as t; print(t())'` "
+        "under its '## Configuration' heading"
     )
 
 

@@ -37,7 +37,7 @@ chat, items, status, conversation_id, _ = client.predict("A heist movie?", "chat
 
 Within one `Client` a conversation continues across calls. Parameters marked *optional* take the value the
 app shows on its page when left out. How the endpoints behave (judging, uploads and their limits, the arena,
-the leaderboard) is described in the README.
+the leaderboard) is described in [api-guide.md](api-guide.md).
 """
 
 

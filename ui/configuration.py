@@ -1,8 +1,8 @@
 """The settings that exist: one row per environment variable (or family), with default and meaning.
 
-This is the one place the Settings tab and the README's *Configuration* table come from:
-:func:`configuration_table` renders it as that table, and a test keeps README.md equal to it (edit
-the rows here, then paste the rendered table into the README).
+This is the one place the Settings tab and the *Configuration* table of docs/configuration.md come from:
+:func:`configuration_table` renders it as that table, and a test keeps docs/configuration.md equal to it
+(edit the rows here, then paste the rendered table under that file's ``## Configuration`` heading).
 """
 
 from __future__ import annotations
@@ -170,7 +170,7 @@ SETTINGS: tuple[Setting, ...] = (
         default="—",
         meaning=(
             "TOML file registering your own systems (remote HTTP or plug-in) beside the built-in ones; see "
-            "[Bring your own CRS](#bring-your-own-crs)"
+            "*Bring your own CRS* in `docs/operations.md`"
         ),
     ),
     Setting(
@@ -187,7 +187,7 @@ _NAME = re.compile(r"`([A-Z][A-Z0-9_]+)`")
 
 
 def configuration_table() -> str:
-    """The settings as the README's Markdown table (variable, default, meaning)."""
+    """The settings as docs/configuration.md's Markdown table (variable, default, meaning)."""
     return "\n".join(_table_lines([*HEADER], [[s.variable, s.default, s.meaning] for s in SETTINGS]))
 
 

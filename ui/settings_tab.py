@@ -1,7 +1,7 @@
 """The Settings tab: which model serves each role, a health check, the settings that exist, versions.
 
-The settings table comes from :mod:`ui.configuration` (the README's *Configuration* table is a copy
-of it); nothing is read from files at run time. Keys are never shown: a role says only whether its
+The settings table comes from :mod:`ui.configuration` (the *Configuration* table of docs/configuration.md
+is a copy of it); nothing is read from files at run time. Keys are never shown: a role says only whether its
 key is set, and health check messages have every configured key blanked out before they are displayed.
 """
 
