@@ -12,6 +12,7 @@ one vote per voted battle. Then 20 leaderboard reads must not write anything.
 
     python bench/load.py            # figures, not pass/fail: it exits 0 even when a target is missed
     python bench/load.py --quick    # a smoke run: N = 1 and 4, two turns each
+    python bench/load.py --scoring-only  # only N = 16 with background scoring off and on, side by side
 
 Prints per level turns/s, p50/p95 latency (also per system), errors, lost and duplicated turns and votes, the machine
 load, and the headline lines ``BENCH chat_p95_s_at_50``, ``BENCH lost_or_duplicated`` and
@@ -60,6 +61,7 @@ class Level:
     ok: dict[str, int] = field(default_factory=dict)  # conversation id -> answered turns
     failed: dict[str, int] = field(default_factory=dict)  # conversation id -> calls that raised
     errors: int = 0
+    error_samples: list[str] = field(default_factory=list)  # the first few distinct errors, printed with the level
     by_system: dict[str, list[float]] = field(default_factory=dict)  # system -> latencies of its answered turns
     battles: int = 0
     votes_recorded: int = 0
@@ -88,6 +90,7 @@ def chat_session(client, systems: list[str], turns: int, deadline: float, level:
         return
     system = systems[k % len(systems)]
     conversation = None
+    unattributed = 0  # calls that raised before the conversation's id was known: the server may have stored them
     for t in range(turns):
         if time.monotonic() > deadline:
             return
@@ -105,11 +108,19 @@ def chat_session(client, systems: list[str], turns: int, deadline: float, level:
                 level.last_chat = time.perf_counter()
                 conversation = conversation_id
                 level.ok[conversation] = level.ok.get(conversation, 0) + 1
-        except Exception:
+                if unattributed:  # the session's state kept its conversation: those calls belong to it
+                    level.failed[conversation] = level.failed.get(conversation, 0) + unattributed
+                    unattributed = 0
+        except Exception as e:
             with level.lock:
                 level.errors += 1
+                sample = f"{type(e).__name__}: {str(e)[:160]}"
+                if sample not in level.error_samples and len(level.error_samples) < 3:
+                    level.error_samples.append(sample)
                 if conversation:
                     level.failed[conversation] = level.failed.get(conversation, 0) + 1
+                else:
+                    unattributed += 1
 
 
 def arena_session(url: str, deadline: float, level: Level, battles: int = BATTLES_PER_SESSION) -> None:
@@ -228,7 +239,7 @@ def run_level(url: str, db_path: Path, systems: list[str], n: int, turns: int, l
     lost and duplicated turns and vote problems."""
     level = Level(n)
     votes_before = count_votes(db_path)
-    arenas = ARENA_SESSIONS[n]
+    arenas = ARENA_SESSIONS.get(n, 1)
     with ThreadPoolExecutor(max_workers=min(n, 8)) as pool:
         clients = list(pool.map(lambda _: connect(url), range(n)))
     deadline = time.monotonic() + limit
@@ -248,6 +259,8 @@ def run_level(url: str, db_path: Path, systems: list[str], n: int, turns: int, l
         f"{duplicated} turns; {level.battles} battles, {level.votes_recorded} votes recorded "
         f"({vote_problems} vote problems); load {os.getloadavg()[0]:.2f}"
     )
+    for sample in level.error_samples:
+        print(f"       error: {sample}")
     for system, values in sorted(level.by_system.items()):
         print(
             f"       {system:<10} {len(values):>4} turns, p50 {pct(values, 0.5):.2f} s, p95 {pct(values, 0.95):.2f} s"
@@ -299,6 +312,7 @@ def main() -> None:
         f"machine load (1, 5, 15 min) at start: {tuple(round(x, 2) for x in os.getloadavg())} on {os.cpu_count()} CPUs"
     )
     quick = "--quick" in sys.argv
+    only_side_by_side = "--scoring-only" in sys.argv  # just the N = 16 comparison with scoring off and on
     cache = os.environ.get("CRS_ARENA_CACHE") or str(Path.home() / ".cache" / "crs-arena")
     with tempfile.TemporaryDirectory() as folder:
         db_path = Path(folder) / "load.db"
@@ -321,7 +335,10 @@ def main() -> None:
             )
         print(f"chat sessions rotate over: {', '.join(systems)}; background scoring on (idle 2 s)")
         with AppServer(db_path, env=env) as server:
-            levels = ((1, 2, 15.0), (4, 2, 20.0)) if quick else LEVELS
+            levels = ((1, 2, 15.0), (4, 2, 20.0)) if quick else (() if only_side_by_side else LEVELS)
+            if levels:
+                print("warm-up, one turn per system (each model loads on its first turn):")
+                run_level(server.url, db_path, systems, len(systems), 1, 120.0)
             problems, p95_at_50 = run_levels(
                 levels, lambda n, turns, limit: run_level(server.url, db_path, systems, n, turns, limit)
             )
@@ -331,16 +348,19 @@ def main() -> None:
         ratio = float("nan")
         if not quick:  # the same N = 16 level against an app without background scoring, side by side
             off_db = Path(folder) / "load-off.db"
+            on_db = Path(folder) / "load-on.db"
             with AppServer(off_db, env={**env, "CRS_ARENA_SCORING": "off"}) as plain:
-                print("N = 16 again, background scoring off:")
+                print("N = 16 again, background scoring off (after one warm-up turn per system):")
+                run_level(plain.url, off_db, systems, len(systems), 1, 120.0)  # loads every model first
                 without, _ = run_level(plain.url, off_db, systems, 16, 5, 45.0)
-            with AppServer(Path(folder) / "load-on.db", env=env) as scoring:
-                print("N = 16 again, background scoring on:")
-                with_scoring, _ = run_level(scoring.url, Path(folder) / "load-on.db", systems, 16, 5, 45.0)
+            with AppServer(on_db, env=env) as scoring:
+                print("N = 16 again, background scoring on (after one warm-up turn per system):")
+                run_level(scoring.url, on_db, systems, len(systems), 1, 120.0)
+                with_scoring, _ = run_level(scoring.url, on_db, systems, 16, 5, 45.0)
             ratio = pct(with_scoring.latencies, 0.95) / pct(without.latencies, 0.95)
         print(f"machine load (1, 5, 15 min) at the end: {tuple(round(x, 2) for x in os.getloadavg())}")
-    if quick:
-        print("quick run: chat_p95_s_at_50 and the scoring on/off ratio come from the full run (no N = 50 here)")
+    if quick or only_side_by_side:
+        print("partial run: chat_p95_s_at_50 comes from the full run (no N = 50 here)")
     else:
         print(f"BENCH chat_p95_s_at_50 {p95_at_50:.2f} s target <= 2")
     print(f"BENCH lost_or_duplicated {problems} target <= 0")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from functools import cached_property
 from pathlib import Path
@@ -16,6 +18,7 @@ from storage.jsonutil import JsonLineError, iter_json_lines
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 BUNDLED_MOVIES = ASSETS / "catalog" / "movies.jsonl"
+MENTIONS_REMEMBERED = 4096  # texts whose mentions a catalog keeps (Mention and Item are immutable)
 
 
 class Catalog:
@@ -26,6 +29,8 @@ class Catalog:
         self.name = name
         self.domain = domain
         self.by_id: dict[str, Item] = {i.id: i for i in self.items}
+        self._mentions: OrderedDict[str, tuple[Mention, ...]] = OrderedDict()
+        self._mentions_lock = threading.Lock()
         if len(self.by_id) != len(self.items):
             raise ValueError(f"catalog {name!r} has duplicate item ids")
 
@@ -59,7 +64,19 @@ class Catalog:
         return item
 
     def mentions(self, text: str) -> list[Mention]:
-        return find_mentions(text, self.matcher)
+        """The titles ``text`` mentions (:func:`catalog.mentions.find_mentions`). Remembered per text (the metrics
+        and the proxy read the same replies several times over: about a millisecond each time)."""
+        with self._mentions_lock:
+            found = self._mentions.get(text)
+            if found is not None:
+                self._mentions.move_to_end(text)
+                return list(found)
+        found = tuple(find_mentions(text, self.matcher))
+        with self._mentions_lock:
+            self._mentions[text] = found
+            while len(self._mentions) > MENTIONS_REMEMBERED:
+                self._mentions.popitem(last=False)
+        return list(found)
 
     def search(self, query: str, k: int = 10, *, exclude: Iterable[str] = ()) -> list[Item]:
         return self.retriever.search(query, k, exclude=exclude)

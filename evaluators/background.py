@@ -56,6 +56,7 @@ class BackgroundScorer:
     retry_s: float = 300.0
     sweep_s: float = 600.0
     catalog_name: str = "bundled"
+    pace: float = 1.0  # rest after each conversation, as a multiple of the time it took
     on_scored: Callable[[str], None] | None = None  # e.g. poke the leaderboard's refresher
     setup_factory: Callable[[], EvaluationSetup] | None = None  # tests: a setup whose judge fails, or is slow
     counts: ScoringCounts = field(default_factory=ScoringCounts)
@@ -141,7 +142,11 @@ class BackgroundScorer:
             conversation_id = self._next()
             if conversation_id is None:
                 continue
+            start = time.monotonic()
             self.score(conversation_id)
+            # background work yields: after each conversation, rest as long as it took (at most half of a core
+            # goes to scoring, so a burst of conversations to score slows chat less; bench/load.py measures it)
+            self._stop.wait(min(self.pace * (time.monotonic() - start), 2.0))
 
     def _next(self) -> str | None:
         """The next conversation whose time has come, waiting for it (None: woke up for another reason)."""

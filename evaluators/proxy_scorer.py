@@ -96,8 +96,15 @@ class Calibration:
 
     @property
     def fingerprint(self) -> str:
-        """A short hash of the fitted parameters (stored with every evaluation that uses them)."""
-        return hashlib.sha256(json.dumps(asdict(self.model), sort_keys=True).encode()).hexdigest()[:12]
+        """A short hash of the fitted parameters (stored with every evaluation that uses them); computed once per
+        parameter set (a conversation's scoring asked for it three times, 1 ms each)."""
+        key = id(self.model), self.model.alpha
+        cached = self.__dict__.get("_fingerprint")
+        if cached is None or cached[0] != key:
+            digest = hashlib.sha256(json.dumps(asdict(self.model), sort_keys=True).encode()).hexdigest()[:12]
+            cached = (key, digest)
+            self.__dict__["_fingerprint"] = cached
+        return cached[1]
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -229,3 +229,32 @@ def test_import_refuses_a_folder_without_the_files(db_path, tmp_path):
         import_crsarena(get_db(db_path), tmp_path)
     result = CliRunner().invoke(cli, ["import-crsarena", str(tmp_path), "--catalog", "none", "--db", str(db_path)])
     assert result.exit_code != 0 and f"CRSArena-Dial files not found in {tmp_path}" in result.output
+
+
+def test_the_refresher_coalesces_a_burst_of_votes_and_stores_the_last_board(db_path):
+    """A poke per vote (as the arena does) must not mean a refresh per vote: pokes during a refresh, or within
+    its minimum gap, are answered by one more refresh; and the stored board ends up counting every vote."""
+    import time
+
+    from arena.board import Refresher
+    from storage.arena import board_version
+
+    db = get_db(db_path)
+    refresher = Refresher(db_path, every=30.0, min_gap=0.5).start()
+    try:
+        pokes = 60
+        for _ in range(pokes):
+            battle(db, "x", "y", "a")
+            refresher.poke()
+        for _ in range(400):  # bounded wait: the board of the last vote is stored
+            snapshot = latest_leaderboard_snapshot(db)
+            if snapshot is not None and snapshot["version"] == board_version(db):
+                break
+            time.sleep(0.05)
+        snapshot = latest_leaderboard_snapshot(db)
+        assert snapshot is not None and snapshot["version"] == board_version(db)
+        battles = {r["system"]: r["battles"] for r in snapshot["rows"]}
+        assert battles == {"x": pokes, "y": pokes}
+        assert 1 <= refresher.refreshes < pokes // 2  # coalesced, not one per vote
+    finally:
+        refresher.stop()
