@@ -6,7 +6,7 @@ baseline, ChatCRS (the embedded model unless one is configured) and the small ne
 built (without them a note says so), while a few other sessions run arena battles and vote on each from two
 threads at once, and the app scores every conversation in the background (idle after 2 s). Then N = 16 runs
 once more against an app without background scoring and once with it, side by side. Every level stops
-after its turns or its time limit, whichever comes first, so the whole run is bounded (five to ten
+after its turns or its time limit, whichever comes first, so the whole run is bounded (about twelve
 minutes on two cores). Afterwards the database is checked: every answered turn stored exactly once,
 one vote per voted battle. Then 20 leaderboard reads must not write anything.
 
