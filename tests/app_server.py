@@ -77,3 +77,14 @@ class AppServer:
                 self.proc.kill()
                 self.proc.wait(timeout=5)
         self._log.close()
+
+
+def scripted_chatcrs_env(fake, data_dir: Path) -> dict[str, str]:
+    """An app whose ChatCRS answers from ``fake`` (tests/fake_openai.py) and that finds no research data: the arena
+    then has two quick, ready systems (ChatCRS and the retrieval baseline)."""
+    return {
+        "CRS_LLM_CRS_MODEL": "gpt-4o-mini",
+        "CRS_LLM_CRS_BASE_URL": fake.base_url,
+        "CRS_LLM_CRS_API_KEY": "sk-test",
+        "CRS_DATA_DIR": str(data_dir),
+    }

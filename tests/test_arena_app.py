@@ -1,7 +1,7 @@
 """The Arena and Leaderboard tabs in the real app (`python app.py`), driven with gradio_client."""
 
 import pytest
-from app_server import AppServer
+from app_server import AppServer, scripted_chatcrs_env
 from fake_openai import Reply
 from gradio_client import Client
 
@@ -24,12 +24,7 @@ def app(tmp_path_factory):
     with FakeOpenAI() as fake:
         # ChatCRS on a scripted endpoint that even names itself: the arena must hide it
         fake.default = Reply("I am ChatCRS, and I think you will like Heat (1995).")
-        env = {
-            "CRS_LLM_CRS_MODEL": "gpt-4o-mini",
-            "CRS_LLM_CRS_BASE_URL": fake.base_url,
-            "CRS_LLM_CRS_API_KEY": "sk-test",
-            "CRS_DATA_DIR": str(tmp_path_factory.mktemp("no_data")),
-        }
+        env = scripted_chatcrs_env(fake, tmp_path_factory.mktemp("no_data"))
         with AppServer(tmp_path_factory.mktemp("arena") / "app.db", env=env) as server:
             yield server
 

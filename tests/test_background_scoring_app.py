@@ -8,7 +8,7 @@ import threading
 import time
 
 import pytest
-from app_server import AppServer
+from app_server import AppServer, scripted_chatcrs_env
 from fake_openai import Reply
 from gradio_client import Client
 
@@ -24,10 +24,7 @@ def app(tmp_path_factory):
     with FakeOpenAI() as fake:
         fake.default = Reply("You might like Heat (1995), a tense crime film.")
         env = {
-            "CRS_LLM_CRS_MODEL": "gpt-4o-mini",
-            "CRS_LLM_CRS_BASE_URL": fake.base_url,
-            "CRS_LLM_CRS_API_KEY": "sk-test",
-            "CRS_DATA_DIR": str(tmp_path_factory.mktemp("no_data")),
+            **scripted_chatcrs_env(fake, tmp_path_factory.mktemp("no_data")),
             "CRS_ARENA_SCORING": "on",
             "CRS_ARENA_SCORING_IDLE_S": "0.3",
         }
