@@ -6,7 +6,7 @@ import json
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from functools import cached_property
 from pathlib import Path
 
@@ -185,7 +185,3 @@ def get_catalog(name: str = "bundled") -> Catalog:
                 )
             _loaded[name] = load_ievalm(path, name=name)
     return _loaded[name]
-
-
-def items_to_refs(items: Sequence[Item]):
-    return [i.ref() for i in items]

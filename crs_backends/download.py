@@ -31,6 +31,8 @@ import zlib
 from collections.abc import Callable
 from pathlib import Path
 
+from storage.jsonutil import read_json_object
+
 log = logging.getLogger(__name__)
 
 USER_AGENT = "crs-arena/1 (+checkpoint fetch)"
@@ -38,14 +40,6 @@ USER_AGENT = "crs-arena/1 (+checkpoint fetch)"
 
 class DownloadError(RuntimeError):
     """A download or an archive that failed; the message names the URL or file and what to do."""
-
-
-def _read_json(path: Path) -> dict:
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -100,7 +94,7 @@ def download(
     expected_sha = sha256.lower() if sha256 else None
     attempts, restarted_for_sha = 0, False
     while True:
-        meta = _read_json(meta_path) if part.exists() else {}
+        meta = read_json_object(meta_path) if part.exists() else {}
         if meta.get("url") not in (None, url):  # a partial of another URL: start again
             _remove(part, meta_path)
             meta = {}

@@ -151,10 +151,6 @@ def list_conversations(
     return [_conversation_from_row(db, row) for row in rows]
 
 
-def count_turns(db: Database, conversation_id: str) -> int:
-    return db.table("turns").count_where("conversation_id = ?", [conversation_id])
-
-
 def _conversation_row(c: Conversation) -> dict:
     return {
         "id": clean_text(c.id),

@@ -100,3 +100,13 @@ def write_json_lines(path: str | os.PathLike, rows: Iterable[Any]) -> Path:
         for row in rows:
             f.write(json.dumps(row, ensure_ascii=False) + "\n")
     return path
+
+
+def read_json_object(path: str | os.PathLike) -> dict:
+    """The JSON object in the file at ``path``; ``{}`` when the file is missing, unreadable, not JSON or not an
+    object (a fetched set's bookkeeping files, which a half-finished download may have left broken)."""
+    try:
+        value = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}

@@ -58,20 +58,6 @@ def get_run(db: Database, run_id: str) -> dict | None:
     }
 
 
-def list_runs(db: Database, *, limit: int = 20) -> list[dict]:
-    """Runs, newest first (header fields only)."""
-    rows = db.table("sim_runs").rows_where(order_by="updated_at desc, rowid desc", limit=limit)
-    return [
-        {
-            **r,
-            "config": loads(r["config"], {}),
-            "selection": loads(r["selection"], {}),
-            "summary": loads(r["summary"], {}),
-        }
-        for r in rows
-    ]
-
-
 def finish_run(db: Database, run_id: str, *, status: str, summary: dict, report_dir: str | None) -> None:
     with write_transaction(db):
         db.table("sim_runs").update(

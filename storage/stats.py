@@ -98,19 +98,6 @@ def factor_means(
     return list(db.query(sql, args))
 
 
-def scorer_counts(db: Database, *, uploads: bool = False) -> list[tuple[str, int]]:
-    """Each scorer with the number of conversations it finished, most used first (uploads left out
-    unless ``uploads``)."""
-    rows = db.query(
-        "select e.scorer, count(distinct e.conversation_id) as n from evaluations e "
-        "join conversations c on c.id = e.conversation_id "
-        f"where e.status in {_FINISHED_SQL}"
-        + ("" if uploads else " and c.source != 'upload'")
-        + " group by e.scorer order by n desc, e.scorer"
-    )
-    return [(r["scorer"], r["n"]) for r in rows]
-
-
 def judge_setups(db: Database, *, uploads: bool = False) -> list[dict]:
     """Each judge setup (scorer and configuration fingerprint) with finished evaluations, most used
     first. Rows: ``scorer, fingerprint, config`` (JSON text of its latest evaluation), ``n``

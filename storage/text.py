@@ -32,11 +32,6 @@ def clean_text(text: str | None) -> str | None:
     return _CONTROL.sub("", text)
 
 
-def had_bad_text(text: str) -> bool:
-    """Whether :func:`clean_text` would change ``text`` (for a notice to the user)."""
-    return isinstance(text, str) and (bool(_SURROGATE.search(text)) or bool(_CONTROL.search(text)))
-
-
 def clean_value(value: Any) -> Any:
     """:func:`clean_text` on every string in ``value`` (nested lists, tuples and dict keys and values)."""
     if isinstance(value, str):

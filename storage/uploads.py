@@ -72,10 +72,6 @@ def upload_system_id(system_id: str) -> str:
     return UPLOAD_PREFIX + checked_name(system_id)
 
 
-def is_upload(system_id: str) -> bool:
-    return system_id.startswith(UPLOAD_PREFIX)
-
-
 @dataclass
 class StoreReport:
     """What storing an upload did: the conversations to judge (stored ids), renamed ids, reused ones."""

@@ -40,6 +40,7 @@ from pathlib import Path
 from crs_backends.download import DownloadError, download, sha256_of
 from crs_backends.neural.kg_reader import KG_FILES
 from crs_backends.neural.names import FETCH_COMMAND, SourceError, cache_dir
+from storage.jsonutil import read_json_object
 
 log = logging.getLogger(__name__)
 
@@ -157,7 +158,7 @@ def describe(dataset: str, root: Path | None = None) -> str:
         if _has(folder, KG_FILES):
             extra = "" if _has(folder, ("id2info.json",)) else " (no id2info.json: items are named by entity)"
             if where == "fetched copy":
-                info = _read_json(folder / FETCHED_INFO)
+                info = read_json_object(folder / FETCHED_INFO)
                 source = f", from {info['base_url']}" if info.get("base_url") else ""
                 return f"dataset files of {dataset}: fetched copy in {folder}{source}{extra}"
             return f"dataset files of {dataset}: {where} ({folder}){extra}"
@@ -173,14 +174,6 @@ def missing_message(label: str, dataset: str, found: list[tuple[str, Path]]) -> 
         f"`{fetch_command(dataset)}`, or set CRS_DATA_DIR to a folder holding {dataset}/ with "
         f"{', '.join(REQUIRED_FILES)}."
     )
-
-
-def _read_json(path: Path) -> dict:
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -31,7 +31,6 @@ whose message names ``fetch --datasets <dataset>``. The small versions carry the
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from collections.abc import Callable
@@ -52,6 +51,7 @@ from crs_backends.neural.names import (
     models_dir,
     small_models_root,
 )
+from storage.jsonutil import read_json_object
 
 log = logging.getLogger(__name__)
 
@@ -235,17 +235,10 @@ def _version_of(root: Path, origin: str) -> str:
     manifest = read_manifest_quietly(root)
     if manifest.get("version"):
         return str(manifest["version"])
-    info = _read_json(root / FETCHED_INFO)
+    info = read_json_object(root / FETCHED_INFO)
     if info.get("sha256"):
         return f"sha256 {str(info['sha256'])[:12]}"
     return {"archive": "CRS Arena archive", "hub": info.get("repo", "Hub"), "local dir": root.name}.get(origin, "")
-
-
-def _read_json(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
 
 
 def published_source(system: str, dataset: str | None = None) -> tuple[CheckpointSource | None, list[str]]:
