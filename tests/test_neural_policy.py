@@ -417,3 +417,17 @@ def test_a_small_versions_list_skips_titles_the_conversation_named(kg, catalog):
     assert turn.text == policy.list_reply(["Alien (1979)", "Jaws (1975)", fourth])
     assert [r.title for r in turn.items] == ["Alien (1979)", "Jaws (1975)", fourth]
     assert [t.title for t in turn.ranking[:3]] == names  # the model's own ranking, as it was
+
+
+def test_published_replies_get_the_decode_clean_up_of_transformers_4_28():
+    """CRS Arena pins transformers 4.28, whose BART and GPT-2 tokenizers removed the space before punctuation
+    and contractions when decoding; transformers 5 does not, so the published BARCOR and UniCRS would say
+    "Heat ." where CRS Arena showed "Heat.". The order matters: " ' " goes before " 's"."""
+    from crs_backends.neural.engine import legacy_cleanup
+
+    assert legacy_cleanup("Have you seen Heat (1995) ? It 's great , and you 're going to love it !") == (
+        "Have you seen Heat (1995)? It's great, and you're going to love it!"
+    )
+    assert legacy_cleanup("I do n't know . I 'm sure you 've seen it") == "I don't know. I'm sure you've seen it"
+    assert legacy_cleanup("the ' Heat ' movie") == "the'Heat'movie"  # 4.28's own quirk, reproduced
+    assert legacy_cleanup("Fine.") == "Fine."

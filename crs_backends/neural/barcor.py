@@ -58,6 +58,7 @@ from crs_backends.neural.engine import (
     TrainReport,
     WordRepeatGuard,
     fill_movie_slots,
+    legacy_cleanup,
 )
 from crs_backends.neural.kg_reader import KGData
 from crs_backends.neural.training import Stage, log_prior, run_stages, split_budget, wanted_steps
@@ -555,8 +556,10 @@ class BARCOR(NeuralModel):
         return out[0].tolist()
 
     def reply_text(self, inp: ConvInput) -> str:
-        """The reply as BARCOR.get_response shows it: decoded, then ``lstrip("System;:").strip()``."""
-        return strip_system(self.tokenizer.decode(self.generate_ids(inp), skip_special_tokens=True))
+        """The reply as BARCOR.get_response shows it: decoded (published sizes with transformers 4.28's clean-up,
+        :func:`legacy_cleanup`), then ``lstrip("System;:").strip()``."""
+        text = self.tokenizer.decode(self.generate_ids(inp), skip_special_tokens=True)
+        return strip_system(text if self.size == "small" else legacy_cleanup(text))
 
     def generate(self, inp: ConvInput, *, items: list[str] | None = None) -> str:
         return fill_movie_slots(self.reply_text(inp), items)

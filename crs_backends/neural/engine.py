@@ -24,6 +24,31 @@ TOP_K = 50  # items kept per turn, as published
 MOVIE_SLOT = "<movie>"  # what our models and the adapter use for "an item goes here"
 
 
+# transformers 4.28 (the version CRS Arena pins) decoded with ``clean_up_tokenization_spaces`` on by default for
+# the BART and GPT-2 tokenizers: ``PreTrainedTokenizerBase.clean_up_tokenization`` in
+# transformers/tokenization_utils_base.py made these replacements, in this order. transformers 5 leaves them off.
+_LEGACY_CLEANUP = (
+    (" .", "."),
+    (" ?", "?"),
+    (" !", "!"),
+    (" ,", ","),
+    (" ' ", "'"),
+    (" n't", "n't"),
+    (" 'm", "'m"),
+    (" 's", "'s"),
+    (" 've", "'ve"),
+    (" 're", "'re"),
+)
+
+
+def legacy_cleanup(text: str) -> str:
+    """The decode clean-up CRS Arena's published BARCOR and UniCRS got from transformers 4.28 ("Heat ." ->
+    "Heat.", "it 's" -> "it's"), applied whatever transformers version is installed."""
+    for before, after in _LEGACY_CLEANUP:
+        text = text.replace(before, after)
+    return text
+
+
 def fill_movie_slots(text: str, items: list[str] | None) -> str:
     """Replace each ``MOVIE_SLOT`` with the next of ``items`` (cycling when there are more slots than items);
     the text is left as it is without items (the adapter then rephrases, see ``system.repair_text``)."""

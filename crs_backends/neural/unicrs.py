@@ -69,6 +69,7 @@ from crs_backends.neural.engine import (
     TrainConfig,
     TrainReport,
     WordRepeatGuard,
+    legacy_cleanup,
 )
 from crs_backends.neural.kg_reader import KGData
 from crs_backends.neural.training import Stage, log_prior, run_stages, split_budget, wanted_steps
@@ -729,6 +730,8 @@ class UniCRS(NeuralModel):
         if self.size == "small":  # ours: an immediate end of text is an empty reply, not "|endoftext|>"
             new_ids = [t for t in new_ids if t != self.eos_id]
         text = self.tokenizer.decode(list(self.bot_ids) + list(new_ids), skip_special_tokens=False)
+        if self.size != "small":  # decoded as transformers 4.28 did for CRS Arena (spaces before "." and "," go)
+            text = legacy_cleanup(text)
         if BOT_PROMPT in text:
             start = text.rfind(BOT_PROMPT) + len(BOT_PROMPT)
             # published: one character is dropped blindly (the space trained models write); ours drop only a space
