@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -518,9 +519,25 @@ def test_the_table_has_at_least_thirty_cases():
     assert len(CASE_NAMES) >= 30
 
 
+def settled(app, polls: int = 200) -> None:
+    """Wait (bounded) until the board refresher has stored the board of the current data version: an earlier
+    case's vote is snapshotted up to a second later (refreshes coalesce), and must not land in this case's window."""
+    db = open_db(app.db_path)
+    try:
+        for _ in range(polls):
+            version = next(db.query("select version from board_state"))["version"]
+            stored = list(db.query("select version from leaderboard_snapshots order by id desc limit 1"))
+            if stored and stored[0]["version"] == version:
+                return
+            time.sleep(0.05)
+    finally:
+        db.close()
+
+
 @pytest.mark.parametrize("name", CASE_NAMES)
 def test_bad_input(app, name):
     case = next(c for c in cases(app) if c.name == name)
+    settled(app)
     before = state(app)
     result = case.action(app)
     after = state(app)
