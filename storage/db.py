@@ -10,6 +10,7 @@ import itertools
 import os
 import sqlite3
 import threading
+import time
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -75,6 +76,25 @@ def default_db_path() -> Path:
     return DEFAULT_DB_PATH
 
 
+WAL_TRIES = 100  # of 0.05 s: a bound on waiting for another connection that is creating the same new file
+
+
+def _enable_wal(db: sqlite_utils.Database) -> None:
+    """Switch a new file to WAL. Changing the journal mode needs the file to itself and does not wait on the busy
+    timeout, so when two threads open a brand-new file at once (the app's background scorer and a request, seen
+    in a test) the second is told "database is locked": it waits for the first, a bounded number of times."""
+    for attempt in range(WAL_TRIES):
+        try:
+            db.enable_wal()
+            return
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) or attempt == WAL_TRIES - 1:
+                raise
+            time.sleep(0.05)
+            if db.journal_mode == "wal":  # the other connection switched it
+                return
+
+
 def open_db(path: str | os.PathLike | None = None) -> sqlite_utils.Database:
     """Open a new connection, set the pragmas and apply pending migrations.
 
@@ -96,7 +116,7 @@ def open_db(path: str | os.PathLike | None = None) -> sqlite_utils.Database:
     if str(path) != ":memory:":
         key = str(path.resolve())
         if db.journal_mode != "wal":
-            db.enable_wal()
+            _enable_wal(db)
         db.execute("PRAGMA synchronous = NORMAL")
         with _migrate_lock:
             if key not in _migrated:

@@ -121,6 +121,7 @@ class _FlakyScorer:
 
 
 def test_a_failing_judge_leaves_the_conversation_unscored_and_it_is_tried_again(db_path):
+    get_db(db_path)  # the file exists before the scorer's thread opens it too (storage/db.py waits, bounded, if not)
     setup = _proxy(db_path)
     setup.scorer = _FlakyScorer(setup.scorer, fail=1)
     scorer = BackgroundScorer(db_path, idle_s=0.01, retry_s=0.2, setup_factory=lambda: setup).start()
