@@ -19,7 +19,7 @@ from catalog.catalog import Catalog
 from catalog.items import Item
 from crs_backends.base import DEFAULT_LIST_SIZE, CRSSystem, SystemInfo
 from crs_backends.constrained import Wishes, genre_phrase, read_wishes
-from crs_backends.user_context import user_context
+from crs_backends.user_context import UserContext, user_context
 from storage.records import Conversation, Turn
 
 SHOWN = 2  # items named in the reply text
@@ -52,7 +52,7 @@ class RetrievalCRS(CRSSystem):
         exclude = context.title_ids | already
         wishes = read_wishes(context.wanted_texts, self.catalog, user_titles=context.titles)
         metadata["wishes"] = wishes.record()
-        query = _query(wishes, context.titles) if wishes.said_something else context.query
+        query = _query(wishes, context) if wishes.said_something else context.query
         found = [i for i in self.catalog.search(query, len(self.catalog), exclude=exclude) if context.allows(i)]
         ranked = _by_wishes(found, wishes)
         shown = ranked[: self.list_size]
@@ -65,11 +65,10 @@ class RetrievalCRS(CRSSystem):
         )
 
 
-def _query(wishes: Wishes, titles) -> str:
+def _query(wishes: Wishes, context: UserContext) -> str:
     """What the search reads: the asked genres (twice: they matter most), the other words, what the user's
     titles are about."""
-    about = " ".join(" ".join((*i.genres, *i.directors)) for i in titles)
-    return " ".join([*wishes.genres, *wishes.genres, *wishes.terms, about])
+    return " ".join([*wishes.genres, *wishes.genres, *wishes.terms, context.titles_about])
 
 
 def _by_wishes(items: list[Item], wishes: Wishes) -> list[Item]:

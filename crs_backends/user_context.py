@@ -34,8 +34,12 @@ class UserContext:
         if not self.texts:
             return ""
         wanted = self.wanted_texts
-        about = " ".join(" ".join((*i.genres, *i.directors)) for i in self.titles)
-        return " ".join([*wanted, wanted[-1], about])
+        return " ".join([*wanted, wanted[-1], self.titles_about])
+
+    @property
+    def titles_about(self) -> str:
+        """The genres and directors of the user's own titles, as search words."""
+        return " ".join(" ".join((*i.genres, *i.directors)) for i in self.titles)
 
     def allows(self, item: Item) -> bool:
         return item.id not in self.title_ids and not self.dislikes.excludes(item)

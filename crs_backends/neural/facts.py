@@ -182,10 +182,11 @@ def drop_stray_letters(text: str) -> str:
     """``text`` without the clauses where the model wrote a lone letter ("You're w the movie!": a word ban in
     decoding cut "welcome" short). Read before the slots are filled, so a title such as "V for Vendetta" is no
     stray letter; the lexicon cannot catch these, since titles and initials put every letter in it."""
-    letters = {w for w in _WORD.findall(_SLOT.sub(" ", text)) if len(w) == 1 and w.lower() not in _LONE_WORDS}
+    written = _WORD.findall(_SLOT.sub(" ", text))
+    letters = {w.lower() for w in written if len(w) == 1 and w.lower() not in _LONE_WORDS}
     if not letters:
         return text
-    allowed = frozenset(w.lower() for w in _WORD.findall(_SLOT.sub(" ", text))) - {x.lower() for x in letters}
+    allowed = frozenset(w.lower() for w in written) - letters
     return drop_unknown_clauses(text, allowed | _slot_words())
 
 
