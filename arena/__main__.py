@@ -1,7 +1,9 @@
-"""Command line: ``python -m arena import-crsarena [DIR]`` and ``python -m arena export --out FILE.jsonl``."""
+"""Command line: ``python -m arena import-crsarena [DIR]``, ``export --out FILE.jsonl``,
+``export-labels --out FILE.json`` and ``promote-uploads``."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import click
@@ -68,6 +70,28 @@ def import_command(directory: Path | None, catalog_name: str, score: bool, db_pa
             )
 
 
+@cli.command("import-crsarena-eval")
+@click.argument("file", required=False, type=click.Path(path_type=Path))
+@click.option("--catalog", "catalog_name", default="redial", show_default=True, help="Catalog titles are matched to.")
+@click.option("--score/--no-score", default=True, show_default=True, help="Also score the dialogues with the proxy.")
+@DB_OPTION
+def import_eval_command(file: Path | None, catalog_name: str, score: bool, db_path: Path | None) -> None:
+    """Import CRSArena-Eval's labelled dialogues (FILE default: <data dir>/crsarena/crs_arena_eval_dev.json): the
+    Judge vs people panel then compares every judge with these people's labels, apart from the app's own. Idempotent.
+
+    Example:
+
+        python -m arena import-crsarena-eval ../shared/data/crsarena/crs_arena_eval_dev.json
+    """
+    from arena.crsarena_import import import_eval_labels
+
+    try:
+        report = import_eval_labels(database(_db(db_path)), file, catalog_name=catalog_name, score=score)
+    except ImportRefused as e:
+        raise click.ClickException(str(e)) from None
+    click.echo(report.summary())
+
+
 @cli.command("export")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True, help="JSONL file to write.")
 @DB_OPTION
@@ -80,6 +104,50 @@ def export_command(out: Path, db_path: Path | None) -> None:
     """
     counts = export_jsonl(database(_db(db_path)), out)
     click.echo(f"wrote {out}: " + ", ".join(f"{n} {name}" for name, n in counts.items()))
+
+
+@cli.command("export-labels")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True, help="JSON file to write.")
+@click.option(
+    "--scores-out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also write the judge's scores of the rated conversations as `evaluate --out` JSON lines, under the same "
+    "conv_id, so `python -m evaluators meta --scores` pairs them with the labels.",
+)
+@click.option(
+    "--scorer",
+    "setup",
+    default=None,
+    help="With --scores-out: the judge setup (its label in the Judge vs people tab, or a scorer name; default: "
+    "the first there).",
+)
+@DB_OPTION
+def export_labels_command(out: Path, scores_out: Path | None, setup: str | None, db_path: Path | None) -> None:
+    """Export people's ratings from the arena and the Chat tab in CRSArena-Eval's JSON layout (conv_id, dialogue,
+    dial_level_aggregated: ratings averaged over raters, on CRSArena-Eval's scales), without rater ids.
+
+    Example:
+
+        python -m arena export-labels --out labels.json --scores-out scores.jsonl
+        python -m evaluators meta --scores scores.jsonl --human labels.json
+    """
+    from arena.judge_agreement import judge_scores_rows
+    from storage.human_labels import crsarena_eval_records
+
+    db = database(_db(db_path))
+    records = list(crsarena_eval_records(db))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(records, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    click.echo(f"wrote {out}: {len(records)} rated conversation(s)")
+    if scores_out is not None:
+        try:
+            rows = judge_scores_rows(db, records, setup)
+        except LookupError as e:
+            raise click.ClickException(str(e)) from None
+        scores_out.parent.mkdir(parents=True, exist_ok=True)
+        scores_out.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+        click.echo(f"wrote {scores_out}: {len(rows)} scored conversation(s)")
 
 
 @cli.command("promote-uploads")

@@ -27,6 +27,7 @@ from crs_backends.session import ChatSession, prepare_user_message
 from storage.arena import DuplicateVote, battle_counts, get_battle, get_vote, save_battle, save_vote
 from storage.conversations import get_conversation, has_system_turn, save_conversation, set_status
 from storage.db import close_thread_connections, get_db
+from storage.human_labels import mark_revealed
 from storage.records import Battle, Conversation, ItemRef, Turn, Vote
 from storage.text import clean_text
 
@@ -41,12 +42,14 @@ __all__ = [
     "BattleNotReady",
     "BattleView",
     "DuplicateVote",
+    "NotTheVoter",
     "Reveal",
     "SideReply",
     "SideView",
     "battle_view",
     "choose_pair",
     "find_battle",
+    "reveal",
     "send",
     "start_battle",
     "vote",
@@ -58,7 +61,11 @@ class BattleClosed(Exception):
 
 
 class BattleNotReady(Exception):
-    """A vote came before both systems had answered."""
+    """A vote came before both systems had answered (or a reveal before the vote)."""
+
+
+class NotTheVoter(Exception):
+    """A request about a voted battle from another session than the one that voted."""
 
 
 @dataclass(frozen=True)
@@ -224,6 +231,24 @@ def vote(db: Database, battle_id: str, choice: str, feedback: str = "", voter: s
             raise BattleNotReady(f"System {side} has not answered yet: send a message first")
     save_vote(db, record)
     return _reveal(battle, choice)
+
+
+def reveal(db: Database, battle_id: str, voter: str = "") -> Reveal:
+    """The two systems of a voted battle, shown to its voter (after their ratings, or their skip); records the
+    first reveal (:func:`storage.human_labels.mark_revealed`), so a rating given later is known to have seen them.
+
+    :raises KeyError: unknown battle
+    :raises BattleNotReady: the battle has no vote yet
+    :raises NotTheVoter: ``voter`` is not the session that voted
+    """
+    battle = _battle(db, battle_id)
+    existing = get_vote(db, battle_id)
+    if existing is None:
+        raise BattleNotReady("Vote first: the names are shown after the vote")
+    if existing.voter and existing.voter != voter:
+        raise NotTheVoter("Only the person who voted in this battle sees its names here")
+    mark_revealed(db, battle_id)
+    return _reveal(battle, existing.choice)
 
 
 def mask(text: str, names: list[str]) -> str:

@@ -141,6 +141,83 @@ def import_dial(
     return report
 
 
+@dataclass
+class LabelImportReport:
+    """What an import of CRSArena-Eval labels read and added (a second import adds nothing new)."""
+
+    path: str
+    conversations_read: int = 0
+    conversations_added: int = 0
+    labelled: int = 0  # conversations with at least one dialogue-level label, stored as imported ratings
+    scored: int = 0
+    score_failed: int = 0
+
+    def summary(self) -> str:
+        return (
+            f"{Path(self.path).name}: {self.conversations_added} of {self.conversations_read} conversations added, "
+            f"{self.labelled} with people's dialogue-level labels, {self.scored} scored with the proxy"
+            + (f" ({self.score_failed} could not be scored)" if self.score_failed else "")
+        )
+
+
+def import_eval_labels(
+    db: Database, path: str | Path | None = None, *, catalog_name: str | None = DEFAULT_CATALOG, score: bool = True
+) -> LabelImportReport:
+    """Import a CRSArena-Eval file (default: ``<data dir>/crsarena/crs_arena_eval_dev.json``): its dialogues become
+    conversations (source ``import``, ids as in the file), its dialogue-level labels imported ratings (origin
+    ``crsarena_eval``, CRSArena-Eval's own scales, rater ``crsarena_eval:<file>``), so the Judge vs people panel
+    shows them apart from the app's own; with ``score`` every imported conversation is proxy-scored. Idempotent.
+
+    :raises ImportRefused: the file or the catalog is missing, or the file does not follow the format
+    """
+    from evaluators.log_readers import read_crsarena_eval
+    from storage.human_labels import IMPORTED_ORIGIN, ITEMS, Rating, save_ratings
+
+    folder = default_folder()
+    file = Path(path) if path is not None else (folder / "crs_arena_eval_dev.json" if folder else None)
+    if file is None or not file.is_file():
+        raise ImportRefused(
+            f"CRSArena-Eval file not found{f' at {file}' if file else ''}: place crs_arena_eval_dev.json under "
+            "<data dir>/crsarena (the data dir is CRS_DATA_DIR, else ../shared/data) or name the file.",
+            "files",
+        )
+    catalog = None
+    if catalog_name is not None:
+        try:
+            catalog = get_catalog(catalog_name)
+        except FileNotFoundError:
+            raise ImportRefused(missing_catalog_message(catalog_name), "catalog") from None
+    try:
+        read = read_crsarena_eval(file, catalog)
+    except LogFormatError as e:
+        raise ImportRefused(f"Import failed: {e}", "format") from None
+    report = LabelImportReport(str(file), conversations_read=len(read.conversations))
+    present = existing_ids(db, "conversations", [c.id for c in read.conversations])
+    for conversation in read.conversations:
+        if conversation.id not in present:
+            save_conversation(db, conversation)
+            report.conversations_added += 1
+    labelled = [
+        Rating(
+            conversation_id=c.id,
+            system_id=c.system_id,
+            rater=f"crsarena_eval:{file.name}",
+            origin=IMPORTED_ORIGIN,
+            values={item: read.labels[c.id].dialogue.get(item) for item in ITEMS},
+        )
+        for c in read.conversations
+        if any(read.labels[c.id].dialogue.get(item) is not None for item in ITEMS)
+    ]
+    save_ratings(db, labelled)
+    report.labelled = len(labelled)
+    if score:
+        report.scored, report.score_failed = _score_with_proxy(db, [c.id for c in read.conversations], catalog)
+    from arena.board import refresh_board
+
+    refresh_board(db)
+    return report
+
+
 def missing_files_message(folder: Path | None) -> str:
     """Why nothing can be imported from ``folder`` (None: there is no data directory), and the fix."""
     where = (
@@ -316,13 +393,18 @@ def _timestamp(path: Path, where: str, text: str) -> str:
     return when.astimezone(UTC).isoformat(timespec="seconds")
 
 
-EXPORT_KINDS = {"conversations": "conversation", "votes": "vote", "judgments": "judgment"}
+EXPORT_KINDS = {
+    "conversations": "conversation",
+    "votes": "vote",
+    "judgments": "judgment",
+    "human_labels": "human_label",
+}
 
 
 def export_jsonl(db: Database, path: str | Path) -> dict[str, int]:
-    """Write the database's conversations, votes and judgments to ``path``, one JSON object per line
-    tagged ``"type": "conversation" | "vote" | "judgment"`` (rows from :mod:`storage.export`, which
-    leaves out voter ids). Returns the number of rows of each export."""
+    """Write the database's conversations, votes, judgments and people's ratings to ``path``, one JSON object per
+    line tagged ``"type": "conversation" | "vote" | "judgment" | "human_label"`` (rows from :mod:`storage.export`,
+    which leaves out voter and rater ids). Returns the number of rows of each export."""
     counts = {}
     with open(path, "w", encoding="utf-8") as f:
         for name, rows in EXPORTS.items():

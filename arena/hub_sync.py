@@ -5,7 +5,8 @@ then others cannot read the SQLite file. When both ``HF_TOKEN`` and
 ``CRS_ARENA_HUB_DATASET`` (``owner/name``) are set, :func:`start_from_env`
 starts a :class:`huggingface_hub.CommitScheduler` that, every
 ``CRS_ARENA_HUB_EVERY`` minutes (default 10), exports the database to
-``conversations.jsonl``, ``votes.jsonl`` and ``judgments.jsonl`` in a local
+``conversations.jsonl``, ``votes.jsonl``, ``judgments.jsonl`` and
+``human_labels.jsonl`` (people's ratings, CRSArena-Eval's layout) in a local
 folder and commits the files that changed to ``data/`` in that (private) dataset.
 
 The live ``.db`` file is never uploaded: a copy taken while the app writes

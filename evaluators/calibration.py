@@ -36,7 +36,7 @@ import csv
 import os
 import re
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -49,8 +49,8 @@ from sklearn.preprocessing import StandardScaler
 
 from catalog.catalog import Catalog
 from evaluators.log_readers import read_crsarena_dial, read_crsarena_eval
-from evaluators.meta import correlate
-from evaluators.proxy import LEXICAL, PROXY_VERSION, Embedder, proxy_scores
+from evaluators.meta import correlate, vote_agreement
+from evaluators.proxy import LEXICAL, MINILM, PROXY_VERSION, Embedder, proxy_scores
 from evaluators.proxy_scorer import FEATURES, Calibration, Model, feature_vector
 from evaluators.rubric import load_rubric
 from storage.records import Conversation
@@ -128,15 +128,8 @@ def load_training_data(
 
     A vote counts when both its conversations are in ``crs_arena_dial_*.json`` of ``votes_dir``.
     """
-    read = read_crsarena_eval(eval_path, catalog)
-    labelled = [
-        c
-        for c in read.conversations
-        if read.labels[c.id].dialogue.get("dialogue_overall") is not None and _judgeable(c)
-    ]
-    results = [proxy_scores(c, catalog, embedder=embedder) for c in labelled]
-    similarity = results[0].similarity if results else LEXICAL
-    X = np.array([feature_vector(r) for r in results], dtype=float).reshape(len(results), len(FEATURES))
+    labelled = _labelled(eval_path, catalog, embedder)
+    similarity = labelled.similarity
     A, B, outcome, vote_users, skipped = [], [], [], [], 0
     if votes_dir is not None:
         dial: dict[str, Conversation] = {}
@@ -159,20 +152,63 @@ def load_training_data(
             outcome.append(0 if vote["vote"] == "tie" else 1 if vote["vote"] == vote["crs1"] else -1)
             vote_users.append(vote["user_id"])
     width = len(FEATURES)
-    return TrainingData(
-        X=X,
-        y=np.array([read.labels[c.id].dialogue["dialogue_overall"] for c in labelled], dtype=float),
-        ids=[c.id for c in labelled],
-        systems=[c.system_id for c in labelled],
-        users=[user_of(c.id) for c in labelled],
+    return replace(
+        labelled,
         A=np.array(A, dtype=float).reshape(len(A), width),
         B=np.array(B, dtype=float).reshape(len(B), width),
         outcome=np.array(outcome, dtype=float),
         vote_users=vote_users,
         skipped_votes=skipped,
         similarity=similarity,
+    )
+
+
+def _labelled(path: str | os.PathLike, catalog: Catalog, embedder: Embedder | None) -> TrainingData:
+    """The dialogues of a CRSArena-Eval-layout file that have a ``dialogue_overall`` label, as model inputs (no
+    votes); the user of each is the uuid that ends its ``conv_id`` (:func:`user_of`)."""
+    read = read_crsarena_eval(path, catalog)
+    labelled = [
+        c
+        for c in read.conversations
+        if read.labels[c.id].dialogue.get("dialogue_overall") is not None and _judgeable(c)
+    ]
+    results = [proxy_scores(c, catalog, embedder=embedder) for c in labelled]
+    width = len(FEATURES)
+    return TrainingData(
+        X=np.array([feature_vector(r) for r in results], dtype=float).reshape(len(results), width),
+        y=np.array([read.labels[c.id].dialogue["dialogue_overall"] for c in labelled], dtype=float),
+        ids=[c.id for c in labelled],
+        systems=[c.system_id for c in labelled],
+        users=[user_of(c.id) for c in labelled],
+        A=np.empty((0, width)),
+        B=np.empty((0, width)),
+        outcome=np.empty(0),
+        vote_users=[],
+        similarity=results[0].similarity if results else (LEXICAL if embedder is None else MINILM),
         datasets=[c.metadata.get("dataset") for c in labelled],
     )
+
+
+def with_labels(
+    data: TrainingData, paths: Iterable[str | os.PathLike], catalog: Catalog, *, embedder: Embedder | None = None
+) -> TrainingData:
+    """``data`` with the labelled dialogues of more CRSArena-Eval-layout files added (people's ratings exported by
+    ``python -m arena export-labels``); a dialogue id already present is refused."""
+    for path in paths:
+        extra = _labelled(path, catalog, embedder)
+        repeated = sorted(set(extra.ids) & set(data.ids))
+        if repeated:
+            raise ValueError(f"{path}: dialogue(s) already in the training data: {repeated[:3]}")
+        data = replace(
+            data,
+            X=np.vstack([data.X, extra.X]),
+            y=np.concatenate([data.y, extra.y]),
+            ids=data.ids + extra.ids,
+            systems=data.systems + extra.systems,
+            users=data.users + extra.users,
+            datasets=data.datasets + extra.datasets,
+        )
+    return data
 
 
 def _judgeable(conversation: Conversation) -> bool:
@@ -281,41 +317,6 @@ def cross_validate(
         if len(t_votes):
             pair_scores[t_votes] = np.column_stack([model.predict(data.A[t_votes]), model.predict(data.B[t_votes])])
     return CrossValidation(predictions, pair_scores, folds)
-
-
-def vote_agreement(
-    pair_scores: np.ndarray, outcome: np.ndarray, *, n_boot: int = 1000, seed: int = SEED
-) -> dict[str, Any]:
-    """How scores agree with votes: decisive votes the winner scores higher in (a tie of scores counts
-    half), with a bootstrap 95% interval; the mean score gap on tied votes and on decisive ones."""
-    decisive = outcome != 0
-    if not len(outcome):
-        return {
-            "decisive": 0,
-            "ties": 0,
-            "accuracy": None,
-            "accuracy_low": None,
-            "accuracy_high": None,
-            "tie_gap": None,
-            "decisive_gap": None,
-        }
-    diff = (pair_scores[:, 0] - pair_scores[:, 1]) * np.where(decisive, outcome, 1)
-    hits = np.where(diff[decisive] > 0, 1.0, np.where(diff[decisive] == 0, 0.5, 0.0))
-    gap = np.abs(pair_scores[:, 0] - pair_scores[:, 1])
-    low = high = None
-    if len(hits):
-        rng = np.random.default_rng(seed)
-        draws = hits[rng.integers(0, len(hits), (n_boot, len(hits)))].mean(axis=1)
-        low, high = float(np.percentile(draws, 2.5)), float(np.percentile(draws, 97.5))
-    return {
-        "decisive": int(decisive.sum()),
-        "ties": int((~decisive).sum()),
-        "accuracy": float(hits.mean()) if len(hits) else None,
-        "accuracy_low": low,
-        "accuracy_high": high,
-        "tie_gap": float(gap[~decisive].mean()) if (~decisive).any() else None,
-        "decisive_gap": float(gap[decisive].mean()) if decisive.any() else None,
-    }
 
 
 # -- fitting the saved calibration ---------------------------------------------------------------------

@@ -51,6 +51,14 @@ def cli() -> None:
     "--embeddings", is_flag=True, help="Proxy scorer: MiniLM sentence similarity (needs a calibration fitted with it)."
 )
 @click.option(
+    "--calibration",
+    "proxy_calibration",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="Proxy scorer: a calibration file other than the shipped one (e.g. a refit from `calibrate`); its "
+    "evaluations form their own judge setup on the board.",
+)
+@click.option(
     "--judge-model",
     "judge_models",
     multiple=True,
@@ -98,6 +106,7 @@ def evaluate(
     fmt,
     scorer,
     embeddings,
+    proxy_calibration,
     judge_models,
     mode,
     debate,
@@ -158,6 +167,7 @@ def evaluate(
             catalog_name=catalog_name,
             concurrency=concurrency,
             embeddings=embeddings,
+            proxy_calibration=proxy_calibration,
         )
     except (FileNotFoundError, ValueError) as e:
         raise click.ClickException(str(e)) from None
@@ -356,15 +366,30 @@ def _validity(human_path, votes_dir, catalog_name, aspect, llm_rows, boot, out_d
 @click.option("--seed", default=0, show_default=True, help="Seed of the folds and the bootstrap.")
 @click.option("--boot", default=1000, show_default=True, help="Bootstrap resamples for the intervals.")
 @click.option("--embeddings", is_flag=True, help="Fit on proxies with MiniLM sentence similarity.")
-def calibrate_command(eval_path, votes_dir, out, replace, catalog_name, seed, boot, embeddings):
+@click.option(
+    "--labels",
+    "label_paths",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="More labelled dialogues in CRSArena-Eval's layout, e.g. people's ratings from "
+    "`python -m arena export-labels`; repeat for several. The cross-validated figures are printed without them, "
+    "then with them.",
+)
+def calibrate_command(eval_path, votes_dir, out, replace, catalog_name, seed, boot, embeddings, label_paths):
     """Refit the proxy scorer's overall model and print its cross-validated results.
 
-    Example:
+    The shipped calibration is written over only with --replace; a refit goes to its own file, and conversations
+    scored with it (`evaluate --scorer proxy --calibration FILE`) form their own judge setup on the board.
+
+    Examples:
 
         python -m evaluators calibrate --eval ../shared/data/crsarena/crs_arena_eval_dev.json \\
             --votes ../shared/data/crsarena
+
+        python -m evaluators calibrate --eval ../shared/data/crsarena/crs_arena_eval_dev.json \\
+            --votes ../shared/data/crsarena --labels labels.json
     """
-    from evaluators.calibration import calibrate, load_training_data
+    from evaluators.calibration import calibrate, load_training_data, with_labels
     from evaluators.proxy import LEXICAL, MINILM, load_embedder
     from evaluators.proxy_scorer import default_path
 
@@ -375,20 +400,34 @@ def calibrate_command(eval_path, votes_dir, out, replace, catalog_name, seed, bo
     if embeddings:
         embedder, note = load_embedder()
         click.echo(note, err=True)
+    catalog = get_catalog(catalog_name)
     try:
-        data = load_training_data(eval_path, votes_dir, get_catalog(catalog_name), embedder=embedder)
+        data = load_training_data(eval_path, votes_dir, catalog, embedder=embedder)
+        extended = with_labels(data, label_paths, catalog, embedder=embedder) if label_paths else data
     except (LogFormatError, FileNotFoundError, ValueError) as e:
         raise click.ClickException(str(e)) from None
     if not len(data.y):
         raise click.ClickException(f"{eval_path} has no dialogue with a dialogue_overall label")
-    result = calibrate(
-        data,
-        seed=seed,
-        n_boot=boot,
-        sources={"eval": eval_path.name, "votes": votes_dir.name if votes_dir else None, "catalog": catalog_name},
-    )
-    shipped_here = default_path(similarity=data.similarity)
+    sources = {"eval": eval_path.name, "votes": votes_dir.name if votes_dir else None, "catalog": catalog_name}
+    if label_paths:
+        before = calibrate(data, seed=seed, n_boot=boot, sources=sources)
+        click.echo(f"BEFORE: {eval_path.name} alone")
+        _echo_calibration(before, data)
+        click.echo(
+            f"\nAFTER: with {len(extended.y) - len(data.y)} labelled dialogue(s) from "
+            + ", ".join(p.name for p in label_paths)
+        )
+        sources = {**sources, "labels": [p.name for p in label_paths]}
+    result = calibrate(extended, seed=seed, n_boot=boot, sources=sources)
+    _echo_calibration(result, extended)
+    shipped_here = default_path(similarity=extended.similarity)
     path = result.save(out or (shipped_here if replace else shipped_here.with_suffix(".refit.json")))
+    click.echo(f"wrote {path} (fingerprint {result.fingerprint})")
+    if not replace:
+        click.echo(f"score with it: python -m evaluators evaluate LOGS --scorer proxy --calibration {path}")
+
+
+def _echo_calibration(result, data) -> None:
     click.echo(
         f"fitted on {len(data.y)} labelled dialogues and {len(data.outcome)} votes "
         f"({int((data.outcome == 0).sum())} ties, {data.skipped_votes} skipped); alpha {result.model.alpha:g}"
@@ -413,7 +452,6 @@ def calibrate_command(eval_path, votes_dir, out, replace, catalog_name, seed, bo
                     for m in ("spearman", "pearson", "kendall")
                 )
             )
-    click.echo(f"wrote {path}")
 
 
 @cli.command("simulate")

@@ -28,6 +28,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -95,11 +96,13 @@ def correlate(
     systems: Mapping[str, str] | None = None,
     n_boot: int = 1000,
     seed: int = 0,
+    methods: tuple[str, ...] = METHODS,
 ) -> dict[str, LevelCorrelation]:
-    """Correlate ``scores`` with ``human`` labels, both keyed by dialogue id.
+    """Correlate ``scores`` with ``human`` labels, both keyed by dialogue id, by each of ``methods``.
 
     Returns ``{"dialogue": …}`` and, when ``systems`` maps dialogue ids to system ids, ``"system": …``.
-    Ids present on one side only count as skipped.
+    Ids present on one side only count as skipped. The resamples do not depend on ``methods``: a method's interval
+    is the same whichever others are asked.
     """
     ids = sorted(set(scores) | set(human))
     kept = [i for i in ids if _present(scores.get(i)) and _present(human.get(i))]
@@ -108,7 +111,7 @@ def correlate(
     y = np.array([float(human[i]) for i in kept])  # type: ignore[arg-type]
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, len(kept), (n_boot, len(kept)))
-    out = {"dialogue": _level("dialogue", x, y, x[idx], y[idx], skipped)}
+    out = {"dialogue": _level("dialogue", x, y, x[idx], y[idx], skipped, methods)}
     if systems is not None:
         missing = [i for i in kept if i not in systems]
         if missing:
@@ -123,14 +126,23 @@ def correlate(
             np.stack([x[d].mean(axis=1) for d in draws], axis=1) if groups else np.empty((n_boot, 0)),
             np.stack([y[d].mean(axis=1) for d in draws], axis=1) if groups else np.empty((n_boot, 0)),
             skipped,
+            methods,
         )
     return out
 
 
-def _level(level: str, x: np.ndarray, y: np.ndarray, bx: np.ndarray, by: np.ndarray, skipped: int) -> LevelCorrelation:
+def _level(
+    level: str,
+    x: np.ndarray,
+    y: np.ndarray,
+    bx: np.ndarray,
+    by: np.ndarray,
+    skipped: int,
+    methods: tuple[str, ...] = METHODS,
+) -> LevelCorrelation:
     """Point estimates on (x, y); intervals from the resampled rows of (bx, by)."""
     result = LevelCorrelation(level, len(x), skipped, 0)
-    for method in METHODS:
+    for method in methods:
         value, p = _coefficient(method, x, y)
         sample = _bootstrap(method, bx, by) if value is not None else np.empty(0)
         sample = sample[~np.isnan(sample)]
@@ -208,6 +220,53 @@ def factor_matrix(score_table) -> tuple[pd.DataFrame, go.Figure]:
         title=f"Spearman correlation between factors (n = {len(frame)})", yaxis_autorange="reversed", height=600
     )
     return matrix, figure
+
+
+def vote_agreement(
+    pair_scores: np.ndarray, outcome: np.ndarray, *, n_boot: int = 1000, seed: int = 0, tie_margin: float | None = None
+) -> dict[str, Any]:
+    """How scores agree with votes (``outcome`` +1: A won, -1: B won, 0: tie or both bad).
+
+    ``accuracy``: the share of decisive votes whose winner scores higher (equal scores count half), with a
+    bootstrap 95% interval; the mean score gap on tied votes and on decisive ones. With ``tie_margin`` also
+    ``accuracy_with_ties``, MT-Bench's agreement with ties as a third class: the scores call a tie when they
+    differ by less than ``tie_margin``, and a vote agrees when both name the same one of A, B and tie.
+    """
+    decisive = outcome != 0
+    result: dict[str, Any] = {
+        "decisive": int(decisive.sum()),
+        "ties": int((~decisive).sum()),
+        "accuracy": None,
+        "accuracy_low": None,
+        "accuracy_high": None,
+        "tie_gap": None,
+        "decisive_gap": None,
+    }
+    if tie_margin is not None:
+        result.update(with_ties=int(len(outcome)), accuracy_with_ties=None, with_ties_low=None, with_ties_high=None)
+    if not len(outcome):
+        return result
+    rng = np.random.default_rng(seed)
+
+    def interval(hits: np.ndarray) -> tuple[float, float]:
+        draws = hits[rng.integers(0, len(hits), (n_boot, len(hits)))].mean(axis=1)
+        return float(np.percentile(draws, 2.5)), float(np.percentile(draws, 97.5))
+
+    diff = (pair_scores[:, 0] - pair_scores[:, 1]) * np.where(decisive, outcome, 1)
+    hits = np.where(diff[decisive] > 0, 1.0, np.where(diff[decisive] == 0, 0.5, 0.0))
+    gap = np.abs(pair_scores[:, 0] - pair_scores[:, 1])
+    if len(hits):
+        result["accuracy"] = float(hits.mean())
+        result["accuracy_low"], result["accuracy_high"] = interval(hits)
+    result["tie_gap"] = float(gap[~decisive].mean()) if (~decisive).any() else None
+    result["decisive_gap"] = float(gap[decisive].mean()) if decisive.any() else None
+    if tie_margin is not None:
+        raw = pair_scores[:, 0] - pair_scores[:, 1]
+        called = np.where(np.abs(raw) < tie_margin, 0, np.sign(raw))
+        agree = (called == np.sign(outcome)).astype(float)
+        result["accuracy_with_ties"] = float(agree.mean())
+        result["with_ties_low"], result["with_ties_high"] = interval(agree)
+    return result
 
 
 # -- human labels --------------------------------------------------------------------------

@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from evaluators.calibration import N_SPLITS, SEED, TrainingData, cross_validate, vote_agreement
+from evaluators.calibration import N_SPLITS, SEED, TrainingData, cross_validate
 from evaluators.factors import FACTORS
-from evaluators.meta import correlate
+from evaluators.meta import correlate, vote_agreement
 
 # FACE (Joko & Hasibi), Llama-3.1-8B, on the full CRSArena-Eval (467 dialogues), as published:
 # Table 1 (overall impression, dialogue level, per subset) and Table 2 (system level, mean of 7 aspects).

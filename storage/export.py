@@ -1,11 +1,11 @@
-"""Reading the database out as JSON-serialisable rows: conversations, votes, judgments.
+"""Reading the database out as JSON-serialisable rows: conversations, votes, judgments, people's ratings.
 
 Used to publish data (``arena/hub_sync.py``) and for backups that any tool can
 read. Every function returns plain dicts and lists, ready for ``json.dumps``,
 in a stable order (oldest first), so two exports of an unchanged database are
 identical.
 
-Votes are exported without the ``voter`` column: it may identify a person.
+Votes are exported without the ``voter`` column and ratings without their rater: either may identify a person.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from sqlite_utils import Database
 
 from storage.conversations import get_conversation
 from storage.evaluations import get_evaluation
+from storage.human_labels import crsarena_eval_records
 
 
 def conversation_rows(db: Database) -> Iterator[dict]:
@@ -48,4 +49,5 @@ EXPORTS = {
     "conversations": conversation_rows,
     "votes": vote_rows,
     "judgments": judgment_rows,
+    "human_labels": crsarena_eval_records,  # people's ratings, CRSArena-Eval's layout, no rater ids
 }

@@ -268,3 +268,40 @@ def m005_turn_ranking(db: Database) -> None:
     """A system turn's whole ranking (JSON list of {id, title}, at most 100), beside the items it showed: iEvaLM's
     Recall@k reads the recommender's top 50, which the shown list (three titles under CRS Arena's policy) is not."""
     db.table("turns").add_column("ranking", str)
+
+
+@migrations()
+def m006_human_labels(db: Database) -> None:
+    """People's ratings of conversations (#23): after an arena vote, one row per side, and in the Chat tab for one
+    conversation; imported CRSArena-Eval labels live here too (``origin``).
+
+    One row per conversation, rater and origin: a second submission replaces the first. The four items are the
+    CRSArena-Eval aspects people were asked (``understanding``, ``task_completion``, ``interest_arousal``,
+    ``dialogue_overall``), on the scale of their origin (0-4 in this app; CRSArena-Eval's own scales for imports).
+    ``names_seen`` is 1 when the rater had seen which systems answered before rating. ``battles.revealed_at`` is
+    when a battle's names were first shown to its voter (the reveal now follows the ratings or their skip).
+    """
+    db.table("human_labels").create(
+        {
+            "id": int,
+            "conversation_id": str,
+            "system_id": str,
+            "battle_id": str,
+            "side": str,
+            "rater": str,
+            "origin": str,  # arena | chat | crsarena_eval
+            "understanding": float,
+            "task_completion": float,
+            "interest_arousal": float,
+            "dialogue_overall": float,
+            "names_seen": int,
+            "created_at": str,
+            "updated_at": str,
+        },
+        pk="id",
+        foreign_keys=[("conversation_id", "conversations", "id")],
+        not_null={"conversation_id", "system_id", "rater", "origin", "created_at"},
+    )
+    db.table("human_labels").create_index(["conversation_id", "rater", "origin"], unique=True)
+    db.table("human_labels").create_index(["battle_id"])
+    db.table("battles").add_column("revealed_at", str)

@@ -189,3 +189,35 @@ def unscored_conversations(
     """
     args = [fingerprint, *sources, *([conversation_id] if conversation_id is not None else []), limit]
     return [r["id"] for r in db.query(sql, args)]
+
+
+def latest_scores(db: Database, *, scorer: str, fingerprint: str | None) -> dict[str, dict]:
+    """Each conversation's latest finished evaluation of one judge setup, uploads included:
+    ``{conversation_id: {"system_id", "source", "overall", "factors": {factor: mean score}}}``."""
+    cte, args = _latest_evaluations_sql(scorer=scorer, source=None, domain=None, uploads=True, fingerprint=fingerprint)
+    scores: dict[str, dict] = {}
+    for r in db.query(cte + " select id, conversation_id, system_id, source, overall from latest", args):
+        scores[r["conversation_id"]] = {**dict(r), "factors": {}}
+    by_evaluation = {s["id"]: s for s in scores.values()}
+    sql = (
+        cte + " select f.evaluation_id, f.factor, avg(f.score) as score from latest l "
+        "join factor_scores f on f.evaluation_id = l.id where f.score is not null group by f.evaluation_id, f.factor"
+    )
+    for r in db.query(sql, args):
+        by_evaluation[r["evaluation_id"]]["factors"][r["factor"]] = r["score"]
+    return scores
+
+
+def voted_pairs(db: Database, *, source: str) -> list[dict]:
+    """Voted battles whose two conversations have ``source``: ``battle_id, conversation_a, conversation_b,
+    choice``, oldest vote first."""
+    return [
+        dict(r)
+        for r in db.query(
+            "select v.battle_id, b.conversation_a, b.conversation_b, v.choice from votes v "
+            "join battles b on b.id = v.battle_id join conversations ca on ca.id = b.conversation_a "
+            "join conversations cb on cb.id = b.conversation_b where ca.source = ? and cb.source = ? "
+            "order by v.created_at, v.id",
+            [source, source],
+        )
+    ]

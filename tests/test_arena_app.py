@@ -44,9 +44,11 @@ def test_battle_is_anonymous_until_the_vote(app):
     second = client.predict("Something from the 90s?", api_name="/arena_send")
     assert len(second[0]) == 4 and not leaked(second)
 
-    name_a, name_b, thanks, feedback = client.predict("A felt more relevant", api_name="/arena_vote_a")
-    assert "System A was" in name_a and "System B was" in name_b and feedback == ""
-    assert "A is better" in thanks and "recorded" in thanks
+    name_a, name_b, thanks, feedback, *ratings = client.predict("A felt more relevant", api_name="/arena_vote_a")
+    assert name_a == name_b == "" and feedback == "" and ratings == [None] * 8  # the ratings come before the names
+    assert "A is better" in thanks and "recorded" in thanks and not leaked(thanks)
+    name_a, name_b, status = client.predict(api_name="/arena_reveal")  # skipped the ratings
+    assert "System A was" in name_a and "System B was" in name_b and "New battle" in status
     assert {"chatcrs", "retrieval"} == {n for n in ("chatcrs", "retrieval") if n in (name_a + name_b).lower()}
     with pytest.raises(Exception, match="already has its vote"):
         client.predict("", api_name="/arena_vote_b")
@@ -72,6 +74,56 @@ def test_battle_is_anonymous_until_the_vote(app):
     systems = [row[table["headers"].index("System")] for row in table["data"]]
     assert sorted(systems) == ["chatcrs", "retrieval"] and "1 vote among 2 systems" in line
     assert plot["type"] == "plotly" and '"heatmap"' in plot["plot"]
+
+
+def test_battle_vote_rating_stores_one_label_per_side_before_the_names(app):
+    client = Client(app.url, verbose=False)
+    client.predict(api_name="/arena_new")
+    client.predict("A funny film for tonight?", api_name="/arena_send")
+    with pytest.raises(Exception, match="Vote first"):
+        client.predict(4, 3, 2, 3, 1, 0, 1, 1, api_name="/arena_rate")
+    client.predict("", api_name="/arena_vote_b")
+    with pytest.raises(Exception, match="not in the list of choices"):
+        client.predict(4, 3, 2, 9, 1, 0, 1, 1, api_name="/arena_rate")
+    name_a, name_b, status = client.predict(4, 3, 2, 3, 1, 0, 1, 1, api_name="/arena_rate")
+    assert "System A was" in name_a and "System B was" in name_b
+    assert "ratings are stored" in status
+    db = open_db(app.db_path)
+    battle_id = next(db.query("select battle_id from votes order by id desc limit 1"))["battle_id"]
+    rows = list(
+        db.query(
+            "select side, understanding, dialogue_overall, names_seen from human_labels where "
+            "battle_id = ? order by side",
+            [battle_id],
+        )
+    )
+    assert [(r["side"], r["understanding"], r["dialogue_overall"], r["names_seen"]) for r in rows] == [
+        ("a", 4.0, 3.0, 0),
+        ("b", 1.0, 1.0, 0),
+    ]
+    _, _, again = client.predict(3, 3, 2, 3, 1, 0, 1, 1, api_name="/arena_rate")  # after the reveal: kept, marked
+    assert "replaced" in again
+    assert {
+        r["names_seen"] for r in db.query("select names_seen from human_labels where battle_id = ?", [battle_id])
+    } == {1}
+
+    stranger = Client(app.url, verbose=False)  # another session cannot rate or unmask the battle
+    with pytest.raises(Exception, match="No battle yet|no battle"):
+        stranger.predict(1, 1, 1, 1, 1, 1, 1, 1, api_name="/arena_rate")
+
+    chat = Client(app.url, verbose=False)
+    assert "chat first" in chat.predict("", 1, 1, 1, 1, api_name="/rate_conversation")
+    chat.predict("A heist movie?", "retrieval", api_name="/chat")
+    conversation_id = next(db.query("select id from conversations where source = 'chat' order by created_at desc"))[
+        "id"
+    ]
+    assert "stored" in chat.predict(conversation_id, 3, 4, 2, 3, api_name="/rate_conversation")
+    assert "replaced" in chat.predict(conversation_id, 2, 4, 2, 3, api_name="/rate_conversation")
+    [row] = db.query("select origin, understanding from human_labels where conversation_id = ?", [conversation_id])
+    assert (row["origin"], row["understanding"]) == ("chat", 2.0)
+
+    table, figure, setups = client.predict(None, api_name="/judge_vs_people")
+    assert figure["type"] == "plotly"
 
 
 def test_import_without_the_data_says_so(app):

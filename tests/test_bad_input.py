@@ -144,8 +144,7 @@ def vote_battle(app, client: Client | None = None):
 
 def vote(client: Client, choice: str = "a") -> str:
     try:
-        _, _, status, _ = client.predict("", api_name=f"/arena_vote_{choice}")
-        return status
+        return client.predict("", api_name=f"/arena_vote_{choice}")[2]
     except Exception as e:
         return str(e)
 

@@ -1,4 +1,5 @@
-"""The whole product in a real browser: chat, judge (12 factors and a debate), arena battle, vote, leaderboard."""
+"""The whole product in a real browser: chat, judge (12 factors and a debate), arena battle, vote, ratings,
+leaderboard."""
 
 import os
 import shutil
@@ -7,6 +8,7 @@ from app_server import AppServer
 from browser_support import ARGS, chromium
 
 from evaluators.factors import LABELS
+from storage.db import open_db
 
 
 def test_chat_judge_arena_vote_leaderboard(tmp_path):
@@ -15,7 +17,8 @@ def test_chat_judge_arena_vote_leaderboard(tmp_path):
 
     shots = tmp_path / "screenshots"
     shots.mkdir()
-    with AppServer(tmp_path / "flow.db") as server, sync_playwright() as p:
+    db_path = tmp_path / "flow.db"
+    with AppServer(db_path) as server, sync_playwright() as p:
         browser = p.chromium.launch(executable_path=executable, args=ARGS)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1100})
@@ -43,7 +46,7 @@ def test_chat_judge_arena_vote_leaderboard(tmp_path):
                 assert label in factors_text, label
             page.screenshot(path=str(shots / "judged.png"), full_page=True)
 
-            # an arena battle: names hidden, vote, names revealed
+            # an arena battle: names hidden, vote, rate both sides in eight taps, names revealed
             page.get_by_role("tab", name="Arena").click()
             page.get_by_placeholder("Ask both systems for a movie recommendation…").fill("Something exciting?")
             page.locator("button:visible", has_text="Send").first.click()
@@ -55,7 +58,21 @@ def test_chat_judge_arena_vote_leaderboard(tmp_path):
             )
             assert page.locator("#arena-name-a").inner_text().strip() == ""
             vote.click()
+            page.locator("#arena-rate").first.wait_for(state="visible", timeout=60_000)
+            assert page.locator("#arena-name-a").inner_text().strip() == ""  # no names before the ratings
+            for side, values in (("a", "4323"), ("b", "1010")):
+                for item, value in zip(
+                    ("understanding", "task_completion", "interest_arousal", "dialogue_overall"), values, strict=True
+                ):
+                    page.locator(f"#rate-{side}-{item} label", has_text=value).first.click()
+            page.screenshot(path=str(shots / "rating.png"), full_page=True)
+            page.locator("#arena-rate").first.click()
             page.wait_for_function("() => (document.querySelector('#arena-name-a')?.innerText || '').trim().length > 0")
+            labels = list(open_db(db_path).query("select side, understanding, dialogue_overall from human_labels"))
+            assert sorted((r["side"], r["understanding"], r["dialogue_overall"]) for r in labels) == [
+                ("a", 4.0, 3.0),
+                ("b", 1.0, 0.0),
+            ]
             revealed = page.locator("#arena-name-a").inner_text()
             page.screenshot(path=str(shots / "voted.png"), full_page=True)
 
@@ -66,6 +83,14 @@ def test_chat_judge_arena_vote_leaderboard(tmp_path):
                 timeout=60_000,
             )
             page.screenshot(path=str(shots / "leaderboard.png"), full_page=True)
+
+            # the judge-versus-people panel: one rated battle is too few for a figure, and it says so
+            page.get_by_role("tab", name="Judge vs people").click()
+            page.wait_for_function(
+                "() => (document.querySelector('#agreement-table')?.innerText || '').includes('too few')",
+                timeout=60_000,
+            )
+            page.screenshot(path=str(shots / "agreement.png"), full_page=True)
             assert revealed
             if os.environ.get("CRS_KEEP_SCREENSHOT"):
                 shutil.copytree(shots, "/tmp/crs_flow_shots", dirs_exist_ok=True)

@@ -15,9 +15,10 @@ from sklearn.preprocessing import StandardScaler
 
 from catalog.catalog import load_bundled
 from evaluators import calibration, proxy_scorer
-from evaluators.calibration import TrainingData, cross_validate, fit_model, vote_agreement
+from evaluators.calibration import TrainingData, cross_validate, fit_model
 from evaluators.cli import cli
 from evaluators.factors import FACTORS
+from evaluators.meta import vote_agreement
 from evaluators.pipeline import EvaluationSetup, evaluate_conversation
 from evaluators.proxy import PROXY_VERSION, proxy_scores
 from evaluators.proxy_scorer import (

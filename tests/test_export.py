@@ -72,8 +72,13 @@ def test_write_export_rewrites_only_files_that_changed(db_path, tmp_path):
     db = get_db(db_path)
     a, b, _ = _fill(db)
     folder = tmp_path / "export"
-    assert write_export(db_path, folder) == {"conversations": 2, "votes": 1, "judgments": 1}
-    assert sorted(p.name for p in folder.iterdir()) == ["conversations.jsonl", "judgments.jsonl", "votes.jsonl"]
+    assert write_export(db_path, folder) == {"conversations": 2, "votes": 1, "judgments": 1, "human_labels": 0}
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "conversations.jsonl",
+        "human_labels.jsonl",
+        "judgments.jsonl",
+        "votes.jsonl",
+    ]
     first = [json.loads(line) for line in (folder / "conversations.jsonl").read_text().splitlines()]
     assert [c["id"] for c in first] == [a.id, b.id]
     before = {p.name: p.stat().st_mtime_ns for p in folder.iterdir()}
@@ -138,7 +143,9 @@ def test_the_scheduler_exports_before_each_commit_and_never_uploads_the_database
         deadline = time.monotonic() + 10
         while not hub.commits and time.monotonic() < deadline:  # the first push starts at once, in its thread
             time.sleep(0.05)
-        assert hub.commits == [["data/conversations.jsonl", "data/judgments.jsonl", "data/votes.jsonl"]]
+        assert hub.commits == [
+            ["data/conversations.jsonl", "data/human_labels.jsonl", "data/judgments.jsonl", "data/votes.jsonl"]
+        ]
         scheduler.trigger().result()
         assert len(hub.commits) == 1  # nothing changed: no commit
         save_vote(db, Vote(save_battle(db, Battle("kbrd", "chatcrs", b.id, a.id)).id, "b"))

@@ -221,7 +221,12 @@ def test_crsarena_import_is_idempotent_and_puts_chatgpt_first(db_path, shared_da
     assert (kinds.count("conversation"), kinds.count("vote"), kinds.count("judgment")) == (474, 184, 0)
     vote = next(line for line in lines if line["type"] == "vote")
     assert vote["choice"] in ("a", "b", "tie") and "voter" not in vote
-    assert export_jsonl(db, tmp_path / "again.jsonl") == {"conversations": 474, "votes": 184, "judgments": 0}
+    assert export_jsonl(db, tmp_path / "again.jsonl") == {
+        "conversations": 474,
+        "votes": 184,
+        "judgments": 0,
+        "human_labels": 0,
+    }
 
 
 def test_import_refuses_a_folder_without_the_files(db_path, tmp_path):

@@ -6,7 +6,7 @@ import os
 
 import gradio as gr
 
-from ui import arena_tab, chat_tab, evaluate_tab, leaderboard_tab, settings_tab, simulate_tab
+from ui import agreement_tab, arena_tab, chat_tab, evaluate_tab, leaderboard_tab, settings_tab, simulate_tab
 from ui.render import roles_notice, safe_text
 from ui.services import Services
 
@@ -38,6 +38,9 @@ def build_app(services: Services) -> gr.Blocks:
             refresh_board_after(leaderboard.select)
             for vote in votes:
                 refresh_board_after(vote.then)
+            with gr.Tab("Judge vs people", id="agreement") as agreement:
+                refresh_agreement_after = agreement_tab.build(services)
+            refresh_agreement_after(agreement.select)
             with gr.Tab("Evaluate", id="evaluate"):
                 evaluate_tab.build(services)
             with gr.Tab("Simulate", id="simulate"):

@@ -16,13 +16,17 @@ from arena.battles import (
     BattleNotReady,
     BattleView,
     DuplicateVote,
+    NotTheVoter,
+    Reveal,
     SideView,
     battle_view,
     find_battle,
+    reveal,
     send,
     start_battle,
     vote,
 )
+from arena.human_ratings import QUESTIONS, SCALE, RatingRefused, rate_battle
 from crs_backends import health
 from crs_backends.session import EmptyMessage, prepare_user_message
 from ui.render import safe_markdown, safe_text
@@ -33,7 +37,12 @@ SHOWN_ITEMS = 5
 
 INTRO = (
     "## Arena\nTwo anonymous systems answer each of your messages. Chat as long as you like, then vote. "
-    "The systems' names are revealed only after your vote; one vote per battle."
+    "After your vote you may rate both sides in a few taps; the systems' names are revealed once you rate or skip. "
+    "One vote per battle."
+)
+RATING_INTRO = (
+    "### Rate both sides (optional)\n0 = not at all, 4 = completely. Your ratings check how far the automatic "
+    "judge agrees with people, so they are asked before you learn who the systems were."
 )
 
 
@@ -49,6 +58,20 @@ def build(services: Services) -> list:
     with gr.Row():
         buttons = {choice: gr.Button(label, interactive=False) for choice, label in VOTES.items()}
     feedback = gr.Textbox(label="Feedback (optional)", placeholder="What made one answer better?", max_lines=4)
+    with gr.Group(visible=False, elem_id="arena-ratings") as rating_box:
+        gr.Markdown(RATING_INTRO)
+        with gr.Row():
+            radios = {}
+            for side in ("a", "b"):
+                with gr.Column():
+                    gr.Markdown(f"**System {side.upper()}**")
+                    for item, question in QUESTIONS.items():
+                        radios[side, item] = gr.Radio(
+                            list(SCALE), label=question, elem_id=f"rate-{side}-{item}", elem_classes="rating-item"
+                        )
+        with gr.Row():
+            rate_button = gr.Button("Submit ratings and reveal", variant="primary", elem_id="arena-rate")
+            skip_button = gr.Button("Skip and reveal", elem_id="arena-skip")
     with gr.Row():
         message = gr.Textbox(
             placeholder="Ask both systems for a movie recommendation…", show_label=False, scale=5, max_lines=6
@@ -64,10 +87,18 @@ def build(services: Services) -> list:
 
     def on_vote(choice):
         def handler(feedback_text, battle_id, request: gr.Request):
-            """Record the vote and reveal both systems."""
+            """Record the vote and offer the ratings; the names follow the ratings or their skip."""
             return record_vote(services, choice, feedback_text, battle_id, voter=_session(request))
 
         return handler
+
+    def on_rate(a1, a2, a3, a4, b1, b2, b3, b4, battle_id, request: gr.Request):
+        """Store the voter's 0-4 ratings of both sides (four per side, A first), then reveal both systems."""
+        return rate_and_reveal(services, battle_id, [a1, a2, a3, a4, b1, b2, b3, b4], voter=_session(request))
+
+    def on_skip(battle_id, request: gr.Request):
+        """Reveal both systems without ratings."""
+        return show_reveal(services, battle_id, voter=_session(request), note="")
 
     def on_controls(battle_id):
         """Vote buttons only once both sides answered; no more messages after the vote."""
@@ -82,19 +113,23 @@ def build(services: Services) -> list:
         api_name="arena_send",
         concurrency_limit=4,
     ).then(on_controls, inputs=[battle], outputs=control_outputs, api_visibility="private")
+    radio_list = list(radios.values())
     votes = []
     for choice, button in buttons.items():
         voted = button.click(
             on_vote(choice),
             inputs=[feedback, battle],
-            outputs=[name_a, name_b, status, feedback],
+            outputs=[name_a, name_b, status, feedback, rating_box, *radio_list],
             api_name=f"arena_vote_{choice}",
         )
         voted.then(on_controls, inputs=[battle], outputs=control_outputs, api_visibility="private")
         votes.append(voted)
+    reveal_outputs = [name_a, name_b, status, rating_box]
+    rate_button.click(on_rate, inputs=[*radio_list, battle], outputs=reveal_outputs, api_name="arena_rate")
+    skip_button.click(on_skip, inputs=[battle], outputs=reveal_outputs, api_name="arena_reveal")
     new.click(
         new_battle,
-        outputs=[chat_a, chat_b, name_a, name_b, status, battle, message, feedback],
+        outputs=[chat_a, chat_b, name_a, name_b, status, battle, message, feedback, rating_box, *radio_list],
         api_name="arena_new",
     ).then(on_controls, inputs=[battle], outputs=control_outputs, api_visibility="private")
     return votes
@@ -134,13 +169,14 @@ def send_message(services: Services, text: str, battle_id: str | None, *, sessio
 
 def record_vote(
     services: Services, choice: str, feedback_text: str | None, battle_id: str | None, *, voter: str = ""
-) -> tuple[str, str, str, str]:
-    """(name A, name B, thanks, feedback box): record the vote and reveal both systems; a vote that cannot
+) -> tuple:
+    """(name A, name B, thanks, feedback box, rating box, 8 emptied ratings): record the vote and offer the ratings;
+    the names stay hidden until the voter rates or skips (:mod:`arena.human_ratings` says why). A vote that cannot
     count raises :class:`gradio.Error` with the reason."""
     if not battle_id:
         raise gr.Error("No battle yet: send a message first.")
     try:
-        reveal = vote(services.db(), battle_id, choice, feedback_text or "", voter=voter)
+        vote(services.db(), battle_id, choice, feedback_text or "", voter=voter)
     except DuplicateVote:
         raise gr.Error("This battle already has its vote. Start a new battle to vote again.") from None
     except BattleNotReady as e:
@@ -152,16 +188,55 @@ def record_vote(
         services.conversation_changed(battle.conversation_a, battle.conversation_b, ended=True)
     services.board_changed()
     return (
-        f"**System A was {safe_text(reveal.label_a)}** (`{safe_text(reveal.system_a)}`)",
-        f"**System B was {safe_text(reveal.label_b)}** (`{safe_text(reveal.system_b)}`)",
-        f"Thank you: your vote “{VOTES[choice]}” is recorded. Press **New battle** for another round.",
         "",
+        "",
+        f"Thank you: your vote “{VOTES[choice]}” is recorded. Rate both sides below, or skip, to see who they were.",
+        "",
+        gr.Group(visible=True),
+        *[None] * (2 * len(QUESTIONS)),
+    )
+
+
+def rate_and_reveal(services: Services, battle_id: str | None, values: list, *, voter: str = "") -> tuple:
+    """(name A, name B, status, rating box): store the voter's ratings of both sides (four per side, in
+    :data:`arena.human_ratings.QUESTIONS` order, A first), then reveal; a refused rating raises
+    :class:`gradio.Error` saying why, and nothing is stored."""
+    items = list(QUESTIONS)
+    if not isinstance(values, (list, tuple)) or len(values) != 2 * len(items):
+        raise gr.Error(f"Expected {2 * len(items)} ratings: four for System A, then four for System B.")
+    side_a, side_b = (
+        dict(zip(items, values[: len(items)], strict=True)),
+        dict(zip(items, values[len(items) :], strict=True)),
+    )
+    try:
+        receipt = rate_battle(services.db(), battle_id, voter, side_a, side_b)
+    except RatingRefused as e:
+        raise gr.Error(str(e)) from None
+    return show_reveal(services, battle_id, voter=voter, note=receipt.message())
+
+
+def show_reveal(services: Services, battle_id: str | None, *, voter: str = "", note: str = "") -> tuple:
+    """(name A, name B, status, rating box hidden): both systems of the voter's voted battle."""
+    if not battle_id:
+        raise gr.Error("No battle yet: send a message first.")
+    try:
+        shown: Reveal = reveal(services.db(), battle_id, voter)
+    except (BattleNotReady, NotTheVoter) as e:
+        raise gr.Error(str(e)) from None
+    except KeyError:
+        raise gr.Error("This battle does not exist (any more): press New battle to start one.") from None
+    return (
+        f"**System A was {safe_text(shown.label_a)}** (`{safe_text(shown.system_a)}`)",
+        f"**System B was {safe_text(shown.label_b)}** (`{safe_text(shown.system_b)}`)",
+        " ".join(p for p in (note, "Press **New battle** for another round.") if p),
+        gr.Group(visible=False),
     )
 
 
 def new_battle() -> tuple:
-    """Empty panes, names, status, battle, message and feedback: the next message starts a new battle."""
-    return [], [], "", "", "", None, "", ""
+    """Empty panes, names, status, battle, message and feedback, the ratings hidden and emptied: the next message
+    starts a new battle."""
+    return [], [], "", "", "", None, "", "", gr.Group(visible=False), *[None] * (2 * len(QUESTIONS))
 
 
 def controls(services: Services, battle_id: str | None) -> tuple:

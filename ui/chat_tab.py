@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import gradio as gr
 import pandas as pd
 
+from arena.human_ratings import QUESTIONS, SCALE, RatingRefused, rate_conversation
 from crs_backends.registry import SystemUnavailable, catalog_for_chat, default_system_id, system_line
 from crs_backends.session import ChatSession, EmptyMessage, prepare_user_message
 from evaluators.factor_judge import MODES
@@ -79,6 +80,18 @@ def build(services: Services) -> None:
             conversation_id = gr.Textbox(label="Conversation id", interactive=False)
             new = gr.Button("New conversation")
     state = gr.State({"conversation_id": None, "system_id": default})
+    with gr.Accordion("Rate this conversation (optional)", open=False, elem_id="chat-ratings"):
+        gr.Markdown(
+            "0 = not at all, 4 = completely. Your ratings are compared with the automatic judge's "
+            "(the *Judge vs people* tab); rating again replaces your earlier ratings."
+        )
+        with gr.Row():
+            rating_radios = [
+                gr.Radio(list(SCALE), label=question, elem_id=f"chat-rate-{item}")
+                for item, question in QUESTIONS.items()
+            ]
+        rate_button = gr.Button("Submit ratings", elem_id="chat-rate")
+        rate_status = gr.Markdown("", elem_id="chat-rate-status")
     (judge_button, auto_judge, mode, debate, rounds, scorer), judge_views = _judge_section()
 
     def on_send(text, system_id, st):
@@ -96,6 +109,11 @@ def build(services: Services) -> None:
     def on_auto_judge(auto, conv_id, judge_mode, with_debate, max_rounds, scorer_choice="auto"):
         """After a reply, judge again when the box is ticked and the last turn is the system's."""
         yield from auto_judge_after_reply(services, auto, conv_id, judge_mode, with_debate, max_rounds, scorer_choice)
+
+    def on_rate(conv_id, understood, fit, interest, overall, request: gr.Request):
+        """Store this session's 0-4 ratings of the conversation shown."""
+        rater = (request.session_hash if request else "") or ""
+        return rate(services, conv_id, [understood, fit, interest, overall], rater=rater)
 
     def on_reset_judge():
         return "", _no_scores(), radar_figure([]), []
@@ -127,10 +145,19 @@ def build(services: Services) -> None:
         concurrency_id="judge_live",
         concurrency_limit=2,
     )
+    rate_button.click(
+        on_rate, inputs=[conversation_id, *rating_radios], outputs=[rate_status], api_name="rate_conversation"
+    )
     new_outputs = [chatbot, items, status, state, conversation_id, variant]
     new.click(on_new, inputs=[system], outputs=new_outputs, api_name="new_conversation")
     system.change(on_new, inputs=[system], outputs=new_outputs, api_visibility="undocumented")
     gr.on(triggers=[new.click, system.change], fn=on_reset_judge, outputs=judge_views, api_visibility="private")
+    gr.on(
+        triggers=[new.click, system.change],
+        fn=lambda: ("", *[None] * len(rating_radios)),
+        outputs=[rate_status, *rating_radios],
+        api_visibility="private",
+    )
 
 
 def send_message(services: Services, text, system_id, st):
@@ -149,6 +176,19 @@ def send_message(services: Services, text, system_id, st):
         log.exception("chat turn failed")
         message = "⚠️ Something went wrong on our side while answering. Your message is saved; send again to retry."
         yield gr.skip(), gr.skip(), message, gr.skip(), conversation_id, gr.skip()
+
+
+def rate(services: Services, conversation_id: str | None, values: list, *, rater: str = "") -> str:
+    """Store the four 0-4 ratings (in :data:`arena.human_ratings.QUESTIONS` order) of a chat conversation; the
+    message says what was stored, or why nothing was."""
+    if len(values) != len(QUESTIONS):
+        return f"Expected {len(QUESTIONS)} ratings, one per item."
+    cid = clean_text(conversation_id.strip()) if isinstance(conversation_id, str) else None
+    try:
+        receipt = rate_conversation(services.db(), cid, rater, dict(zip(QUESTIONS, values, strict=True)))
+    except RatingRefused as e:
+        return safe_text(str(e))
+    return receipt.message()
 
 
 def _send_turn(services: Services, text, system_id, st):

@@ -15,7 +15,7 @@ from typing import Any
 from sqlite_utils import Database
 
 from arena.board_view import BoardView, board_view
-from arena.crsarena_import import DEFAULT_CATALOG, ImportReport, import_dial
+from arena.crsarena_import import DEFAULT_CATALOG, ImportReport, LabelImportReport, import_dial, import_eval_labels
 from arena.database import DatabaseFacts, database, database_path, describe, open_at_start
 from crs_backends import health
 from crs_backends.base import CRSSystem, SystemInfo
@@ -64,6 +64,13 @@ class Services:
         """Import CRSArena-Dial from ``<data dir>/crsarena``, exactly as ``python -m arena import-crsarena``
         does; raises :class:`arena.crsarena_import.ImportRefused` with a message for people."""
         report = import_dial(self.db(), catalog_name=DEFAULT_CATALOG, score=True)
+        self.board_changed()
+        return report
+
+    def import_crsarena_eval(self) -> LabelImportReport:
+        """Import CRSArena-Eval's labelled dialogues, exactly as ``python -m arena import-crsarena-eval`` does;
+        raises :class:`arena.crsarena_import.ImportRefused` with a message for people."""
+        report = import_eval_labels(self.db(), catalog_name=DEFAULT_CATALOG, score=True)
         self.board_changed()
         return report
 
