@@ -393,3 +393,20 @@ def test_calibrate_refits_on_the_exported_labels_beside_the_shipped_ones(rated, 
     assert saved.training["dialogues"] == 99 and saved.training["labels"] == ["labels.json"]
     assert saved.fingerprint != load_calibration().fingerprint  # a new scorer version on the board
     assert default_path().read_bytes() == before  # the shipped calibration is untouched
+
+
+def test_imported_crsarena_eval_labels_show_apart_from_the_app_s_own(db_path, shared_data):
+    from arena.crsarena_import import ImportRefused, import_eval_labels
+
+    db = get_db(db_path)
+    first = import_eval_labels(db, shared_data / "crsarena" / "crs_arena_eval_dev.json")
+    assert (first.conversations_added, first.labelled, first.scored) == (93, 93, 93)
+    again = import_eval_labels(db, shared_data / "crsarena" / "crs_arena_eval_dev.json")
+    assert again.conversations_added == 0 and len(ratings(db, origins=("crsarena_eval",))) == 93
+    assert ratings(db) == []  # the app's own evidence stays empty
+    rows = judge_agreement(db).rows
+    imported = _value(rows, "overall vs “overall”", evidence="imported (CRSArena)")
+    assert imported["n"] == 93 and -1 <= float(imported["Value"]) <= 1 and imported["95% interval"].startswith("[")
+    assert "too few" in _value(rows, "overall vs “overall”")["Value"]
+    with pytest.raises(ImportRefused, match="CRSArena-Eval file not found"):
+        import_eval_labels(db, shared_data / "nowhere.json")
