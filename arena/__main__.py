@@ -106,6 +106,23 @@ def export_command(out: Path, db_path: Path | None) -> None:
     click.echo(f"wrote {out}: " + ", ".join(f"{n} {name}" for name, n in counts.items()))
 
 
+@cli.command("export-dial")
+@click.option("--out-dir", type=click.Path(file_okay=False, path_type=Path), required=True, help="Folder to write.")
+@DB_OPTION
+def export_dial_command(out_dir: Path, db_path: Path | None) -> None:
+    """Export this app's chat and arena conversations and votes in CRSArena-Dial's layout (crs_arena_dial_app.json
+    with each conversation's satisfied/frustrated ending, votes_app.csv), without session or voter ids.
+
+    Example:
+
+        python -m arena export-dial --out-dir data/dial
+    """
+    from arena.crsarena_import import export_dial
+
+    counts = export_dial(database(_db(db_path)), out_dir)
+    click.echo(f"wrote {out_dir}: {counts['conversations']} conversation(s), {counts['votes']} vote(s)")
+
+
 @cli.command("export-labels")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True, help="JSON file to write.")
 @click.option(

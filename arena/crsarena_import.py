@@ -401,6 +401,68 @@ EXPORT_KINDS = {
 }
 
 
+DIAL_EXPORT = "crs_arena_dial_app.json"
+VOTES_EXPORT = "votes_app.csv"
+
+
+def export_dial(db: Database, folder: str | Path) -> dict[str, int]:
+    """This app's chat and arena conversations (those the system answered) and its votes in CRSArena-Dial's layout:
+    ``crs_arena_dial_app.json`` (``conversation ID`` = ``<system>_<uuid>``, the uuid being the battle's, so both
+    sides share a "user" as in CRS Arena, or the chat conversation's; ``agent``, ``user``, ``conversation`` with
+    ``utterance ID`` s, ``metadata.sentiment`` where the person said how it ended) and ``votes_app.csv``
+    (``session_id`` = the vote's time, ``user_id``, ``crs1``, ``crs2``, ``vote`` = the winner's system or ``tie``;
+    *both bad* is a tie, as CRS Arena had no such button; ``feedback``). No session or voter id is written.
+    Returns the rows of each file."""
+    from storage.conversations import get_conversation
+    from storage.human_labels import export_id
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    group_of = {}
+    for b in db.query("select id, conversation_a, conversation_b from battles"):
+        group_of[b["conversation_a"]] = group_of[b["conversation_b"]] = b["id"]
+    dialogues = []
+    for row in db.query("select id from conversations where source in ('chat', 'arena') order by created_at, rowid"):
+        conversation = get_conversation(db, row["id"])
+        if conversation is None or not any(t.role == "system" for t in conversation.turns):
+            continue
+        conv_id = export_id(conversation.system_id, group_of.get(conversation.id, conversation.id))
+        user = conv_id[len(conversation.system_id) + 1 :]
+        sentiment = conversation.metadata.get("sentiment")
+        dialogues.append(
+            {
+                "conversation ID": conv_id,
+                "agent": {"id": conversation.system_id, "type": "AGENT"},
+                "user": {"id": user, "type": "USER"},
+                "conversation": [
+                    {
+                        "participant": "USER" if t.role == "user" else "AGENT",
+                        "utterance": t.text,
+                        "utterance ID": f"{conversation.system_id}-{user}_{n}",
+                    }
+                    for n, t in enumerate(conversation.turns)
+                ],
+                "metadata": {"sentiment": sentiment} if sentiment else {},
+            }
+        )
+    (folder / DIAL_EXPORT).write_text(json.dumps(dialogues, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    votes = list(
+        db.query(
+            "select v.created_at, v.choice, v.feedback, b.id, b.system_a, b.system_b from votes v "
+            "join battles b on b.id = v.battle_id join conversations c on c.id = b.conversation_a "
+            "where c.source = 'arena' order by v.created_at, v.id"
+        )
+    )
+    with open(folder / VOTES_EXPORT, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(VOTE_COLUMNS)
+        for v in votes:
+            user = export_id(v["system_a"], v["id"])[len(v["system_a"]) + 1 :]
+            winner = {"a": v["system_a"], "b": v["system_b"]}.get(v["choice"], "tie")
+            writer.writerow([v["created_at"], user, v["system_a"], v["system_b"], winner, v["feedback"] or ""])
+    return {"conversations": len(dialogues), "votes": len(votes)}
+
+
 def export_jsonl(db: Database, path: str | Path) -> dict[str, int]:
     """Write the database's conversations, votes, judgments and people's ratings to ``path``, one JSON object per
     line tagged ``"type": "conversation" | "vote" | "judgment" | "human_label"`` (rows from :mod:`storage.export`,

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from sqlite_utils import Database
 
 from storage.arena import get_battle, get_vote
-from storage.conversations import get_conversation
+from storage.conversations import get_conversation, merge_metadata
 from storage.human_labels import ITEMS, Rating, revealed, save_ratings
 
 QUESTIONS: dict[str, str] = {
@@ -32,6 +32,7 @@ QUESTIONS: dict[str, str] = {
 }
 SCALE = (0, 1, 2, 3, 4)
 CHAT_SOURCES = ("chat",)
+SENTIMENTS: dict[str, str] = {"satisfied": "😊 Satisfied", "frustrated": "😠 Frustrated"}  # CRS Arena's two endings
 
 
 class RatingRefused(ValueError):
@@ -151,10 +152,50 @@ def rate_conversation(db: Database, conversation_id: str | None, rater: str, ite
     return Receipt(rated=1, replaced=bool(replaced))
 
 
+def end_with_sentiment(
+    db: Database,
+    sentiment: str | None,
+    *,
+    conversation_id: str | None = None,
+    battle_id: str | None = None,
+    side: str | None = None,
+    session: str = "",
+) -> str:
+    """Record how a conversation ended for the person who held it, as CRS Arena's *Satisfied* / *Frustrated*
+    buttons did (its ``metadata.sentiment``): a Chat-tab conversation by its id, or one side of the session's
+    battle (before or after the vote: it names no system). A second choice replaces the first. Returns the
+    message for the person.
+
+    :raises RatingRefused: an unknown sentiment, no such conversation or battle, another session's battle, or a
+        conversation the system has not answered yet
+    """
+    if sentiment not in SENTIMENTS:
+        raise RatingRefused(f"Choose how the conversation ended: {' or '.join(SENTIMENTS)}.")
+    if battle_id is not None or side is not None:
+        battle = get_battle(db, battle_id) if battle_id else None
+        if battle is None or side not in ("a", "b"):
+            raise RatingRefused("There is no battle to end yet: send a message first.")
+        if battle.session and battle.session != session:
+            raise RatingRefused("Only the person who holds this battle can say how it ended.")
+        conversation_id = battle.conversation_a if side == "a" else battle.conversation_b
+    conversation = get_conversation(db, conversation_id) if conversation_id else None
+    if conversation is None or (battle_id is None and conversation.source not in CHAT_SOURCES):
+        raise RatingRefused("There is no conversation to end yet: chat first.")
+    if not any(t.role == "system" for t in conversation.turns):
+        raise RatingRefused("The system has not answered yet: there is nothing to end.")
+    before = merge_metadata(db, conversation.id, sentiment=sentiment)
+    name = SENTIMENTS[sentiment]
+    if before.get("sentiment") and before["sentiment"] != sentiment:
+        return f"Changed to {name} (it was {SENTIMENTS.get(before['sentiment'], before['sentiment'])})."
+    return f"Recorded: {name}."
+
+
 __all__ = [
     "QUESTIONS",
     "Receipt",
     "RatingRefused",
+    "SENTIMENTS",
+    "end_with_sentiment",
     "parse_items",
     "rate_battle",
     "rate_conversation",

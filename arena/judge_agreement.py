@@ -15,11 +15,14 @@ the panel gives
 * vote agreement: the share of decisive votes whose winner the judge scored higher (equal scores count half), and
   MT-Bench's agreement with ties as a third class, the judge calling a tie when the two overalls differ by less
   than :data:`TIE_MARGIN` points of 100 (a tie and *both bad* are people's ties, as in FastChat);
+* endings: how well the judge's overall separates conversations people ended *satisfied* from *frustrated* (CRS
+  Arena's two buttons, ``metadata.sentiment``): the AUC, 0.5 being chance;
 * bootstrap 95% intervals (:func:`evaluators.meta.correlate`, :func:`evaluators.meta.vote_agreement`), and ``n``.
 
 A figure resting on fewer than :data:`MIN_DIALOGUES` rated conversations (:data:`MIN_SYSTEMS` systems,
-:data:`MIN_BATTLES` votes) is not given: the cell says "too few ratings yet". Only ratings given before the rater
-saw the systems' names count. Nothing is written.
+:data:`MIN_BATTLES` votes, :data:`MIN_ENDINGS` endings of each kind) is not given: the cell says "too few … yet".
+An arena rating given after the battle's reveal does not count (a Chat-tab rating names its system by design and
+counts). Nothing is written.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from evaluators.factors import FACTORS, LABELS
 from evaluators.meta import LevelCorrelation, correlate, vote_agreement
 from storage.human_labels import APP_ORIGINS, IMPORTED_ORIGIN, export_keys, mean_labels, ratings
 from storage.jsonutil import loads
-from storage.stats import judge_setups, latest_scores, voted_pairs
+from storage.stats import conversation_sentiments, judge_setups, latest_scores, voted_pairs
 
 # Each rated item and the judge score that asks the same question. "overall" is the judge's overall (0-100).
 ITEM_FACTORS: dict[str, str] = {
@@ -61,6 +64,8 @@ EVIDENCE: dict[str, tuple[tuple[str, ...], str]] = {  # name -> (label origins, 
     "this app": (APP_ORIGINS, "arena"),
     "imported (CRSArena)": ((IMPORTED_ORIGIN,), "import"),
 }
+ENDING_SOURCES: dict[str, tuple[str, ...]] = {"this app": ("chat", "arena"), "imported (CRSArena)": ("import",)}
+MIN_ENDINGS = 3  # conversations of each ending
 TOO_FEW = "too few ratings yet"
 
 
@@ -78,6 +83,7 @@ def judge_agreement(db: Database, *, n_boot: int = N_BOOT, seed: int = 0) -> Agr
     result = Agreement()
     labelled = {name: _labels(db, origins) for name, (origins, _) in EVIDENCE.items()}
     votes = {name: voted_pairs(db, source=source) for name, (_, source) in EVIDENCE.items()}
+    endings = {name: conversation_sentiments(db, sources=sources) for name, sources in ENDING_SOURCES.items()}
     for label, scorer, fingerprint in setups(db):
         scores = latest_scores(db, scorer=scorer, fingerprint=fingerprint)
         if not scores:
@@ -88,6 +94,7 @@ def judge_agreement(db: Database, *, n_boot: int = N_BOOT, seed: int = 0) -> Agr
             keyed = {key: scores[cid] for key, cid in conversations.items() if cid in scores}
             result.rows += _rating_rows(label, evidence, keyed, labels, systems, n_boot=n_boot, seed=seed)
             result.rows += _vote_rows(label, evidence, scores, votes[evidence], n_boot=n_boot, seed=seed)
+            result.rows.append(_ending_row(label, evidence, scores, endings[evidence], n_boot=n_boot, seed=seed))
             result.points[label] += [
                 {
                     "system": systems[key],
@@ -203,6 +210,36 @@ def _vote_rows(
         else:
             rows.append(_cell(label, evidence, measure, f"{value:.0%}", f"[{low:.0%}, {high:.0%}]", n))
     return rows
+
+
+def _ending_row(
+    label: str, evidence: str, scores: Mapping[str, dict], endings: Mapping[str, str], *, n_boot: int, seed: int
+) -> dict:
+    """How well the judge's overall separates conversations people ended *satisfied* from those they ended
+    *frustrated* (CRS Arena's buttons): the chance that a satisfied one scores higher than a frustrated one (AUC;
+    equal scores count half; 0.5 is chance), with a bootstrap interval resampling each group."""
+    measure = "overall: satisfied above frustrated (AUC, chance 0.5)"
+    happy = np.array([scores[c]["overall"] for c, s in endings.items() if s == "satisfied" and _scored(scores, c)])
+    sad = np.array([scores[c]["overall"] for c, s in endings.items() if s == "frustrated" and _scored(scores, c)])
+    n = len(happy) + len(sad)
+    if min(len(happy), len(sad)) < MIN_ENDINGS:
+        return _cell(label, evidence, measure, f"too few endings yet (need {MIN_ENDINGS} of each)", "", n)
+    rng = np.random.default_rng(seed)
+    draws = [
+        _auc(happy[rng.integers(0, len(happy), len(happy))], sad[rng.integers(0, len(sad), len(sad))])
+        for _ in range(n_boot)
+    ]
+    low, high = np.percentile(draws, [2.5, 97.5])
+    return _cell(label, evidence, measure, f"{_auc(happy, sad):.2f}", f"[{low:.2f}, {high:.2f}]", n)
+
+
+def _scored(scores: Mapping[str, dict], conversation_id: str) -> bool:
+    return conversation_id in scores and scores[conversation_id]["overall"] is not None
+
+
+def _auc(higher: np.ndarray, lower: np.ndarray) -> float:
+    diff = higher[:, None] - lower[None, :]
+    return float(((diff > 0) + 0.5 * (diff == 0)).mean())
 
 
 def _cell(label: str, evidence: str, measure: str, value: str, interval: str, n: int) -> dict:

@@ -24,6 +24,7 @@ import random
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from catalog.catalog import Catalog
 from catalog.items import Item
@@ -154,22 +155,38 @@ class Wishes:
         }
 
 
+@lru_cache(maxsize=8)
+def _catalog_genres(catalog: Catalog) -> dict[str, str]:
+    return {g.lower(): g for item in catalog.items for g in item.genres}
+
+
+_GENRE_PATTERNS = [
+    (re.compile(r"(?<![\w-])" + re.escape(word) + r"(?![\w-])"), genre) for word, genre in GENRE_WORDS.items()
+]
+
+
+def genres_in(text: str, catalog: Catalog) -> list[str]:
+    """The catalog genres one text asks for by its genre words (:data:`GENRE_WORDS`), in the words' order."""
+    lowered = text.lower()
+    known = _catalog_genres(catalog)
+    found: list[str] = []
+    for pattern, genre in _GENRE_PATTERNS:
+        if pattern.search(lowered):
+            name = known.get(genre.lower())
+            if name and name not in found:
+                found.append(name)
+    return found
+
+
 def read_wishes(texts: Sequence[str], catalog: Catalog, *, user_titles: Iterable[Item] = ()) -> Wishes:
     """Genres, searchable words and a year range from the person's turns (a later turn's years win)."""
-    known_genres = {g.lower(): g for item in catalog.items for g in item.genres}
     genres: list[str] = []
     terms: list[str] = []
     title_words = {w for item in user_titles for w in re.findall(r"\w+", item.title.lower())}
     min_year = max_year = None
     newest = max((i.year for i in catalog.items if i.year), default=None)
     for text in texts:
-        lowered = text.lower()
-        these: list[str] = []
-        for word, genre in GENRE_WORDS.items():
-            if re.search(r"(?<![\w-])" + re.escape(word) + r"(?![\w-])", lowered):
-                name = known_genres.get(genre.lower())
-                if name and name not in these:
-                    these.append(name)
+        these = genres_in(text, catalog)
         if these and _CHANGE.search(text):  # "actually, a comedy instead": the new genres replace the old
             genres = these
         else:

@@ -50,9 +50,20 @@ from sklearn.preprocessing import StandardScaler
 from catalog.catalog import Catalog
 from evaluators.log_readers import read_crsarena_dial, read_crsarena_eval
 from evaluators.meta import correlate, vote_agreement
-from evaluators.proxy import LEXICAL, MINILM, PROXY_VERSION, Embedder, proxy_scores
-from evaluators.proxy_scorer import FEATURES, Calibration, Model, feature_vector
+from evaluators.proxy import (
+    LEXICAL,
+    MINILM,
+    PROXY_VERSION,
+    TURN_FEATURES,
+    Embedder,
+    ProxyResult,
+    TurnEvidence,
+    proxy_scores,
+)
+from evaluators.proxy_scorer import FEATURES, MODEL_FEATURES, Calibration, Model, feature_vector
 from evaluators.rubric import load_rubric
+from evaluators.turn_scores import AGGREGATES as TURN_AGGREGATES
+from evaluators.turn_scores import ASPECTS, Linear, TurnModel, aggregate, score_turns
 from storage.records import Conversation
 
 ALPHAS: tuple[float, ...] = (0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0)
@@ -87,6 +98,10 @@ class TrainingData:
     skipped_votes: int = 0
     similarity: str = LEXICAL
     datasets: list[str | None] = field(default_factory=list)
+    turns: list[tuple[TurnEvidence, ...]] = field(default_factory=list)  # per labelled dialogue
+    turn_labels: list[dict[int, dict[str, float | None]]] = field(default_factory=list)  # turn index -> labels
+    A_turns: list[tuple[TurnEvidence, ...]] = field(default_factory=list)  # per vote
+    B_turns: list[tuple[TurnEvidence, ...]] = field(default_factory=list)
 
 
 def user_of(conversation_id: str) -> str:
@@ -131,15 +146,17 @@ def load_training_data(
     labelled = _labelled(eval_path, catalog, embedder)
     similarity = labelled.similarity
     A, B, outcome, vote_users, skipped = [], [], [], [], 0
+    A_turns: list[tuple[TurnEvidence, ...]] = []
+    B_turns: list[tuple[TurnEvidence, ...]] = []
     if votes_dir is not None:
         dial: dict[str, Conversation] = {}
         for path in sorted(Path(votes_dir).glob("crs_arena_dial_*.json")):
             dial.update({c.id: c for c in read_crsarena_dial(path, catalog).conversations})
-        cache: dict[str, list[float]] = {}
+        cache: dict[str, ProxyResult] = {}
 
-        def vector(cid: str) -> list[float]:
+        def result(cid: str) -> ProxyResult:
             if cid not in cache:
-                cache[cid] = feature_vector(proxy_scores(dial[cid], catalog, embedder=embedder))
+                cache[cid] = proxy_scores(dial[cid], catalog, embedder=embedder)
             return cache[cid]
 
         for vote in read_votes(votes_dir):
@@ -147,8 +164,10 @@ def load_training_data(
             if a not in dial or b not in dial or not (_judgeable(dial[a]) and _judgeable(dial[b])):
                 skipped += 1
                 continue
-            A.append(vector(a))
-            B.append(vector(b))
+            A.append(feature_vector(result(a)))
+            B.append(feature_vector(result(b)))
+            A_turns.append(result(a).turns)
+            B_turns.append(result(b).turns)
             outcome.append(0 if vote["vote"] == "tie" else 1 if vote["vote"] == vote["crs1"] else -1)
             vote_users.append(vote["user_id"])
     width = len(FEATURES)
@@ -160,6 +179,8 @@ def load_training_data(
         vote_users=vote_users,
         skipped_votes=skipped,
         similarity=similarity,
+        A_turns=A_turns,
+        B_turns=B_turns,
     )
 
 
@@ -186,6 +207,8 @@ def _labelled(path: str | os.PathLike, catalog: Catalog, embedder: Embedder | No
         vote_users=[],
         similarity=results[0].similarity if results else (LEXICAL if embedder is None else MINILM),
         datasets=[c.metadata.get("dataset") for c in labelled],
+        turns=[r.turns for r in results],
+        turn_labels=[read.labels[c.id].turns for c in labelled],
     )
 
 
@@ -207,6 +230,8 @@ def with_labels(
             systems=data.systems + extra.systems,
             users=data.users + extra.users,
             datasets=data.datasets + extra.datasets,
+            turns=data.turns + extra.turns,
+            turn_labels=data.turn_labels + extra.turn_labels,
         )
     return data
 
@@ -254,6 +279,54 @@ def fit_model(
     )
 
 
+def fit_turn_model(
+    turns: list[tuple[TurnEvidence, ...]],
+    labels: list[dict[int, dict[str, float | None]]],
+    *,
+    alphas: Iterable[float] = ALPHAS,
+) -> TurnModel:
+    """Ridge regressions of each turn aspect (:data:`evaluators.turn_scores.ASPECTS`) on the scorable labelled turns
+    of these dialogues; inputs standardised, the strength chosen by leave-one-out among ``alphas``."""
+    fitted = {}
+    for aspect in ASPECTS:
+        rows = [
+            (t.features, labels[d][t.index][aspect])
+            for d in range(len(turns))
+            for t in turns[d]
+            if t.unscorable is None and labels[d].get(t.index, {}).get(aspect) is not None
+        ]
+        X = np.array([r[0] for r in rows], dtype=float).reshape(len(rows), len(TURN_FEATURES))
+        y = np.array([r[1] for r in rows], dtype=float)
+        if not len(y):
+            raise ValueError(f"no labelled turn with {aspect} to fit the turn scorer on")
+        scaler = StandardScaler().fit(X)
+        ridge = RidgeCV(alphas=list(alphas)).fit(scaler.transform(X), y)
+        fitted[aspect] = Linear(
+            mean=scaler.mean_.tolist(),
+            scale=scaler.scale_.tolist(),
+            coef=ridge.coef_.tolist(),
+            intercept=float(ridge.intercept_),
+            alpha=float(ridge.alpha_),
+        )
+    return TurnModel(features=list(TURN_FEATURES), **fitted)
+
+
+def model_inputs(X: np.ndarray, turns: list[tuple[TurnEvidence, ...]], turn_model: TurnModel | None) -> np.ndarray:
+    """``X`` (the :data:`~evaluators.proxy_scorer.FEATURES` rows) with each conversation's turn aggregates (NaN,
+    imputed later, without a turn model or for a row without turns)."""
+    rows = [aggregate(score_turns(turn_model, t) if turn_model is not None else []) for t in (turns or [()] * len(X))]
+    return np.hstack([X, np.array(rows, dtype=float).reshape(len(X), len(TURN_AGGREGATES))])
+
+
+def _turn_model_for(
+    turns: list[tuple[TurnEvidence, ...]], labels: list[dict[int, dict[str, float | None]]], alphas: Iterable[float]
+) -> TurnModel | None:
+    """The turn scorer fitted on these dialogues, or None when none of their turns is labelled."""
+    if not any(labels):
+        return None
+    return fit_turn_model(turns, labels, alphas=alphas)
+
+
 # -- cross-validation -----------------------------------------------------------------------------------
 
 
@@ -264,6 +337,7 @@ class CrossValidation:
     predictions: np.ndarray  # one per labelled dialogue, 0-4
     pair_scores: np.ndarray  # (votes, 2): the predictions for A and B
     folds: list[tuple[np.ndarray, np.ndarray]]  # (train, test) indices over labelled rows + votes
+    turn_predictions: dict[str, dict[str, float | None]] = field(default_factory=dict)  # "<dialogue>#<turn>"
 
     def summary(self, data: TrainingData, *, n_boot: int = 1000, seed: int = SEED) -> dict[str, Any]:
         """Correlations (dialogue, per dataset, system) and vote agreement, as stored in the calibration file."""
@@ -277,6 +351,18 @@ class CrossValidation:
                 levels[f"dialogue_{dataset}"] = correlate(
                     {i: preds[i] for i in keep}, {i: human[i] for i in keep}, n_boot=n_boot, seed=seed
                 )["dialogue"]
+        levels["within_system"] = correlate(
+            _centred(preds, data.systems), _centred(human, data.systems), n_boot=n_boot, seed=seed
+        )["dialogue"]
+        for aspect in ASPECTS:
+            predicted = self.turn_predictions.get(aspect, {})
+            labelled = {
+                f"{i}#{k}": labels.get(aspect)
+                for i, turn_labels in zip(data.ids, data.turn_labels)
+                for k, labels in turn_labels.items()
+            }
+            if predicted and any(v is not None for v in labelled.values()):
+                levels[f"turn_{aspect}"] = correlate(predicted, labelled, n_boot=n_boot, seed=seed)["dialogue"]
         for name, level in levels.items():
             out[name] = {"n": level.n, **{m: asdict(c) for m, c in level.coefficients.items()}}
         out["votes"] = vote_agreement(self.pair_scores, data.outcome, n_boot=n_boot, seed=seed)
@@ -299,13 +385,22 @@ def cross_validate(
     predictions = np.full(n, np.nan)
     pair_scores = np.full((m, 2), np.nan)
     folds = list(splitter.split(np.zeros(n + m), groups=groups))
+    turn_predictions: dict[str, dict[str, float | None]] = {aspect: {} for aspect in ASPECTS}
     for train, test in folds:
         lab, votes = train[train < n], train[train >= n] - n
+        turn_model = _turn_model_for(
+            [data.turns[i] for i in lab] if data.turns else [],
+            [data.turn_labels[i] for i in lab] if data.turn_labels else [],
+            alphas,
+        )
+        X = model_inputs(data.X, data.turns, turn_model)
+        A = model_inputs(data.A, data.A_turns, turn_model)
+        B = model_inputs(data.B, data.B_turns, turn_model)
         model = fit_model(
-            data.X[lab],
+            X[lab],
             data.y[lab],
-            data.A[votes],
-            data.B[votes],
+            A[votes],
+            B[votes],
             data.outcome[votes],
             alphas=alphas,
             pair_weight=pair_weight,
@@ -313,10 +408,26 @@ def cross_validate(
         )
         t_lab, t_votes = test[test < n], test[test >= n] - n
         if len(t_lab):
-            predictions[t_lab] = model.predict(data.X[t_lab])
+            predictions[t_lab] = model.predict(X[t_lab])
         if len(t_votes):
-            pair_scores[t_votes] = np.column_stack([model.predict(data.A[t_votes]), model.predict(data.B[t_votes])])
-    return CrossValidation(predictions, pair_scores, folds)
+            pair_scores[t_votes] = np.column_stack([model.predict(A[t_votes]), model.predict(B[t_votes])])
+        if turn_model is None or not data.turns:
+            continue
+        for i in t_lab:  # the held-out dialogues' turns, scored by a turn model that never saw them
+            for score in score_turns(turn_model, data.turns[i]):
+                turn_predictions["relevance"][f"{data.ids[i]}#{score.index}"] = score.relevance
+                turn_predictions["interestingness"][f"{data.ids[i]}#{score.index}"] = score.interestingness
+    return CrossValidation(predictions, pair_scores, folds, turn_predictions)
+
+
+def _centred(values: dict[str, float], systems: list[str]) -> dict[str, float]:
+    """Each dialogue's value minus the mean of its system's dialogues (the within-system view)."""
+    ids = list(values)
+    by_system: dict[str, list[float]] = {}
+    for i, system in zip(ids, systems, strict=True):
+        by_system.setdefault(system, []).append(values[i])
+    means = {system: float(np.mean(v)) for system, v in by_system.items()}
+    return {i: values[i] - means[system] for i, system in zip(ids, systems, strict=True)}
 
 
 # -- fitting the saved calibration ---------------------------------------------------------------------
@@ -333,12 +444,22 @@ def calibrate(
     """Cross-validate, then fit on everything: the calibration to save."""
     cv = cross_validate(data, seed=seed, n_splits=n_splits)
     labels_only = cross_validate(data, seed=seed, n_splits=n_splits, pair_weight=0.0)
-    model = fit_model(data.X, data.y, data.A, data.B, data.outcome)
+    turn_model = _turn_model_for(data.turns, data.turn_labels, ALPHAS)
+    if turn_model is None:
+        raise ValueError("no labelled turn (relevance, interestingness) to fit the turn scorer on")
+    model = fit_model(
+        model_inputs(data.X, data.turns, turn_model),
+        data.y,
+        model_inputs(data.A, data.A_turns, turn_model),
+        model_inputs(data.B, data.B_turns, turn_model),
+        data.outcome,
+    )
     return Calibration(
         proxy_version=PROXY_VERSION,
         similarity=data.similarity,
-        features=list(FEATURES),
+        features=list(MODEL_FEATURES),
         model=model,
+        turn_model=asdict(turn_model),
         seed=seed,
         settings={
             "alphas": list(ALPHAS),

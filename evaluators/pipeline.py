@@ -22,6 +22,7 @@ from typing import Any
 from catalog.catalog import Catalog, get_catalog
 from evaluators.factors import FACTORS
 from evaluators.metrics import compute_metrics
+from evaluators.proxy_scorer import offline_turn_scores
 from evaluators.scorers import Scorer
 from llm_clients.base import UsageTotals
 from storage.conversations import get_conversation, save_conversation
@@ -170,6 +171,8 @@ def evaluate_conversation(
     outcome = scorer.run(conversation, evaluation, catalog=catalog, record=record)
     metrics = compute_metrics(conversation, catalog)
     metrics.update(outcome.metrics)
+    if "turn_scores" not in metrics:  # the proxy gives its own; any other scorer gets the offline turn scorer's
+        metrics["turn_scores"] = offline_turn_scores(conversation, catalog)
     metrics["turns_judged"] = len(conversation.turns)  # a conversation that grew after this is judged again
     usage = UsageTotals(**((evaluation.usage if evaluation else None) or {})).add(outcome.usage)  # earlier runs too
     finish_evaluation(

@@ -8,17 +8,20 @@ the training data, cross-validation) is :mod:`evaluators.calibration`'s job, run
 
 Prediction: clip(intercept + ((impute(x) - mean) / scale) . coef, 0, 4), where x is
 :func:`feature_vector` (the factor proxies and the reaction and text features, NaN where not
-measurable); the 0-4 value is reported as well on 0-100 (x 25). A calibration fitted for another
-proxy version, similarity or feature list is refused.
+measurable) followed by the four aggregates of the conversation's turn scores (:mod:`evaluators.turn_scores`,
+whose fitted turn scorer the same file holds); the 0-4 value is reported as well on 0-100 (x 25). A calibration
+fitted for another proxy version, similarity, feature list or turn-feature list is refused.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import os
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -30,10 +33,14 @@ from evaluators.proxy import FEATURES as REACTION_FEATURES
 from evaluators.proxy import LEXICAL, MINILM, PROXY_VERSION, Embedder, ProxyResult, load_embedder, proxy_scores
 from evaluators.rubric import load_rubric
 from evaluators.scorers import Outcome, Recorder
+from evaluators.turn_scores import AGGREGATES as TURN_AGGREGATES
+from evaluators.turn_scores import TurnModel, TurnScore, aggregate, score_turns
 from storage.records import Conversation, Evaluation, FactorScore
 
+log = logging.getLogger(__name__)
 CALIBRATION_DIR = Path(__file__).resolve().parent.parent / "assets" / "calibration"
-FEATURES: tuple[str, ...] = (*FACTORS, *REACTION_FEATURES)
+FEATURES: tuple[str, ...] = (*FACTORS, *REACTION_FEATURES)  # what the proxies give each conversation
+MODEL_FEATURES: tuple[str, ...] = (*FEATURES, *TURN_AGGREGATES)  # what the overall reads: those and the turn scores'
 
 
 class CalibrationMismatch(ValueError):
@@ -84,24 +91,45 @@ class Calibration:
     training: dict[str, Any]
     cv: dict[str, Any]
     fitted_with: dict[str, str]
+    turn_model: dict[str, Any]  # evaluators.turn_scores.TurnModel, as saved
 
-    def predict(self, result: ProxyResult) -> float:
-        """The calibrated overall score (0-4) of one conversation's proxies."""
+    @property
+    def turns(self) -> TurnModel:
+        """The turn scorer fitted with this calibration."""
+        cached = self.__dict__.get("_turns")
+        if cached is None or cached[0] is not self.turn_model:
+            cached = (self.turn_model, TurnModel.from_dict(self.turn_model))
+            self.__dict__["_turns"] = cached
+        return cached[1]
+
+    def score_turns(self, result: ProxyResult) -> list[TurnScore]:
+        """Each system turn's relevance and interestingness (0-2), as :mod:`evaluators.turn_scores` gives them."""
+        self._check(result)
+        return score_turns(self.turns, result.turns)
+
+    def predict(self, result: ProxyResult, turns: list[TurnScore] | None = None) -> float:
+        """The calibrated overall score (0-4) of one conversation's proxies (and its turn scores, computed when
+        not given)."""
+        self._check(result)
+        scores = self.score_turns(result) if turns is None else turns
+        return float(self.model.predict([feature_vector(result) + aggregate(scores)])[0])
+
+    def _check(self, result: ProxyResult) -> None:
         if result.version != self.proxy_version or result.similarity != self.similarity:
             raise CalibrationMismatch(
                 f"this calibration was fitted on {self.proxy_version} proxies with {self.similarity} similarity; "
                 f"got {result.version} with {result.similarity}"
             )
-        return float(self.model.predict([feature_vector(result)])[0])
 
     @property
     def fingerprint(self) -> str:
         """A short hash of the fitted parameters (stored with every evaluation that uses them); computed once per
         parameter set (a conversation's scoring asked for it three times, 1 ms each)."""
-        key = id(self.model), self.model.alpha
+        key = id(self.model), self.model.alpha, id(self.turn_model)
         cached = self.__dict__.get("_fingerprint")
         if cached is None or cached[0] != key:
-            digest = hashlib.sha256(json.dumps(asdict(self.model), sort_keys=True).encode()).hexdigest()[:12]
+            fitted = {"model": asdict(self.model), "turns": self.turn_model}
+            digest = hashlib.sha256(json.dumps(fitted, sort_keys=True).encode()).hexdigest()[:12]
             cached = (key, digest)
             self.__dict__["_fingerprint"] = cached
         return cached[1]
@@ -138,8 +166,11 @@ def load_calibration(path: str | os.PathLike | None = None, *, similarity: str =
         raise CalibrationMismatch(
             f"{path} was fitted on proxies with {data.get('similarity')!r} similarity, not {similarity!r}: {refit}"
         )
-    if data.get("features") != list(FEATURES):
+    if data.get("features") != list(MODEL_FEATURES):
         raise CalibrationMismatch(f"{path} lists other features than the proxies give: {refit}")
+    turn_model = data.get("turn_model")
+    if not isinstance(turn_model, dict) or not TurnModel.from_dict(turn_model).current:
+        raise CalibrationMismatch(f"{path} has no turn scorer for the turn features the proxies give: {refit}")
     return Calibration(**{**data, "model": Model(**data["model"])})
 
 
@@ -150,6 +181,7 @@ class ProxyVerdict:
     result: ProxyResult
     overall: float  # 0-4
     overall_100: float  # 0-100
+    turns: list[TurnScore]
 
 
 @dataclass
@@ -209,8 +241,9 @@ class ProxyJudge:
     def score(self, conversation: Conversation, catalog: Catalog) -> ProxyVerdict:
         """The proxies and the calibrated overall of one conversation (nothing stored)."""
         result = proxy_scores(conversation, catalog, embedder=self.embedder)
-        overall = self.calibration.predict(result)
-        return ProxyVerdict(result, overall, overall * 25.0)
+        turns = self.calibration.score_turns(result)
+        overall = self.calibration.predict(result, turns)
+        return ProxyVerdict(result, overall, overall * 25.0, turns)
 
     def run(
         self, conversation: Conversation, earlier: Evaluation | None, *, catalog: Catalog, record: Recorder
@@ -235,9 +268,28 @@ class ProxyJudge:
             metrics={
                 "proxy_overall_0_4": verdict.overall,
                 "proxy_features": verdict.result.features,
+                "turn_scores": [score.as_dict() for score in verdict.turns],
                 "proxy_notes": list(verdict.result.notes),
             },
         )
+
+
+@lru_cache(maxsize=1)
+def _shipped() -> Calibration:
+    return load_calibration()
+
+
+def offline_turn_scores(conversation: Conversation, catalog: Catalog) -> list[dict[str, Any]] | None:
+    """Each system turn's scores from the shipped proxy calibration's turn scorer (lexical, about 10 ms), for a
+    conversation another scorer judged, so that every scored conversation carries turn scores; None (logged) when
+    the calibration cannot be read or the conversation has no system turn."""
+    try:
+        calibration = _shipped()
+        result = proxy_scores(conversation, catalog)
+    except (OSError, ValueError) as e:
+        log.warning("no turn scores for conversation %s: %s", conversation.id, e)
+        return None
+    return [score.as_dict() for score in calibration.score_turns(result)]
 
 
 def load_proxy_judge(path: str | os.PathLike | None = None, *, embeddings: bool = False) -> ProxyJudge:

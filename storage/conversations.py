@@ -114,6 +114,17 @@ def set_status(db: Database, conversation_id: str, status: str, **metadata) -> N
         )
 
 
+def merge_metadata(db: Database, conversation_id: str, **metadata) -> dict:
+    """Merge ``metadata`` into the conversation's metadata (status unchanged); returns what was there before."""
+    with write_transaction(db):
+        row = db.table("conversations").get(conversation_id)
+        before = loads(row["metadata"], {})
+        db.table("conversations").update(
+            conversation_id, {"metadata": dumps({**before, **metadata}), "updated_at": utc_now()}
+        )
+    return before
+
+
 def get_conversation(db: Database, conversation_id: str) -> Conversation | None:
     rows = list(db.table("conversations").rows_where("id = ?", [conversation_id]))
     if not rows:

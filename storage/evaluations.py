@@ -200,3 +200,18 @@ def evaluations_with_status(db: Database, status: str, *, limit: int | None = No
 def set_evaluation_status(db: Database, evaluation_id: str, status: str) -> None:
     with write_transaction(db):
         db.table("evaluations").update(evaluation_id, {"status": status})
+
+
+def latest_turn_scores(db: Database, conversation_id: str) -> dict[int, dict]:
+    """The turn scores of the conversation's latest finished evaluation that has them (the proxy's
+    ``metrics["turn_scores"]``), keyed by the turn's index in ``Conversation.turns``; empty when none has."""
+    rows = db.query(
+        "select metrics from evaluations where conversation_id = ? and status in ('done', 'partial') "
+        "and metrics like '%turn_scores%' order by created_at desc, rowid desc limit 1",
+        [conversation_id],
+    )
+    for row in rows:
+        scores = loads(row["metrics"], {}).get("turn_scores")
+        if isinstance(scores, list):
+            return {int(s["turn"]): s for s in scores if isinstance(s, dict) and isinstance(s.get("turn"), int)}
+    return {}

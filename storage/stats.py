@@ -221,3 +221,15 @@ def voted_pairs(db: Database, *, source: str) -> list[dict]:
             [source, source],
         )
     ]
+
+
+def conversation_sentiments(db: Database, *, sources: tuple[str, ...]) -> dict[str, str]:
+    """How each conversation of ``sources`` ended for its person (``metadata.sentiment``: satisfied or frustrated),
+    for the conversations that say."""
+    marks = ", ".join("?" for _ in sources)
+    rows = db.query(
+        f"select id, json_extract(metadata, '$.sentiment') as sentiment from conversations where source in ({marks}) "
+        "and json_extract(metadata, '$.sentiment') in ('satisfied', 'frustrated')",
+        list(sources),
+    )
+    return {r["id"]: r["sentiment"] for r in rows}

@@ -1,5 +1,7 @@
 """The Arena and Leaderboard tabs in the real app (`python app.py`), driven with gradio_client."""
 
+import json
+
 import pytest
 from app_server import AppServer, scripted_chatcrs_env
 from fake_openai import Reply
@@ -47,7 +49,7 @@ def test_battle_is_anonymous_until_the_vote(app):
     name_a, name_b, thanks, feedback, *ratings = client.predict("A felt more relevant", api_name="/arena_vote_a")
     assert name_a == name_b == "" and feedback == "" and ratings == [None] * 8  # the ratings come before the names
     assert "A is better" in thanks and "recorded" in thanks and not leaked(thanks)
-    name_a, name_b, status = client.predict(api_name="/arena_reveal")  # skipped the ratings
+    _, _, name_a, name_b, status = client.predict(api_name="/arena_reveal")  # skipped the ratings
     assert "System A was" in name_a and "System B was" in name_b and "New battle" in status
     assert {"chatcrs", "retrieval"} == {n for n in ("chatcrs", "retrieval") if n in (name_a + name_b).lower()}
     with pytest.raises(Exception, match="already has its vote"):
@@ -85,7 +87,7 @@ def test_battle_vote_rating_stores_one_label_per_side_before_the_names(app):
     client.predict("", api_name="/arena_vote_b")
     with pytest.raises(Exception, match="not in the list of choices"):
         client.predict(4, 3, 2, 9, 1, 0, 1, 1, api_name="/arena_rate")
-    name_a, name_b, status = client.predict(4, 3, 2, 3, 1, 0, 1, 1, api_name="/arena_rate")
+    pane_a, _, name_a, name_b, status = client.predict(4, 3, 2, 3, 1, 0, 1, 1, api_name="/arena_rate")
     assert "System A was" in name_a and "System B was" in name_b
     assert "ratings are stored" in status
     db = open_db(app.db_path)
@@ -101,7 +103,7 @@ def test_battle_vote_rating_stores_one_label_per_side_before_the_names(app):
         ("a", 4.0, 3.0, 0),
         ("b", 1.0, 1.0, 0),
     ]
-    _, _, again = client.predict(3, 3, 2, 3, 1, 0, 1, 1, api_name="/arena_rate")  # after the reveal: kept, marked
+    *_, again = client.predict(3, 3, 2, 3, 1, 0, 1, 1, api_name="/arena_rate")  # after the reveal: kept, marked
     assert "replaced" in again
     assert {
         r["names_seen"] for r in db.query("select names_seen from human_labels where battle_id = ?", [battle_id])
@@ -121,6 +123,19 @@ def test_battle_vote_rating_stores_one_label_per_side_before_the_names(app):
     assert "replaced" in chat.predict(conversation_id, 2, 4, 2, 3, api_name="/rate_conversation")
     [row] = db.query("select origin, understanding from human_labels where conversation_id = ?", [conversation_id])
     assert (row["origin"], row["understanding"]) == ("chat", 2.0)
+
+    assert "Recorded: 😊 Satisfied" in chat.predict("satisfied", conversation_id, api_name="/chat_sentiment")
+    assert (
+        json.loads(next(db.query("select metadata from conversations where id = ?", [conversation_id]))["metadata"])[
+            "sentiment"
+        ]
+        == "satisfied"
+    )
+    ender = Client(app.url, verbose=False)
+    assert "send a message first" in ender.predict("frustrated", api_name="/arena_sentiment_a")
+    ender.predict("A funny film?", api_name="/arena_send")
+    assert "System A: Recorded: 😠 Frustrated" in ender.predict("frustrated", api_name="/arena_sentiment_a")
+    assert not leaked(ender.predict("satisfied", api_name="/arena_sentiment_b"))
 
     table, figure, setups = client.predict(None, api_name="/judge_vs_people")
     assert figure["type"] == "plotly"

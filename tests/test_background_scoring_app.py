@@ -85,3 +85,42 @@ def test_every_chat_and_arena_conversation_ends_up_scored_once(app):
     assert {"chatcrs", "retrieval"} <= set(by_system)
     for system in ("chatcrs", "retrieval"):
         assert by_system[system][headers.index("Judged")] not in ("", "0"), by_system[system]
+
+
+def test_each_reply_shows_its_turn_scores_once_scored_and_the_arena_only_after_the_vote(app):
+    db = open_db(app.db_path)
+    client = Client(app.url, verbose=False)
+    first = client.predict("Any good comedy films?", "retrieval", api_name="/chat")[0]
+    assert "turn scores" not in str(first)  # not scored yet
+    conversation_id = next(db.query("select id from conversations where source = 'chat' order by created_at desc"))[
+        "id"
+    ]
+    for _ in range(POLLS):
+        if list(db.query("select 1 from evaluations where conversation_id = ? and status = 'done'", [conversation_id])):
+            break
+        time.sleep(0.1)
+    second = client.predict("Another one?", "retrieval", api_name="/chat")[0]
+    assert "turn scores: relevance" in str(second[1]["content"])  # the first reply, scored while idle
+    [metrics] = [
+        r["metrics"] for r in db.query("select metrics from evaluations where conversation_id = ?", [conversation_id])
+    ]
+    assert '"turn_scores"' in metrics
+
+    arena = Client(app.url, verbose=False)
+    panes = arena.predict("I'd like a tense heist movie", api_name="/arena_send")
+    assert "turn scores" not in str(panes[:2])
+    arena.predict("", api_name="/arena_vote_b")
+    battle = next(db.query("select * from battles order by created_at desc limit 1"))
+    for _ in range(POLLS):
+        done = list(
+            db.query(
+                "select 1 from evaluations where conversation_id in (?, ?) and status = 'done'",
+                [battle["conversation_a"], battle["conversation_b"]],
+            )
+        )
+        if len(done) == 2:
+            break
+        time.sleep(0.1)
+    pane_a, pane_b, name_a, *_ = arena.predict(api_name="/arena_reveal")
+    assert "System A was" in name_a
+    assert "turn scores: relevance" in str(pane_a[1]["content"]) and "turn scores" in str(pane_b[1]["content"])

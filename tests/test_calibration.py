@@ -20,9 +20,10 @@ from evaluators.cli import cli
 from evaluators.factors import FACTORS
 from evaluators.meta import vote_agreement
 from evaluators.pipeline import EvaluationSetup, evaluate_conversation
-from evaluators.proxy import PROXY_VERSION, proxy_scores
+from evaluators.proxy import PROXY_VERSION, TURN_FEATURES, proxy_scores
 from evaluators.proxy_scorer import (
     FEATURES,
+    MODEL_FEATURES,
     CalibrationMismatch,
     ProxyJudge,
     default_path,
@@ -98,10 +99,13 @@ def test_vote_agreement_by_hand():
 
 def test_the_saved_file_records_what_it_was_fitted_for():
     data = json.loads(default_path().read_text())
-    assert data["proxy_version"] == PROXY_VERSION and data["features"] == list(FEATURES)
+    assert data["proxy_version"] == PROXY_VERSION and data["features"] == list(MODEL_FEATURES)
+    assert data["features"][: len(FEATURES)] == list(FEATURES)
     assert data["seed"] == 0 and data["similarity"] == "lexical"
+    assert data["turn_model"]["features"] == list(TURN_FEATURES)
     cv = data["cv"]["labels_and_votes"]
-    assert {"dialogue", "system", "votes"} <= set(cv) and cv["dialogue"]["n"] == 93
+    assert {"dialogue", "system", "votes", "within_system", "turn_relevance", "turn_interestingness"} <= set(cv)
+    assert cv["dialogue"]["n"] == 93 and cv["turn_relevance"]["n"] > 400
 
 
 def test_a_calibration_for_another_proxy_version_is_refused(tmp_path):
@@ -112,6 +116,9 @@ def test_a_calibration_for_another_proxy_version_is_refused(tmp_path):
         load_calibration(path)
     path.write_text(json.dumps({**data, "similarity": "minilm"}))
     with pytest.raises(CalibrationMismatch, match="similarity"):
+        load_calibration(path)
+    path.write_text(json.dumps({**data, "turn_model": {**data["turn_model"], "features": ["old"]}}))
+    with pytest.raises(CalibrationMismatch, match="turn scorer"):
         load_calibration(path)
     with pytest.raises(FileNotFoundError, match="calibrate"):
         load_calibration(tmp_path / "missing.json")
@@ -297,7 +304,7 @@ class _AnyEmbedder:
 def test_a_proxy_judge_refuses_an_embedder_its_calibration_was_not_fitted_with():
     with pytest.raises(CalibrationMismatch, match="lexical"):
         ProxyJudge(load_calibration(), embedder=_AnyEmbedder())
-    assert proxy_scorer.default_path().name == "proxy_v2.json"
+    assert proxy_scorer.default_path().name == "proxy_v3.json"
 
 
 def test_embeddings_requested_but_missing_fall_back_to_the_lexical_calibration(monkeypatch):

@@ -410,3 +410,78 @@ def test_imported_crsarena_eval_labels_show_apart_from_the_app_s_own(db_path, sh
     assert "too few" in _value(rows, "overall vs “overall”")["Value"]
     with pytest.raises(ImportRefused, match="CRSArena-Eval file not found"):
         import_eval_labels(db, shared_data / "nowhere.json")
+
+
+# -- satisfied / frustrated (#26 item 4) -----------------------------------------------------------
+
+
+def test_a_conversation_ends_satisfied_or_frustrated_and_a_second_choice_replaces_the_first(db_path):
+    from arena.human_ratings import end_with_sentiment
+    from storage.conversations import get_conversation
+
+    db = get_db(db_path)
+    chat = conversation(db, "kbrd", source="chat")
+    assert end_with_sentiment(db, "satisfied", conversation_id=chat) == "Recorded: 😊 Satisfied."
+    assert "Changed to 😠 Frustrated" in end_with_sentiment(db, "frustrated", conversation_id=chat)
+    assert get_conversation(db, chat).metadata["sentiment"] == "frustrated"
+    battle = save_battle(
+        db, Battle("kbrd", "barcor", conversation(db, "kbrd"), conversation(db, "barcor"), session="s1")
+    )
+    assert "Recorded" in end_with_sentiment(db, "satisfied", battle_id=battle.id, side="b", session="s1")
+    assert get_conversation(db, battle.conversation_b).metadata["sentiment"] == "satisfied"
+    assert "sentiment" not in get_conversation(db, battle.conversation_a).metadata
+    for kwargs, why in (
+        ({"conversation_id": chat, "sentiment": "meh"}, "satisfied or frustrated"),
+        ({"battle_id": battle.id, "side": "a", "session": "other", "sentiment": "satisfied"}, "Only the person"),
+        ({"battle_id": battle.id, "side": "c", "session": "s1", "sentiment": "satisfied"}, "no battle"),
+        ({"conversation_id": battle.conversation_a, "sentiment": "satisfied"}, "chat first"),  # not a chat
+        ({"conversation_id": "", "sentiment": "satisfied"}, "chat first"),
+    ):
+        sentiment = kwargs.pop("sentiment")
+        with pytest.raises(RatingRefused, match=why):
+            end_with_sentiment(db, sentiment, **kwargs)
+    empty = save_conversation(db, Conversation(system_id="kbrd", source="chat", turns=[Turn("user", "hi")])).id
+    with pytest.raises(RatingRefused, match="not answered"):
+        end_with_sentiment(db, "satisfied", conversation_id=empty)
+
+
+def test_the_dial_export_reads_back_with_its_endings_and_votes(db_path, tmp_path):
+    from arena.crsarena_import import DIAL_EXPORT
+    from arena.human_ratings import end_with_sentiment
+    from evaluators.calibration import read_votes
+    from evaluators.log_readers import read_crsarena_dial
+
+    db = get_db(db_path)
+    battle = voted_battle(db, choice="both_bad")
+    end_with_sentiment(db, "frustrated", battle_id=battle.id, side="a")
+    chat = conversation(db, "unicrs", source="chat")
+    end_with_sentiment(db, "satisfied", conversation_id=chat)
+    out = tmp_path / "dial"
+    result = CliRunner().invoke(arena_cli, ["export-dial", "--out-dir", str(out), "--db", str(db_path)])
+    assert result.exit_code == 0 and "3 conversation(s), 1 vote(s)" in result.output, result.output
+    read = read_crsarena_dial(out / DIAL_EXPORT)
+    by_system = {c.system_id: c for c in read.conversations}
+    assert set(by_system) == {"kbrd", "barcor", "unicrs"} and not read.skipped
+    assert by_system["kbrd"].metadata["sentiment"] == "frustrated" and "sentiment" not in by_system["barcor"].metadata
+    assert by_system["unicrs"].metadata["sentiment"] == "satisfied"
+    assert by_system["kbrd"].metadata["user_id"] == by_system["barcor"].metadata["user_id"]  # one battle, one user
+    [row] = read_votes(out)  # votes_app.csv: read as the published votes_*.csv are
+    assert (row["crs1"], row["crs2"], row["vote"]) == ("kbrd", "barcor", "tie")  # both bad: a tie in CRS Arena
+    assert f"{row['crs1']}_{row['user_id']}" in {c.id for c in read.conversations}
+    assert "s1" not in (out / DIAL_EXPORT).read_text()  # no voter or session id
+
+
+def test_the_panel_reads_the_endings_as_an_auc(db_path):
+    from arena.human_ratings import end_with_sentiment
+
+    db = get_db(db_path)
+    judged = {"satisfied": (70.0, 60.0, 50.0, 40.0), "frustrated": (45.0, 30.0, 20.0)}
+    for sentiment, overalls in judged.items():
+        for overall in overalls:
+            cid = conversation(db, "kbrd", source="chat")
+            end_with_sentiment(db, sentiment, conversation_id=cid)
+            score(db, cid, overall, {})
+    row = _value(judge_agreement(db).rows, "overall: satisfied above frustrated")
+    pairs = [(h, f) for h in judged["satisfied"] for f in judged["frustrated"]]
+    assert row["n"] == 7 and row["Value"] == f"{sum(h > f for h, f in pairs) / len(pairs):.2f}"
+    assert row["95% interval"].startswith("[")

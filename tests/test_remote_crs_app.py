@@ -122,7 +122,7 @@ def test_it_fights_in_the_arena_and_reaches_the_leaderboard(setup):
             assert "could not answer" in status
             continue
         client.predict("", api_name="/arena_vote_tie")
-        name_a, name_b, _ = client.predict(api_name="/arena_reveal")  # skip the ratings: the names follow
+        _, _, name_a, name_b, _ = client.predict(api_name="/arena_reveal")  # skip the ratings: the names follow
         if "my_crs" in name_a + name_b:
             revealed = name_a + name_b
             break

@@ -26,10 +26,10 @@ from arena.battles import (
     start_battle,
     vote,
 )
-from arena.human_ratings import QUESTIONS, SCALE, RatingRefused, rate_battle
+from arena.human_ratings import QUESTIONS, SCALE, SENTIMENTS, RatingRefused, end_with_sentiment, rate_battle
 from crs_backends import health
 from crs_backends.session import EmptyMessage, prepare_user_message
-from ui.render import safe_markdown, safe_text
+from ui.render import safe_markdown, safe_text, turn_score_line
 from ui.services import Services
 
 VOTES = {"a": "👈 A is better", "b": "👉 B is better", "tie": "🤝 Tie", "both_bad": "👎 Both are bad"}
@@ -55,6 +55,15 @@ def build(services: Services) -> list:
     with gr.Row():
         name_a = gr.Markdown("", elem_id="arena-name-a")
         name_b = gr.Markdown("", elem_id="arena-name-b")
+    with gr.Row():
+        endings = {
+            side: gr.Radio(
+                [(label, key) for key, label in SENTIMENTS.items()],
+                label=f"How did your conversation with System {side.upper()} end? (optional)",
+                elem_id=f"arena-sentiment-{side}",
+            )
+            for side in ("a", "b")
+        }
     with gr.Row():
         buttons = {choice: gr.Button(label, interactive=False) for choice, label in VOTES.items()}
     feedback = gr.Textbox(label="Feedback (optional)", placeholder="What made one answer better?", max_lines=4)
@@ -96,6 +105,13 @@ def build(services: Services) -> list:
         """Store the voter's 0-4 ratings of both sides (four per side, A first), then reveal both systems."""
         return rate_and_reveal(services, battle_id, [a1, a2, a3, a4, b1, b2, b3, b4], voter=_session(request))
 
+    def on_sentiment(side):
+        def handler(choice, battle_id, request: gr.Request):
+            """Record how the conversation with this side ended (satisfied or frustrated)."""
+            return end_side(services, side, choice, battle_id, session=_session(request))
+
+        return handler
+
     def on_skip(battle_id, request: gr.Request):
         """Reveal both systems without ratings."""
         return show_reveal(services, battle_id, voter=_session(request), note="")
@@ -124,12 +140,26 @@ def build(services: Services) -> list:
         )
         voted.then(on_controls, inputs=[battle], outputs=control_outputs, api_visibility="private")
         votes.append(voted)
-    reveal_outputs = [name_a, name_b, status, rating_box]
+    reveal_outputs = [chat_a, chat_b, name_a, name_b, status, rating_box]
     rate_button.click(on_rate, inputs=[*radio_list, battle], outputs=reveal_outputs, api_name="arena_rate")
     skip_button.click(on_skip, inputs=[battle], outputs=reveal_outputs, api_name="arena_reveal")
+    for side, radio in endings.items():
+        radio.input(on_sentiment(side), inputs=[radio, battle], outputs=[status], api_name=f"arena_sentiment_{side}")
     new.click(
         new_battle,
-        outputs=[chat_a, chat_b, name_a, name_b, status, battle, message, feedback, rating_box, *radio_list],
+        outputs=[
+            chat_a,
+            chat_b,
+            name_a,
+            name_b,
+            status,
+            battle,
+            message,
+            feedback,
+            rating_box,
+            *radio_list,
+            *endings.values(),
+        ],
         api_name="arena_new",
     ).then(on_controls, inputs=[battle], outputs=control_outputs, api_visibility="private")
     return votes
@@ -198,7 +228,7 @@ def record_vote(
 
 
 def rate_and_reveal(services: Services, battle_id: str | None, values: list, *, voter: str = "") -> tuple:
-    """(name A, name B, status, rating box): store the voter's ratings of both sides (four per side, in
+    """(pane A, pane B, name A, name B, status, rating box): store the voter's ratings of both sides (four per side, in
     :data:`arena.human_ratings.QUESTIONS` order, A first), then reveal; a refused rating raises
     :class:`gradio.Error` saying why, and nothing is stored."""
     items = list(QUESTIONS)
@@ -216,7 +246,9 @@ def rate_and_reveal(services: Services, battle_id: str | None, values: list, *, 
 
 
 def show_reveal(services: Services, battle_id: str | None, *, voter: str = "", note: str = "") -> tuple:
-    """(name A, name B, status, rating box hidden): both systems of the voter's voted battle."""
+    """(pane A, pane B, name A, name B, status, rating box hidden): both systems of the voter's voted battle, and
+    each reply's turn scores where the conversation is scored (never before the vote and the ratings: they would
+    tell the person what the judge thinks)."""
     if not battle_id:
         raise gr.Error("No battle yet: send a message first.")
     try:
@@ -225,7 +257,10 @@ def show_reveal(services: Services, battle_id: str | None, *, voter: str = "", n
         raise gr.Error(str(e)) from None
     except KeyError:
         raise gr.Error("This battle does not exist (any more): press New battle to start one.") from None
+    battle = find_battle(services.db(), battle_id)
+    scores = [services.turn_scores(c) for c in (battle.conversation_a, battle.conversation_b)] if battle else [{}, {}]
     return (
+        *_panes(battle_view(services.db(), battle_id), scores),
         f"**System A was {safe_text(shown.label_a)}** (`{safe_text(shown.system_a)}`)",
         f"**System B was {safe_text(shown.label_b)}** (`{safe_text(shown.system_b)}`)",
         " ".join(p for p in (note, "Press **New battle** for another round.") if p),
@@ -234,9 +269,18 @@ def show_reveal(services: Services, battle_id: str | None, *, voter: str = "", n
 
 
 def new_battle() -> tuple:
-    """Empty panes, names, status, battle, message and feedback, the ratings hidden and emptied: the next message
-    starts a new battle."""
-    return [], [], "", "", "", None, "", "", gr.Group(visible=False), *[None] * (2 * len(QUESTIONS))
+    """Empty panes, names, status, battle, message and feedback, the ratings hidden and emptied, the endings cleared:
+    the next message starts a new battle."""
+    return [], [], "", "", "", None, "", "", gr.Group(visible=False), *[None] * (2 * len(QUESTIONS)), None, None
+
+
+def end_side(services: Services, side: str, sentiment: str | None, battle_id: str | None, *, session: str = "") -> str:
+    """Record how the conversation with one side ended; the status line says what was recorded, or why not."""
+    try:
+        message = end_with_sentiment(services.db(), sentiment, battle_id=battle_id, side=side, session=session)
+    except RatingRefused as e:
+        return safe_text(str(e))
+    return f"System {side.upper()}: {message}"
 
 
 def controls(services: Services, battle_id: str | None) -> tuple:
@@ -256,16 +300,18 @@ def _session(request: gr.Request | None) -> str:
     return (request.session_hash if request is not None else "") or ""
 
 
-def _panes(view: BattleView | None) -> tuple[list[dict], list[dict]]:
+def _panes(view: BattleView | None, turn_scores: list[dict[int, dict]] | None = None) -> tuple[list[dict], list[dict]]:
     if view is None:
         return [], []
-    return _messages(view.a), _messages(view.b)
+    a, b = turn_scores or [{}, {}]
+    return _messages(view.a, a), _messages(view.b, b)
 
 
-def _messages(side: SideView) -> list[dict]:
-    """One side's turns as Gradio chat messages, escaped; a system turn lists its first items."""
+def _messages(side: SideView, turn_scores: dict[int, dict] | None = None) -> list[dict]:
+    """One side's turns as Gradio chat messages, escaped; a system turn lists its first items (and its turn scores
+    when given)."""
     messages = []
-    for turn in side.turns:
+    for k, turn in enumerate(side.turns):
         if turn.role == "user":
             messages.append({"role": "user", "content": safe_markdown(turn.text)})
             continue
@@ -273,5 +319,7 @@ def _messages(side: SideView) -> list[dict]:
         titles = [safe_text(i.title) for i in turn.items[:SHOWN_ITEMS] if i.title]
         if titles:
             content += "\n\n*Recommended:* " + " · ".join(f"{n}. {t}" for n, t in enumerate(titles, 1))
+        if turn_scores and k in turn_scores:
+            content += "\n\n" + turn_score_line(turn_scores[k])
         messages.append({"role": "assistant", "content": content})
     return messages

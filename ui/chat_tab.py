@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import gradio as gr
 import pandas as pd
 
-from arena.human_ratings import QUESTIONS, SCALE, RatingRefused, rate_conversation
+from arena.human_ratings import QUESTIONS, SCALE, SENTIMENTS, RatingRefused, end_with_sentiment, rate_conversation
 from crs_backends.registry import SystemUnavailable, catalog_for_chat, default_system_id, system_line
 from crs_backends.session import ChatSession, EmptyMessage, prepare_user_message
 from evaluators.factor_judge import MODES
@@ -80,6 +80,14 @@ def build(services: Services) -> None:
             conversation_id = gr.Textbox(label="Conversation id", interactive=False)
             new = gr.Button("New conversation")
     state = gr.State({"conversation_id": None, "system_id": default})
+    with gr.Row():
+        sentiment = gr.Radio(
+            [(label, key) for key, label in SENTIMENTS.items()],
+            label="How did this conversation end for you? (optional, as in CRS Arena)",
+            elem_id="chat-sentiment",
+            scale=2,
+        )
+        sentiment_status = gr.Markdown("", elem_id="chat-sentiment-status")
     with gr.Accordion("Rate this conversation (optional)", open=False, elem_id="chat-ratings"):
         gr.Markdown(
             "0 = not at all, 4 = completely. Your ratings are compared with the automatic judge's "
@@ -115,6 +123,10 @@ def build(services: Services) -> None:
         rater = (request.session_hash if request else "") or ""
         return rate(services, conv_id, [understood, fit, interest, overall], rater=rater)
 
+    def on_sentiment(choice, conv_id):
+        """Record how the conversation ended (satisfied or frustrated); it is then scored at once."""
+        return end_chat(services, choice, conv_id)
+
     def on_reset_judge():
         return "", _no_scores(), radar_figure([]), []
 
@@ -128,7 +140,12 @@ def build(services: Services) -> None:
         concurrency_limit=4,
     )
     judge_inputs = [conversation_id, mode, debate, rounds, scorer]
+
     # live judging has its own queue: bulk uploads (Evaluate tab, queue "judge_bulk") cannot hold its slots
+    def on_show_turn_scores(conv_id):
+        """The conversation again, each reply with its turn scores once it is scored."""
+        return show_turn_scores(services, conv_id)
+
     judge_button.click(
         on_judge,
         inputs=judge_inputs,
@@ -136,7 +153,7 @@ def build(services: Services) -> None:
         api_name="judge",
         concurrency_id="judge_live",
         concurrency_limit=2,
-    )
+    ).then(on_show_turn_scores, inputs=[conversation_id], outputs=[chatbot], api_visibility="private")
     chat_event.success(
         on_auto_judge,
         inputs=[auto_judge, *judge_inputs],
@@ -144,9 +161,12 @@ def build(services: Services) -> None:
         api_visibility="private",
         concurrency_id="judge_live",
         concurrency_limit=2,
-    )
+    ).then(on_show_turn_scores, inputs=[conversation_id], outputs=[chatbot], api_visibility="private")
     rate_button.click(
         on_rate, inputs=[conversation_id, *rating_radios], outputs=[rate_status], api_name="rate_conversation"
+    )
+    sentiment.input(
+        on_sentiment, inputs=[sentiment, conversation_id], outputs=[sentiment_status], api_name="chat_sentiment"
     )
     new_outputs = [chatbot, items, status, state, conversation_id, variant]
     new.click(on_new, inputs=[system], outputs=new_outputs, api_name="new_conversation")
@@ -154,8 +174,8 @@ def build(services: Services) -> None:
     gr.on(triggers=[new.click, system.change], fn=on_reset_judge, outputs=judge_views, api_visibility="private")
     gr.on(
         triggers=[new.click, system.change],
-        fn=lambda: ("", *[None] * len(rating_radios)),
-        outputs=[rate_status, *rating_radios],
+        fn=lambda: ("", *[None] * len(rating_radios), None, ""),
+        outputs=[rate_status, *rating_radios, sentiment, sentiment_status],
         api_visibility="private",
     )
 
@@ -176,6 +196,26 @@ def send_message(services: Services, text, system_id, st):
         log.exception("chat turn failed")
         message = "⚠️ Something went wrong on our side while answering. Your message is saved; send again to retry."
         yield gr.skip(), gr.skip(), message, gr.skip(), conversation_id, gr.skip()
+
+
+def show_turn_scores(services: Services, conversation_id: str | None):
+    """The chat pane with each reply's turn scores (unchanged when there is no conversation)."""
+    cid = clean_text(conversation_id.strip()) if isinstance(conversation_id, str) and conversation_id.strip() else None
+    conversation = services.conversation(cid) if cid else None
+    if conversation is None:
+        return gr.skip()
+    return chat_messages(conversation, turn_scores=services.turn_scores(conversation.id))
+
+
+def end_chat(services: Services, sentiment: str | None, conversation_id: str | None) -> str:
+    """Record the chat conversation's ending; the message says what was recorded, or why nothing was."""
+    cid = clean_text(conversation_id.strip()) if isinstance(conversation_id, str) else None
+    try:
+        message = end_with_sentiment(services.db(), sentiment, conversation_id=cid)
+    except RatingRefused as e:
+        return safe_text(str(e))
+    services.conversation_changed(cid, ended=True)
+    return message
 
 
 def rate(services: Services, conversation_id: str | None, values: list, *, rater: str = "") -> str:
@@ -246,7 +286,7 @@ def _send_turn(services: Services, text, system_id, st):
         error = f"⚠️ {safe_text(str(e))} Your message is saved; send again to retry."
         gr.Warning(str(e))
         yield (
-            chat_messages(session.conversation),
+            chat_messages(session.conversation, turn_scores=services.turn_scores(session.conversation.id)),
             items_table(session.conversation, catalog),
             error,
             st,
@@ -256,7 +296,7 @@ def _send_turn(services: Services, text, system_id, st):
         return
     services.conversation_changed(session.conversation.id)  # scored in the background once it goes idle
     yield (
-        chat_messages(session.conversation),
+        chat_messages(session.conversation, turn_scores=services.turn_scores(session.conversation.id)),
         items_table(session.conversation, catalog),
         notice,
         st,

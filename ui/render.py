@@ -55,16 +55,32 @@ def _plain(text: str) -> str:
     return text
 
 
-def chat_messages(conversation: Conversation | None, pending: str | None = None) -> list[dict]:
-    """A conversation as Gradio 6 chat messages; ``pending`` is a reply being streamed."""
+def chat_messages(
+    conversation: Conversation | None, pending: str | None = None, turn_scores: dict[int, dict] | None = None
+) -> list[dict]:
+    """A conversation as Gradio 6 chat messages; ``pending`` is a reply being streamed; ``turn_scores`` (by turn
+    index, :func:`storage.evaluations.latest_turn_scores`) adds each scored reply's line (:func:`turn_score_line`)."""
     messages = []
     if conversation is not None:
-        for turn in conversation.turns:
+        for k, turn in enumerate(conversation.turns):
             role = "user" if turn.role == "user" else "assistant"
-            messages.append({"role": role, "content": safe_markdown(turn.text)})
+            content = safe_markdown(turn.text)
+            if role == "assistant" and turn_scores and k in turn_scores:
+                content += "\n\n" + turn_score_line(turn_scores[k])
+            messages.append({"role": role, "content": content})
     if pending is not None:
         messages.append({"role": "assistant", "content": safe_markdown(pending) or "…"})
     return messages
+
+
+def turn_score_line(score: dict) -> str:
+    """One reply's turn scores, small: ``*judge: relevance 1.2/2 · interest 0.8/2*`` (or why it has none)."""
+    relevance, interest = score.get("relevance"), score.get("interestingness")
+    note = safe_text(str(score.get("note") or ""))
+    if not isinstance(relevance, (int, float)) or not isinstance(interest, (int, float)):
+        return f"*turn scores: {note or 'not scorable'}*"
+    line = f"*turn scores: relevance {relevance:.1f}/2 · interest {interest:.1f}/2"
+    return line + (f" ({note})*" if note else "*")
 
 
 def items_table(conversation: Conversation | None, catalog: Catalog) -> pd.DataFrame:

@@ -23,6 +23,7 @@ from crs_backends.registry import catalog_for_chat, get_system, ready_system_ids
 from llm_clients.config import RoleConfig, all_role_configs
 from llm_clients.registry import model_for
 from storage.conversations import get_conversation
+from storage.evaluations import latest_turn_scores
 from storage.records import Conversation
 from storage.text import clean_text
 
@@ -73,6 +74,10 @@ class Services:
         report = import_eval_labels(self.db(), catalog_name=DEFAULT_CATALOG, score=True)
         self.board_changed()
         return report
+
+    def turn_scores(self, conversation_id: str | None) -> dict[int, dict]:
+        """Each system turn's scores from the conversation's latest evaluation that has them (by turn index)."""
+        return latest_turn_scores(self.db(), conversation_id) if conversation_id else {}
 
     def board_changed(self) -> None:
         """Votes or evaluations changed: let the leaderboard's refresher store the new board soon."""
