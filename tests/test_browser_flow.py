@@ -67,7 +67,10 @@ def test_chat_judge_arena_vote_leaderboard(tmp_path):
                     page.locator(f"#rate-{side}-{item} label", has_text=value).first.click()
             page.screenshot(path=str(shots / "rating.png"), full_page=True)
             page.locator("#arena-rate").first.click()
-            page.wait_for_function("() => (document.querySelector('#arena-name-a')?.innerText || '').trim().length > 0")
+            # the name itself, not any text: while the event runs, Gradio shows its timer inside the output
+            page.wait_for_function(
+                "() => (document.querySelector('#arena-name-a')?.innerText || '').includes('System A was')"
+            )
             labels = list(open_db(db_path).query("select side, understanding, dialogue_overall from human_labels"))
             assert sorted((r["side"], r["understanding"], r["dialogue_overall"]) for r in labels) == [
                 ("a", 4.0, 3.0),
