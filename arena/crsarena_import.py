@@ -125,12 +125,7 @@ def import_dial(
     folder = Path(directory) if directory is not None else default_folder()
     if folder is None or not crsarena_files(folder):
         raise ImportRefused(missing_files_message(folder), "files")
-    catalog = None
-    if catalog_name is not None:
-        try:
-            catalog = get_catalog(catalog_name)
-        except FileNotFoundError:
-            raise ImportRefused(missing_catalog_message(catalog_name), "catalog") from None
+    catalog = _catalog(catalog_name)
     try:
         report = import_crsarena(db, folder, catalog=catalog, score=score)
     except LogFormatError as e:
@@ -181,12 +176,7 @@ def import_eval_labels(
             "<data dir>/crsarena (the data dir is CRS_DATA_DIR, else ../shared/data) or name the file.",
             "files",
         )
-    catalog = None
-    if catalog_name is not None:
-        try:
-            catalog = get_catalog(catalog_name)
-        except FileNotFoundError:
-            raise ImportRefused(missing_catalog_message(catalog_name), "catalog") from None
+    catalog = _catalog(catalog_name)
     try:
         read = read_crsarena_eval(file, catalog)
     except LogFormatError as e:
@@ -216,6 +206,17 @@ def import_eval_labels(
 
     refresh_board(db)
     return report
+
+
+def _catalog(name: str | None) -> Catalog | None:
+    """The catalog titles are matched to (None: keep titles as written), or :class:`ImportRefused` saying how to
+    get it."""
+    if name is None:
+        return None
+    try:
+        return get_catalog(name)
+    except FileNotFoundError:
+        raise ImportRefused(missing_catalog_message(name), "catalog") from None
 
 
 def missing_files_message(folder: Path | None) -> str:

@@ -96,6 +96,7 @@ from __future__ import annotations
 import math
 import re
 import tomllib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -299,6 +300,8 @@ class ProxyResult:
     notes: tuple[str, ...] = ()
     version: str = PROXY_VERSION
     turns: tuple[TurnEvidence, ...] = ()
+    turn_scores: tuple[Any, ...] = ()  # evaluators.turn_scores.TurnScore per system turn, when a turn scorer was given
+    informed: dict[str, ProxyFactor] = field(default_factory=dict)  # factors that also read the turn scores
 
 
 class Embedder(Protocol):
@@ -608,7 +611,9 @@ def _band(factor: str, value, **kw) -> float | None:
     return None if score is None else float(score)
 
 
-def _coherence(replies: list[_Reply]) -> ProxyFactor:
+def _coherence(replies: list[_Reply], relevance: list[float | None] | None = None) -> ProxyFactor:
+    """CoRE's count of misaligned replies; with ``relevance`` (each reply's turn score, in order), a reply the
+    turn scorer reads as off the request (under :data:`LOW_RELEVANCE`) that the user did not accept counts too."""
     marked = [
         k
         for k, r in enumerate(replies, 1)
@@ -617,12 +622,19 @@ def _coherence(replies: list[_Reply]) -> ProxyFactor:
         or r.repeats_earlier
         or (r.flags["generic"] and r.request is not None and not _ACCEPT.search(r.request))
     ]
-    return ProxyFactor(
-        _band("coherence", len(marked)),
-        len(marked),
-        f"misaligned replies: {marked or 'none'} (negative feedback, a repeated request, "
-        "gibberish, a repeat, or a stock answer to anything but thanks)",
+    read = []
+    if relevance is not None:
+        read = [
+            k
+            for k, (r, score) in enumerate(zip(replies, relevance, strict=True), 1)
+            if k not in marked and score is not None and score < LOW_RELEVANCE and not r.accepted
+        ]
+    detail = (
+        f"misaligned replies: {sorted(marked + read) or 'none'} (negative feedback, a repeated request, "
+        "gibberish, a repeat, or a stock answer to anything but thanks"
+        + (f"; {read} read as off the request by the turn scorer)" if read else ")")
     )
+    return ProxyFactor(_band("coherence", len(marked) + len(read)), len(marked) + len(read), detail)
 
 
 def _recoverability(replies: list[_Reply]) -> ProxyFactor:
@@ -878,6 +890,7 @@ TURN_FEATURES: tuple[str, ...] = (
     "conversation_acceptance",
 )
 FOREIGN_SHARE = 0.5  # a reply with at least this share of words outside the English list is not scored
+LOW_RELEVANCE = 0.5  # a turn relevance (0-2) under this reads as off the request (coherence)
 _BROKEN_START = re.compile(r"(?:is|was|are|it's|it is)\b|[a-z]")  # "is a great movie." (a lost placeholder)
 _LIST_TEMPLATE = re.compile(r"i would recommend the following items?", re.IGNORECASE)
 
@@ -957,11 +970,21 @@ def _turn_evidence(
 # -- entry point ----------------------------------------------------------------------------------------
 
 
-def proxy_scores(conversation: Conversation, catalog: Catalog, *, embedder: Embedder | None = None) -> ProxyResult:
+def proxy_scores(
+    conversation: Conversation,
+    catalog: Catalog,
+    *,
+    embedder: Embedder | None = None,
+    turn_scorer: Callable[[tuple[TurnEvidence, ...]], Sequence[Any]] | None = None,
+) -> ProxyResult:
     """The twelve factor proxies and the calibration features of ``conversation``.
 
     :param catalog: the catalog the conversation's items and titles are checked against
     :param embedder: sentence embedder for repeated-request detection; None: lexical similarity
+    :param turn_scorer: scores the system turns' evidence (each score with ``relevance``, in the turns' order);
+        given, :attr:`ProxyResult.turn_scores` holds its scores and :attr:`ProxyResult.informed` the factors that
+        also read them (coherence), beside the rule-only :attr:`ProxyResult.factors` the calibrated
+        overall was fitted on
     :raises ValueError: the conversation has no system turn
     """
     if not any(t.role == "system" for t in conversation.turns):
@@ -998,4 +1021,18 @@ def proxy_scores(conversation: Conversation, catalog: Catalog, *, embedder: Embe
         )
     unmatched = metrics.unmatched_title_share(conversation, memo).share
     turns = _turn_evidence(conversation, memo, replies, similarity)
-    return ProxyResult(factors, _features(replies, unmatched), similarity.name, tuple(notes), turns=turns)
+    scores: tuple[Any, ...] = ()
+    informed: dict[str, ProxyFactor] = {}
+    if turn_scorer is not None:
+        scores = tuple(turn_scorer(turns))
+        relevance = [s.relevance for s in scores]
+        informed = {"coherence": _coherence(replies, relevance)}
+    return ProxyResult(
+        factors,
+        _features(replies, unmatched),
+        similarity.name,
+        tuple(notes),
+        turns=turns,
+        turn_scores=scores,
+        informed=informed,
+    )

@@ -30,11 +30,20 @@ import numpy as np
 from catalog.catalog import Catalog
 from evaluators.factors import FACTORS
 from evaluators.proxy import FEATURES as REACTION_FEATURES
-from evaluators.proxy import LEXICAL, MINILM, PROXY_VERSION, Embedder, ProxyResult, load_embedder, proxy_scores
+from evaluators.proxy import (
+    LEXICAL,
+    MINILM,
+    PROXY_VERSION,
+    Embedder,
+    ProxyResult,
+    TurnEvidence,
+    load_embedder,
+    proxy_scores,
+)
 from evaluators.rubric import load_rubric
 from evaluators.scorers import Outcome, Recorder
 from evaluators.turn_scores import AGGREGATES as TURN_AGGREGATES
-from evaluators.turn_scores import TurnModel, TurnScore, aggregate, score_turns
+from evaluators.turn_scores import TurnModel, TurnScore, aggregate, linear, score_turns
 from storage.records import Conversation, Evaluation, FactorScore
 
 log = logging.getLogger(__name__)
@@ -73,9 +82,9 @@ class Model:
 
     def predict(self, X: Any) -> np.ndarray:
         X = np.atleast_2d(np.asarray(X, dtype=float))
-        X = np.where(np.isnan(X), np.asarray(self.impute), X)
-        z = (X - np.asarray(self.mean)) / np.asarray(self.scale)
-        return np.clip(self.intercept + z @ np.asarray(self.coef), 0.0, 4.0)
+        return linear(
+            np.where(np.isnan(X), np.asarray(self.impute), X), self.mean, self.scale, self.coef, self.intercept, 4.0
+        )
 
 
 @dataclass
@@ -105,7 +114,11 @@ class Calibration:
     def score_turns(self, result: ProxyResult) -> list[TurnScore]:
         """Each system turn's relevance and interestingness (0-2), as :mod:`evaluators.turn_scores` gives them."""
         self._check(result)
-        return score_turns(self.turns, result.turns)
+        return list(result.turn_scores) if result.turn_scores else score_turns(self.turns, result.turns)
+
+    def score_evidence(self, evidence: tuple[TurnEvidence, ...]) -> list[TurnScore]:
+        """The turn scorer on one conversation's evidence (what :func:`evaluators.proxy.proxy_scores` calls)."""
+        return score_turns(self.turns, evidence)
 
     def predict(self, result: ProxyResult, turns: list[TurnScore] | None = None) -> float:
         """The calibrated overall score (0-4) of one conversation's proxies (and its turn scores, computed when
@@ -240,7 +253,9 @@ class ProxyJudge:
 
     def score(self, conversation: Conversation, catalog: Catalog) -> ProxyVerdict:
         """The proxies and the calibrated overall of one conversation (nothing stored)."""
-        result = proxy_scores(conversation, catalog, embedder=self.embedder)
+        result = proxy_scores(
+            conversation, catalog, embedder=self.embedder, turn_scorer=self.calibration.score_evidence
+        )
         turns = self.calibration.score_turns(result)
         overall = self.calibration.predict(result, turns)
         return ProxyVerdict(result, overall, overall * 25.0, turns)
@@ -250,8 +265,8 @@ class ProxyJudge:
     ) -> Outcome:
         verdict = self.score(conversation, catalog)  # before anything is stored: a failure leaves no row
         rubric = self.rubric_version
-        for factor in FACTORS:
-            proxy = verdict.result.factors[factor]
+        for factor in FACTORS:  # coherence and effectiveness as they read the turn scores too
+            proxy = verdict.result.informed.get(factor) or verdict.result.factors[factor]
             record.factor(
                 FactorScore(
                     factor=factor,
@@ -285,7 +300,7 @@ def offline_turn_scores(conversation: Conversation, catalog: Catalog) -> list[di
     the calibration cannot be read or the conversation has no system turn."""
     try:
         calibration = _shipped()
-        result = proxy_scores(conversation, catalog)
+        result = proxy_scores(conversation, catalog, turn_scorer=calibration.score_evidence)
     except (OSError, ValueError) as e:
         log.warning("no turn scores for conversation %s: %s", conversation.id, e)
         return None

@@ -18,8 +18,10 @@ regressions fitted on the 433 labelled turns of the CRSArena-Eval development sl
 
 Aggregation (:data:`AGGREGATES`): the conversation's mean and lowest turn relevance, its mean interestingness and
 the relevance of its last system turn are four more inputs of the calibrated overall
-(:mod:`evaluators.proxy_scorer`). The twelve factor proxies do not read the turn scores: they count what CoRE's
-rubric counts, and a learned score is a different kind of evidence; the overall is where the two meet.
+(:mod:`evaluators.proxy_scorer`). Of the twelve factor proxies, coherence also reads them: a reply under
+:data:`evaluators.proxy.LOW_RELEVANCE` that the user did not accept counts as misaligned (out of fold it raised the
+factor's agreement with the human overall from 0.29 to 0.39); effectiveness was tried the same way and did not gain,
+and the others count only what CoRE's rubric counts.
 """
 
 from __future__ import annotations
@@ -38,6 +40,15 @@ DEGENERATE_CAP = 0.5
 AGGREGATES: tuple[str, ...] = ("turn_relevance_mean", "turn_relevance_min", "turn_interest_mean", "turn_relevance_last")
 
 
+def linear(
+    X: Any, mean: Sequence[float], scale: Sequence[float], coef: Sequence[float], intercept: float, top: float
+) -> np.ndarray:
+    """clip(intercept + ((x - mean) / scale) . coef, 0, top) for each row x of ``X``: how every fitted model of the
+    proxy predicts."""
+    z = (np.atleast_2d(np.asarray(X, dtype=float)) - np.asarray(mean)) / np.asarray(scale)
+    return np.clip(intercept + z @ np.asarray(coef), 0.0, top)
+
+
 @dataclass
 class Linear:
     """One fitted aspect: predict = clip(intercept + ((x - mean) / scale) . coef, 0, 2)."""
@@ -49,9 +60,7 @@ class Linear:
     alpha: float
 
     def predict(self, X: Any) -> np.ndarray:
-        X = np.atleast_2d(np.asarray(X, dtype=float))
-        z = (X - np.asarray(self.mean)) / np.asarray(self.scale)
-        return np.clip(self.intercept + z @ np.asarray(self.coef), 0.0, TOP)
+        return linear(X, self.mean, self.scale, self.coef, self.intercept, TOP)
 
 
 @dataclass

@@ -116,7 +116,9 @@ def test_the_judgement_stream_yields_each_factor_then_the_evaluation(db_path):
     assert [e.score.factor for e in factors] == list(FACTORS)
     assert not any(isinstance(e, DebateSaid) for e in events)  # the proxy has no debate
     assert isinstance(events[-1], Finished) and events[-1].evaluation.status == "done"
-    assert events[-1].settled and any(e.settled for e in factors)
+    # the last event always settles; whether a factor event does depends on how far the scorer's thread ran ahead
+    # (all twelve proxy factors can be queued before the first is read, seen under load), so it is not asserted
+    assert events[-1].settled
     again = list(judge_stream(_conversation("s", "Try Heat (1995), a crime story."), setup, db_path=db_path))
     assert again[-1].evaluation.id == events[-1].evaluation.id  # stored and reused: replayed, not redone
 

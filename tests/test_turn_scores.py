@@ -8,7 +8,7 @@ import pytest
 from catalog.catalog import load_bundled
 from evaluators import calibration
 from evaluators.calibration import TrainingData, cross_validate
-from evaluators.proxy import TURN_FEATURES, TurnEvidence
+from evaluators.proxy import TURN_FEATURES, TurnEvidence, proxy_scores
 from evaluators.proxy_scorer import FEATURES, load_calibration, load_proxy_judge
 from evaluators.turn_scores import AGGREGATES, DEGENERATE_CAP, aggregate
 from storage.records import Conversation, Turn
@@ -111,3 +111,27 @@ def test_cross_validation_never_fits_the_turn_scorer_on_a_held_out_dialogue(monk
     summary = cv.summary(data, n_boot=50)
     assert summary["turn_relevance"]["spearman"]["value"] > 0.5  # the turn labels follow one feature
     assert {"within_system", "turn_interestingness"} <= set(summary)
+
+
+def test_coherence_also_counts_a_reply_the_turn_scorer_reads_as_off_the_request():
+    from evaluators.proxy import LOW_RELEVANCE
+    from evaluators.turn_scores import TurnScore
+
+    conversation = Conversation(
+        system_id="x",
+        turns=[Turn("user", REQUEST), Turn("system", "You should watch The Exorcist (1973), a horror classic.")],
+    )
+    catalog = load_bundled()
+    rule_only = proxy_scores(conversation, catalog)
+    assert rule_only.informed == {} and rule_only.factors["coherence"].value == 0
+
+    def off(evidence):
+        return [TurnScore(t.index, LOW_RELEVANCE / 2, 0.0) for t in evidence]
+
+    informed = proxy_scores(conversation, catalog, turn_scorer=off)
+    assert (
+        informed.informed["coherence"].value == 1 and "read as off the request" in informed.informed["coherence"].detail
+    )
+    assert informed.factors == rule_only.factors  # what the calibrated overall reads is unchanged
+    verdict = load_proxy_judge().score(conversation, catalog)
+    assert verdict.result.informed["coherence"].value == (verdict.turns[0].relevance < LOW_RELEVANCE)
