@@ -39,7 +39,7 @@ BASE_COLUMNS = [
     "Battles",
     "W/T/L",
     "Elo",
-    "Debate overall",
+    "Judge overall",
     "Debate 95% CI",
     "Judged",
 ]
@@ -107,7 +107,7 @@ def display_table(rows: list[dict]) -> pd.DataFrame:
             "Battles": r["battles"] if r["battles"] is not None else "",
             "W/T/L": f"{r['wins']}/{r['ties']}/{r['losses']}" if r["battles"] is not None else "",
             "Elo": _number(r["elo"], 0),
-            "Debate overall": _number(r["overall_mean"], 1),
+            "Judge overall": _number(r["overall_mean"], 1),
             "Debate 95% CI": _interval(r["overall_ci_low"], r["overall_ci_high"], 1),
             "Judged": r["judged"] if r["judged"] is not None else "",
         }

@@ -4,10 +4,10 @@ One row per system with
 
 * Bradley–Terry rating, its bootstrap 95% interval, rank by interval overlap, battle tallies and
   online Elo (K = 16) — from voted battles (:mod:`arena.ratings`);
-* the mean debate overall score (0–100) with a bootstrap 95% interval, the twelve factor means
-  (0–4) and the number of judged conversations — from the evaluations of **one judge setup**: the
-  scorer *and* its configuration fingerprint (judge models, mode, rubric and prompt versions, debate
-  settings), never a mix. :func:`scorers` names each setup (:func:`setup_label`); the default is
+* the mean judge overall score (0–100; the debate's, or the proxy's calibrated one) with a bootstrap 95%
+  interval, the twelve factor means (0–4) and the number of judged conversations — from the evaluations
+  of **one judge setup**: the scorer *and* its configuration fingerprint (judge models, mode, rubric and
+  prompt versions, debate settings), never a mix. :func:`scorers` names each setup (:func:`setup_label`); the default is
   chosen as below;
 * Recall@k means over the system's simulation conversations (source ``simulation``), named by
   source: ``recall@k`` is iEvaLM's (the list the dialogue ended on), ``session_recall@k`` is over
@@ -209,8 +209,8 @@ def _add_scores(
     uploads: bool = False,
     fingerprint: str | None = None,
 ) -> None:
-    """Debate overall mean and interval, judged conversations and factor means, all of one judge setup
-    (``scorer`` with the configuration ``fingerprint``)."""
+    """The judge's overall (the debate's, or the proxy's calibrated score): mean and interval, judged conversations
+    and factor means, all of one judge setup (``scorer`` with the configuration ``fingerprint``)."""
     overall: dict[str, list[float]] = defaultdict(list)
     judged: dict[str, int] = defaultdict(int)
     for e in latest_evaluations(db, scorer=scorer, domain=domain, uploads=uploads, fingerprint=fingerprint):

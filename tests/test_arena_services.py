@@ -55,9 +55,9 @@ def board_db(db_path):
 def test_the_read_model_marks_provisional_ranks_and_shows_the_default_scorer(board_db):
     view = board_view(board_db)
     table = view.table.set_index("System")
-    assert table.loc["x", "Rank"] == "1" and table.loc["x", "Debate overall"] == "70.0"
+    assert table.loc["x", "Rank"] == "1" and table.loc["x", "Judge overall"] == "70.0"
     assert table.loc["z", "Rank"].endswith("(provisional)") and not table.loc["z", "Rank"].startswith("1 ")
-    assert table.loc["z", "Debate overall"] == ""  # never judged: blank, not "None"
+    assert table.loc["z", "Judge overall"] == ""  # never judged: blank, not "None"
     assert "Group" in view.table.columns  # two groups of systems that never met
     assert view.scorer == "proxy" and view.scorers == ["proxy", DEMO]
     assert view.domains == ["books", "movies"]
@@ -69,7 +69,7 @@ def test_the_read_model_marks_provisional_ranks_and_shows_the_default_scorer(boa
 def test_the_read_model_falls_back_to_the_default_scorer_and_names_the_demo_judge(board_db):
     assert board_view(board_db, scorer="no such scorer").scorer == "proxy"
     demo = board_view(board_db, scorer=DEMO)
-    assert demo.scorer == DEMO and demo.table.set_index("System").loc["x", "Debate overall"] == "99.0"
+    assert demo.scorer == DEMO and demo.table.set_index("System").loc["x", "Judge overall"] == "99.0"
     assert "the 135M demo judge: not validated" in demo.summary
     assert choose_scorer([], "proxy") is None and choose_scorer(["a", "b"], "b") == "b"
 
