@@ -102,7 +102,7 @@ class BattleView:
 
 @dataclass(frozen=True)
 class Reveal:
-    """The vote and the systems it was about."""
+    """The vote, the systems it was about and their two conversations (whose turn scores the reveal shows)."""
 
     battle_id: str
     choice: str
@@ -110,6 +110,8 @@ class Reveal:
     system_b: str
     label_a: str
     label_b: str
+    conversation_a: str = ""
+    conversation_b: str = ""
 
 
 def choose_pair(db: Database, systems: list[str], rng: random.Random) -> tuple[str, str]:
@@ -288,6 +290,8 @@ def _reveal(battle: Battle, choice: str) -> Reveal:
         system_b=battle.system_b,
         label_a=_label(battle.system_a),
         label_b=_label(battle.system_b),
+        conversation_a=battle.conversation_a,
+        conversation_b=battle.conversation_b,
     )
 
 

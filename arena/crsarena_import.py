@@ -415,7 +415,7 @@ def export_dial(db: Database, folder: str | Path) -> dict[str, int]:
     *both bad* is a tie, as CRS Arena had no such button; ``feedback``). No session or voter id is written.
     Returns the rows of each file."""
     from storage.conversations import get_conversation
-    from storage.human_labels import export_id
+    from storage.human_labels import export_user
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -427,8 +427,8 @@ def export_dial(db: Database, folder: str | Path) -> dict[str, int]:
         conversation = get_conversation(db, row["id"])
         if conversation is None or not any(t.role == "system" for t in conversation.turns):
             continue
-        conv_id = export_id(conversation.system_id, group_of.get(conversation.id, conversation.id))
-        user = conv_id[len(conversation.system_id) + 1 :]
+        user = export_user(group_of.get(conversation.id, conversation.id))
+        conv_id = f"{conversation.system_id}_{user}"
         sentiment = conversation.metadata.get("sentiment")
         dialogues.append(
             {
@@ -458,7 +458,7 @@ def export_dial(db: Database, folder: str | Path) -> dict[str, int]:
         writer = csv.writer(f)
         writer.writerow(VOTE_COLUMNS)
         for v in votes:
-            user = export_id(v["system_a"], v["id"])[len(v["system_a"]) + 1 :]
+            user = export_user(v["id"])
             winner = {"a": v["system_a"], "b": v["system_b"]}.get(v["choice"], "tie")
             writer.writerow([v["created_at"], user, v["system_a"], v["system_b"], winner, v["feedback"] or ""])
     return {"conversations": len(dialogues), "votes": len(votes)}

@@ -144,7 +144,6 @@ def load_training_data(
     A vote counts when both its conversations are in ``crs_arena_dial_*.json`` of ``votes_dir``.
     """
     labelled = _labelled(eval_path, catalog, embedder)
-    similarity = labelled.similarity
     A, B, outcome, vote_users, skipped = [], [], [], [], 0
     A_turns: list[tuple[TurnEvidence, ...]] = []
     B_turns: list[tuple[TurnEvidence, ...]] = []
@@ -178,7 +177,6 @@ def load_training_data(
         outcome=np.array(outcome, dtype=float),
         vote_users=vote_users,
         skipped_votes=skipped,
-        similarity=similarity,
         A_turns=A_turns,
         B_turns=B_turns,
     )

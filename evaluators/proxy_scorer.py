@@ -265,7 +265,7 @@ class ProxyJudge:
     ) -> Outcome:
         verdict = self.score(conversation, catalog)  # before anything is stored: a failure leaves no row
         rubric = self.rubric_version
-        for factor in FACTORS:  # coherence and effectiveness as they read the turn scores too
+        for factor in FACTORS:  # coherence as it reads the turn scores too
             proxy = verdict.result.informed.get(factor) or verdict.result.factors[factor]
             record.factor(
                 FactorScore(

@@ -129,14 +129,18 @@ def mean_labels(rows: list[dict]) -> dict[str, dict[str, float | None]]:
     return means
 
 
-def export_id(system_id: str, group_id: str) -> str:
-    """A CRSArena-Eval ``conv_id``: ``<system>_<uuid>``, the uuid being the battle (both sides share it, as a CRS
-    Arena user's two conversations share the user's id) or the chat conversation."""
+def export_user(group_id: str) -> str:
+    """The "user" uuid an exported conversation carries, as CRS Arena's user ids are: the battle's (both sides share
+    it, as a CRS Arena user's two conversations share the user's id) or the chat conversation's."""
     try:
-        tail = str(uuid.UUID(group_id))
+        return str(uuid.UUID(group_id))
     except ValueError:
-        tail = str(uuid.uuid5(uuid.NAMESPACE_URL, group_id))
-    return f"{system_id}_{tail}"
+        return str(uuid.uuid5(uuid.NAMESPACE_URL, group_id))
+
+
+def export_id(system_id: str, group_id: str) -> str:
+    """A CRSArena-Eval / CRSArena-Dial conversation id: ``<system>_<uuid>`` (:func:`export_user`)."""
+    return f"{system_id}_{export_user(group_id)}"
 
 
 def export_keys(rows: list[dict]) -> dict[str, str]:

@@ -9,9 +9,8 @@ from __future__ import annotations
 import gradio as gr
 import pandas as pd
 
-from arena.crsarena_import import ImportRefused
 from arena.judge_agreement import COLUMNS, MIN_BATTLES, MIN_DIALOGUES, TIE_MARGIN, judge_agreement, scatter
-from ui.render import safe_text
+from ui.leaderboard_tab import import_message
 from ui.services import Services
 
 EXPLANATION = (
@@ -69,7 +68,7 @@ def build(services: Services):
     )
 
     import_button.click(
-        lambda: import_labels(services),
+        lambda: import_message(services.import_crsarena_eval),
         outputs=[import_status],
         api_name="import_crsarena_eval",
         concurrency_id="judge_bulk",
@@ -91,12 +90,3 @@ def show_agreement(services: Services, chosen: str | None):
     ]
     frame = pd.DataFrame(shown, columns=COLUMNS[1:])
     return frame, scatter(found, current), gr.Dropdown(choices=found.setups, value=current)
-
-
-def import_labels(services: Services) -> str:
-    """Import CRSArena-Eval's labels; the report, or why nothing was imported and what to set."""
-    try:
-        report = services.import_crsarena_eval()
-    except ImportRefused as e:
-        return safe_text(str(e))
-    return f"Imported: {safe_text(report.summary())}."

@@ -257,8 +257,7 @@ def show_reveal(services: Services, battle_id: str | None, *, voter: str = "", n
         raise gr.Error(str(e)) from None
     except KeyError:
         raise gr.Error("This battle does not exist (any more): press New battle to start one.") from None
-    battle = find_battle(services.db(), battle_id)
-    scores = [services.turn_scores(c) for c in (battle.conversation_a, battle.conversation_b)] if battle else [{}, {}]
+    scores = [services.turn_scores(c) for c in (shown.conversation_a, shown.conversation_b)]
     return (
         *_panes(battle_view(services.db(), battle_id), scores),
         f"**System A was {safe_text(shown.label_a)}** (`{safe_text(shown.system_a)}`)",

@@ -198,9 +198,16 @@ def send_message(services: Services, text, system_id, st):
         yield gr.skip(), gr.skip(), message, gr.skip(), conversation_id, gr.skip()
 
 
+def _box_id(conversation_id: object) -> str | None:
+    """The conversation id box's value, cleaned (None when it holds nothing)."""
+    if not isinstance(conversation_id, str) or not conversation_id.strip():
+        return None
+    return clean_text(conversation_id.strip())
+
+
 def show_turn_scores(services: Services, conversation_id: str | None):
     """The chat pane with each reply's turn scores (unchanged when there is no conversation)."""
-    cid = clean_text(conversation_id.strip()) if isinstance(conversation_id, str) and conversation_id.strip() else None
+    cid = _box_id(conversation_id)
     conversation = services.conversation(cid) if cid else None
     if conversation is None:
         return gr.skip()
@@ -209,7 +216,7 @@ def show_turn_scores(services: Services, conversation_id: str | None):
 
 def end_chat(services: Services, sentiment: str | None, conversation_id: str | None) -> str:
     """Record the chat conversation's ending; the message says what was recorded, or why nothing was."""
-    cid = clean_text(conversation_id.strip()) if isinstance(conversation_id, str) else None
+    cid = _box_id(conversation_id)
     try:
         message = end_with_sentiment(services.db(), sentiment, conversation_id=cid)
     except RatingRefused as e:
@@ -223,7 +230,7 @@ def rate(services: Services, conversation_id: str | None, values: list, *, rater
     message says what was stored, or why nothing was."""
     if len(values) != len(QUESTIONS):
         return f"Expected {len(QUESTIONS)} ratings, one per item."
-    cid = clean_text(conversation_id.strip()) if isinstance(conversation_id, str) else None
+    cid = _box_id(conversation_id)
     try:
         receipt = rate_conversation(services.db(), cid, rater, dict(zip(QUESTIONS, values, strict=True)))
     except RatingRefused as e:
@@ -370,14 +377,15 @@ def _judge_section() -> tuple[list, list]:
 
 def judge(services: Services, conversation_id: str | None, mode: str, with_debate: bool, rounds, scorer: str = "auto"):
     """Yield (status, factor table, radar, debate transcript) as the evaluation progresses."""
-    if not conversation_id or not isinstance(conversation_id, str) or not conversation_id.strip():
+    cid = _box_id(conversation_id)
+    if cid is None:
         message = "Chat first: there is no conversation to judge yet."
         gr.Warning(message)
         yield message, gr.skip(), gr.skip(), gr.skip()
         return
-    conversation = services.conversation(clean_text(conversation_id.strip()))
+    conversation = services.conversation(cid)
     if conversation is None:
-        message = f"No conversation with the id `{safe_text(clean_text(conversation_id.strip())[:120])}` exists."
+        message = f"No conversation with the id `{safe_text(cid[:120])}` exists."
         gr.Warning("Unknown conversation id")
         yield message, gr.skip(), gr.skip(), gr.skip()
         return

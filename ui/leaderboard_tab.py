@@ -7,10 +7,12 @@ and imports CRSArena-Dial through :meth:`ui.services.Services.import_crsarena`, 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import gradio as gr
 
 from arena.board_view import DATASET_CHOICES
-from arena.crsarena_import import ImportRefused
+from arena.crsarena_import import ImportRefused, ImportReport, LabelImportReport
 from arena.leaderboard import PROVISIONAL_BATTLES
 from ui.render import safe_text
 from ui.services import Services
@@ -120,8 +122,13 @@ def show_board(services: Services, domain_choice: str | None, dataset_choice: st
 
 def import_crsarena(services: Services) -> str:
     """Import CRSArena-Dial; the report, or why nothing was imported and what to set."""
+    return import_message(services.import_crsarena)
+
+
+def import_message(run: Callable[[], ImportReport | LabelImportReport]) -> str:
+    """Run one of the CRSArena imports: its report, or why nothing was imported and what to set."""
     try:
-        report = services.import_crsarena()
+        report = run()
     except ImportRefused as e:
         return safe_text(str(e))
     return f"Imported: {safe_text(report.summary())}."
