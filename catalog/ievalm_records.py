@@ -33,10 +33,15 @@ class RecordError(ValueError):
 @dataclass
 class ConvInput:
     """``conv_dict`` of the published code, what a model reads: context (user first, alternating; '' if the
-    system spoke first) and entities."""
+    system spoke first) and entities.
+
+    ``served``: the model reads its input as CRS Arena's serving stack handed it over (the ``crs_arena_exact``
+    policy, :mod:`crs_backends.neural.policy`): KBRD's and BARCOR's encoder input right-padded to its full length,
+    UniCRS's reply input left-padded with GPT-2 positions counted from 0 across the padding."""
 
     context: list[str]
     entities: list[str] = field(default_factory=list)
+    served: bool = False
 
 
 @dataclass

@@ -109,7 +109,7 @@ def test_recommend_choice_gives_exactly_the_list_template(kg, catalog, tmp_path)
     assert turn.text == policy.list_reply(names)
     assert [r.title for r in turn.items] == names
     meta = turn.metadata
-    assert meta["policy"] == "crs_arena" and meta["recommended"] is True
+    assert meta["policy"] == "crs_arena_exact" and meta["recommended"] is True  # the published default
     assert meta["choice"]["letter"] == "D" and meta["choice"]["scores"] == {"A": 0.1, "B": 0.2, "C": 0.3, "D": 4.0}
     assert meta["choice"]["state_after"] == [0.0, 0.0, 0.0, -1e5]
     assert [t.title for t in turn.ranking[:3]] == names and len(turn.ranking) == TOP_K

@@ -29,7 +29,7 @@ from arena.battles import (
 from arena.human_ratings import QUESTIONS, SCALE, SENTIMENTS, RatingRefused, end_with_sentiment, rate_battle
 from crs_backends import health
 from crs_backends.session import EmptyMessage, prepare_user_message
-from ui.render import safe_markdown, safe_text, turn_score_line
+from ui.render import reply_markdown, safe_markdown, safe_text, turn_score_line
 from ui.services import Services
 
 VOTES = {"a": "👈 A is better", "b": "👉 B is better", "tie": "🤝 Tie", "both_bad": "👎 Both are bad"}
@@ -314,7 +314,7 @@ def _messages(side: SideView, turn_scores: dict[int, dict] | None = None) -> lis
         if turn.role == "user":
             messages.append({"role": "user", "content": safe_markdown(turn.text)})
             continue
-        content = safe_markdown(turn.text)
+        content = reply_markdown(turn)
         titles = [safe_text(i.title) for i in turn.items[:SHOWN_ITEMS] if i.title]
         if titles:
             content += "\n\n*Recommended:* " + " · ".join(f"{n}. {t}" for n, t in enumerate(titles, 1))

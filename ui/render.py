@@ -55,6 +55,15 @@ def _plain(text: str) -> str:
     return text
 
 
+EMPTY_REPLY = "*(empty reply: the model generated nothing)*"
+
+
+def reply_markdown(turn) -> str:
+    """A system turn's text for the chat, escaped; an empty reply (the published checkpoints under the
+    ``crs_arena_exact`` policy keep it empty, as CRS Arena did) is said to be one rather than shown as a blank."""
+    return safe_markdown(turn.text) if (turn.text or "").strip() else EMPTY_REPLY
+
+
 def chat_messages(
     conversation: Conversation | None, pending: str | None = None, turn_scores: dict[int, dict] | None = None
 ) -> list[dict]:
@@ -64,7 +73,7 @@ def chat_messages(
     if conversation is not None:
         for k, turn in enumerate(conversation.turns):
             role = "user" if turn.role == "user" else "assistant"
-            content = safe_markdown(turn.text)
+            content = safe_markdown(turn.text) if role == "user" else reply_markdown(turn)
             if role == "assistant" and turn_scores and k in turn_scores:
                 content += "\n\n" + turn_score_line(turn_scores[k])
             messages.append({"role": role, "content": content})

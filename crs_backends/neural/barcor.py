@@ -333,7 +333,7 @@ class BARCOR(NeuralModel):
             raise ValueError(f"rec model has {n} labels but the KG has {kg.n_entities} entities")
         items = [i for i in kg.item_ids if 0 <= i < n]
         self._item_ids = torch.tensor(items, dtype=torch.long, device=device)
-        self._enc_cache: tuple[tuple[int, ...], object] | None = None
+        self._enc_cache: tuple[tuple[tuple[int, ...], tuple[int, ...]], object] | None = None
 
     # ---- construction -------------------------------------------------------------------------------------
     @classmethod
@@ -484,14 +484,25 @@ class BARCOR(NeuralModel):
         return [(int(self._item_ids[i]), float(s)) for s, i in zip(top.values.tolist(), top.indices.tolist())]
 
     # ---- conversation ---------------------------------------------------------------------------------------
-    def _encoder_outputs(self, ids: list[int]):
+    def conv_inputs(self, inp: ConvInput) -> tuple[list[int], list[int]]:
+        """Encoder ids and attention mask of a reply. ``inp.served`` (CRS Arena's input): right-padded to
+        ``context_max_length`` as ``src/model/BARCOR.py`` L194-207 pads it (``padding="max_length"``, multiple of
+        8), so ``encoder_no_repeat_ngram_size`` sees the pads as the published generation did; else unpadded."""
+        ids = self.context_ids(inp.context)
+        mask = [1] * len(ids)
+        if inp.served:
+            width = -(-self.context_max_length // 8) * 8
+            pad = self.conv_model.config.pad_token_id
+            ids, mask = ids + [pad] * (width - len(ids)), mask + [0] * (width - len(ids))
+        return ids, mask
+
+    def _encoder_outputs(self, ids: list[int], mask: list[int]):
         """The conv encoder's output for ``ids``; the last one is reused (generate + choose in one turn)."""
-        key = tuple(ids)
+        key = (tuple(ids), tuple(mask))
         cached = self._enc_cache  # one read: another thread may replace it
         if cached is not None and cached[0] == key:
             return cached[1]
-        t = self._tensor(ids)
-        enc = self.conv_model.get_encoder()(input_ids=t, attention_mask=torch.ones_like(t))
+        enc = self.conv_model.get_encoder()(input_ids=self._tensor(ids), attention_mask=self._tensor(mask))
         self._enc_cache = (key, enc)
         return enc
 
@@ -541,14 +552,13 @@ class BARCOR(NeuralModel):
     @torch.inference_mode()
     def generate_ids(self, inp: ConvInput, *, use_cache: bool = True, reuse_encoder: bool = True) -> list[int]:
         """Greedy reply token ids (decoder start token and forced ``<s>`` included), as published."""
-        ids = self.context_ids(inp.context)
-        t = self._tensor(ids)
+        ids, mask = self.conv_inputs(inp)
         kwargs = {}
         if reuse_encoder:
-            kwargs["encoder_outputs"] = self._encoder_outputs(ids)
+            kwargs["encoder_outputs"] = self._encoder_outputs(ids, mask)
         out = self.conv_model.generate(
-            input_ids=t,
-            attention_mask=torch.ones_like(t),
+            input_ids=self._tensor(ids),
+            attention_mask=self._tensor(mask),
             generation_config=self._generation_config(use_cache=use_cache),
             logits_processor=self._processors(),
             **kwargs,
@@ -570,8 +580,7 @@ class BARCOR(NeuralModel):
         scores of the 4th step at each option's first token with a leading space (" A")."""
         if not options:
             raise ValueError("no options to choose from")
-        ids = self.context_ids(inp.context)
-        t = self._tensor(ids)
+        ids, mask = self.conv_inputs(inp)
         gcfg = self._generation_config(
             min_new_tokens=CHOICE_NEW_TOKENS,
             max_new_tokens=CHOICE_NEW_TOKENS,
@@ -581,11 +590,11 @@ class BARCOR(NeuralModel):
             output_scores=True,
         )
         out = self.conv_model.generate(
-            input_ids=t,
-            attention_mask=torch.ones_like(t),
+            input_ids=self._tensor(ids),
+            attention_mask=self._tensor(mask),
             generation_config=gcfg,
             logits_processor=self._processors(),
-            encoder_outputs=self._encoder_outputs(ids),
+            encoder_outputs=self._encoder_outputs(ids, mask),
         )
         step = out.scores[-2][0]
         option_ids = []

@@ -125,6 +125,13 @@ class NeuralModel(ABC):
         """The token the CRS Arena policy replaces with ranked item names, in order."""
         return MOVIE_SLOT
 
+    @property
+    def fills_placeholder(self) -> bool:
+        """Whether CRS Arena's ``get_response`` fills this model's placeholder with its ranking: only UniCRS's does
+        (iai-group/iEvaLM-CRS ``src/model/UNICRS.py`` L503-512); KBRD's and BARCOR's show the generated text as it
+        is. The ``crs_arena`` variant and the small versions fill every model's slots."""
+        return self.system == "unicrs"
+
     def stream(self, inp: ConvInput, *, items: list[str] | None = None) -> Iterator[str]:
         yield self.generate(inp, items=items)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterable
+from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
@@ -37,6 +38,7 @@ from crs_backends.neural.engine import (
     TrainReport,
     WordRepeatGuard,
     fill_movie_slots,
+    legacy_cleanup,
 )
 from crs_backends.neural.kbrd_modules import OPTIONAL_CONV_KEYS, KBRDforConv, KBRDforRec, conv_config
 from crs_backends.neural.kg_reader import KGData
@@ -297,12 +299,26 @@ class KBRD(NeuralModel):
         ids = ids[len(ids) - room :] if len(ids) > room else ids
         return [self.bos_id] + ids + [self.eos_id]
 
+    def conv_inputs(self, inp: ConvInput) -> tuple[torch.Tensor, torch.Tensor]:
+        """Encoder ids and attention mask of a reply. ``inp.served`` (CRS Arena's input): right-padded to
+        ``context_max_length`` as ``src/model/KBRD.py`` L186-192 pads it (``padding="max_length"``, multiple of 8),
+        so ``encoder_no_repeat_ngram_size`` sees the pads as the published generation did; else unpadded."""
+        ids = self.context_ids(inp.context)
+        mask = [1] * len(ids)
+        if inp.served:
+            width = -(-self.settings["context_max_length"] // 8) * 8
+            pad = self.conv.config.pad_token_id
+            ids, mask = ids + [pad] * (width - len(ids)), mask + [0] * (width - len(ids))
+        as_tensor = partial(torch.tensor, dtype=torch.long, device=self.device)
+        return as_tensor([ids]), as_tensor([mask])
+
     def generation_config(
         self,
         max_new_tokens: int | None = None,
         min_new_tokens: int = 0,
         use_cache: bool = True,
         return_scores: bool = False,
+        encoder_no_repeat: int | None = None,
     ) -> GenerationConfig:
         cfg = self.conv.config
         return GenerationConfig(
@@ -311,7 +327,7 @@ class KBRD(NeuralModel):
             num_beams=1,
             do_sample=False,
             no_repeat_ngram_size=NO_REPEAT_NGRAM,
-            encoder_no_repeat_ngram_size=self._encoder_no_repeat,
+            encoder_no_repeat_ngram_size=self._encoder_no_repeat if encoder_no_repeat is None else encoder_no_repeat,
             use_cache=use_cache,
             decoder_start_token_id=cfg.decoder_start_token_id,
             bos_token_id=self.bos_id,
@@ -329,16 +345,19 @@ class KBRD(NeuralModel):
         min_new_tokens: int = 0,
         use_cache: bool = True,
         return_scores: bool = False,
+        encoder_no_repeat: int | None = None,
     ):
         """Decoder ids (starting with the decoder start token), greedy as published."""
-        ids = torch.tensor([self.context_ids(inp.context)], dtype=torch.long, device=self.device)
+        ids, mask = self.conv_inputs(inp)
         user = self.user_vector(inp)
         with torch.no_grad():
             out = self.conv.generate(
                 input_ids=ids,
-                attention_mask=torch.ones_like(ids),
+                attention_mask=mask,
                 decoder_user_embeds=user,
-                generation_config=self.generation_config(max_new_tokens, min_new_tokens, use_cache, return_scores),
+                generation_config=self.generation_config(
+                    max_new_tokens, min_new_tokens, use_cache, return_scores, encoder_no_repeat
+                ),
                 logits_processor=self._processors(),
             )
         return out
@@ -361,24 +380,30 @@ class KBRD(NeuralModel):
         return extra
 
     def reply_text(self, inp: ConvInput) -> str:
-        """The reply as KBRD.get_conv decodes it (special tokens skipped); slots of the small versions kept."""
+        """The reply as KBRD.get_conv decodes it (special tokens skipped; published sizes with the clean-up
+        transformers 4.28 applied by default, :func:`legacy_cleanup`); slots of the small versions kept.
+        ``inp.served``: as decoded, whitespace and all (``src/model/KBRD.py`` L265, L334); else whitespace collapsed."""
         seq = self.generate_ids(inp)[0, 1:].tolist()
         text = self.tokenizer.decode(seq, skip_special_tokens=True, clean_up_tokenization_spaces=False)
-        return " ".join(text.split())
+        if self.size != "small":
+            text = legacy_cleanup(text)
+        return text if inp.served else " ".join(text.split())
 
     def generate(self, inp: ConvInput, *, items: list[str] | None = None) -> str:
         return fill_movie_slots(self.reply_text(inp), items)
 
     def option_scores(self, inp: ConvInput, options: list[str]) -> list[float]:
-        """get_choice as iai-group/iEvaLM-CRS ``src/model/KBRD.py`` computes it: exactly 2 new tokens from the
-        conversation inputs; the scores of step 2 at each option letter's first token (no leading space)."""
+        """get_choice as iai-group/iEvaLM-CRS ``src/model/KBRD.py`` L268-286 computes it: exactly 2 new tokens from
+        the conversation inputs; the scores of step 2 at each option letter's first token (no leading space). Its
+        ``generate`` call passes no ``encoder_no_repeat_ngram_size`` (the config's ``no_repeat_ngram_size`` 3
+        still applies, and cannot act within two tokens), so none is applied here."""
         if not options:
             raise ValueError("no options to choose from")
         token_ids = []
         for option in options:
             ids = _encode(self.tokenizer, option)
             token_ids.append(ids[0] if ids else self.tokenizer.unk_token_id)
-        out = self.generate_ids(inp, max_new_tokens=2, min_new_tokens=2, return_scores=True)
+        out = self.generate_ids(inp, max_new_tokens=2, min_new_tokens=2, return_scores=True, encoder_no_repeat=0)
         scores = out.scores[-1][0]
         return [float(scores[t]) for t in token_ids]
 

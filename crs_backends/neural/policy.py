@@ -1,8 +1,9 @@
 """How a neural CRS turns its model's outputs into the reply a person reads.
 
-Two named policies:
+Three named policies:
 
-``crs_arena`` (the default, for the published checkpoints and the small local versions alike)
+``crs_arena_exact`` (the default for the published checkpoints) and ``crs_arena`` (its clean variant, the default
+for the small local versions)
     CRS Arena's serving logic, written from a reading of iai-group/iEvaLM-CRS
     ``crs_arena/crs_fighter.py`` (how the conversation is handed over) and ``src/model/{KBRD,BARCOR,
     UNICRS}.py`` (``get_response``). Each turn the model generates its reply, then *chooses* between the
@@ -13,6 +14,15 @@ Two named policies:
     last option (recommend) wins, the reply is the fixed list template with the top 3 of the model's own
     ranking over its dataset's item set, by KG entity name; otherwise it is the generated text as the
     model produced it (UniCRS: the movie placeholder filled with the ranking in order).
+
+    ``crs_arena_exact`` also reproduces what CRS Arena's serving code did to the input, quirks included (each is
+    cited where :mod:`crs_backends.neural.system` and the model files do it): the newest user message is given
+    twice (``crs_arena/arena.py`` stores it in the history before ``crs_fighter.py`` appends it again), messages
+    go in as typed, an empty generation is shown empty, only UniCRS fills its placeholder and strips its reply,
+    and UniCRS generates over its left-padded input with positions counted from 0 across the padding (its model
+    file under transformers 4.28). ``crs_arena`` sends each message once, as iEvaLM's own evaluation builds its
+    contexts (``''`` first when the system spoke first), and runs each model with the positions it was trained
+    with; these are the published models without the serving quirks.
 
 ``enhanced``
     Our earlier adapter: every turn generates, fills slots with the top items of the chat catalog and
@@ -25,8 +35,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-POLICIES = ("crs_arena", "enhanced")
-DEFAULT_POLICY = "crs_arena"
+import numpy as np
+
+EXACT = "crs_arena_exact"
+CLEAN = "crs_arena"
+POLICIES = (EXACT, CLEAN, "enhanced")
+DEFAULT_POLICY = CLEAN  # the small local versions (trained on contexts built like iEvaLM's)
+PUBLISHED_POLICY = EXACT  # the published checkpoints: what CRS Arena's people saw
 PENALTY = -1e5
 LIST_SIZE = 3  # get_response lists recommended_items[0][:3]
 LIST_HEADER = "I would recommend the following items:  \n"
@@ -49,6 +64,12 @@ def check_policy(name: str) -> str:
     if name not in POLICIES:
         raise ValueError(f"unknown reply policy {name!r}; known: {', '.join(POLICIES)}")
     return name
+
+
+def default_policy(small: bool) -> str:
+    """The policy a set answers with when none is asked for: the published checkpoints as CRS Arena served them,
+    the small local versions with the clean variant."""
+    return DEFAULT_POLICY if small else PUBLISHED_POLICY
 
 
 @dataclass
@@ -86,14 +107,19 @@ class Choice:
 
 def choose(scores: list[float], state: list[float] | None, dataset: str, rule: str = "add") -> Choice:
     """``get_choice`` + the state update of ``get_response``: argmax of scores + state; then the chosen
-    option's state gets -1e5 added (``rule="add"``: KBRD, UniCRS) or set (``rule="set"``: BARCOR)."""
+    option's state gets -1e5 added (``rule="add"``: KBRD, UniCRS) or set (``rule="set"``: BARCOR).
+
+    The sum is taken in float32, as ``get_choice`` adds ``torch.as_tensor(state)`` to the float32 logits
+    (``src/model/{KBRD,UNICRS}.py`` L269/L429; ``BARCOR.py`` L250 casts to the logits' dtype): once an option
+    carries -1e5, float32 keeps about 0.008 of its score, so near-ties break as they broke there. The state
+    itself stays a list of Python floats, as ``get_response`` keeps it."""
     menu = options_for(dataset)
     letters = [letter for letter, _ in menu]
     if len(scores) != len(letters):
         raise ValueError(f"{len(scores)} option scores for {len(letters)} options")
     # crs_fighter.reply: a missing state, or one of another length, starts again at zeros
     before = [float(s) for s in state] if state is not None and len(state) == len(letters) else [0.0] * len(letters)
-    totals = [s + b for s, b in zip(scores, before)]
+    totals = (np.asarray(scores, dtype=np.float32) + np.asarray(before, dtype=np.float32)).tolist()
     index = max(range(len(totals)), key=totals.__getitem__)  # torch.argmax: the first maximum
     after = list(before)
     after[index] = after[index] + PENALTY if rule == "add" else PENALTY

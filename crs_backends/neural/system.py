@@ -1,22 +1,25 @@
 """KBRD, BARCOR and UniCRS behind the common interface: a :class:`NeuralCRS` wraps any loaded
 :class:`~crs_backends.neural.engine.NeuralModel`, its knowledge graph and the catalog its ranking is named in.
 
-Two reply policies (:mod:`crs_backends.neural.policy`):
+Three reply policies (:mod:`crs_backends.neural.policy`):
 
-- ``crs_arena`` (default): as CRS Arena serves these systems. The conversation is given to the model as
-  ``crs_fighter`` builds it (every message in order; entities fuzzy-linked per message, rapidfuzz WRatio
-  >= 90); the model generates, chooses an option by its letter scores plus the conversation's option state
-  (kept on each turn's ``metadata["choice"]``), and either lists the top 3 of its ranking over its dataset's
-  item set ("I would recommend the following items: …") or answers with the generated text. ``Turn.items``
-  are the items the reply names; the whole top 50 is the turn's ``ranking``. The small local versions
-  (ours, trained on annotated entities) also link catalog titles, genres and people
+- ``crs_arena_exact`` (default for the published checkpoints): as CRS Arena served these systems, the input
+  quirks of its serving code included (:meth:`NeuralCRS.exact_input`, the model files' ``served`` inputs).
+- ``crs_arena`` (its clean variant; default for the small local versions): the same policy with each message given
+  once (every message in order, whitespace collapsed, ``''`` first when the system spoke first; entities fuzzy-
+  linked per message, rapidfuzz WRatio >= 90). In both, the model generates, chooses an option by its letter scores
+  plus the conversation's option state (kept on each turn's ``metadata["choice"]``), and either lists the top 3 of
+  its ranking over its dataset's item set ("I would recommend the following items: …") or answers with the generated
+  text. ``Turn.items`` are the items the reply names; the whole top 50 is the turn's ``ranking``. The small local
+  versions (ours, trained on annotated entities) also link catalog titles, genres and people
   (:mod:`crs_backends.neural.mentions`); the published sets link exactly as ``crs_fighter``.
 - ``enhanced`` (ours): the conversation with same-side turns joined and exact catalog mentions added to the
   entities; the ranking mapped to the chat catalog (items the user mentioned skipped), a top-10 list every
   turn, and the reply's movie slots filled by those items with no empty slot left (:func:`repair_text`).
 
 The small local versions emit fact slots as well as movie slots; both policies fill them from the catalog
-(:mod:`crs_backends.neural.facts`), so what their replies say about a title is true.
+(:mod:`crs_backends.neural.facts`), so what their replies say about a title is true. Every turn records the
+policy that answered (``metadata["policy"]``).
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from crs_backends.neural.engine import MOVIE_SLOT, TOP_K, ConvInput, NeuralModel
 from crs_backends.neural.kg_reader import KGData, load_kg
 from crs_backends.neural.mentions import AttributeLinker
 from crs_backends.neural.names import LABELS, SourceError, model_class
-from crs_backends.neural.policy import DEFAULT_POLICY, check_policy
+from crs_backends.neural.policy import EXACT, check_policy, default_policy
 from crs_backends.neural.sources import CheckpointSource, resolve
 from crs_backends.neural.synthetic import reply_lexicon, reply_pairs
 from storage.records import Conversation, ItemRef, Turn
@@ -79,13 +82,14 @@ class NeuralCRS(CRSSystem):
         source: CheckpointSource | None = None,
         list_size: int = DEFAULT_LIST_SIZE,
         variant: str | None = None,
-        policy: str = DEFAULT_POLICY,
+        policy: str | None = None,
     ):
-        self.policy = check_policy(policy)
         self.model = model
         self.kg: KGData = model.kg
         self.catalog = catalog
         self.source = source
+        # unset: the published checkpoints as CRS Arena served them, the small versions with the clean variant
+        self.policy = check_policy(policy or default_policy(self.small))
         self.list_size = list_size
         self._variant = variant
         self._lock = threading.Lock()  # one turn at a time per model: CPU-bound, and generation keeps state
@@ -215,7 +219,32 @@ class NeuralCRS(CRSSystem):
     def respond(self, conversation: Conversation) -> Turn:
         if self.policy == "enhanced":
             return self._respond_enhanced(conversation)
-        return self._respond_crs_arena(conversation)
+        return self._respond_crs_arena(conversation, exact=self.policy == EXACT)
+
+    def exact_input(self, conversation: Conversation) -> ConvInput:
+        """The conversation exactly as CRS Arena's serving code handed it to the model (iai-group/iEvaLM-CRS at
+        b33b8b3):
+
+        - ``crs_arena/arena.py`` L184-186 stores the user's message in the session before ``get_crs_response``
+          passes the whole session as ``history`` (L249; the ``history[:-1]`` of L245 is never used), and
+          ``crs_arena/crs_fighter.py`` L87 appends ``input_message`` once more: the newest user message comes
+          twice, the copy in the system's position, and its entities are linked twice;
+        - messages go in as they were typed and shown (L87: ``m["message"]``), whitespace and the list template's
+          line breaks included, an empty reply as ``''``;
+        - the conversation starts with the user's first message: nothing is put in front when a system turn
+          comes first (CRS Arena never lets the system speak first).
+
+        Entities: each utterance linked on its own (L88-91, ``get_entity``), the small versions with their own
+        linking."""
+        turns = conversation.all_turns
+        context = [t.text or "" for t in turns]
+        if turns and turns[-1].role == "user":
+            context.append(turns[-1].text or "")  # crs_fighter.py L87: [history …, u_n] + [input_message]
+        entities: list[str] = []
+        for text in context:
+            if text:
+                entities += list(self._small_links(text)) if self.small else list(self._fuzzy(text))
+        return ConvInput(context=context, entities=entities, served=True)
 
     def arena_input(self, conversation: Conversation) -> ConvInput:
         """The conversation as crs_fighter builds it: every message in order (``''`` first only when the
@@ -238,19 +267,20 @@ class NeuralCRS(CRSSystem):
             self._attributes = AttributeLinker(self.kg.entity2id, self.kg.item_ids)
         return tuple(dict.fromkeys(found + self._attributes(text)))
 
-    def _respond_crs_arena(self, conversation: Conversation) -> Turn:
-        """One turn of CRS Arena's policy (see :mod:`crs_backends.neural.policy`)."""
+    def _respond_crs_arena(self, conversation: Conversation, *, exact: bool) -> Turn:
+        """One turn of CRS Arena's policy (see :mod:`crs_backends.neural.policy`); ``exact``: with its serving
+        code's input quirks (:meth:`exact_input`)."""
         start = time.perf_counter()
         info = self.info
         dataset = self.source.dataset if self.source else ""
         notes: list[str] = []
         wishes = self._wishes(conversation) if self.small else None
         with self._lock, torch.no_grad():
-            inp = self.arena_input(conversation)
+            inp = self.exact_input(conversation) if exact else self.arena_input(conversation)
             if wishes is not None and wishes.dislikes:
                 # ours, for the small versions: they cannot read a negation, so a dislike clause is not given to them
                 # ("I don't like horror" would link Horror and rank horror films first); the turn records it
-                inp = self._without_dislikes(conversation, wishes.dislikes)
+                inp = self._without_dislikes(conversation, wishes.dislikes, exact=exact)
                 notes.append("the user's dislike clauses were left out of the model's input")
             generated = self.model.reply_text(inp)  # get_conv
             menu = [letter for letter, _ in policy.options_for(dataset)]
@@ -300,8 +330,12 @@ class NeuralCRS(CRSSystem):
             text = generated
             if self.small:  # ours: fact slots from the catalog, movie slots skip titles already named, no made-up words
                 text = facts.small_reply(text, ranked_items, names, inp.entities, reply_lexicon(self.catalog))
+            elif exact and not self.model.fills_placeholder:
+                pass  # src/model/KBRD.py L334, BARCOR.py L298-299: the generated text as it is, nothing filled
             else:
                 text = policy.fill_placeholders(text, self.model.placeholder, names)
+                if exact:  # src/model/UNICRS.py L513: response = generated_response.strip()
+                    text = text.strip()
             listed = self._named_items(text, ranked_items)
             if self.small and not text.strip() and generated.strip():
                 # ours, for the small versions: every clause of the generated reply failed the guards (a made-up
@@ -314,7 +348,10 @@ class NeuralCRS(CRSSystem):
                 if unnamed:
                     text, listed = fallback_sentence([unnamed[0][0]]), [unnamed[0][1]]
                     notes.append("the generated reply failed the text guards; the top unnamed title was offered")
-        if not text.strip():  # CRS Arena would show an empty bubble; we ask instead, and say so on the turn
+        if exact and not text.strip() and not self.small:
+            # CRS Arena shows what get_response returned, an empty reply included, and keeps it in the history
+            notes.append("the model generated an empty reply; it is shown empty, as CRS Arena showed it")
+        elif not text.strip():  # CRS Arena would show an empty bubble; we ask instead, and say so on the turn
             text = fallback_sentence([])
             notes.append("the model generated an empty reply; a question was shown instead")
         return Turn(
@@ -324,7 +361,7 @@ class NeuralCRS(CRSSystem):
             ranking=[i.ref() if i is not None else ItemRef("", n) for i, n in model_top],  # the model's, as it ranked
             metadata={
                 **self._identity_metadata(info),
-                "policy": "crs_arena",
+                "policy": self.policy,
                 "choice": choice.record() if choice is not None else None,
                 "recommended": act == "recommend",
                 "act": act,
@@ -344,15 +381,18 @@ class NeuralCRS(CRSSystem):
             preferences.read_dislikes(texts, self.catalog), bool(texts) and preferences.is_goodbye(texts[-1])
         )
 
-    def _without_dislikes(self, conversation: Conversation, dislikes: preferences.Dislikes) -> ConvInput:
+    def _without_dislikes(
+        self, conversation: Conversation, dislikes: preferences.Dislikes, *, exact: bool = False
+    ) -> ConvInput:
         """The model's input with the user's dislike clauses removed and no disliked title, genre or person linked."""
         turns = [
             replace(t, text=preferences.without_dislikes(t.text or "")) if t.role == "user" else t
             for t in conversation.all_turns
         ]
-        inp = self.arena_input(Conversation(system_id=conversation.system_id, turns=turns))
+        edited = Conversation(system_id=conversation.system_id, turns=turns)
+        inp = self.exact_input(edited) if exact else self.arena_input(edited)
         unwanted = {*dislikes.people, *dislikes.genres, *dislikes.titles}
-        return ConvInput(context=inp.context, entities=[e for e in inp.entities if e not in unwanted])
+        return replace(inp, entities=[e for e in inp.entities if e not in unwanted])
 
     def choose_action(self, conversation: Conversation, options: list[str]) -> str:
         """iEvaLM attribute mode (``script/ask.py``) with the model's own choice: the option letters scored as
@@ -499,9 +539,11 @@ def item_catalog_for(source: CheckpointSource, chat_catalog: Catalog) -> Catalog
     return get_catalog(str(info.parent))
 
 
-def policy_setting() -> str:
-    """``CRS_NEURAL_POLICY``: ``crs_arena`` (default) or ``enhanced``."""
-    return check_policy(os.environ.get("CRS_NEURAL_POLICY") or DEFAULT_POLICY)
+def policy_setting() -> str | None:
+    """``CRS_NEURAL_POLICY``: ``crs_arena_exact``, ``crs_arena`` or ``enhanced``; unset (None): each set's default
+    (:func:`crs_backends.neural.policy.default_policy`)."""
+    value = (os.environ.get("CRS_NEURAL_POLICY") or "").strip()
+    return check_policy(value) if value else None
 
 
 def load_neural_system(

@@ -17,7 +17,9 @@ else ``microsoft/DialoGPT-small`` / ``roberta-base`` from the Hub with the publi
 Deviations from the 2023 code, on purpose:
 - GPT-2 positions are ``cumsum(mask) - 1`` both for recommendation and for generation (the published
   code passes these to ``generate`` but transformers 4.28 discarded them); the left padding therefore
-  changes nothing and single conversations are run unpadded.
+  changes nothing and single conversations are run unpadded. Under the ``crs_arena_exact`` policy the reply
+  and the option choice run as CRS Arena ran them instead: left-padded, positions from 0 across the padding
+  (:meth:`UniCRS.reply_input`).
 - Generation is our own greedy loop with a KV cache seeded by the prompt (a new cache every call),
   ``no_repeat_ngram_size`` 3 over context + reply. ``max_new_tokens`` is the published 128 (ReDial) /
   64 (OpenDialKG) in :attr:`UniCRS.resp_max_length` for evaluation, but interactive turns are capped at
@@ -72,6 +74,7 @@ from crs_backends.neural.engine import (
     legacy_cleanup,
 )
 from crs_backends.neural.kg_reader import KGData
+from crs_backends.neural.published_init import resize_as_crs_arena
 from crs_backends.neural.training import Stage, log_prior, run_stages, split_budget, wanted_steps
 from crs_backends.neural.unicrs_prompt import KGPrompt, prefix_sizes
 
@@ -242,9 +245,6 @@ def _prepare_hub_tokenizers(gpt2_tok, prompt_tok, movie: str):
     prompt_tok.add_special_tokens({"additional_special_tokens": [movie]})
     gpt2_tok.padding_side = "left"
     return gpt2_tok, prompt_tok
-
-
-PUBLISHED_SEED = 42  # data/arena/crs_config/UniCRS/unicrs_*.yaml
 
 
 def _without_prefix(state: dict) -> dict:
@@ -492,11 +492,10 @@ class UniCRS(NeuralModel):
                     f"({type(e).__name__}: {e})"
                 ) from e
             # iEvaLM (transformers 4.28, set_seed(42) from the CRS Arena config) resizes with the old default: the
-            # added <pad>/<movie> rows drawn from N(0, initializer_range), not transformers 5's mean resizing
-            torch.manual_seed(PUBLISHED_SEED)
-            gpt2.resize_token_embeddings(len(gtok), mean_resizing=False)
+            # added <pad>/<movie> rows drawn from N(0, initializer_range), not transformers 5's mean resizing, and
+            # from the random numbers left after building both models (published_init)
+            resize_as_crs_arena(gpt2, roberta, len(gtok), len(ptok))
             gpt2.config.pad_token_id = gtok.pad_token_id
-            roberta.resize_token_embeddings(len(ptok), mean_resizing=False)
             source = "hub"
             # iEvaLM builds KGPrompt without n_prefix_rec/n_prefix_conv and loads with strict=False: prefix
             # weights in a file are ignored there, so they are here
@@ -665,6 +664,23 @@ class UniCRS(NeuralModel):
     def conv_context(self, inp: ConvInput) -> list[int]:
         return self.context_ids(inp.context) + list(self.bot_ids)
 
+    def reply_input(self, inp: ConvInput) -> tuple[list[int], int]:
+        """The ids a reply (and the option choice) is generated from, and how many of them are left padding.
+
+        Unserved: the context plus ``System:``, unpadded, so positions 0 … n-1 are those the model was trained
+        with. ``inp.served`` (CRS Arena's input): left-padded as ``src/model/UNICRS.py`` L354-361 pads it, to
+        ``context_max_length`` + len(``System:``) rounded up to a multiple of 8 (128 + 2 -> 136), and every
+        position counted from 0 across the padding: the model's ``prepare_inputs_for_generation``
+        (``src/model/unicrs/model_gpt2.py`` L679-688) drops the ``position_ids`` it is given, and under transformers
+        4.28 ``generate`` never hands it a cache, so GPT-2 counts 0 … L-1 over the padded sequence every step;
+        the last context token sits at position 135. The pads stay masked out, as there."""
+        seq = self.conv_context(inp)
+        if not inp.served:
+            return seq, 0
+        width = -(-(self.context_max_length + len(self.bot_ids)) // 8) * 8
+        n_pad = max(0, width - len(seq))
+        return [self.pad_id] * n_pad + seq, n_pad
+
     @staticmethod
     def _ban_repeats(seq: list[int], n: int) -> list[int]:
         """Tokens that would repeat an n-gram of ``seq`` (HF's no_repeat_ngram_size rule)."""
@@ -685,19 +701,19 @@ class UniCRS(NeuralModel):
         """Greedy reply ids (eos included when produced). ``use_cache=False`` recomputes everything each step."""
         limit = self.max_new_tokens if max_new_tokens is None else max_new_tokens
         prefix = self._prefix("conv", inp)
-        seq = self.conv_context(inp)
+        seq, n_pad = self.reply_input(inp)
         new: list[int] = []
         cache = None
         step_ids = torch.tensor([seq], device=self.device)
         for _ in range(limit):
-            if use_cache:
-                n = len(seq)
-                mask = torch.ones(1, n, dtype=torch.long, device=self.device)
+            n = len(seq)
+            mask = torch.tensor([[0] * n_pad + [1] * (n - n_pad)], device=self.device)
+            if use_cache:  # positions 0 … n-1 over the whole sequence, padding included (see reply_input)
                 positions = torch.arange(n - step_ids.shape[1], n, device=self.device)[None]
                 hidden, cache = self._run(step_ids, mask, prefix, cache=cache, positions=positions)
             else:
                 full = torch.tensor([seq], device=self.device)
-                hidden, _ = self._run(full, torch.ones_like(full), prefix)
+                hidden, _ = self._run(full, mask, prefix, positions=torch.arange(n, device=self.device)[None])
             logits = self.gpt2.lm_head(hidden[0, -1])
             # published: HF's no_repeat_ngram_size over context + reply; our small versions (template phrasing
             # that recurs in their own earlier turns) ban repeats within the reply only
@@ -763,12 +779,16 @@ class UniCRS(NeuralModel):
 
     @torch.inference_mode()
     def option_scores(self, inp: ConvInput, options: list[str]) -> list[float]:
-        """get_choice as iai-group/iEvaLM-CRS ``src/model/UNICRS.py`` computes it: one new token from the
-        conversation inputs ("System:" appended, conv prompt); the logits at each option letter's first token."""
+        """get_choice as iai-group/iEvaLM-CRS ``src/model/UNICRS.py`` L428-445 computes it: one new token from the
+        reply's inputs (:meth:`reply_input`: "System:" appended, conv prompt); the logits at each option letter's
+        first token."""
         if not options:
             raise ValueError("no options to choose from")
-        ids = torch.tensor([self.conv_context(inp)], device=self.device)
-        hidden, _ = self._run(ids, torch.ones_like(ids), self._prefix("conv", inp))
+        seq, n_pad = self.reply_input(inp)
+        ids = torch.tensor([seq], device=self.device)
+        mask = torch.tensor([[0] * n_pad + [1] * (len(seq) - n_pad)], device=self.device)
+        positions = torch.arange(len(seq), device=self.device)[None]  # as in generate_ids: see reply_input
+        hidden, _ = self._run(ids, mask, self._prefix("conv", inp), positions=positions)
         logits = self.gpt2.lm_head(hidden[0, -1])
         letters = [self.tokenizer(o, add_special_tokens=False)["input_ids"][0] for o in options]
         return [float(logits[t]) for t in letters]
