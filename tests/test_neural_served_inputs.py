@@ -162,6 +162,10 @@ def test_bart_systems_receive_the_published_ids(sets, catalog, monkeypatch, syst
         assert kwargs["input_ids"][0].tolist() == ids, f"turn {n // 2 + 1}"
         assert kwargs["attention_mask"][0].tolist() == mask
     assert all(t.metadata["policy"] == variant for t in turns if t.role == "system")
+    # the reply bans repeating a context trigram; get_choice (KBRD.py L270-277, BARCOR.py L237-244) passes no
+    # encoder_no_repeat_ngram_size, so its two or five tokens are scored without that ban
+    reply_cfg, choice_cfg = spy.calls[0][1]["generation_config"], spy.calls[1][1]["generation_config"]
+    assert reply_cfg.encoder_no_repeat_ngram_size == 3 and not choice_cfg.encoder_no_repeat_ngram_size
 
 
 def test_kbrd_links_the_newest_message_twice_under_the_exact_policy(sets, catalog):
