@@ -13,11 +13,11 @@ import sys
 import threading
 
 from arena import hub_sync
-from arena.board import Refresher
+from arena.board_cache import Refresher
 from crs_backends.command_line import SystemsFileError
 from crs_backends.registry import systems
 from storage.db import DatabasePathError
-from ui.app import build_app
+from ui.blocks import build_app
 from ui.services import Services
 from ui.startup import ConfigError, resolve_endpoint_models
 

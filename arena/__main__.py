@@ -8,19 +8,11 @@ from pathlib import Path
 
 import click
 
-from arena.board import read_board, refresh_board
+from arena.board_cache import read_board, refresh_board
 from arena.crsarena_import import ImportRefused, export_jsonl, import_dial
-from arena.database import DatabasePathError, database, database_path
-from crs_backends.command_line import CommandGroup
+from crs_backends.command_line import CommandGroup, db_option, resolve_db
+from storage.db import get_db
 from storage.stats import promote_uploads
-
-DB_OPTION = click.option(
-    "--db",
-    "db_path",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="SQLite file (default: CRS_ARENA_DB or ./data/crs_arena.db).",
-)
 
 
 @click.group(cls=CommandGroup)
@@ -44,7 +36,7 @@ def cli() -> None:
     show_default=True,
     help="Also score the imported conversations with the proxy (LLM-free, about 10 ms each).",
 )
-@DB_OPTION
+@db_option
 def import_command(directory: Path | None, catalog_name: str, score: bool, db_path: Path | None) -> None:
     """Import CRSArena-Dial dialogues and votes (DIR default: <data dir>/crsarena) and score the
     conversations with the proxy. Idempotent.
@@ -53,7 +45,7 @@ def import_command(directory: Path | None, catalog_name: str, score: bool, db_pa
 
         python -m arena import-crsarena ../shared/data/crsarena
     """
-    db = database(_db(db_path))
+    db = get_db(resolve_db(db_path))
     try:
         report = import_dial(db, directory, catalog_name=None if catalog_name == "none" else catalog_name, score=score)
     except ImportRefused as e:
@@ -74,7 +66,7 @@ def import_command(directory: Path | None, catalog_name: str, score: bool, db_pa
 @click.argument("file", required=False, type=click.Path(path_type=Path))
 @click.option("--catalog", "catalog_name", default="redial", show_default=True, help="Catalog titles are matched to.")
 @click.option("--score/--no-score", default=True, show_default=True, help="Also score the dialogues with the proxy.")
-@DB_OPTION
+@db_option
 def import_eval_command(file: Path | None, catalog_name: str, score: bool, db_path: Path | None) -> None:
     """Import CRSArena-Eval's labelled dialogues (FILE default: <data dir>/crsarena/crs_arena_eval_dev.json): the
     Judge vs people panel then compares every judge with these people's labels, apart from the app's own. Idempotent.
@@ -86,7 +78,7 @@ def import_eval_command(file: Path | None, catalog_name: str, score: bool, db_pa
     from arena.crsarena_import import import_eval_labels
 
     try:
-        report = import_eval_labels(database(_db(db_path)), file, catalog_name=catalog_name, score=score)
+        report = import_eval_labels(get_db(resolve_db(db_path)), file, catalog_name=catalog_name, score=score)
     except ImportRefused as e:
         raise click.ClickException(str(e)) from None
     click.echo(report.summary())
@@ -94,7 +86,7 @@ def import_eval_command(file: Path | None, catalog_name: str, score: bool, db_pa
 
 @cli.command("export")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True, help="JSONL file to write.")
-@DB_OPTION
+@db_option
 def export_command(out: Path, db_path: Path | None) -> None:
     """Export conversations, votes (without voter ids) and judgments as JSON lines, one "type" each.
 
@@ -102,13 +94,13 @@ def export_command(out: Path, db_path: Path | None) -> None:
 
         python -m arena export --out arena.jsonl
     """
-    counts = export_jsonl(database(_db(db_path)), out)
+    counts = export_jsonl(get_db(resolve_db(db_path)), out)
     click.echo(f"wrote {out}: " + ", ".join(f"{n} {name}" for name, n in counts.items()))
 
 
 @cli.command("export-dial")
 @click.option("--out-dir", type=click.Path(file_okay=False, path_type=Path), required=True, help="Folder to write.")
-@DB_OPTION
+@db_option
 def export_dial_command(out_dir: Path, db_path: Path | None) -> None:
     """Export this app's chat and arena conversations and votes in CRSArena-Dial's layout (crs_arena_dial_app.json
     with each conversation's satisfied/frustrated ending, votes_app.csv), without session or voter ids.
@@ -119,7 +111,7 @@ def export_dial_command(out_dir: Path, db_path: Path | None) -> None:
     """
     from arena.crsarena_import import export_dial
 
-    counts = export_dial(database(_db(db_path)), out_dir)
+    counts = export_dial(get_db(resolve_db(db_path)), out_dir)
     click.echo(f"wrote {out_dir}: {counts['conversations']} conversation(s), {counts['votes']} vote(s)")
 
 
@@ -139,7 +131,7 @@ def export_dial_command(out_dir: Path, db_path: Path | None) -> None:
     help="With --scores-out: the judge setup (its label in the Judge vs people tab, or a scorer name; default: "
     "the first there).",
 )
-@DB_OPTION
+@db_option
 def export_labels_command(out: Path, scores_out: Path | None, setup: str | None, db_path: Path | None) -> None:
     """Export people's ratings from the arena and the Chat tab in CRSArena-Eval's JSON layout (conv_id, dialogue,
     dial_level_aggregated: ratings averaged over raters, on CRSArena-Eval's scales), without rater ids.
@@ -152,7 +144,7 @@ def export_labels_command(out: Path, scores_out: Path | None, setup: str | None,
     from arena.judge_agreement import judge_scores_rows
     from storage.human_labels import crsarena_eval_records
 
-    db = database(_db(db_path))
+    db = get_db(resolve_db(db_path))
     records = list(crsarena_eval_records(db))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(records, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
@@ -174,7 +166,7 @@ def export_labels_command(out: Path, scores_out: Path | None, setup: str | None,
     multiple=True,
     help="Only this uploaded system (upload:<name>); repeat for several. Default: every upload.",
 )
-@DB_OPTION
+@db_option
 def promote_command(systems: tuple[str, ...], db_path: Path | None) -> None:
     """Put uploaded conversations on the main leaderboard: the operator's deliberate import.
 
@@ -186,17 +178,10 @@ def promote_command(systems: tuple[str, ...], db_path: Path | None) -> None:
 
         python -m arena promote-uploads --system upload:my-crs
     """
-    db = database(_db(db_path))
+    db = get_db(resolve_db(db_path))
     changed = promote_uploads(db, list(systems) or None)
     refresh_board(db)
     click.echo(f"{changed} uploaded conversation(s) now count on the main leaderboard")
-
-
-def _db(db_path: Path | None) -> Path:
-    try:
-        return db_path or database_path()
-    except DatabasePathError as e:
-        raise click.ClickException(str(e)) from None
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ from sqlite_utils import Database
 from crs_backends import health, registry
 from crs_backends.registry import get_system
 from crs_backends.session import ChatSession, prepare_user_message
-from storage.arena import DuplicateVote, battle_counts, get_battle, get_vote, save_battle, save_vote
+from storage.battle_votes import DuplicateVote, battle_counts, get_battle, get_vote, save_battle, save_vote
 from storage.conversations import get_conversation, has_system_turn, save_conversation, set_status
 from storage.db import close_thread_connections, get_db
 from storage.human_labels import mark_revealed

@@ -1,14 +1,14 @@
 """What the Leaderboard tab shows, as one read model: display rows, the win-rate figure, the summary
 line and the filter choices, for one set of filters.
 
-:func:`board_view` reads the board (:func:`arena.board.read_board`: cached, snapshot or computed;
+:func:`board_view` reads the board (:func:`arena.board_cache.read_board`: cached, snapshot or computed;
 never written) and turns it into what people see:
 
 * the table (:func:`display_table`): numbers rounded, intervals as ``[low, high]``, a rank resting on
-  fewer than :data:`arena.leaderboard.PROVISIONAL_BATTLES` battles marked ``(provisional)``, the Group
+  fewer than :data:`arena.board_compute.PROVISIONAL_BATTLES` battles marked ``(provisional)``, the Group
   column only when the votes form more than one group, blanks for missing values;
 * the scorer shown: the one asked for when it has evaluations, else the default
-  (:func:`arena.leaderboard.choose_scorer`), with the demo judge called out in the summary;
+  (:func:`arena.board_compute.choose_scorer`), with the demo judge called out in the summary;
 * the summary line (:func:`summary_line`, Markdown): votes, rated systems, scorer, and a warning when
   the votes form groups of systems that never met;
 * the domains with votes and the judge setups with evaluations, for the filter menus.
@@ -23,8 +23,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from sqlite_utils import Database
 
-from arena.board import read_board
-from arena.leaderboard import DATASETS, OTHER, RECALL_COLUMNS, is_demo_scorer
+from arena.board_cache import read_board
+from arena.board_compute import DATASETS, OTHER, RECALL_COLUMNS, is_demo_scorer
 from evaluators.factors import FACTORS, LABELS
 from storage.stats import battle_domains
 
@@ -55,7 +55,7 @@ class BoardView:
     scorer: str | None  # the judge setup whose scores are shown (None: nothing judged yet)
     scorers: list[str]  # judge setups with evaluations, the default first
     domains: list[str]  # domains with at least one voted battle
-    rows: list[dict]  # the board's rows as computed (:data:`arena.leaderboard.COLUMNS`)
+    rows: list[dict]  # the board's rows as computed (:data:`arena.board_compute.COLUMNS`)
 
 
 def board_view(

@@ -22,7 +22,7 @@ and ``votes_{open,closed}.csv``, see ``../shared/data/README.md``):
   session field holds ``crsarena-dial:<setting>``; the voter is the user uuid; timestamps are the
   CSV's ``session_id`` (no zone given; taken as UTC). The domain is ``movies``: every CRS Arena
   system recommends movies, trained on ReDial or OpenDialKG (the id suffix, kept per system by
-  :func:`arena.leaderboard.dataset_of` and per conversation in ``metadata.dataset``).
+  :func:`arena.board_compute.dataset_of` and per conversation in ``metadata.dataset``).
 
 Ids derive from the source rows, so importing again adds nothing.
 
@@ -44,7 +44,7 @@ from sqlite_utils import Database
 
 from catalog.catalog import Catalog, data_dir, get_catalog
 from evaluators.log_readers import LogFormatError, Skipped, checked, read_crsarena_dial
-from storage.arena import save_battle, save_vote
+from storage.battle_votes import save_battle, save_vote
 from storage.conversations import save_conversation
 from storage.export import EXPORTS
 from storage.records import Battle, Vote
@@ -130,7 +130,7 @@ def import_dial(
         report = import_crsarena(db, folder, catalog=catalog, score=score)
     except LogFormatError as e:
         raise ImportRefused(f"Import failed: {e}", "format") from None
-    from arena.board import refresh_board
+    from arena.board_cache import refresh_board
 
     refresh_board(db)
     return report
@@ -202,7 +202,7 @@ def import_eval_labels(
     report.labelled = len(labelled)
     if score:
         report.scored, report.score_failed = _score_with_proxy(db, [c.id for c in read.conversations], catalog)
-    from arena.board import refresh_board
+    from arena.board_cache import refresh_board
 
     refresh_board(db)
     return report

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from sqlite_utils import Database
 
-from storage.arena import get_battle, get_vote
+from storage.battle_votes import get_battle, get_vote
 from storage.conversations import get_conversation, merge_metadata
 from storage.human_labels import ITEMS, Rating, revealed, save_ratings
 

@@ -34,12 +34,13 @@ import numpy as np
 import plotly.graph_objects as go
 from sqlite_utils import Database
 
-from arena.leaderboard import is_demo_scorer, setup_label
+from arena.board_compute import is_demo_scorer, setup_label
 from evaluators.factors import FACTORS, LABELS
-from evaluators.meta import LevelCorrelation, correlate, vote_agreement
+from evaluators.meta.correlation import LevelCorrelation, correlate, vote_agreement
+from storage.battle_votes import voted_battles
 from storage.human_labels import APP_ORIGINS, IMPORTED_ORIGIN, export_keys, mean_labels, ratings
 from storage.jsonutil import loads
-from storage.stats import conversation_sentiments, judge_setups, latest_scores, voted_pairs
+from storage.stats import conversation_sentiments, judge_setups, latest_scores
 
 # Each rated item and the judge score that asks the same question. "overall" is the judge's overall (0-100).
 ITEM_FACTORS: dict[str, str] = {
@@ -82,7 +83,7 @@ def judge_agreement(db: Database, *, n_boot: int = N_BOOT, seed: int = 0) -> Agr
     """Every judge setup against people's ratings and votes (see the module's docstring)."""
     result = Agreement()
     labelled = {name: _labels(db, origins) for name, (origins, _) in EVIDENCE.items()}
-    votes = {name: voted_pairs(db, source=source) for name, (_, source) in EVIDENCE.items()}
+    votes = {name: voted_battles(db, source=source) for name, (_, source) in EVIDENCE.items()}
     endings = {name: conversation_sentiments(db, sources=sources) for name, sources in ENDING_SOURCES.items()}
     for label, scorer, fingerprint in setups(db):
         scores = latest_scores(db, scorer=scorer, fingerprint=fingerprint)

@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from crs_backends.neural.names import LABELS, SYSTEMS
-from crs_backends.train import PUBLISHED_RECALL
+from crs_backends.neural.train_command import PUBLISHED_RECALL
 
 
 def bundled_checks(systems, n: int) -> dict:
@@ -82,7 +82,7 @@ def redial_checks(systems, limit: int, n: int) -> tuple[dict, dict | None]:
     from crs_backends.neural.kg_reader import load_kg
     from crs_backends.neural.names import TEXT_RANKED, model_class
     from crs_backends.neural.small import ensure_small_models, train_on_dataset
-    from crs_backends.train import read_records_file, recall_at_k
+    from crs_backends.neural.train_command import read_records_file, recall_at_k
 
     base = data_dir()
     if base is None or not (base / "redial" / "entity2id.json").exists():

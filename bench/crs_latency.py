@@ -78,7 +78,7 @@ def build_model(system: str, size: str):
     from crs_backends.neural.kg_reader import kg_from_catalog, load_kg
     from crs_backends.neural.names import model_class
     from crs_backends.neural.synthetic import record_texts, synthetic_records
-    from crs_backends.train import has_published_layout
+    from crs_backends.neural.train_command import has_published_layout
 
     cls = model_class(system)
     if size == "small":

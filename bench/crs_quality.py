@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from catalog.catalog import data_dir
 from crs_backends.neural.small import train_on_dataset
-from crs_backends.train import SYSTEMS, TqdmProgress, quality_report
+from crs_backends.neural.train_command import SYSTEMS, TqdmProgress, quality_report
 
 
 def main() -> None:

@@ -17,8 +17,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from catalog.catalog import load_bundled
-from evaluators import judge_input as render
-from evaluators.factor_judge import JudgeConfig, judge_conversation
+from evaluators.judge import inputs as render
+from evaluators.judge.factor_judge import JudgeConfig, judge_conversation
 from llm_clients.base import LLMClient
 from llm_clients.embedded import get_embedded_model
 from storage.records import Conversation, ItemRef, Turn
@@ -81,7 +81,7 @@ def main() -> None:
     timed(client, catalog, model)  # warm-up: load and first allocations
     conversation_first = timed(client, catalog, model)
     original = render.factor_messages
-    import evaluators.factor_judge as judge
+    import evaluators.judge.factor_judge as judge
 
     judge.factor_messages = rubric_first(original)
     try:

@@ -27,10 +27,10 @@ sys.path.insert(0, str(ROOT / "tests"))
 from fake_openai import Delay, FakeOpenAI, Reply
 
 from catalog.catalog import load_bundled
-from evaluators.debate import DebateConfig
-from evaluators.factor_judge import DEFAULT_MODE, JudgeConfig
 from evaluators.factors import FACTORS, PERSONA_FACTORS
-from evaluators.llm_scorer import llm_judge
+from evaluators.judge.debate import DebateConfig
+from evaluators.judge.factor_judge import DEFAULT_MODE, JudgeConfig
+from evaluators.judge.llm_scorer import llm_judge
 from evaluators.pipeline import EvaluationSetup, evaluate_conversation
 from llm_clients.base import LLMClient
 from llm_clients.remote import OpenAICompatibleModel

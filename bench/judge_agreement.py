@@ -25,10 +25,10 @@ import numpy as np
 
 from arena.judge_agreement import TIE_MARGIN
 from catalog.catalog import data_dir, get_catalog
-from evaluators.calibration import cross_validate, load_training_data, read_votes
 from evaluators.log_readers import read_crsarena_dial
-from evaluators.meta import vote_agreement
-from evaluators.proxy_scorer import load_proxy_judge
+from evaluators.meta.correlation import vote_agreement
+from evaluators.proxy.calibration import cross_validate, load_training_data, read_votes
+from evaluators.proxy.scorer import load_proxy_judge
 
 TARGET = 0.80
 

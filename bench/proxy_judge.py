@@ -22,9 +22,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from catalog.catalog import data_dir, get_catalog
-from evaluators.calibration import cross_validate, load_training_data
 from evaluators.log_readers import read_crsarena_eval
-from evaluators.proxy_scorer import load_proxy_judge
+from evaluators.proxy.calibration import cross_validate, load_training_data
+from evaluators.proxy.scorer import load_proxy_judge
 
 PASSES = 3
 

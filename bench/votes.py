@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from arena.battles import DuplicateVote, vote
-from storage.arena import save_battle
+from storage.battle_votes import save_battle
 from storage.conversations import save_conversation
 from storage.db import close_thread_connections, get_db
 from storage.records import Battle, Conversation, Turn

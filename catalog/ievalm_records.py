@@ -8,7 +8,7 @@ the targets), ``resp`` (the reply), ``dialog_id`` and ``turn_id``. The small loc
 training data is written in the same layout (:func:`write_records`).
 
 Readers: the neural systems train and are evaluated on these records (:mod:`crs_backends.neural`,
-:mod:`crs_backends.train`), the simulator seeds its users with them (:mod:`evaluators.simulator.records`)
+:mod:`crs_backends.neural.train_command`), the simulator seeds its users with them (:mod:`evaluators.simulator.records`)
 and the item-popularity metric counts the items they mention (:mod:`evaluators.metrics`). The module
 lives in ``catalog``, the lowest package that knows the iEvaLM dataset layout, so that all of them import
 it downward. A line that is not a record is a :class:`RecordError` naming the file and the line, the same

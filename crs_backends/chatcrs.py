@@ -8,7 +8,7 @@ turn (``metadata["unmatched_titles"]``) instead of being listed. An item that is
 not in the catalog never appears in the list.
 
 On the embedded model (SmolLM2-135M, which invents films) ChatCRS runs *constrained*
-(:mod:`crs_backends.constrained`): the model only chooses, among an opening phrase and one or two
+(:mod:`crs_backends.chatcrs_embedded`): the model only chooses, among an opening phrase and one or two
 titles from the catalog candidates, or one question from a fixed list, by its probability of
 writing each option; code writes the reply around the choice from the catalog. Each turn records
 in its metadata the mode, the act (ask / recommend / explain), the candidates offered, the option
@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from catalog.catalog import Catalog
 from catalog.items import Item
 from catalog.matcher import normalize_title
-from crs_backends import constrained as cx
+from crs_backends import chatcrs_embedded as cx
 from crs_backends.base import DEFAULT_LIST_SIZE, CRSSystem, SystemInfo
 from crs_backends.user_context import UserContext, user_context
 from llm_clients.base import LLMClient

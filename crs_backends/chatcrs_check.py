@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from catalog.catalog import Catalog
 from catalog.items import Item
-from crs_backends.constrained import GENRE_PHRASES
+from crs_backends.chatcrs_embedded import GENRE_PHRASES
 from storage.records import Conversation, Turn
 
 # 20 user turns: the three-message check, greetings, genres, people, decades, "why?",

@@ -32,7 +32,9 @@ log = logging.getLogger(__name__)
 GROUP = "crs_arena.systems"
 
 # this repository's top-level packages: one of them failing to import is a bug, never "not installed"
-OWN_PACKAGES = frozenset({"app", "arena", "catalog", "crs_backends", "evaluators", "llm_clients", "storage", "ui"})
+OWN_PACKAGES = frozenset(
+    {"app", "arena", "commands", "catalog", "crs_backends", "evaluators", "llm_clients", "storage", "ui"}
+)
 
 
 class PluginNotInstalled(LookupError):

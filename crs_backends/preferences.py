@@ -3,7 +3,7 @@ that writes its own text (ChatCRS offline, the retrieval baseline, the small loc
 
 A dislike is a clause like "I don't like Christopher Nolan films", "not a fan of Jonah Hill", "no horror
 please", "I hated Titanic". Its object is matched against the catalog: titles (the catalog's mention finder),
-genres (the genre words ChatCRS reads, ``constrained.GENRE_WORDS``) and people (every director, writer and star
+genres (the genre words ChatCRS reads, ``chatcrs_embedded.GENRE_WORDS``) and people (every director, writer and star
 of the catalog, by full name, or by surname when only one catalog person has it). What matches nothing is kept
 as a phrase and honoured by text: an item whose record names the phrase is not recommended either. A later
 "actually I do like horror" does not lift an earlier dislike; a person who changes their mind says so plainly
@@ -22,7 +22,7 @@ from functools import lru_cache
 
 from catalog.catalog import Catalog
 from catalog.items import Item
-from crs_backends.constrained import GENRE_WORDS
+from crs_backends.chatcrs_embedded import GENRE_WORDS
 
 # the cue that opens a dislike; its object runs to the end of the clause
 _CUE = (

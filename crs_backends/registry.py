@@ -90,9 +90,13 @@ def _neural(system_id: str) -> Callable[..., CRSSystem]:
         from crs_backends.neural import sources
         from crs_backends.neural.checkpoints import CheckpointError
         from crs_backends.neural.kg_reader import KGError
-        from crs_backends.neural.system import NeuralCRS, item_catalog_for, load_model, policy_setting
+        from crs_backends.neural.system import open_system, policy_setting
 
         label = NEURAL_LABELS[system_id]
+        try:
+            policy = policy_setting()
+        except ValueError as e:  # CRS_NEURAL_POLICY names no policy
+            raise SystemUnavailable(f"{label}: {e} (setting CRS_NEURAL_POLICY)") from None
         try:
             source = sources.resolve(system_id)
         except SourceError as missing:
@@ -106,8 +110,7 @@ def _neural(system_id: str) -> Callable[..., CRSSystem]:
             source = _build_and_resolve(system_id)
         try:
             with MODEL_LOAD_LOCK:  # one model load at a time: transformers' lazy imports race across threads
-                items = item_catalog_for(source, catalog_for_chat())  # a published set ranks over its dataset's items
-                model = load_model(source)
+                return open_system(source, catalog_for_chat(), policy=policy)
         except ImportError as e:
             package = missing_package(e)
             if package is None:  # a module of ours is broken or renamed: an error, never "not installed"
@@ -126,10 +129,6 @@ def _neural(system_id: str) -> Callable[..., CRSSystem]:
             raise SystemUnavailable(
                 f"{label} could not load its checkpoint ({source.variant}, {source.root}): {type(e).__name__}: {e}"
             ) from None
-        try:
-            return NeuralCRS(model, items, source=source, policy=policy_setting())
-        except ValueError as e:  # CRS_NEURAL_POLICY names no policy
-            raise SystemUnavailable(f"{label}: {e} (setting CRS_NEURAL_POLICY)") from None
 
     return factory
 

@@ -2,7 +2,7 @@
 
 Useful as the floor every other system should beat, and as a second system
 for the arena when nothing else is installed. It reads the user's turns as ChatCRS
-does (:func:`crs_backends.constrained.read_wishes`: asked genres, searchable words,
+does (:func:`crs_backends.chatcrs_embedded.read_wishes`: asked genres, searchable words,
 a year range; generic words such as "good" or "movie" say nothing), ranks catalog
 items by TF-IDF similarity to that, and puts the items that have every asked genre
 first, then those with some ("Any good comedy films?" gave Good Will Hunting when
@@ -18,7 +18,7 @@ from __future__ import annotations
 from catalog.catalog import Catalog
 from catalog.items import Item
 from crs_backends.base import DEFAULT_LIST_SIZE, CRSSystem, SystemInfo
-from crs_backends.constrained import Wishes, genre_phrase, read_wishes
+from crs_backends.chatcrs_embedded import Wishes, genre_phrase, read_wishes
 from crs_backends.user_context import UserContext, user_context
 from storage.records import Conversation, Turn
 

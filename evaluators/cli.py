@@ -13,15 +13,43 @@ import click
 from tqdm import tqdm
 
 from catalog.catalog import get_catalog
-from crs_backends.command_line import CommandGroup
-from evaluators.factor_judge import DEFAULT_MODE, MODES
+from crs_backends.command_line import CommandGroup, db_option, resolve_db
 from evaluators.factors import FACTORS
+from evaluators.judge.factor_judge import DEFAULT_MODE, MODES
 from evaluators.log_readers import FORMATS, LogFormatError, read_logs
-from evaluators.reporting import result_row
+from evaluators.reporting import calibration_text, correlation_text, result_row, validity_text
 from evaluators.scorer_setup import SCORERS, auto_reason, build_setup
 from evaluators.service import Judged, evaluate_many, select
-from storage.db import DatabasePathError, default_db_path, get_db
+from storage.db import get_db
 from storage.jsonutil import JsonLineError, iter_json_lines
+
+# options several commands take, defined once (``--db``: crs_backends.command_line)
+scorer_option = click.option(
+    "--scorer",
+    type=click.Choice(SCORERS),
+    default="auto",
+    show_default=True,
+    help="proxy: LLM-free factor proxies + overall calibrated on human labels; llm: the CoRE judge and "
+    "debate; auto: llm when a capable model is configured, else proxy.",
+)
+debate_option = click.option(
+    "--debate/--no-debate", default=True, show_default=True, help="With the LLM scorer: run the four-persona debate."
+)
+votes_option = click.option(
+    "--votes",
+    "votes_dir",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    help="Folder of CRSArena-Dial's votes_*.csv and crs_arena_dial_*.json (pairwise evidence; meta --validity "
+    "defaults to --human's folder, calibrate uses labels only without it).",
+)
+label_catalog_option = click.option(
+    "--catalog",
+    "catalog_name",
+    default="redial",
+    show_default=True,
+    help="Catalog CRSArena's titles are matched to (a dataset folder name under the data directory).",
+)
 
 
 @click.group(cls=CommandGroup)
@@ -39,14 +67,7 @@ def cli() -> None:
     show_default=True,
     help="Log format; auto detects it.",
 )
-@click.option(
-    "--scorer",
-    type=click.Choice(SCORERS),
-    default="auto",
-    show_default=True,
-    help="proxy: LLM-free factor proxies + overall calibrated on human labels; llm: the CoRE judge and "
-    "debate; auto: llm when a capable model is configured, else proxy.",
-)
+@scorer_option
 @click.option(
     "--embeddings", is_flag=True, help="Proxy scorer: MiniLM sentence similarity (needs a calibration fitted with it)."
 )
@@ -74,7 +95,7 @@ def cli() -> None:
     "rating where the endpoint gives no log-probabilities); reasoned: the written rating; "
     "probability: the fast rating-only option, no reasons for the debate.",
 )
-@click.option("--debate/--no-debate", default=True, show_default=True, help="Run the four-persona debate.")
+@debate_option
 @click.option("--debate-model", default=None, help="One model for all four personas (default: each debate role's own).")
 @click.option("--rounds", default=4, show_default=True, help="Most debate rounds.")
 @click.option("--tolerance", default=0.0, show_default=True, help="Consensus when the scores differ by at most this.")
@@ -93,13 +114,7 @@ def cli() -> None:
 @click.option("--workers", default=1, show_default=True, help="Conversations evaluated at the same time.")
 @click.option("--concurrency", default=6, show_default=True, help="Factor calls in flight per conversation.")
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="Write one JSON line per conversation.")
-@click.option(
-    "--db",
-    "db_path",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="SQLite file (default: CRS_ARENA_DB or ./data/crs_arena.db).",
-)
+@db_option
 @click.option("--force", is_flag=True, help="Start new evaluations instead of reusing stored ones.")
 def evaluate(
     logs,
@@ -132,7 +147,7 @@ def evaluate(
     Results are stored in SQLite as they arrive; running the same command again
     reuses finished evaluations and fills the gaps of unfinished ones.
     """
-    db_path = _db(db_path)
+    db_path = resolve_db(db_path)
     try:
         read = read_logs(logs, fmt, get_catalog(catalog_name))
     except (LogFormatError, FileNotFoundError, ValueError) as e:
@@ -243,14 +258,8 @@ def evaluate(
     help="Print the proxy scorer's validity table (cross-validated) next to --scores and FACE's published "
     "figures; --human must be CRSArena-Eval.",
 )
-@click.option(
-    "--votes",
-    "votes_dir",
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
-    default=None,
-    help="With --validity: folder of votes_*.csv and crs_arena_dial_*.json (default: --human's folder).",
-)
-@click.option("--catalog", "catalog_name", default="redial", show_default=True, help="With --validity: the catalog.")
+@votes_option
+@label_catalog_option
 def meta(scores_path, human_path, aspect, score_key, boot, out_dir, validity, votes_dir, catalog_name):
     """Correlate automatic scores with human labels (dialogue and system level) and the factors with each other.
 
@@ -263,7 +272,7 @@ def meta(scores_path, human_path, aspect, score_key, boot, out_dir, validity, vo
     """
     import pandas as pd
 
-    from evaluators.meta import correlate, crsarena_eval_labels, factor_matrix, read_csv_labels
+    from evaluators.meta.correlation import correlate, crsarena_eval_labels, factor_matrix, read_csv_labels
 
     if scores_path is None and not validity:
         raise click.ClickException("--scores is required (or use --validity)")
@@ -284,12 +293,9 @@ def meta(scores_path, human_path, aspect, score_key, boot, out_dir, validity, vo
     systems = {r["conversation_id"]: r["system_id"] for r in rows}
     result = correlate(scores, human, systems=systems, n_boot=boot)
     table = pd.DataFrame([corr.as_row() for corr in result.values()])
-    scorers = sorted({r["scorer"] for r in rows})
-    click.echo(f"{score_key} ({', '.join(scorers)}) vs human {aspect}")
-    click.echo(table.to_string(index=False))
     matrix, figure = factor_matrix([r["factors"] for r in rows])
-    click.echo("\nfactor correlation matrix (Spearman):")
-    click.echo(matrix.round(2).to_string())
+    scorers = sorted({r["scorer"] for r in rows})
+    click.echo(correlation_text(table, matrix, score_key=score_key, scorers=scorers, aspect=aspect))
     if out_dir:
         out_dir.mkdir(parents=True, exist_ok=True)
         table.to_csv(out_dir / "correlations.csv", index=False)
@@ -302,8 +308,8 @@ def _validity(human_path, votes_dir, catalog_name, aspect, llm_rows, boot, out_d
     """``meta --validity``: the proxy's cross-validated validity next to the LLM judge and FACE."""
     import pandas as pd
 
-    from evaluators.calibration import N_SPLITS, load_training_data
-    from evaluators.validity import validity_report
+    from evaluators.meta.validity import validity_report
+    from evaluators.proxy.calibration import N_SPLITS, load_training_data
 
     if aspect != "dialogue_overall":
         raise click.ClickException("--validity correlates with dialogue_overall, the label the proxy is calibrated on")
@@ -314,21 +320,8 @@ def _validity(human_path, votes_dir, catalog_name, aspect, llm_rows, boot, out_d
     table, votes = validity_report(data, llm_rows=llm_rows, n_boot=boot)
     frame = pd.DataFrame(table)
     click.echo(
-        f"validity against human dialogue_overall on {len(data.y)} dialogues ({human_path.name}); "
-        f"[95% bootstrap interval], {boot} resamples; proxy overall fitted on labels and {len(data.outcome)} "
-        f"votes in {N_SPLITS} folds by user, every figure out of fold"
+        validity_text(frame, votes, data, source=human_path.name, boot=boot, folds=N_SPLITS, llm_rows=len(llm_rows))
     )
-    if llm_rows:
-        click.echo(f"LLM judge rows: {len(llm_rows)} result line(s) from the --scores file")
-    click.echo(frame.to_string(index=False))
-    if votes["accuracy"] is not None:
-        click.echo(
-            f"\nproxy vs held-out votes: winner scored higher in {votes['accuracy']:.1%} "
-            f"[{votes['accuracy_low']:.1%}, {votes['accuracy_high']:.1%}] of {votes['decisive']} decisive "
-            f"votes; "
-            f"mean score gap {votes['tie_gap']:.2f} on {votes['ties']} ties vs {votes['decisive_gap']:.2f} "
-            "on decisive votes (0-4 scale)"
-        )
     if out_dir:
         out_dir.mkdir(parents=True, exist_ok=True)
         frame.to_csv(out_dir / "validity.csv", index=False)
@@ -343,13 +336,7 @@ def _validity(human_path, votes_dir, catalog_name, aspect, llm_rows, boot, out_d
     required=True,
     help="CRSArena-Eval JSON with dialogue_overall labels.",
 )
-@click.option(
-    "--votes",
-    "votes_dir",
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
-    default=None,
-    help="Folder of votes_*.csv and crs_arena_dial_*.json (pairwise evidence); omit for labels only.",
-)
+@votes_option
 @click.option(
     "--out",
     type=click.Path(path_type=Path),
@@ -362,7 +349,7 @@ def _validity(human_path, votes_dir, catalog_name, aspect, llm_rows, boot, out_d
     is_flag=True,
     help="Write over the shipped calibration (the file the app scores with); without it, never.",
 )
-@click.option("--catalog", "catalog_name", default="redial", show_default=True)
+@label_catalog_option
 @click.option("--seed", default=0, show_default=True, help="Seed of the folds and the bootstrap.")
 @click.option("--boot", default=1000, show_default=True, help="Bootstrap resamples for the intervals.")
 @click.option("--embeddings", is_flag=True, help="Fit on proxies with MiniLM sentence similarity.")
@@ -389,9 +376,9 @@ def calibrate_command(eval_path, votes_dir, out, replace, catalog_name, seed, bo
         python -m evaluators calibrate --eval ../shared/data/crsarena/crs_arena_eval_dev.json \\
             --votes ../shared/data/crsarena --labels labels.json
     """
-    from evaluators.calibration import calibrate, load_training_data, with_labels
-    from evaluators.proxy import LEXICAL, MINILM, load_embedder
-    from evaluators.proxy_scorer import default_path
+    from evaluators.proxy.calibration import calibrate, load_training_data, with_labels
+    from evaluators.proxy.features import LEXICAL, MINILM, load_embedder
+    from evaluators.proxy.scorer import default_path
 
     shipped = [default_path(similarity=s) for s in (LEXICAL, MINILM)]
     if out is not None and not replace and out.resolve() in {p.resolve() for p in shipped}:
@@ -412,46 +399,19 @@ def calibrate_command(eval_path, votes_dir, out, replace, catalog_name, seed, bo
     if label_paths:
         before = calibrate(data, seed=seed, n_boot=boot, sources=sources)
         click.echo(f"BEFORE: {eval_path.name} alone")
-        _echo_calibration(before, data)
+        click.echo(calibration_text(before, data))
         click.echo(
             f"\nAFTER: with {len(extended.y) - len(data.y)} labelled dialogue(s) from "
             + ", ".join(p.name for p in label_paths)
         )
         sources = {**sources, "labels": [p.name for p in label_paths]}
     result = calibrate(extended, seed=seed, n_boot=boot, sources=sources)
-    _echo_calibration(result, extended)
+    click.echo(calibration_text(result, extended))
     shipped_here = default_path(similarity=extended.similarity)
     path = result.save(out or (shipped_here if replace else shipped_here.with_suffix(".refit.json")))
     click.echo(f"wrote {path} (fingerprint {result.fingerprint})")
     if not replace:
         click.echo(f"score with it: python -m evaluators evaluate LOGS --scorer proxy --calibration {path}")
-
-
-def _echo_calibration(result, data) -> None:
-    click.echo(
-        f"fitted on {len(data.y)} labelled dialogues and {len(data.outcome)} votes "
-        f"({int((data.outcome == 0).sum())} ties, {data.skipped_votes} skipped); alpha {result.model.alpha:g}"
-    )
-    for name, cv in result.cv.items():
-        click.echo(f"{name} ({result.settings['n_splits']}-fold CV by user, out of fold):")
-        for level, c in cv.items():
-            if level == "votes":
-                if c["accuracy"] is not None:
-                    click.echo(
-                        f"  votes: winner higher in {c['accuracy']:.1%} [{c['accuracy_low']:.1%}, "
-                        f"{c['accuracy_high']:.1%}] of {c['decisive']}; gap {c['tie_gap']:.2f} on ties vs "
-                        f"{c['decisive_gap']:.2f} on decisive votes"
-                    )
-                continue
-            click.echo(
-                f"  {level:20s} n={c['n']:3d}  "
-                + "  ".join(
-                    f"{m} {c[m]['value']:.3f} [{c[m]['low']:.2f}, {c[m]['high']:.2f}]"
-                    if c[m]["value"] is not None
-                    else f"{m} –"
-                    for m in ("spearman", "pearson", "kendall")
-                )
-            )
 
 
 @cli.command("simulate")
@@ -508,14 +468,8 @@ def _echo_calibration(result, data) -> None:
     show_default=True,
     help="Score the finished dialogues (CoRE factors and debate, or the proxy; metrics).",
 )
-@click.option(
-    "--scorer",
-    type=click.Choice(SCORERS),
-    default="auto",
-    show_default=True,
-    help="As for evaluate: auto is the proxy when no capable LLM judge is configured.",
-)
-@click.option("--debate/--no-debate", default=True, show_default=True, help="With the LLM scorer: run the debate.")
+@scorer_option
+@debate_option
 @click.option("--retry-failed", is_flag=True, help="Also redo dialogues whose system failed in an earlier run.")
 @click.option(
     "--run-id", default=None, help="Name of the run (default: derived from the settings, so a rerun resumes)."
@@ -527,13 +481,7 @@ def _echo_calibration(result, data) -> None:
     default=None,
     help="Report folder (default: simulations/<run id> beside the database).",
 )
-@click.option(
-    "--db",
-    "db_path",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="SQLite file (default: CRS_ARENA_DB or ./data/crs_arena.db).",
-)
+@db_option
 def simulate(
     systems,
     dataset,
@@ -569,7 +517,7 @@ def simulate(
     from evaluators.simulator import RecordError, SimulationConfig, SystemNotReady, UnknownSystem, run_simulation
     from evaluators.simulator.report import TERMINAL_COLUMNS
 
-    db_path = _db(db_path)
+    db_path = resolve_db(db_path)
     try:
         config = SimulationConfig(
             systems=systems.split(","),
@@ -620,13 +568,7 @@ def simulate(
 
 
 @cli.command("resume")
-@click.option(
-    "--db",
-    "db_path",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="SQLite file (default: CRS_ARENA_DB or ./data/crs_arena.db).",
-)
+@db_option
 @click.option("--limit", type=int, default=None, help="Resume at most N evaluations.")
 @click.option(
     "--include-running",
@@ -647,7 +589,7 @@ def resume_command(db_path, limit, include_running):
     from evaluators.resume import interrupted, resume_interrupted
     from storage.evaluations import mark_interrupted
 
-    db_path = _db(db_path)
+    db_path = resolve_db(db_path)
     marked = mark_interrupted(get_db(db_path)) if include_running else 0
     if marked:
         click.echo(f"marked {marked} evaluation(s) left running as interrupted", err=True)
@@ -658,13 +600,6 @@ def resume_command(db_path, limit, include_running):
     with tqdm(total=min(len(waiting), limit or len(waiting)), unit="eval", file=sys.stderr, disable=None) as bar:
         report = resume_interrupted(db_path, limit=limit, progress=lambda n, total: bar.update(1))
     click.echo(report.summary())
-
-
-def _db(db_path):
-    try:
-        return db_path or default_db_path()
-    except DatabasePathError as e:
-        raise click.ClickException(str(e)) from None
 
 
 def _pick(row: dict, key: str):

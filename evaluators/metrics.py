@@ -4,7 +4,7 @@ Only ``conversation.turns`` (the judged interaction) is measured; ``history`` is
 that are not in the catalog never raise: they count where the metric needs no metadata (recall,
 repetition) and are left out, and counted as ``unknown``, where it does (diversity, novelty).
 
-Bands (0-4) come from the CoRE rubric's machine-readable thresholds (:mod:`evaluators.rubric`),
+Bands (0-4) come from the CoRE rubric's machine-readable thresholds (:mod:`evaluators.judge.rubric`),
 so these metrics and the LLM judge use the same numbers.
 
 Empty input, metric by metric (``None`` means "not measurable", never 0):
@@ -38,7 +38,7 @@ from catalog.ievalm_records import iter_records
 from catalog.items import Item
 from catalog.matcher import normalize_title, plain_title
 from catalog.mentions import find_offered_titles
-from evaluators.rubric import load_rubric
+from evaluators.judge.rubric import load_rubric
 from storage.records import Conversation, ItemRef, Turn
 
 # every k computed and stored: iEvaLM reports 1, 10, 50 on ReDial (after Zhang et al.) and 1, 10, 25 on

@@ -22,7 +22,7 @@ from typing import Any
 from catalog.catalog import Catalog, get_catalog
 from evaluators.factors import FACTORS
 from evaluators.metrics import compute_metrics
-from evaluators.proxy_scorer import offline_turn_scores
+from evaluators.proxy.scorer import offline_turn_scores
 from evaluators.scorers import Scorer
 from llm_clients.base import UsageTotals
 from storage.conversations import get_conversation, save_conversation
@@ -48,7 +48,7 @@ class EvaluationSetup:
         EvaluationSetup(llm_judge(JudgeConfig(clients=[client])), catalog=get_catalog("redial"))
 
     :param scorer: any :class:`~evaluators.scorers.Scorer`; an LLM judge, its debate and its
-        persuasiveness model are built into one by :func:`evaluators.llm_scorer.llm_judge`
+        persuasiveness model are built into one by :func:`evaluators.judge.llm_scorer.llm_judge`
     :param catalog: items for metrics and item details (default: the bundled catalog)
     :raises ValueError: no scorer was given
     """

@@ -258,3 +258,65 @@ def _is_missing(value) -> bool:
 
 def _none_if_nan(value) -> float | None:
     return None if _is_missing(value) else float(value)
+
+
+# -- the command line's reports (``crs-arena meta``, ``meta --validity``, ``calibrate``) ----------------------------
+
+
+def correlation_text(
+    table: pd.DataFrame, matrix: pd.DataFrame, *, score_key: str, scorers: Sequence[str], aspect: str
+) -> str:
+    """``meta``: the correlation table of ``score_key`` against the human ``aspect``, then the factors' matrix."""
+    return (
+        f"{score_key} ({', '.join(scorers)}) vs human {aspect}\n{table.to_string(index=False)}\n"
+        f"\nfactor correlation matrix (Spearman):\n{matrix.round(2).to_string()}"
+    )
+
+
+def validity_text(
+    frame: pd.DataFrame, votes: dict, data, *, source: str, boot: int, folds: int, llm_rows: int = 0
+) -> str:
+    """``meta --validity``: the proxy's cross-validated validity table and its agreement with held-out votes."""
+    lines = [
+        f"validity against human dialogue_overall on {len(data.y)} dialogues ({source}); "
+        f"[95% bootstrap interval], {boot} resamples; proxy overall fitted on labels and {len(data.outcome)} "
+        f"votes in {folds} folds by user, every figure out of fold"
+    ]
+    if llm_rows:
+        lines.append(f"LLM judge rows: {llm_rows} result line(s) from the --scores file")
+    lines.append(frame.to_string(index=False))
+    if votes["accuracy"] is not None:
+        lines.append(
+            f"\nproxy vs held-out votes: winner scored higher in {votes['accuracy']:.1%} "
+            f"[{votes['accuracy_low']:.1%}, {votes['accuracy_high']:.1%}] of {votes['decisive']} decisive votes; "
+            f"mean score gap {votes['tie_gap']:.2f} on {votes['ties']} ties vs {votes['decisive_gap']:.2f} "
+            "on decisive votes (0-4 scale)"
+        )
+    return "\n".join(lines)
+
+
+def calibration_text(result, data) -> str:
+    """``calibrate``: what the refit was fitted on and its cross-validated figures, per similarity and level."""
+    lines = [
+        f"fitted on {len(data.y)} labelled dialogues and {len(data.outcome)} votes "
+        f"({int((data.outcome == 0).sum())} ties, {data.skipped_votes} skipped); alpha {result.model.alpha:g}"
+    ]
+    for name, cv in result.cv.items():
+        lines.append(f"{name} ({result.settings['n_splits']}-fold CV by user, out of fold):")
+        for level, c in cv.items():
+            if level == "votes":
+                if c["accuracy"] is not None:
+                    lines.append(
+                        f"  votes: winner higher in {c['accuracy']:.1%} [{c['accuracy_low']:.1%}, "
+                        f"{c['accuracy_high']:.1%}] of {c['decisive']}; gap {c['tie_gap']:.2f} on ties vs "
+                        f"{c['decisive_gap']:.2f} on decisive votes"
+                    )
+                continue
+            figures = "  ".join(
+                f"{m} {c[m]['value']:.3f} [{c[m]['low']:.2f}, {c[m]['high']:.2f}]"
+                if c[m]["value"] is not None
+                else f"{m} –"
+                for m in ("spearman", "pearson", "kendall")
+            )
+            lines.append(f"  {level:20s} n={c['n']:3d}  {figures}")
+    return "\n".join(lines)

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from catalog.catalog import get_catalog
-from evaluators.debate import DebateConfig
-from evaluators.factor_judge import DEFAULT_MODE, JudgeConfig
 from evaluators.factors import PERSONA_FACTORS
-from evaluators.llm_scorer import llm_judge
+from evaluators.judge.debate import DebateConfig
+from evaluators.judge.factor_judge import DEFAULT_MODE, JudgeConfig
+from evaluators.judge.llm_scorer import llm_judge
 from evaluators.pipeline import EvaluationSetup
 from evaluators.scorers import Scorer
 from llm_clients.base import LLMClient
@@ -75,7 +75,7 @@ class ScorerKind:
 
 
 def _proxy(*, proxy_calibration=None, embeddings: bool = False, **_: Any) -> Scorer:
-    from evaluators.proxy_scorer import load_proxy_judge
+    from evaluators.proxy.scorer import load_proxy_judge
 
     return load_proxy_judge(proxy_calibration, embeddings=embeddings)
 

@@ -2,10 +2,10 @@
 :class:`Recorder` it writes through.
 
 A scorer turns one conversation into twelve factor scores and (maybe) an overall score. The
-implementations are :class:`evaluators.llm_scorer.LLMJudge` (the CoRE factor judge and the
-four-persona debate, stored as ``llm:<model>``), :class:`evaluators.llm_scorer.EnsembleJudge`
+implementations are :class:`evaluators.judge.llm_scorer.LLMJudge` (the CoRE factor judge and the
+four-persona debate, stored as ``llm:<model>``), :class:`evaluators.judge.llm_scorer.EnsembleJudge`
 (several judge models averaged per factor, ``ensemble(<a>+<b>)``) and
-:class:`evaluators.proxy_scorer.ProxyJudge` (the LLM-free proxies and a calibrated overall,
+:class:`evaluators.proxy.scorer.ProxyJudge` (the LLM-free proxies and a calibrated overall,
 ``proxy``). :func:`evaluators.pipeline.evaluate_conversation` does everything they share (storing
 the conversation, reusing a finished evaluation with the same fingerprint, starting and finishing
 the evaluation row, the deterministic metrics); a scorer only scores. A new scorer is one class

@@ -14,6 +14,7 @@ import time
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import sqlite_utils
@@ -206,3 +207,23 @@ def _file_lock(db: sqlite_utils.Database) -> threading.Lock:
             lock = _write_locks.setdefault(key, threading.Lock())
             _db_write_locks[db] = lock
     return lock
+
+
+@dataclass(frozen=True)
+class DatabaseFacts:
+    """The database file, its schema version (applied migrations) and the SQLite library's version (what the
+    Settings tab shows)."""
+
+    file: Path
+    schema_version: int
+    sqlite_version: str
+
+
+def describe(path: str | os.PathLike) -> DatabaseFacts:
+    """The file (resolved), its schema version and the SQLite library version that reads it."""
+    db = get_db(path)
+    return DatabaseFacts(
+        file=Path(path).resolve(),
+        schema_version=schema_version(db),
+        sqlite_version=".".join(str(n) for n in db.sqlite_version),
+    )

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from sqlite_utils import Database
 
-from storage.conversations import _conversation_row, _turn_row
+from storage.conversations import save_conversation
 from storage.db import write_transaction
 from storage.jsonutil import dumps, loads
 from storage.records import Conversation, utc_now
@@ -111,16 +111,8 @@ def finish_dialogue(
 ) -> None:
     """Store the conversation (replacing an earlier attempt's) and the pair's outcome, atomically."""
     with write_transaction(db):
-        if conversation is not None:
-            db.table("conversations").upsert(_conversation_row(conversation), pk="id")
-            db.table("turns").delete_where("conversation_id = ?", [conversation.id])
-            rows = [
-                _turn_row(conversation.id, part, idx, turn)
-                for part, turns in (("history", conversation.history), ("interaction", conversation.turns))
-                for idx, turn in enumerate(turns)
-            ]
-            if rows:
-                db.table("turns").insert_all(rows)
+        if conversation is not None:  # nested: part of this transaction
+            save_conversation(db, conversation)
         db.table("sim_dialogues").update(
             (run_id, case_id, system_id),
             {

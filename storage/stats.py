@@ -208,21 +208,6 @@ def latest_scores(db: Database, *, scorer: str, fingerprint: str | None) -> dict
     return scores
 
 
-def voted_pairs(db: Database, *, source: str) -> list[dict]:
-    """Voted battles whose two conversations have ``source``: ``battle_id, conversation_a, conversation_b,
-    choice``, oldest vote first."""
-    return [
-        dict(r)
-        for r in db.query(
-            "select v.battle_id, b.conversation_a, b.conversation_b, v.choice from votes v "
-            "join battles b on b.id = v.battle_id join conversations ca on ca.id = b.conversation_a "
-            "join conversations cb on cb.id = b.conversation_b where ca.source = ? and cb.source = ? "
-            "order by v.created_at, v.id",
-            [source, source],
-        )
-    ]
-
-
 def conversation_sentiments(db: Database, *, sources: tuple[str, ...]) -> dict[str, str]:
     """How each conversation of ``sources`` ended for its person (``metadata.sentiment``: satisfied or frustrated),
     for the conversations that say."""

@@ -7,7 +7,7 @@ An upload (the Evaluate tab, ``/evaluate``) is anonymous input. Its conversation
 * never over, beside or instead of a stored conversation: an id that is taken by a different
   conversation gets a new id (``<id>~<8 hex digits>``) and the report names both; the same
   conversation uploaded again is the stored one (its finished evaluation is reused);
-* out of the main leaderboard: :mod:`arena.leaderboard` leaves source ``upload`` out unless the
+* out of the main leaderboard: :mod:`arena.board_compute` leaves source ``upload`` out unless the
   operator sets ``CRS_ARENA_LEADERBOARD_UPLOADS=1`` or promotes them with
   ``python -m arena promote-uploads`` (source ``import``, the ``upload:`` name kept).
 

@@ -40,7 +40,7 @@ def test_chat_turn_on_the_embedded_model(embedded_app):
 
 
 def test_the_app_does_not_call_home(embedded_app):
-    from ui.app import analytics_wanted
+    from ui.blocks import analytics_wanted
 
     assert Client(embedded_app.url, verbose=False).config["analytics_enabled"] is False
     assert not analytics_wanted({}) and not analytics_wanted({"GRADIO_ANALYTICS_ENABLED": "False"})

@@ -7,16 +7,16 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from arena.__main__ import cli
+from arena.board_compute import PROVISIONAL_BATTLES, choose_scorer
 from arena.board_view import board_view, display_table
 from arena.crsarena_import import ImportRefused, import_dial, missing_catalog_message, missing_files_message
-from arena.leaderboard import PROVISIONAL_BATTLES, choose_scorer
-from storage.arena import latest_leaderboard_snapshot, save_battle, save_vote
+from commands import cli
+from storage.battle_votes import latest_leaderboard_snapshot, save_battle, save_vote
 from storage.conversations import save_conversation
 from storage.db import get_db
 from storage.evaluations import finish_evaluation, save_factor_score, start_evaluation
 from storage.records import Battle, Conversation, Evaluation, FactorScore, Turn, Vote
-from ui import leaderboard_tab
+from ui import leaderboard_tab, research_data_tab
 from ui.render import safe_text
 from ui.services import Services
 
@@ -125,7 +125,7 @@ def data_dir_without_catalog(tmp_path, monkeypatch):
 
 
 def ui_import(db_path) -> str:
-    return leaderboard_tab.import_crsarena(Services(db_path=db_path))
+    return research_data_tab.import_crsarena(Services(db_path=db_path))
 
 
 def test_a_missing_catalog_is_refused_with_the_same_message_from_the_cli_and_the_app(db_path, data_dir_without_catalog):

@@ -12,7 +12,7 @@ from arena.battles import BattleClosed, BattleNotReady, DuplicateVote
 from crs_backends import registry
 from crs_backends.base import CRSSystem, SystemInfo
 from crs_backends.session import EmptyMessage, prepare_user_message
-from storage.arena import get_vote, save_battle
+from storage.battle_votes import get_vote, save_battle
 from storage.conversations import get_conversation, save_conversation
 from storage.db import close_thread_connections, get_db
 from storage.records import Battle, Conversation, ItemRef, Turn

@@ -14,14 +14,15 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from catalog.catalog import load_bundled
-from evaluators import calibration, proxy_scorer
-from evaluators.calibration import TrainingData, cross_validate, fit_model
-from evaluators.cli import cli
+from commands import cli
 from evaluators.factors import FACTORS
-from evaluators.meta import vote_agreement
+from evaluators.meta.correlation import vote_agreement
 from evaluators.pipeline import EvaluationSetup, evaluate_conversation
-from evaluators.proxy import PROXY_VERSION, TURN_FEATURES, proxy_scores
-from evaluators.proxy_scorer import (
+from evaluators.proxy import calibration
+from evaluators.proxy import scorer as proxy_scorer
+from evaluators.proxy.calibration import TrainingData, cross_validate, fit_model
+from evaluators.proxy.features import PROXY_VERSION, TURN_FEATURES, proxy_scores
+from evaluators.proxy.scorer import (
     FEATURES,
     MODEL_FEATURES,
     CalibrationMismatch,

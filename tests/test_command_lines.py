@@ -68,7 +68,7 @@ def helps() -> dict[str, subprocess.CompletedProcess]:
 
 def test_the_list_is_complete():
     found = set()
-    for folder in sorted(OWN_PACKAGES - {"app"}) + ["examples"]:
+    for folder in sorted(OWN_PACKAGES - {"app", "commands"}) + ["examples"]:
         for path in (ROOT / folder).rglob("*.py"):
             relative = path.relative_to(ROOT)
             if path.name == "__main__.py":
@@ -110,7 +110,7 @@ def _click_group(target: str):
     elif target == "crs_backends":
         from crs_backends.__main__ import cli
     elif target == "crs_backends.train":
-        from crs_backends.train import cli
+        from crs_backends.neural.train_command import cli
     else:
         return None
     return cli
@@ -144,3 +144,72 @@ def test_every_subcommand_has_help(helps, target, capsys, db_path):
         assert code == 0, f"{target} {name} --help exited with {code}: {text[-1000:]}"
         assert re.match(r"(?i)usage:", text.lstrip()) and f" {name}" in text.splitlines()[0], text[:300]
         assert len(text.strip().splitlines()) >= 3, f"{target} {name} --help says nothing: {text!r}"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# crs-arena: one command line over all of them
+
+
+def _listed(usage: str) -> set[str]:
+    """The command names a click --help lists in any of its sections."""
+    return set(re.findall(r"^  ([a-z][\w-]*)  ", usage, re.M))
+
+
+def test_crs_arena_lists_every_subcommand_of_every_command_line(helps):
+    """`./crs-arena --help` (the clone's launcher, a real process) lists each command of evaluators, arena and
+    crs_backends under its own name, and train, checkpoints and small as groups; the pyproject console script
+    names the same entry."""
+    import tomllib
+
+    done = subprocess.run(
+        [str(ROOT / "crs-arena"), "--help"], cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=240
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    listed = _listed(done.stdout)
+    for target in ("evaluators", "arena", "crs_backends"):
+        assert set(_subcommands(helps[target].stdout)) <= listed, target
+    assert {"train", "checkpoints", "small"} <= listed
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert project["scripts"] == {"crs-arena": "commands:main"}
+    assert "./crs-arena" in README or "crs-arena " in README
+
+
+@pytest.mark.parametrize(
+    ("args", "alias"),
+    [
+        (["train", "--help"], "crs_backends.train"),
+        (["checkpoints", "--help"], "crs_backends.neural.sources"),
+        (["small", "--help"], "crs_backends.neural.small"),
+    ],
+)
+def test_crs_arena_groups_are_the_python_m_command_lines(helps, args, alias, capsys):
+    from commands import cli
+
+    result = CliRunner().invoke(cli, args, prog_name="crs-arena")
+    output = result.output + capsys.readouterr().out  # `small` hands over to argparse, which prints itself
+    assert result.exit_code == 0, output[-1000:]
+    assert set(_subcommands(output)) == set(_subcommands(helps[alias].stdout)) != set()
+    assert output.lstrip().lower().startswith("usage: crs-arena " + args[0])
+
+
+def test_crs_arena_runs_a_command_as_its_alias_does(db_path):
+    from arena.__main__ import cli as arena_cli
+    from commands import cli
+
+    alias = CliRunner().invoke(arena_cli, ["export", "--db", str(db_path), "--out", str(db_path.parent / "a.jsonl")])
+    one = CliRunner().invoke(cli, ["export", "--db", str(db_path), "--out", str(db_path.parent / "b.jsonl")])
+    assert alias.exit_code == one.exit_code == 0, one.output
+    assert alias.output.replace("a.jsonl", "b.jsonl") == one.output
+    unknown = CliRunner().invoke(cli, ["evaluat"])
+    assert unknown.exit_code == 2 and "No such command" in unknown.output
+
+
+def test_a_bad_database_path_is_one_message_in_every_command(tmp_path):
+    """--db is defined once (crs_backends.command_line.db_option) and resolved the same way everywhere."""
+    from commands import cli
+
+    folder = tmp_path / "not-a-file"
+    folder.mkdir()
+    for args in (["resume"], ["export", "--out", str(tmp_path / "x.jsonl")], ["promote-uploads"]):
+        result = CliRunner(env={"CRS_ARENA_DB": str(folder)}).invoke(cli, args)
+        assert result.exit_code == 1 and "is a folder" in result.output, (args, result.output)

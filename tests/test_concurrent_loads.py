@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 SCRIPT = """
 import json, threading
-import ui.app  # what a running app has imported before anyone chats (without it the race did not show)
+import ui.blocks  # what a running app has imported before anyone chats (without it the race did not show)
 from crs_backends import registry
 
 systems = ("kbrd", "barcor", "unicrs", "retrieval")

@@ -13,8 +13,8 @@ import pytest
 from click.testing import CliRunner
 from crs_fault_server import FaultServer
 
+from commands import cli
 from crs_backends import registry
-from crs_backends.__main__ import cli
 from crs_backends.conformance import RULES, check, has_empty_slot, has_html
 from crs_backends.systems_file import load_systems_file, registry_entries
 
@@ -96,12 +96,12 @@ def test_the_command_prints_the_report_and_exits_by_the_result():
     assert unknown.exit_code == 2 and "unknown system 'nope'" in unknown.output
 
 
-def test_python_m_crs_backends_check(tmp_path):
+def test_crs_arena_check_as_a_process(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("CRS_LLM_")}
     env.update({"CRS_NEURAL_BUILD": "never", "CRS_ARENA_DB": str(tmp_path / "x.db"), "HF_HUB_OFFLINE": "1"})
     with FaultServer("empty_slot") as server:
         done = subprocess.run(
-            [sys.executable, "-m", "crs_backends", "check", server.url],
+            [sys.executable, str(ROOT / "commands.py"), "check", server.url],  # crs-arena check
             cwd=ROOT,
             env=env,
             capture_output=True,

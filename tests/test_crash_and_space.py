@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from fake_openai import Delay, FakeOpenAI, Reply
 from gradio_client import Client
 
-from evaluators.cli import cli as evaluators_cli
+from commands import cli
 from evaluators.factors import FACTORS
 from storage.conversations import save_conversation
 from storage.db import get_db, open_db
@@ -108,9 +108,9 @@ def test_the_command_line_resumes_an_interrupted_proxy_evaluation(db_path):
         ),
     )
     save_factor_score(db, evaluation.id, FactorScore("coherence", 4.0, "proxy", "core-1"))
-    result = CliRunner().invoke(evaluators_cli, ["resume", "--db", str(db_path)])
+    result = CliRunner().invoke(cli, ["resume", "--db", str(db_path)])
     assert result.exit_code == 0 and "no interrupted evaluation" in result.output  # running is not touched
-    result = CliRunner().invoke(evaluators_cli, ["resume", "--include-running", "--db", str(db_path)])
+    result = CliRunner().invoke(cli, ["resume", "--include-running", "--db", str(db_path)])
     assert result.exit_code == 0, result.output
     assert "1 interrupted evaluation(s) resumed" in result.output
     rows = list(db.query("select factor from factor_scores where evaluation_id = ?", [evaluation.id]))

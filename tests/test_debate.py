@@ -6,8 +6,8 @@ import re
 import pytest
 from fake_openai import Delay, Error, Reply
 
-from evaluators.debate import ROLES, DebateConfig, parse_answer, run_debate, speaking_order
 from evaluators.factors import FACTORS
+from evaluators.judge.debate import ROLES, DebateConfig, parse_answer, run_debate, speaking_order
 from llm_clients.base import LLMClient
 from llm_clients.remote import OpenAICompatibleModel
 from storage.records import DebateMessage, FactorScore
@@ -311,8 +311,8 @@ def test_the_default_evaluation_hands_the_judges_reasons_to_the_debate(fake_open
     """End to end: the default judge reasons, its scores are read at the rating token, the debate reads
     the reasons."""
     from catalog.catalog import get_catalog
-    from evaluators.factor_judge import JudgeConfig
-    from evaluators.llm_scorer import llm_judge
+    from evaluators.judge.factor_judge import JudgeConfig
+    from evaluators.judge.llm_scorer import llm_judge
     from evaluators.pipeline import EvaluationSetup, evaluate_conversation
     from storage.records import Conversation, ItemRef, Turn
 

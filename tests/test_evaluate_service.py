@@ -14,11 +14,11 @@ import pytest
 from click.testing import CliRunner
 
 from catalog.catalog import load_bundled
-from evaluators import proxy_scorer
-from evaluators.cli import cli
+from commands import cli
 from evaluators.factors import FACTORS
 from evaluators.pipeline import EvaluationSetup
-from evaluators.proxy_scorer import load_proxy_judge
+from evaluators.proxy import scorer as proxy_scorer
+from evaluators.proxy.scorer import load_proxy_judge
 from evaluators.service import INTERNAL_ERROR, DebateSaid, FactorScored, Failed, Finished, judge_stream, select
 from storage.records import Conversation, ItemRef, Turn
 from ui.evaluate_tab import evaluate_upload
@@ -131,8 +131,8 @@ def test_the_judgement_stream_ends_with_a_safe_reason_when_the_scorer_fails(db_p
 
 def test_the_runtime_proxy_scorer_does_not_load_the_fitting_module():
     code = (
-        "import sys; import evaluators.scorer_setup, evaluators.service, evaluators.proxy_scorer; "
-        "evaluators.proxy_scorer.load_proxy_judge(); print('evaluators.calibration' in sys.modules)"
+        "import sys; import evaluators.scorer_setup, evaluators.service, evaluators.proxy.scorer; "
+        "evaluators.proxy.scorer.load_proxy_judge(); print('evaluators.proxy.calibration' in sys.modules)"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 from arena import hub_sync
 from arena.hub_sync import ExportScheduler, hub_dataset, start_from_env, write_export
-from storage.arena import save_battle, save_vote
+from storage.battle_votes import save_battle, save_vote
 from storage.conversations import save_conversation
 from storage.db import get_db
 from storage.evaluations import finish_evaluation, save_debate_message, save_factor_score, start_evaluation

@@ -7,9 +7,9 @@ import pytest
 from fake_openai import Error, Reply, Together, tokenize
 
 from catalog.catalog import get_catalog
-from evaluators.factor_judge import JudgeConfig, judge_conversation, judge_name, parse_rating
 from evaluators.factors import FACTORS
-from evaluators.judge_input import render_log
+from evaluators.judge.factor_judge import JudgeConfig, judge_conversation, judge_name, parse_rating
+from evaluators.judge.inputs import render_log
 from llm_clients.base import LLMClient
 from llm_clients.remote import OpenAICompatibleModel
 from storage.records import Conversation, ItemRef, Turn

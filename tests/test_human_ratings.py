@@ -12,13 +12,12 @@ import pytest
 from click.testing import CliRunner
 from scipy import stats
 
-from arena.__main__ import cli as arena_cli
 from arena.battles import BattleNotReady, NotTheVoter, reveal, vote
 from arena.human_ratings import RatingRefused, parse_items, rate_battle, rate_conversation
 from arena.judge_agreement import MIN_DIALOGUES, TIE_MARGIN, judge_agreement, scatter
-from evaluators.cli import cli as evaluators_cli
+from commands import cli
 from evaluators.log_readers import read_crsarena_eval
-from storage.arena import save_battle
+from storage.battle_votes import save_battle
 from storage.conversations import save_conversation
 from storage.db import close_thread_connections, get_db
 from storage.evaluations import finish_evaluation, save_factor_score, start_evaluation
@@ -283,7 +282,7 @@ def test_the_export_reads_back_in_meta_and_reproduces_the_panel(rated, db_path, 
     db, ids = rated
     labels, scores = tmp_path / "labels.json", tmp_path / "scores.jsonl"
     result = CliRunner().invoke(
-        arena_cli, ["export-labels", "--out", str(labels), "--scores-out", str(scores), "--db", str(db_path)]
+        cli, ["export-labels", "--out", str(labels), "--scores-out", str(scores), "--db", str(db_path)]
     )
     assert result.exit_code == 0, result.output
     assert "6 rated conversation(s)" in result.output and "6 scored" in result.output
@@ -302,7 +301,7 @@ def test_the_export_reads_back_in_meta_and_reproduces_the_panel(rated, db_path, 
     for aspect, measure in (("dialogue_overall", "overall vs “overall”"), ("understanding", "coherence")):
         key = "overall" if aspect == "dialogue_overall" else "coherence"
         result = CliRunner().invoke(
-            evaluators_cli,
+            cli,
             [
                 "meta",
                 "--scores",
@@ -332,10 +331,10 @@ def test_the_export_reads_back_in_meta_and_reproduces_the_panel(rated, db_path, 
 def test_export_labels_refuses_an_unknown_scorer_and_writes_an_empty_list_when_nobody_rated(db_path, tmp_path):
     get_db(db_path)
     out = tmp_path / "labels.json"
-    result = CliRunner().invoke(arena_cli, ["export-labels", "--out", str(out), "--db", str(db_path)])
+    result = CliRunner().invoke(cli, ["export-labels", "--out", str(out), "--db", str(db_path)])
     assert result.exit_code == 0 and json.loads(out.read_text()) == []
     result = CliRunner().invoke(
-        arena_cli,
+        cli,
         [
             "export-labels",
             "--out",
@@ -362,14 +361,14 @@ def test_a_battle_voted_before_a_restart_is_rated_after_it(db_path):
 
 
 def test_calibrate_refits_on_the_exported_labels_beside_the_shipped_ones(rated, db_path, shared_data, tmp_path):
-    from evaluators.proxy_scorer import default_path, load_calibration
+    from evaluators.proxy.scorer import default_path, load_calibration
 
     labels, refit = tmp_path / "labels.json", tmp_path / "proxy.refit.json"
-    assert CliRunner().invoke(arena_cli, ["export-labels", "--out", str(labels), "--db", str(db_path)]).exit_code == 0
+    assert CliRunner().invoke(cli, ["export-labels", "--out", str(labels), "--db", str(db_path)]).exit_code == 0
     crsarena = shared_data / "crsarena"
     before = default_path().read_bytes()
     result = CliRunner().invoke(
-        evaluators_cli,
+        cli,
         [
             "calibrate",
             "--eval",
@@ -448,8 +447,8 @@ def test_a_conversation_ends_satisfied_or_frustrated_and_a_second_choice_replace
 def test_the_dial_export_reads_back_with_its_endings_and_votes(db_path, tmp_path):
     from arena.crsarena_import import DIAL_EXPORT
     from arena.human_ratings import end_with_sentiment
-    from evaluators.calibration import read_votes
     from evaluators.log_readers import read_crsarena_dial
+    from evaluators.proxy.calibration import read_votes
 
     db = get_db(db_path)
     battle = voted_battle(db, choice="both_bad")
@@ -457,7 +456,7 @@ def test_the_dial_export_reads_back_with_its_endings_and_votes(db_path, tmp_path
     chat = conversation(db, "unicrs", source="chat")
     end_with_sentiment(db, "satisfied", conversation_id=chat)
     out = tmp_path / "dial"
-    result = CliRunner().invoke(arena_cli, ["export-dial", "--out-dir", str(out), "--db", str(db_path)])
+    result = CliRunner().invoke(cli, ["export-dial", "--out-dir", str(out), "--db", str(db_path)])
     assert result.exit_code == 0 and "3 conversation(s), 1 vote(s)" in result.output, result.output
     read = read_crsarena_dial(out / DIAL_EXPORT)
     by_system = {c.system_id: c for c in read.conversations}

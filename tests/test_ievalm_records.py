@@ -7,7 +7,7 @@ import json
 import pytest
 
 from catalog.ievalm_records import ConvInput, Record, RecordError, iter_records, read_records, write_records
-from crs_backends.train import DataError, read_records_file
+from crs_backends.neural.train_command import DataError, read_records_file
 from evaluators.simulator import records as simulator_records
 from storage.jsonutil import JsonLineError, iter_json_lines, write_json_lines
 

@@ -21,7 +21,8 @@ from crs_backends import plugins
 from crs_backends.plugins import OWN_PACKAGES, PluginNotInstalled, missing_package
 from crs_backends.systems_file import load_systems_file
 
-PACKAGES = sorted(OWN_PACKAGES - {"app"})  # app.py starts services when imported: the app tests run it
+PACKAGES = sorted(OWN_PACKAGES - {"app", "commands"})  # modules, not packages: app.py starts services when imported
+# (the app tests run it); commands.py is imported by test_command_lines
 
 
 def test_own_packages_are_the_repositorys_top_level_packages():

@@ -1,7 +1,7 @@
 """The leaderboard's automatic scores come from one judge setup (scorer + configuration), never a mix,
 and its recall columns are named by source."""
 
-from arena.leaderboard import RECALL_COLUMNS, compute_leaderboard, scorers, setup_label
+from arena.board_compute import RECALL_COLUMNS, compute_leaderboard, scorers, setup_label
 from storage.conversations import save_conversation
 from storage.db import get_db
 from storage.evaluations import finish_evaluation, save_factor_score, start_evaluation

@@ -5,10 +5,10 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from arena.__main__ import cli
+from arena.board_compute import compute_leaderboard, dataset_of, scorers
 from arena.crsarena_import import export_jsonl, import_crsarena
-from arena.leaderboard import compute_leaderboard, dataset_of, scorers
-from storage.arena import latest_leaderboard_snapshot, save_battle, save_vote
+from commands import cli
+from storage.battle_votes import latest_leaderboard_snapshot, save_battle, save_vote
 from storage.conversations import save_conversation
 from storage.db import get_db
 from storage.evaluations import finish_evaluation, save_factor_score, start_evaluation
@@ -102,8 +102,8 @@ def test_a_column_never_mixes_scorers(populated):
 
 
 def test_reading_never_writes_and_a_snapshot_is_stored_only_on_change(populated):
-    from arena.board import read_board, refresh_board
-    from storage.arena import board_version, count_leaderboard_snapshots
+    from arena.board_cache import read_board, refresh_board
+    from storage.battle_votes import board_version, count_leaderboard_snapshots
 
     assert count_leaderboard_snapshots(populated) == 0
     version = board_version(populated)
@@ -124,8 +124,8 @@ def test_reading_never_writes_and_a_snapshot_is_stored_only_on_change(populated)
 
 
 def test_snapshots_are_kept_to_a_bounded_number(db_path):
-    from arena.board import refresh_board
-    from storage.arena import SNAPSHOTS_KEPT, count_leaderboard_snapshots
+    from arena.board_cache import refresh_board
+    from storage.battle_votes import SNAPSHOTS_KEPT, count_leaderboard_snapshots
 
     db = get_db(db_path)
     for _ in range(SNAPSHOTS_KEPT + 5):
@@ -186,7 +186,7 @@ def test_dataset_filter_keeps_battles_within_one_training_set(db_path):
 
 
 def test_empty_database_gives_an_empty_board(db_path):
-    from arena.board import refresh_board
+    from arena.board_cache import refresh_board
 
     rows, figures = compute_leaderboard(get_db(db_path))
     assert rows == [] and "win_rate" in figures
@@ -241,8 +241,8 @@ def test_the_refresher_coalesces_a_burst_of_votes_and_stores_the_last_board(db_p
     its minimum gap, are answered by one more refresh; and the stored board ends up counting every vote."""
     import time
 
-    from arena.board import Refresher
-    from storage.arena import board_version
+    from arena.board_cache import Refresher
+    from storage.battle_votes import board_version
 
     db = get_db(db_path)
     refresher = Refresher(db_path, every=30.0, min_gap=0.5).start()

@@ -9,7 +9,7 @@ from scipy import stats
 
 from evaluators.factors import FACTORS
 from evaluators.log_readers import read_crsarena_eval
-from evaluators.meta import correlate, crsarena_eval_labels, factor_matrix, read_csv_labels
+from evaluators.meta.correlation import correlate, crsarena_eval_labels, factor_matrix, read_csv_labels
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,14 @@ import sqlite3
 import pytest
 from sqlite_utils import Database
 
-from storage.arena import DuplicateVote, board_version, get_battle, get_vote, latest_leaderboard_snapshot, save_vote
+from storage.battle_votes import (
+    DuplicateVote,
+    board_version,
+    get_battle,
+    get_vote,
+    latest_leaderboard_snapshot,
+    save_vote,
+)
 from storage.conversations import get_conversation
 from storage.db import get_db, schema_version
 from storage.evaluations import get_evaluation

@@ -1,5 +1,5 @@
 """CRS Arena's reply policy for KBRD / BARCOR / UniCRS (crs_backends.neural.policy) and the catalog facts of
-the small versions (crs_backends.neural.facts).
+the small versions (crs_backends.neural.reply_facts).
 
 The policy is pinned three ways: the option maths on its own (the -1e5 penalty, added for KBRD/UniCRS and
 set for BARCOR, as iai-group/iEvaLM-CRS ``src/model/*.py: get_response`` do); the adapter with a scripted
@@ -15,7 +15,7 @@ import pytest
 from neural_fixtures import catalog, kg  # noqa: F401 (module fixtures)
 
 from catalog.catalog import Catalog
-from crs_backends.neural import facts, policy
+from crs_backends.neural import policy, reply_facts
 from crs_backends.neural.engine import TOP_K, NeuralModel
 from crs_backends.neural.kg_reader import KGData
 from crs_backends.neural.sources import CheckpointSource, SourceError
@@ -243,30 +243,32 @@ def test_real_kbrd_takes_each_option_once_in_its_first_four_turns(kbrd_set, cata
 def test_fact_slots_are_filled_from_the_catalog(catalog):
     heat = catalog.match_name("Heat (1995)")
     alien = catalog.match_name("Alien (1979)")
-    text = facts.fill(
+    text = reply_facts.fill(
         "You might like <movie>: it is a <genre> film directed by <director>, with <actor>. Or <movie>, from <year>.",
         [heat, alien],
         [heat.name, alien.name],
     )
     assert text.startswith(f"You might like {heat.name}: it is a") and f"directed by {heat.directors[0]}" in text
     assert f"with {heat.cast[0]}" in text and f"{alien.name}, from {alien.year}." in text
-    assert not facts.contradictions(text, catalog) and not facts.stutters(text)
+    assert not reply_facts.contradictions(text, catalog) and not reply_facts.stutters(text)
 
 
 def test_missing_fact_values_drop_their_phrase(catalog):
     item = catalog.match_name("Heat (1995)")
     bare = type(item)(id="x", title="Nameless", year=None)
-    text = facts.fill("Try <movie>: it is a <genre> film directed by <director>, from <year>.", [bare], ["Nameless"])
+    text = reply_facts.fill(
+        "Try <movie>: it is a <genre> film directed by <director>, from <year>.", [bare], ["Nameless"]
+    )
     assert text == "Try Nameless: it is a film."
 
 
 def test_contradictions_and_stutters_are_found(catalog):
     heat = catalog.match_name("Heat (1995)")
     wrong = f"You might like {heat.name}: it is a comedy film directed by David Fincher, from 1972."
-    problems = facts.contradictions(wrong, catalog)
+    problems = reply_facts.contradictions(wrong, catalog)
     assert any("comedy" in p for p in problems) and any("Fincher" in p for p in problems)
     assert any("1972" in p for p in problems)
-    assert facts.stutters("You should watch The The Godfather") == ["The"]
+    assert reply_facts.stutters("You should watch The The Godfather") == ["The"]
 
 
 def test_the_simulator_attribute_mode_uses_the_models_own_choice(kg, catalog, tmp_path):
@@ -287,10 +289,10 @@ def test_the_simulator_attribute_mode_uses_the_models_own_choice(kg, catalog, tm
 def test_articles_agree_with_the_filled_genre(catalog):
     for name in ("Heat (1995)", "Alien (1979)", "Toy Story (1995)"):
         item = catalog.match_name(name)
-        word = facts.genre_word(item.genres[0])
+        word = reply_facts.genre_word(item.genres[0])
         article = "an" if word[0] in "aeiou" else "a"
         assert (
-            facts.fill("Try <movie>: it is a <genre> film.", [item], [item.name])
+            reply_facts.fill("Try <movie>: it is a <genre> film.", [item], [item.name])
             == f"Try {item.name}: it is {article} {word} film."
         )
 
@@ -298,34 +300,36 @@ def test_articles_agree_with_the_filled_genre(catalog):
 def test_the_phrase_decides_what_a_slot_states(catalog):
     """A small model may write the wrong slot token; 'directed by' still gets the director."""
     item = catalog.match_name("The Apartment (1960)") or catalog.match_name("Heat (1995)")
-    text = facts.fill("How about <movie>: it is a <movie> film directed by <actor>, with <genre>.", [item], [item.name])
-    word = facts.genre_word(item.genres[0])
+    text = reply_facts.fill(
+        "How about <movie>: it is a <movie> film directed by <actor>, with <genre>.", [item], [item.name]
+    )
+    word = reply_facts.genre_word(item.genres[0])
     assert f"directed by {item.directors[0]}, with {item.cast[0]}." in text and f" {word} film" in text
-    assert not facts.contradictions(text, catalog)
+    assert not reply_facts.contradictions(text, catalog)
     # "it is a <movie>." (seen from the small UniCRS: "it is a Batman (1989).") states the genre, names no film
     assert (
-        facts.fill("How about <movie>? It is a <movie>.", [item], [item.name])
+        reply_facts.fill("How about <movie>? It is a <movie>.", [item], [item.name])
         == f"How about {item.name}? It is {'an' if word[0] in 'aeiou' else 'a'} {word}."
     )
 
 
 def test_a_title_that_repeats_a_word_is_no_stutter_but_a_real_repeat_around_it_is():
     titles = ["La La Land (2016)", "It (2017)"]
-    assert facts.stutters("You should watch La La Land (2016): it is a comedy.", titles) == []
-    assert facts.stutters("Then how about It (2017)? It is a horror film.", titles) == []
-    assert facts.stutters("I couldn or that, that, try It (2017).", titles) == ["that"]
-    assert facts.stutters("You should watch La La Land (2016).") == ["La"]  # without the titles it would count
-    assert facts.stutters("It is a comedy film, from 1939, from you mentioned.") == []  # a year between them
+    assert reply_facts.stutters("You should watch La La Land (2016): it is a comedy.", titles) == []
+    assert reply_facts.stutters("Then how about It (2017)? It is a horror film.", titles) == []
+    assert reply_facts.stutters("I couldn or that, that, try It (2017).", titles) == ["that"]
+    assert reply_facts.stutters("You should watch La La Land (2016).") == ["La"]  # without the titles it would count
+    assert reply_facts.stutters("It is a comedy film, from 1939, from you mentioned.") == []  # a year between them
 
 
 def test_a_filled_value_ending_in_a_period_does_not_double_the_stop():
     from catalog.catalog import Item
 
     item = Item(id="x", title="Chaplin", year=1992, genres=("Drama",), directors=(), cast=("Robert Downey Jr.",))
-    assert facts.fill("You might like <movie>, with <actor>.", [item], ["Chaplin (1992)"]) == (
+    assert reply_facts.fill("You might like <movie>, with <actor>.", [item], ["Chaplin (1992)"]) == (
         "You might like Chaplin (1992), with Robert Downey Jr."
     )
-    assert facts.fill("Hmm... <movie>?", [item], ["Chaplin (1992)"]) == "Hmm... Chaplin (1992)?"
+    assert reply_facts.fill("Hmm... <movie>?", [item], ["Chaplin (1992)"]) == "Hmm... Chaplin (1992)?"
 
 
 def test_attribute_linker_finds_genres_by_their_wording_and_people_by_full_name():
@@ -367,23 +371,23 @@ def test_clauses_with_words_the_training_replies_never_used_are_dropped(catalog)
         "withs": "",
     }
     for garbled, shown in seen.items():
-        assert facts.unknown_words(garbled, lexicon)
-        assert facts.drop_unknown_clauses(garbled, lexicon) == shown
-        assert not facts.unknown_words(shown, lexicon)
+        assert reply_facts.unknown_words(garbled, lexicon)
+        assert reply_facts.drop_unknown_clauses(garbled, lexicon) == shown
+        assert not reply_facts.unknown_words(shown, lexicon)
     clean = "How about Mr. Smith Goes to Washington (1939)? It is a drama film, from 1939."
-    assert facts.drop_unknown_clauses(clean, lexicon) == clean  # periods inside a title split nothing away
+    assert reply_facts.drop_unknown_clauses(clean, lexicon) == clean  # periods inside a title split nothing away
 
 
 def test_a_clause_with_a_stray_letter_is_dropped_before_the_slots_are_filled():
     """Seen from the shipped small UniCRS: "I don't like Jim Carrey. Another one?" got "You're w the movie!" (a
     word ban cut "welcome" short). Titles and initials put every letter in the lexicon, so the lone letter is
     caught in the generated text itself, before a title such as "V for Vendetta" fills a slot."""
-    assert facts.drop_stray_letters("You're w the movie!") == ""
-    assert facts.drop_stray_letters("I'd suggest <movie>. It is a <genre> film. You're w the movie!") == (
+    assert reply_facts.drop_stray_letters("You're w the movie!") == ""
+    assert reply_facts.drop_stray_letters("I'd suggest <movie>. It is a <genre> film. You're w the movie!") == (
         "I'd suggest <movie>. It is a <genre> film."
     )
     kept = "I don't know, but <movie> is a good one. A classic, I think."
-    assert facts.drop_stray_letters(kept) == kept  # "a", "I" and "don't" are no stray letters
+    assert reply_facts.drop_stray_letters(kept) == kept  # "a", "I" and "don't" are no stray letters
 
 
 def test_a_slot_written_twice_back_to_back_is_filled_once(catalog):
@@ -392,15 +396,15 @@ def test_a_slot_written_twice_back_to_back_is_filled_once(catalog):
     from crs_backends.neural.synthetic import reply_lexicon
 
     seven = catalog.match_name("Seven (1995)")
-    shown = facts.small_reply(
+    shown = reply_facts.small_reply(
         "How about <movie>? It is a <genre> <genre>, with <actor><actor>!",
         [seven],
         [seven.name],
         [],
         reply_lexicon(catalog),
     )
-    assert shown == f"How about Seven (1995)? It is a {facts.genre_word(seven.genres[0])}, with {seven.cast[0]}!"
-    assert not facts.stutters(shown, [seven.name])
+    assert shown == f"How about Seven (1995)? It is a {reply_facts.genre_word(seven.genres[0])}, with {seven.cast[0]}!"
+    assert not reply_facts.stutters(shown, [seven.name])
 
 
 def test_a_small_versions_list_skips_titles_the_conversation_named(kg, catalog):
@@ -431,3 +435,27 @@ def test_published_replies_get_the_decode_clean_up_of_transformers_4_28():
     assert legacy_cleanup("I do n't know . I 'm sure you 've seen it") == "I don't know. I'm sure you've seen it"
     assert legacy_cleanup("the ' Heat ' movie") == "the'Heat'movie"  # 4.28's own quirk, reproduced
     assert legacy_cleanup("Fine.") == "Fine."
+
+
+def test_the_running_small_versions_read_their_reply_words_from_their_set(catalog, tmp_path):
+    """The shipped set holds the words its replies were trained on (reply_words.json, written by the builder); the
+    running system reads them there and never imports the training-data generator."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from crs_backends.neural.names import SHIPPED_SMALL_ROOT
+    from crs_backends.neural.reply_words import ReplyWords
+    from crs_backends.neural.synthetic import training_words
+
+    shipped = ReplyWords.read(SHIPPED_SMALL_ROOT)
+    assert shipped is not None and shipped == training_words(catalog)
+    code = (
+        "import sys; from catalog.catalog import get_catalog; from crs_backends.neural.system import "
+        "load_neural_system; [load_neural_system(s, get_catalog('bundled')) for s in ('kbrd', 'unicrs')]; "
+        "print('crs_backends.neural.synthetic' in sys.modules)"
+    )
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip().splitlines()[-1] == "False", done.stderr[-800:]
+    assert ReplyWords.read(tmp_path) is None  # a set without the file: the words are recomputed

@@ -109,7 +109,7 @@ def test_user_mentions_become_entities(dialogues):
 
 def test_system_turns_state_their_facts_as_slots(dialogues, catalog):
     """The spoken text names titles and true facts; the training target has a slot for each of them."""
-    from crs_backends.neural.facts import contradictions
+    from crs_backends.neural.reply_facts import contradictions
 
     turns = [t for d in dialogues[:400] for t in d.turns if t.role == "system" and t.items]
     assert turns and all(t.template for t in turns)

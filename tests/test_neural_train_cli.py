@@ -8,11 +8,12 @@ import re
 import pytest
 from click.testing import CliRunner
 
-from crs_backends.train import cli, load_train_data, resolve_data_dir
+from commands import cli
+from crs_backends.neural.train_command import load_train_data, resolve_data_dir
 
 
 def run(*args: str):
-    result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
+    result = CliRunner().invoke(cli, ["train", *args], catch_exceptions=False)  # crs-arena train …
     return result.exit_code, result.output
 
 
@@ -147,6 +148,7 @@ def test_small_builder_publishes_atomically_and_once(tmp_path, monkeypatch):
         "kbrd_rec_bundled",
         "kg_bundled",
         "manifest.json",
+        "reply_words.json",  # the words its replies were trained on, read by the running system
     ]
     assert not list(root.parent.glob(".small-v*"))  # no temp or old dirs left behind
     manifest = read_manifest(root)

@@ -5,7 +5,7 @@ import math
 import pytest
 from fake_openai import Error, Reply
 
-from evaluators.persuasiveness import parse_score, score_persuasiveness
+from evaluators.judge.persuasiveness import parse_score, score_persuasiveness
 from llm_clients.base import LLMClient
 from llm_clients.prompts import prompts_version
 from llm_clients.remote import OpenAICompatibleModel

@@ -7,11 +7,11 @@ from click.testing import CliRunner
 from fake_openai import Error, Reply
 
 from catalog.catalog import load_bundled
-from evaluators.cli import cli
-from evaluators.debate import DebateConfig
-from evaluators.factor_judge import JudgeConfig
+from commands import cli
 from evaluators.factors import FACTORS, PERSONA_FACTORS
-from evaluators.llm_scorer import LLMJudge, llm_judge
+from evaluators.judge.debate import DebateConfig
+from evaluators.judge.factor_judge import JudgeConfig
+from evaluators.judge.llm_scorer import LLMJudge, llm_judge
 from evaluators.pipeline import EvaluationSetup, evaluate_conversation
 from llm_clients.base import LLMClient
 from llm_clients.remote import OpenAICompatibleModel

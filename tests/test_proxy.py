@@ -7,9 +7,10 @@ import pytest
 
 from catalog.catalog import Catalog, load_bundled
 from catalog.items import Item
-from evaluators import metrics, proxy
+from evaluators import metrics
 from evaluators.factors import FACTORS
-from evaluators.proxy import LEXICAL, MINILM, PROXY_VERSION, load_embedder, proxy_scores
+from evaluators.proxy import features as proxy
+from evaluators.proxy.features import LEXICAL, MINILM, PROXY_VERSION, load_embedder, proxy_scores
 from storage.records import Conversation, ItemRef, Turn
 
 INCEPTION = ItemRef("inception-2010", "Inception (2010)")
@@ -267,7 +268,7 @@ def test_novelty_and_groundedness_use_the_conversations_dataset(shared_data):
     """ReDial conversations: novelty from ReDial's mention counts, titles checked against ReDial's catalog
     even when the catalog in use is the bundled one."""
     from catalog.catalog import get_catalog, load_bundled
-    from evaluators.proxy import proxy_scores
+    from evaluators.proxy.features import proxy_scores
     from storage.records import Conversation, Turn
 
     redial = get_catalog("redial")

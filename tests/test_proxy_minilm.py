@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from catalog.catalog import get_catalog
-from evaluators.proxy import MINILM, proxy_scores
-from evaluators.proxy_scorer import load_proxy_judge
+from evaluators.proxy.features import MINILM, proxy_scores
+from evaluators.proxy.scorer import load_proxy_judge
 from storage.records import Conversation, ItemRef, Turn
 
 

@@ -6,8 +6,8 @@ import pytest
 
 from catalog.catalog import get_catalog
 from evaluators.factors import FACTORS
-from evaluators.judge_input import escape_data, factor_messages, render_log, session_recommendations
-from evaluators.rubric import load_rubric
+from evaluators.judge.inputs import escape_data, factor_messages, render_log, session_recommendations
+from evaluators.judge.rubric import load_rubric
 from storage.records import Conversation, ItemRef, Turn
 
 GODFATHER = ItemRef("the-godfather-1972", "The Godfather (1972)")

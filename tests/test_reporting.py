@@ -5,10 +5,10 @@ import json
 
 import pytest
 
-from evaluators.debate import DebateConfig
-from evaluators.factor_judge import JudgeConfig
 from evaluators.factors import FACTORS, PERSONA_FACTORS
-from evaluators.llm_scorer import debate_summary, llm_judge
+from evaluators.judge.debate import DebateConfig
+from evaluators.judge.factor_judge import JudgeConfig
+from evaluators.judge.llm_scorer import debate_summary, llm_judge
 from evaluators.pipeline import EvaluationSetup
 from evaluators.reporting import (
     DEMO_NOTICE,

@@ -7,7 +7,7 @@ from pydantic import ValidationError
 
 from catalog.catalog import get_catalog
 from evaluators.factors import DIMENSION_OF, FACTORS
-from evaluators.rubric import features_for, load_rubric, rubric_from_dict, rubric_path
+from evaluators.judge.rubric import features_for, load_rubric, rubric_from_dict, rubric_path
 
 
 @pytest.fixture(scope="module")

@@ -14,11 +14,11 @@ from click.testing import CliRunner
 from fake_openai import Error, Reply
 from simulator_script import RoutedFake, fake_env
 
-from arena.leaderboard import compute_leaderboard
+from arena.board_compute import compute_leaderboard
 from catalog.catalog import get_catalog
+from commands import cli
 from crs_backends import registry
 from crs_backends.base import CRSSystem, SystemInfo
-from evaluators.cli import cli
 from evaluators.simulator import (
     Protocol,
     SimulatedUser,

@@ -3,7 +3,7 @@ import threading
 
 import pytest
 
-from storage.arena import (
+from storage.battle_votes import (
     DuplicateVote,
     battle_counts,
     get_battle,

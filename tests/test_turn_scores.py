@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from catalog.catalog import load_bundled
-from evaluators import calibration
-from evaluators.calibration import TrainingData, cross_validate
-from evaluators.proxy import TURN_FEATURES, TurnEvidence, proxy_scores
-from evaluators.proxy_scorer import FEATURES, load_calibration, load_proxy_judge
-from evaluators.turn_scores import AGGREGATES, DEGENERATE_CAP, aggregate
+from evaluators.proxy import calibration
+from evaluators.proxy.calibration import TrainingData, cross_validate
+from evaluators.proxy.features import TURN_FEATURES, TurnEvidence, proxy_scores
+from evaluators.proxy.scorer import FEATURES, load_calibration, load_proxy_judge
+from evaluators.proxy.turn_scores import AGGREGATES, DEGENERATE_CAP, aggregate
 from storage.records import Conversation, Turn
 
 REQUEST = "I'd like a funny comedy movie for tonight, something like Superbad."
@@ -114,8 +114,8 @@ def test_cross_validation_never_fits_the_turn_scorer_on_a_held_out_dialogue(monk
 
 
 def test_coherence_also_counts_a_reply_the_turn_scorer_reads_as_off_the_request():
-    from evaluators.proxy import LOW_RELEVANCE
-    from evaluators.turn_scores import TurnScore
+    from evaluators.proxy.features import LOW_RELEVANCE
+    from evaluators.proxy.turn_scores import TurnScore
 
     conversation = Conversation(
         system_id="x",

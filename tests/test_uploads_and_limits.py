@@ -10,7 +10,7 @@ import pytest
 from arena.crsarena_import import import_crsarena
 from catalog.catalog import get_catalog
 from evaluators.log_readers import LIMITS, LogFormatError, read_logs
-from evaluators.proxy_scorer import load_proxy_judge
+from evaluators.proxy.scorer import load_proxy_judge
 from storage.conversations import get_conversation, save_conversation
 from storage.db import DatabasePathError, default_db_path, get_db
 from storage.records import Conversation, Turn
@@ -109,7 +109,7 @@ def test_safe_markdown_shows_markup_as_written_and_runs_nothing():
 
 
 def test_importing_crsarena_dial_scores_every_conversation_with_the_proxy(db_path, shared_data):
-    from arena.board import read_board
+    from arena.board_cache import read_board
 
     db = get_db(db_path)
     report = import_crsarena(db, shared_data / "crsarena", catalog=get_catalog("redial"), score=True)

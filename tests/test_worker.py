@@ -81,7 +81,7 @@ def test_a_second_worker_on_a_taken_port_is_told_so():
         with pytest.raises(WorkerError, match=f"port {port} .* already in use"):
             WorkerServer(registry.get_system("retrieval"), "retrieval", port=port)
         done = subprocess.run(
-            [sys.executable, "-m", "crs_backends", "serve", "retrieval", "--port", str(port)],
+            [sys.executable, str(ROOT / "commands.py"), "serve", "retrieval", "--port", str(port)],  # crs-arena serve
             cwd=ROOT,
             capture_output=True,
             text=True,

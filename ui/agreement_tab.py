@@ -1,7 +1,7 @@
 """The Judge vs people tab: how far each judge setup agrees with the people who rated and voted.
 
 It renders :func:`arena.judge_agreement.judge_agreement` (a table with intervals and ``n``, and a scatter for one
-setup) and computes nothing itself.
+setup) and computes nothing itself (CRSArena-Eval's labels are imported in the Research data tab).
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ import gradio as gr
 import pandas as pd
 
 from arena.judge_agreement import COLUMNS, MIN_BATTLES, MIN_DIALOGUES, TIE_MARGIN, judge_agreement, scatter
-from ui.leaderboard_tab import import_message
 from ui.services import Services
 
 EXPLANATION = (
@@ -43,15 +42,6 @@ def build(services: Services):
         elem_id="agreement-table",
     )
     figure = gr.Plot(label="Judge vs people", elem_id="agreement-scatter")
-    with gr.Accordion("Import CRSArena-Eval labels", open=False):
-        gr.Markdown(
-            "Adds the labelled CRSArena-Eval dialogues from `<data dir>/crsarena/crs_arena_eval_dev.json` (the data "
-            "dir is `CRS_DATA_DIR`, else `../shared/data`) with their people's labels, scored with the proxy; the "
-            "panel shows them as *imported*. CRSArena-Dial's votes come with the Leaderboard tab's import. Importing "
-            "again adds nothing."
-        )
-        import_button = gr.Button("Import CRSArena-Eval labels")
-        import_status = gr.Markdown("", elem_id="agreement-import-status")
 
     def on_refresh(chosen):
         """The panel as of now, and the scatter of the chosen setup (the first when none is chosen)."""
@@ -66,14 +56,6 @@ def build(services: Services):
         api_name="judge_vs_people",
         concurrency_limit=2,
     )
-
-    import_button.click(
-        lambda: import_message(services.import_crsarena_eval),
-        outputs=[import_status],
-        api_name="import_crsarena_eval",
-        concurrency_id="judge_bulk",
-        concurrency_limit=1,
-    ).then(on_refresh, inputs=[setup], outputs=outputs, api_visibility="private")
 
     def refresh_after(event) -> None:
         event(on_refresh, inputs=[setup], outputs=outputs, api_visibility="private", concurrency_limit=2)

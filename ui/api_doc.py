@@ -46,7 +46,7 @@ def api_info() -> dict[str, Any]:
     database (an operator's systems file or a filled board would add choices that are not the API's)."""
     if os.environ.get("CRS_SYSTEMS_FILE"):
         raise SystemExit("unset CRS_SYSTEMS_FILE: the API is documented with the built-in systems")
-    from ui.app import build_app
+    from ui.blocks import build_app
     from ui.services import Services
 
     with tempfile.TemporaryDirectory() as folder:

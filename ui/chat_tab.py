@@ -17,8 +17,8 @@ import pandas as pd
 from arena.human_ratings import QUESTIONS, SCALE, SENTIMENTS, RatingRefused, end_with_sentiment, rate_conversation
 from crs_backends.registry import SystemUnavailable, catalog_for_chat, default_system_id, system_line
 from crs_backends.session import ChatSession, EmptyMessage, prepare_user_message
-from evaluators.factor_judge import MODES
 from evaluators.factors import FACTORS
+from evaluators.judge.factor_judge import MODES
 from evaluators.log_readers import LIMITS
 from evaluators.reporting import (
     FACTOR_COLUMNS,

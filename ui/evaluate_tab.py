@@ -20,7 +20,7 @@ from typing import Any
 import gradio as gr
 
 from catalog.catalog import get_catalog
-from evaluators.factor_judge import MODES
+from evaluators.judge.factor_judge import MODES
 from evaluators.log_readers import FORMATS, LIMITS, LogFormatError, read_logs
 from evaluators.reporting import (
     RESULT_COLUMNS,

@@ -1,20 +1,15 @@
 """The Leaderboard tab: human-vote ratings beside the automatic scores, per system.
 
-The tab renders :class:`arena.board_view.BoardView` (rows, scorer choice, provisional marks, summary)
-and imports CRSArena-Dial through :meth:`ui.services.Services.import_crsarena`, the same import as
-``python -m arena import-crsarena``; it computes nothing itself.
+The tab renders :class:`arena.board_view.BoardView` (rows, scorer choice, provisional marks, summary); it only
+reads the board and computes nothing itself (CRSArena-Dial is imported in the Research data tab).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import gradio as gr
 
+from arena.board_compute import PROVISIONAL_BATTLES
 from arena.board_view import DATASET_CHOICES
-from arena.crsarena_import import ImportRefused, ImportReport, LabelImportReport
-from arena.leaderboard import PROVISIONAL_BATTLES
-from ui.render import safe_text
 from ui.services import Services
 
 ALL = "All"
@@ -64,22 +59,10 @@ def build(services: Services):
         show_search="search",
     )
     heatmap = gr.Plot(label="Pairwise win rates")
-    with gr.Accordion("Import CRSArena-Dial", open=False):
-        gr.Markdown(
-            "Adds the 474 CRSArena-Dial conversations and 185 vote rows (CRS Arena, WSDM 2025) from "
-            "`<data dir>/crsarena` (the data dir is `CRS_DATA_DIR`, else `../shared/data`), with titles "
-            "matched to the ReDial catalog (`<data dir>/redial`). Importing again adds nothing."
-        )
-        import_button = gr.Button("Import CRSArena-Dial")
-        import_status = gr.Markdown("", elem_id="leaderboard-import-status")
 
     def on_refresh(domain_choice, dataset_choice, scorer_choice):
         """The leaderboard for the chosen filters, as of the latest vote and evaluation (reading writes nothing)."""
         return show_board(services, domain_choice, dataset_choice, scorer_choice)
-
-    def on_import():
-        """Import CRSArena-Dial when its files and catalog are present; say clearly when they are not."""
-        return import_crsarena(services)
 
     outputs = [table, heatmap, status, domain, scorer]
     gr.on(triggers=None, fn=lambda: on_refresh(ALL, ALL, None), outputs=outputs, api_visibility="private")
@@ -91,9 +74,6 @@ def build(services: Services):
         api_name="leaderboard",
         concurrency_limit=4,
     )
-    import_button.click(
-        on_import, outputs=[import_status], api_name="import_crsarena", concurrency_id="judge_bulk", concurrency_limit=1
-    ).then(on_refresh, inputs=[domain, dataset, scorer], outputs=outputs, api_visibility="private")
 
     def refresh_after(event) -> None:
         """Show the current board after ``event`` (opening the tab, a vote)."""
@@ -118,17 +98,3 @@ def show_board(services: Services, domain_choice: str | None, dataset_choice: st
         gr.Dropdown(choices=[ALL, *view.domains]),
         gr.Dropdown(choices=view.scorers, value=view.scorer),
     )
-
-
-def import_crsarena(services: Services) -> str:
-    """Import CRSArena-Dial; the report, or why nothing was imported and what to set."""
-    return import_message(services.import_crsarena)
-
-
-def import_message(run: Callable[[], ImportReport | LabelImportReport]) -> str:
-    """Run one of the CRSArena imports: its report, or why nothing was imported and what to set."""
-    try:
-        report = run()
-    except ImportRefused as e:
-        return safe_text(str(e))
-    return f"Imported: {safe_text(report.summary())}."

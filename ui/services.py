@@ -1,8 +1,10 @@
 """What the tabs need from the rest of the product, gathered in one object.
 
 Built once by ``app.py`` and passed to every tab; tabs call these methods (and the service
-functions of ``arena`` and ``evaluators``) and hold no logic of their own. Nothing in ``ui``
-opens the database itself: :meth:`Services.db` is the connection the tabs hand to ``arena``.
+functions of ``arena`` and ``evaluators``) and hold no logic of their own. Nothing else in ``ui``
+opens the database: :meth:`Services.db` is the connection the tabs hand to ``arena``. At start
+:meth:`Services.from_env` opens (creates and migrates) it, so a bad path fails loudly, and marks
+evaluations a crash left ``running`` as ``interrupted``.
 """
 
 from __future__ import annotations
@@ -16,14 +18,14 @@ from sqlite_utils import Database
 
 from arena.board_view import BoardView, board_view
 from arena.crsarena_import import DEFAULT_CATALOG, ImportReport, LabelImportReport, import_dial, import_eval_labels
-from arena.database import DatabaseFacts, database, database_path, describe, open_at_start
 from crs_backends import health
 from crs_backends.base import CRSSystem, SystemInfo
 from crs_backends.registry import catalog_for_chat, get_system, ready_system_ids, system_ids, system_info
 from llm_clients.config import RoleConfig, all_role_configs
 from llm_clients.registry import model_for
 from storage.conversations import get_conversation
-from storage.evaluations import latest_turn_scores
+from storage.db import DatabaseFacts, default_db_path, describe, get_db
+from storage.evaluations import latest_turn_scores, mark_interrupted
 from storage.records import Conversation
 from storage.text import clean_text
 
@@ -34,7 +36,7 @@ __all__ = ["Services", "clean_text"]  # clean_text: what every tab applies to te
 class Services:
     db_path: Path
     env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
-    refresher: Any = None  # arena.board.Refresher once the app runs
+    refresher: Any = None  # arena.board_cache.Refresher once the app runs
     interrupted: int = 0  # evaluations found cut off (status running) at start, now 'interrupted'
     notices: list[str] = field(default_factory=list)  # what the start-up checks decided (shown on every page)
     scoring: Any = None  # evaluators.background.BackgroundScorer once the app runs (scores every conversation)
@@ -43,12 +45,12 @@ class Services:
     def from_env(cls) -> Services:
         """Open (create and migrate) the database at start, so a bad path fails loudly, and mark
         evaluations a crash left ``running`` as ``interrupted``."""
-        path = database_path()
-        return cls(db_path=path, interrupted=open_at_start(path))
+        path = default_db_path()  # raises DatabasePathError for a mistyped CRS_ARENA_DB
+        return cls(db_path=path, interrupted=mark_interrupted(get_db(path)))
 
     def db(self) -> Database:
         """The calling thread's connection to the app's database."""
-        return database(self.db_path)
+        return get_db(self.db_path)
 
     def conversation(self, conversation_id: str) -> Conversation | None:
         """A stored conversation with its turns, or None when there is none with that id."""

@@ -18,6 +18,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+import click
+
 from crs_backends.download import DownloadError, download, extract_tar, sha256_of
 from crs_backends.neural import datasets as dataset_files
 from crs_backends.neural.datasets import REQUIRED_FILES, check_name, fetch_dataset, find_dataset_dir
@@ -195,92 +197,93 @@ def _set_without_files(system: str, dataset: str) -> bool:
 # command line
 
 
-def main(argv: list[str] | None = None) -> int:
-    import click
+@click.group(
+    help="Checkpoints of KBRD, BARCOR and UniCRS: fetch the published ones, build the small local "
+    "versions, show what each system would run."
+)
+def cli() -> None:
+    logging.basicConfig(level=os.environ.get("LOG_LEVEL", "WARNING"))
 
-    @click.group(
-        help="Checkpoints of KBRD, BARCOR and UniCRS: fetch the published ones, build the small local "
-        "versions, show what each system would run."
-    )
-    def cli() -> None:
-        logging.basicConfig(level=os.environ.get("LOG_LEVEL", "WARNING"))
 
-    @cli.command(
-        help=f"Download the CRS Arena checkpoint archive (default {DEFAULT_URL}, or CRS_MODELS_URL) into "
-        "the cache, or a Hugging Face Hub repository with --hub, then the dataset files (iEvaLM "
-        "knowledge graph, item metadata) its checkpoints need. --datasets alone fetches only those files."
-    )
-    @click.option("--url", default=None, help="archive URL (default: CRS_MODELS_URL or the CRS Arena archive)")
-    @click.option("--sha256", default=None, help="expected SHA-256 of the archive (default: CRS_MODELS_SHA256)")
-    @click.option(
-        "--hub", "hub", default=None, help="a Hugging Face Hub repository (owner/name) instead of the archive"
-    )
-    @click.option("--revision", default=None, help="Hub revision (with --hub)")
-    @click.option("--keep-archive", is_flag=True, help="keep the downloaded .tar.gz beside the extracted set")
-    @click.option(
-        "--datasets",
-        "dataset_list",
-        default=None,
-        help="comma-separated datasets whose files to fetch (redial, opendialkg); without --url/--hub, "
-        "only these files are fetched, not the checkpoints",
-    )
-    @click.option(
-        "--data-url",
-        default=None,
-        help="base URL of the dataset files (default: CRS_DATA_BASE_URL or the "
-        "pinned RUCAIBox/iEvaLM-CRS commit); a file is <base>/<dataset>/<file>",
-    )
-    def fetch(url, sha256, hub, revision, keep_archive, dataset_list, data_url) -> None:
+@cli.command(
+    help=f"Download the CRS Arena checkpoint archive (default {DEFAULT_URL}, or CRS_MODELS_URL) into "
+    "the cache, or a Hugging Face Hub repository with --hub, then the dataset files (iEvaLM "
+    "knowledge graph, item metadata) its checkpoints need. --datasets alone fetches only those files."
+)
+@click.option("--url", default=None, help="archive URL (default: CRS_MODELS_URL or the CRS Arena archive)")
+@click.option("--sha256", default=None, help="expected SHA-256 of the archive (default: CRS_MODELS_SHA256)")
+@click.option("--hub", "hub", default=None, help="a Hugging Face Hub repository (owner/name) instead of the archive")
+@click.option("--revision", default=None, help="Hub revision (with --hub)")
+@click.option("--keep-archive", is_flag=True, help="keep the downloaded .tar.gz beside the extracted set")
+@click.option(
+    "--datasets",
+    "dataset_list",
+    default=None,
+    help="comma-separated datasets whose files to fetch (redial, opendialkg); without --url/--hub, "
+    "only these files are fetched, not the checkpoints",
+)
+@click.option(
+    "--data-url",
+    default=None,
+    help="base URL of the dataset files (default: CRS_DATA_BASE_URL or the "
+    "pinned RUCAIBox/iEvaLM-CRS commit); a file is <base>/<dataset>/<file>",
+)
+def fetch(url, sha256, hub, revision, keep_archive, dataset_list, data_url) -> None:
+    try:
+        wanted = [d.strip() for d in (dataset_list or "").split(",") if d.strip()]
+        for d in wanted:
+            dataset_files.check_name(d)
+            dataset_files.known_files(d)  # an unknown dataset fails before any download
+        root = None
+        if hub:
+            root = fetch_hub(hub, revision=revision)
+        elif url or not wanted:
+            root = fetch_archive(url, sha256=sha256, keep_archive=keep_archive)
+        if root is not None:
+            click.echo(f"checkpoints ready in {root}")
+            for system in SYSTEMS:
+                sets = datasets_in(root, system)
+                click.echo(f"  {LABELS[system]}: {', '.join(sets) if sets else 'none'}")
+            if not wanted:  # the datasets the set needs and finds nowhere yet
+                wanted = needed_datasets(root)
+        for d in wanted:
+            folder = fetch_dataset(d, url=data_url)
+            click.echo(f"dataset files of {d} ready in {folder}")
+    except SourceError as e:
+        raise click.ClickException(str(e)) from None
+
+
+@cli.command("build-small", help="Build (train) the small local versions of the three systems if they are absent.")
+def build_small_command() -> None:
+    try:
+        from crs_backends.neural.small import SmallBuildError, ensure_small_models
+    except ImportError as e:
+        raise click.ClickException(
+            f"the small local versions cannot be built here ({e}); install requirements.txt"
+        ) from None
+    try:
+        ensure_small_models()  # the builder draws its own progress bars
+    except SmallBuildError as e:
+        raise click.ClickException(str(e)) from None
+    for system in SYSTEMS:
+        found = small_source(system)
+        click.echo(f"{LABELS[system]}: {found.variant + ' in ' + str(found.root) if found else 'not built'}")
+
+
+@cli.command(help="Show which checkpoint set each system runs from, and where each dataset's files come from.")
+def status() -> None:
+    for system in SYSTEMS:
         try:
-            wanted = [d.strip() for d in (dataset_list or "").split(",") if d.strip()]
-            for d in wanted:
-                dataset_files.check_name(d)
-                dataset_files.known_files(d)  # an unknown dataset fails before any download
-            root = None
-            if hub:
-                root = fetch_hub(hub, revision=revision)
-            elif url or not wanted:
-                root = fetch_archive(url, sha256=sha256, keep_archive=keep_archive)
-            if root is not None:
-                click.echo(f"checkpoints ready in {root}")
-                for system in SYSTEMS:
-                    sets = datasets_in(root, system)
-                    click.echo(f"  {LABELS[system]}: {', '.join(sets) if sets else 'none'}")
-                if not wanted:  # the datasets the set needs and finds nowhere yet
-                    wanted = needed_datasets(root)
-            for d in wanted:
-                folder = fetch_dataset(d, url=data_url)
-                click.echo(f"dataset files of {d} ready in {folder}")
+            found = resolve(system)
+            click.echo(f"{LABELS[system]}: {found.variant} — {found.root} (KG {found.kg_dir})")
         except SourceError as e:
-            raise click.ClickException(str(e)) from None
+            click.echo(str(e))
+    for dataset in dataset_files.DATASET_FILES:
+        click.echo(dataset_files.describe(dataset))
 
-    @cli.command("build-small", help="Build (train) the small local versions of the three systems if they are absent.")
-    def build_small_command() -> None:
-        try:
-            from crs_backends.neural.small import SmallBuildError, ensure_small_models
-        except ImportError as e:
-            raise click.ClickException(
-                f"the small local versions cannot be built here ({e}); install requirements.txt"
-            ) from None
-        try:
-            ensure_small_models()  # the builder draws its own progress bars
-        except SmallBuildError as e:
-            raise click.ClickException(str(e)) from None
-        for system in SYSTEMS:
-            found = small_source(system)
-            click.echo(f"{LABELS[system]}: {found.variant + ' in ' + str(found.root) if found else 'not built'}")
 
-    @cli.command(help="Show which checkpoint set each system runs from, and where each dataset's files come from.")
-    def status() -> None:
-        for system in SYSTEMS:
-            try:
-                found = resolve(system)
-                click.echo(f"{LABELS[system]}: {found.variant} — {found.root} (KG {found.kg_dir})")
-            except SourceError as e:
-                click.echo(str(e))
-        for dataset in dataset_files.DATASET_FILES:
-            click.echo(dataset_files.describe(dataset))
-
+def main(argv: list[str] | None = None) -> int:
+    """``python -m crs_backends.neural.sources …`` (also ``crs-arena checkpoints …``); returns the exit code."""
     try:
         cli.main(args=argv, prog_name="python -m crs_backends.neural.sources", standalone_mode=False)
     except click.ClickException as e:

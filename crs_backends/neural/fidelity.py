@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from catalog.catalog import Catalog
 from catalog.ievalm_records import Record
-from crs_backends.neural import facts
+from crs_backends.neural import reply_facts
 from crs_backends.neural.engine import ConvInput, NeuralModel
 from crs_backends.neural.synthetic import reply_lexicon
 
@@ -79,7 +79,7 @@ def recall_of_ranking(
     ks: Sequence[int] = (1, 10, 50),
 ) -> dict[int, float]:
     """Recall@k of a ranking that needs no model (one fixed list, or one per record), counted as
-    :func:`crs_backends.train.recall_at_k`."""
+    :func:`crs_backends.neural.train_command.recall_at_k`."""
     items = frozenset(model.kg.item_ids)
     hits: Counter[int] = Counter()
     samples = 0
@@ -109,7 +109,7 @@ def shown_reply(model: NeuralModel, inp: ConvInput, catalog: Catalog, item_of, r
     ranked = model.recommend(inp, k=10) if ranked is None else ranked
     names = [model.kg.entity_name(int(e)) for e, _ in ranked]
     items = [item_of(int(e)) for e, _ in ranked]
-    return facts.small_reply(model.reply_text(inp), items, names, inp.entities, reply_lexicon(catalog))
+    return reply_facts.small_reply(model.reply_text(inp), items, names, inp.entities, reply_lexicon(catalog))
 
 
 def check_replies(
@@ -127,11 +127,11 @@ def check_replies(
     for n, inp in enumerate(inputs):
         text = shown_reply(model, inp, catalog, item_of, rankings[n] if rankings is not None else None)
         out.replies += 1
-        out.stutters += [f"{w!r} in {text!r}" for w in facts.stutters(text, titles)]
-        out.contradictions += [f"{p} in {text!r}" for p in facts.contradictions(text, catalog)]
+        out.stutters += [f"{w!r} in {text!r}" for w in reply_facts.stutters(text, titles)]
+        out.contradictions += [f"{p} in {text!r}" for p in reply_facts.contradictions(text, catalog)]
         if _EMPTY_SLOT.search(text) or not text.strip():
             out.empty_slots.append(text)
-        out.unknown_words += [f"{w!r} in {text!r}" for w in facts.unknown_words(text, lexicon)]
+        out.unknown_words += [f"{w!r} in {text!r}" for w in reply_facts.unknown_words(text, lexicon)]
         if len(out.samples) < keep:
             out.samples.append(text)
     return out
@@ -147,7 +147,7 @@ def genre_following(model: NeuralModel, catalog: Catalog, item_of, k: int = 10) 
     for genre in sorted({g for item in catalog.items for g in item.genres}):
         if not model.kg.ids_of([genre]):
             continue
-        inp = ConvInput([f"Any good {facts.genre_word(genre)} films?"], [genre])
+        inp = ConvInput([f"Any good {reply_facts.genre_word(genre)} films?"], [genre])
         ranked = [item_of(e) for e, _ in model.recommend(inp, k=k)]
         out[genre] = sum(item is not None and genre in item.genres for item in ranked) / k
     return out

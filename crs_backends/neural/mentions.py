@@ -7,7 +7,7 @@ and a short name such as "Sci-Fi" at most 60. The small local versions were trai
 entities are annotated (titles, genres, directors, actors), so their rankings only follow a conversation whose
 entities are found; they link titles with the chat catalog's mention finder and genres and people here:
 a genre by the ways users name it (:func:`genre_phrases`: the wording the small versions were trained on,
-:data:`crs_backends.neural.synthetic.GENRE_NOUNS`, in the plural and the singular), a person by full name, whole
+:data:`crs_backends.neural.reply_facts.GENRE_NOUNS`, in the plural and the singular), a person by full name, whole
 words, case-insensitive.
 """
 
@@ -16,9 +16,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
-from crs_backends.constrained import GENRE_WORDS
-from crs_backends.neural.facts import GENRE_ADJECTIVE
-from crs_backends.neural.synthetic import GENRE_NOUNS
+from crs_backends.chatcrs_embedded import GENRE_WORDS
+from crs_backends.neural.reply_facts import GENRE_ADJECTIVE, GENRE_NOUNS
 
 MIN_PERSON_LENGTH = 6  # "Al Pacino" yes; very short multi-word names match too much ordinary text
 

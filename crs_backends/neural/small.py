@@ -189,7 +189,7 @@ def build(
     from crs_backends.neural.kg_reader import kg_from_catalog
     from crs_backends.neural.names import model_class, model_module
     from crs_backends.neural.synthetic import describe, record_texts, synthetic_records
-    from crs_backends.train import TqdmProgress
+    from crs_backends.neural.train_command import TqdmProgress
 
     if THREADS:
         torch.set_num_threads(THREADS)
@@ -279,6 +279,10 @@ def build(
         loss_text = ", ".join(f"{p} {d['first']:.2f}->{d['last']:.2f}" for p, d in losses[system].items())
         log(f"  {system}: {seconds[system]:.0f} s, {result.steps} steps ({loss_text}); reply: {reply[:70]!r}")
     shutil.rmtree(root / ".train", ignore_errors=True)  # trainer state: not needed once published
+    # the words and word pairs the replies were trained on: the running system reads them from the set
+    from crs_backends.neural.reply_words import ReplyWords
+
+    ReplyWords.of(r.resp for r in records).write(root)
     seconds["total"] = round(time.monotonic() - t_start, 1)
     figures: dict[str, dict] = {}
     if measure:
@@ -340,7 +344,7 @@ def train_on_dataset(
     :func:`dataset_models_dir`), skipping those already there unless ``retrain``; resumable.
     Returns (models, the TrainData). ``progress_for(system)``: a progress callback for one system's training."""
     from crs_backends.neural.engine import TrainConfig
-    from crs_backends.train import has_published_layout, load_train_data, train_system
+    from crs_backends.neural.train_command import has_published_layout, load_train_data, train_system
 
     data = load_train_data(str(data_dir), dialogues=DATASET_DIALOGUES, seed=SEED)
     models = Path(models) if models is not None else dataset_models_dir(data.dataset)
@@ -369,11 +373,11 @@ def info() -> dict:
     return {"built": True, "shipped": root == names.SHIPPED_SMALL_ROOT, "dir": str(root), **read_manifest(root)}
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, prog: str = "python -m crs_backends.neural.small") -> int:
     import argparse
 
     parser = argparse.ArgumentParser(
-        prog="python -m crs_backends.neural.small",
+        prog=prog,
         description="The small local versions of KBRD, BARCOR, UniCRS: describe the set that runs, or train one.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
@@ -410,6 +414,25 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print(f"small local versions: {root}")
     return 0
+
+
+def command():
+    """``crs-arena small …``: this module's command line (argparse) under the one command line; every argument,
+    ``--help`` included, goes to :func:`main`."""
+    import click
+
+    @click.command(
+        "small",
+        context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+        add_help_option=False,
+        help="The small local versions of KBRD, BARCOR and UniCRS: info, ensure or build a set "
+        "(`crs-arena small --help` for the options).",
+    )
+    @click.argument("args", nargs=-1, type=click.UNPROCESSED)
+    def small(args) -> None:
+        raise SystemExit(main(list(args), prog="crs-arena small"))
+
+    return small
 
 
 def _build_command(out: Path, *, quick: bool, measure: bool, quiet: bool) -> int:

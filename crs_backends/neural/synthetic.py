@@ -31,37 +31,15 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from catalog.ievalm_records import Record
-from crs_backends.neural.engine import MOVIE_SLOT, reply_items
-from crs_backends.neural.facts import GENRE_ADJECTIVE, genre_word
+from crs_backends.neural.engine import MOVIE_SLOT
+from crs_backends.neural.reply_facts import GENRE_ADJECTIVE, GENRE_NOUNS, genre_word
+from crs_backends.neural.reply_words import ReplyWords
 
 KINDS = ("genre", "director", "actor", "decade", "similar")
 N_DIALOGUES = 2000
 
 # ---------------------------------------------------------------- wording
-# genre entity -> ways a user names it; with the adjective of "a ___ film" (facts.GENRE_ADJECTIVE, the one list)
-GENRE_NOUNS: dict[str, tuple[str, ...]] = {
-    "Action": ("action movies", "action", "action films", "action flicks"),
-    "Adventure": ("adventure movies", "adventures", "adventure films"),
-    "Animation": ("animated movies", "animation", "cartoons", "animated films"),
-    "Biography": ("biopics", "biographies", "movies based on real people"),
-    "Comedy": ("comedies", "comedy", "funny movies", "comedy films"),
-    "Crime": ("crime movies", "crime films", "gangster movies", "crime"),
-    "Documentary": ("documentaries", "documentary films"),
-    "Drama": ("dramas", "drama", "serious movies", "drama films"),
-    "Family": ("family movies", "movies for kids", "family films"),
-    "Fantasy": ("fantasy", "fantasy movies", "fantasy films"),
-    "History": ("history movies", "historical films", "period pieces"),
-    "Horror": ("horror movies", "horror", "scary movies", "horror films"),
-    "Music": ("movies about music", "music films"),
-    "Musical": ("musicals", "musical films"),
-    "Mystery": ("mysteries", "mystery movies", "whodunits"),
-    "Romance": ("romantic movies", "romance", "rom coms", "love stories"),
-    "Sci-Fi": ("sci-fi", "science fiction", "sci fi movies", "scifi"),
-    "Sport": ("sports movies", "movies about sports"),
-    "Thriller": ("thrillers", "suspense movies", "tense thrillers"),
-    "War": ("war movies", "war films", "movies about war"),
-    "Western": ("westerns", "cowboy movies", "western films"),
-}
+# genre entity -> (the adjective of "a ___ film", ways a user names it): reply_facts.GENRE_ADJECTIVE and GENRE_NOUNS
 GENRE_WORDS: dict[str, tuple[str, tuple[str, ...]]] = {
     g: (GENRE_ADJECTIVE[g], nouns) for g, nouns in GENRE_NOUNS.items()
 }
@@ -279,24 +257,29 @@ def training_replies(catalog) -> tuple[str, ...]:
 _REPLIES: dict[tuple[str, int], tuple[str, ...]] = {}
 
 
+def training_words(catalog) -> ReplyWords:
+    """The words and word pairs of :func:`training_replies` (what the builder writes into a small set, see
+    :mod:`crs_backends.neural.reply_words`), computed once per catalog."""
+    key = (catalog.name, len(catalog.items))
+    cached = _WORDS.get(key)
+    if cached is None:
+        cached = _WORDS[key] = ReplyWords.of(training_replies(catalog))
+    return cached
+
+
+_WORDS: dict[tuple[str, int], ReplyWords] = {}
+
+
 def reply_lexicon(catalog) -> frozenset[str]:
     """Every word a small version's training replies use over ``catalog`` (the system side of the shipped
     recipe's dialogues, :data:`N_DIALOGUES` at seed 0, with every slot value: the catalog's titles, people,
-    genres), lower case. A reply word outside it is one the model made up."""
-    from crs_backends.neural.facts import words
-
+    genres), lower case. A reply word outside it is one the model made up. (The running system reads the
+    training replies' words from its set instead: :class:`~crs_backends.neural.reply_words.ReplyWords`.)"""
     key = (catalog.name, len(catalog.items))
     cached = _LEXICONS.get(key)
-    if cached is not None:
-        return cached
-    lexicon: set[str] = set()
-    for resp in training_replies(catalog):
-        lexicon.update(words(resp))
-    for item in catalog.items:
-        lexicon.update(words(" ".join([item.name, *item.genres, *item.directors, *item.cast, *item.writers])))
-        lexicon.update(words(" ".join(genre_word(g) for g in item.genres)))
-    _LEXICONS[key] = frozenset(lexicon)
-    return _LEXICONS[key]
+    if cached is None:
+        cached = _LEXICONS[key] = training_words(catalog).lexicon(catalog)
+    return cached
 
 
 _LEXICONS: dict[tuple[str, int], frozenset[str]] = {}
@@ -305,21 +288,7 @@ _LEXICONS: dict[tuple[str, int], frozenset[str]] = {}
 def reply_pairs(catalog) -> dict[str, frozenset[str]]:
     """Word -> what follows it in the training replies (a word, a slot such as ``<movie>``, or a punctuation mark;
     the shipped recipe's dialogues, as :func:`reply_lexicon`), lower case."""
-    key = (catalog.name, len(catalog.items))
-    cached = _PAIRS.get(key)
-    if cached is not None:
-        return cached
-    follows: dict[str, set[str]] = defaultdict(set)
-    for resp in training_replies(catalog):
-        items = reply_items(resp)
-        for a, b in zip(items, items[1:]):
-            if a[0].isalpha() or a.startswith("<"):  # what follows a word: a word, a slot or a punctuation mark
-                follows[a].add(b)
-    _PAIRS[key] = {a: frozenset(b) for a, b in follows.items()}
-    return _PAIRS[key]
-
-
-_PAIRS: dict[tuple[str, int], dict[str, frozenset[str]]] = {}
+    return training_words(catalog).pairs
 
 
 def write_synthetic(path: str | os.PathLike, records: Iterable[Record]) -> Path:
@@ -452,7 +421,7 @@ class _Generator:
         """Why item ``n`` fits: the text, the same text with each fact as a slot, and the entities it mentions.
 
         Facts are one genre, a director, an actor and a year; the slots are filled from the catalog at answer
-        time (:mod:`crs_backends.neural.facts`), preferring the value the user asked for, as here."""
+        time (:mod:`crs_backends.neural.reply_facts`), preferring the value the user asked for, as here."""
         item = self.items[n]
         ents: list[str] = []
         bits: list[tuple[str, str]] = []

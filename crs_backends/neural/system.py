@@ -18,7 +18,7 @@ Three reply policies (:mod:`crs_backends.neural.policy`):
   turn, and the reply's movie slots filled by those items with no empty slot left (:func:`repair_text`).
 
 The small local versions emit fact slots as well as movie slots; both policies fill them from the catalog
-(:mod:`crs_backends.neural.facts`), so what their replies say about a title is true. Every turn records the
+(:mod:`crs_backends.neural.reply_facts`), so what their replies say about a title is true. Every turn records the
 policy that answered (``metadata["policy"]``).
 """
 
@@ -39,14 +39,14 @@ from catalog.catalog import Catalog, get_catalog
 from catalog.items import Item
 from crs_backends import preferences
 from crs_backends.base import DEFAULT_LIST_SIZE, CRSSystem, SystemInfo
-from crs_backends.neural import facts, policy
+from crs_backends.neural import policy, reply_facts
 from crs_backends.neural.engine import MOVIE_SLOT, TOP_K, ConvInput, NeuralModel
 from crs_backends.neural.kg_reader import KGData, load_kg
 from crs_backends.neural.mentions import AttributeLinker
 from crs_backends.neural.names import LABELS, SourceError, model_class
 from crs_backends.neural.policy import EXACT, check_policy, default_policy
+from crs_backends.neural.reply_words import FILE, ReplyWords
 from crs_backends.neural.sources import CheckpointSource, resolve
-from crs_backends.neural.synthetic import reply_lexicon, reply_pairs
 from storage.records import Conversation, ItemRef, Turn
 
 log = logging.getLogger(__name__)
@@ -104,13 +104,27 @@ class NeuralCRS(CRSSystem):
         self._fuzzy = lru_cache(maxsize=LINK_CACHE)(lambda text: tuple(self.kg.link(text)))
         self._small_links = lru_cache(maxsize=LINK_CACHE)(self._small_links_uncached)
         self._attributes: AttributeLinker | None = None
-        if self.small:  # built once per catalog (about half a second), here rather than in the first reply
-            lexicon = reply_lexicon(catalog)
-            model.keep_to_lexicon(lexicon, reply_pairs(catalog))
+        self._lexicon: frozenset[str] = frozenset()  # the small versions' reply words over the chat catalog
+        if self.small:  # built once per catalog, here rather than in the first reply
+            trained = self._trained_words()
+            self._lexicon = trained.lexicon(catalog)
+            model.keep_to_lexicon(self._lexicon, trained.pairs)
         if model.text_rec is not None:  # the item rows of this KG, read from the catalog's records (once)
             from crs_backends.neural.text_rec import catalog_records
 
             model.text_rec.prepare(self.kg, catalog_records(catalog))
+
+    def _trained_words(self) -> ReplyWords:
+        """The words the small set's replies were trained on, read from the set; a set built before the builder
+        wrote them (or a model given without its set) has them recomputed by the training-data generator."""
+        found = ReplyWords.read(self.source.root) if self.source is not None else None
+        if found is not None:
+            return found
+        from crs_backends.neural.synthetic import training_words
+
+        where = self.source.root if self.source is not None else "(no set)"
+        log.info("the small set in %s has no %s: its reply words are recomputed", where, FILE)
+        return training_words(self.catalog)
 
     # ------------------------------------------------------------------ identity
     @property
@@ -316,20 +330,20 @@ class NeuralCRS(CRSSystem):
         act = "recommend" if choice is not None and choice.recommend else "reply"
         if leaving:  # ours: a goodbye gets a goodbye, whatever option the model chose
             act = "goodbye"
-            text = facts.small_reply(generated, [], [], inp.entities, reply_lexicon(self.catalog))
-            if not text.strip() or facts.has_slot(generated) or not preferences.is_farewell_reply(text):
+            text = reply_facts.small_reply(generated, [], [], inp.entities, self._lexicon)
+            if not text.strip() or reply_facts.has_slot(generated) or not preferences.is_farewell_reply(text):
                 text = SMALL_GOODBYE
             listed = []
         elif act == "recommend":
             # ours, for the small versions: like their reply slots, the list skips titles already named
-            order = facts.unnamed_positions(names, inp.entities) if self.small else list(range(len(names)))
+            order = reply_facts.unnamed_positions(names, inp.entities) if self.small else list(range(len(names)))
             order = order[: policy.LIST_SIZE]
             text = policy.list_reply([names[n] for n in order])
             listed = [item for item in (ranked_items[n] for n in order) if item is not None]
         else:
             text = generated
             if self.small:  # ours: fact slots from the catalog, movie slots skip titles already named, no made-up words
-                text = facts.small_reply(text, ranked_items, names, inp.entities, reply_lexicon(self.catalog))
+                text = reply_facts.small_reply(text, ranked_items, names, inp.entities, self._lexicon)
             elif exact and not self.model.fills_placeholder:
                 pass  # src/model/KBRD.py L334, BARCOR.py L298-299: the generated text as it is, nothing filled
             else:
@@ -342,7 +356,7 @@ class NeuralCRS(CRSSystem):
                 # word, a stray letter); rather than a stock question, offer the model's best title not yet named
                 unnamed = [
                     (names[n], item)
-                    for n in facts.unnamed_positions(names, inp.entities)
+                    for n in reply_facts.unnamed_positions(names, inp.entities)
                     if (item := ranked_items[n]) is not None
                 ]
                 if unnamed:
@@ -442,7 +456,7 @@ class NeuralCRS(CRSSystem):
             names = [i.name for i in shown]
             generated = self.model.generate(inp, items=names)
         if self.small:
-            generated = facts.fill(generated, shown, names, facts.mentioned_values(inp.entities))
+            generated = reply_facts.fill(generated, shown, names, reply_facts.mentioned_values(inp.entities))
         text, repaired = repair_text(generated, names)
         info = self.info
         return Turn(
@@ -546,6 +560,21 @@ def policy_setting() -> str | None:
     return check_policy(value) if value else None
 
 
+def open_system(
+    source: CheckpointSource,
+    chat_catalog: Catalog,
+    *,
+    list_size: int = DEFAULT_LIST_SIZE,
+    policy: str | None = None,
+) -> NeuralCRS:
+    """The system a resolved checkpoint set runs as: its item catalog (a published set ranks over its dataset's
+    items, a small one over ``chat_catalog``), its loaded model, the reply policy (None: the set's default).
+    Raises what :func:`item_catalog_for` and :func:`load_model` raise."""
+    items = item_catalog_for(source, chat_catalog)
+    model = load_model(source)
+    return NeuralCRS(model, items, source=source, list_size=list_size, policy=policy)
+
+
 def load_neural_system(
     system: str,
     catalog: Catalog,
@@ -554,10 +583,8 @@ def load_neural_system(
     list_size: int = DEFAULT_LIST_SIZE,
     policy: str | None = None,
 ) -> NeuralCRS:
-    """Resolve ``system``'s checkpoints (published first, else the small local version) and wrap the loaded
-    model. Raises :class:`~crs_backends.neural.names.SourceError`,
-    :class:`~crs_backends.neural.checkpoints.CheckpointError` or :class:`~crs_backends.neural.kg.KGError`."""
-    source = resolve(system, dataset)
-    items = item_catalog_for(source, catalog)
-    model = load_model(source)
-    return NeuralCRS(model, items, source=source, list_size=list_size, policy=policy or policy_setting())
+    """Resolve ``system``'s checkpoints (published first, else the small local version) and open it
+    (:func:`open_system`; the policy: ``policy``, else ``CRS_NEURAL_POLICY``, else the set's default). Raises
+    :class:`~crs_backends.neural.names.SourceError`, :class:`~crs_backends.neural.checkpoints.CheckpointError` or
+    :class:`~crs_backends.neural.kg.KGError`."""
+    return open_system(resolve(system, dataset), catalog, list_size=list_size, policy=policy or policy_setting())

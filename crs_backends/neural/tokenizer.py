@@ -10,7 +10,7 @@ treats ours and theirs alike:
   (microsoft/DialoGPT-small after UniCRS adds its tokens).
 
 Every style also carries the small versions' slots (``<movie>``, ``<genre>``, ``<director>``, ``<actor>``,
-``<year>``, see :mod:`crs_backends.neural.facts`) as single tokens that decoding keeps.
+``<year>``, see :mod:`crs_backends.neural.reply_facts`) as single tokens that decoding keeps.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
 
-from crs_backends.neural.facts import SLOT_TOKENS
+from crs_backends.neural.reply_facts import SLOT_TOKENS
 
 STYLES = ("bart", "roberta", "gpt2")
 

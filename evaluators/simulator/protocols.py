@@ -30,8 +30,8 @@ from dataclasses import dataclass, field, replace
 
 from catalog.catalog import Catalog
 from crs_backends.base import CRSSystem
+from evaluators.judge.persuasiveness import score_persuasiveness
 from evaluators.metrics import DEFAULT_HIT_K
-from evaluators.persuasiveness import score_persuasiveness
 from evaluators.simulator.personas import list_overlap, sincerity
 from evaluators.simulator.records import Case
 from evaluators.simulator.user import SimulatedUser, SimulatorError

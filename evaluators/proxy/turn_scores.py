@@ -9,7 +9,7 @@ Each system turn's evidence (:class:`evaluators.proxy.TurnEvidence`, :data:`eval
 user's reaction, the request before it and how close the reply is to it, whether the items it names have the genres
 the user asked for, its text statistics, and four facts about the whole conversation) goes through two ridge
 regressions fitted on the 433 labelled turns of the CRSArena-Eval development slice
-(:func:`evaluators.calibration.fit_turn_model`, saved in the calibration file). Guards:
+(:func:`evaluators.proxy.calibration.fit_turn_model`, saved in the calibration file). Guards:
 
 * a turn that cannot be read (an empty reply; a reply mostly outside the English word list) is not scored: its
   scores are None with the reason, and it counts as 0 in the conversation's aggregates;
@@ -18,7 +18,7 @@ regressions fitted on the 433 labelled turns of the CRSArena-Eval development sl
 
 Aggregation (:data:`AGGREGATES`): the conversation's mean and lowest turn relevance, its mean interestingness and
 the relevance of its last system turn are four more inputs of the calibrated overall
-(:mod:`evaluators.proxy_scorer`). Of the twelve factor proxies, coherence also reads them: a reply under
+(:mod:`evaluators.proxy.scorer`). Of the twelve factor proxies, coherence also reads them: a reply under
 :data:`evaluators.proxy.LOW_RELEVANCE` that the user did not accept counts as misaligned (out of fold it raised the
 factor's agreement with the human overall from 0.29 to 0.39); effectiveness was tried the same way and did not gain,
 and the others count only what CoRE's rubric counts.
@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from evaluators.proxy import TURN_FEATURES, TurnEvidence
+from evaluators.proxy.features import TURN_FEATURES, TurnEvidence
 
 ASPECTS: tuple[str, ...] = ("relevance", "interestingness")
 TOP = 2.0  # CRSArena-Eval's turn labels run 0-2

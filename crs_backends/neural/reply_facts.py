@@ -57,6 +57,32 @@ _ARTICLE = re.compile(r"\b([Aa]n?) (?=(\w))")
 _DOUBLE_STOP = re.compile(r"(?<!\.)\.\.(?!\.)")
 
 
+# the words people (and the synthetic training dialogues) use for each catalog genre, plural first
+GENRE_NOUNS: dict[str, tuple[str, ...]] = {
+    "Action": ("action movies", "action", "action films", "action flicks"),
+    "Adventure": ("adventure movies", "adventures", "adventure films"),
+    "Animation": ("animated movies", "animation", "cartoons", "animated films"),
+    "Biography": ("biopics", "biographies", "movies based on real people"),
+    "Comedy": ("comedies", "comedy", "funny movies", "comedy films"),
+    "Crime": ("crime movies", "crime films", "gangster movies", "crime"),
+    "Documentary": ("documentaries", "documentary films"),
+    "Drama": ("dramas", "drama", "serious movies", "drama films"),
+    "Family": ("family movies", "movies for kids", "family films"),
+    "Fantasy": ("fantasy", "fantasy movies", "fantasy films"),
+    "History": ("history movies", "historical films", "period pieces"),
+    "Horror": ("horror movies", "horror", "scary movies", "horror films"),
+    "Music": ("movies about music", "music films"),
+    "Musical": ("musicals", "musical films"),
+    "Mystery": ("mysteries", "mystery movies", "whodunits"),
+    "Romance": ("romantic movies", "romance", "rom coms", "love stories"),
+    "Sci-Fi": ("sci-fi", "science fiction", "sci fi movies", "scifi"),
+    "Sport": ("sports movies", "movies about sports"),
+    "Thriller": ("thrillers", "suspense movies", "tense thrillers"),
+    "War": ("war movies", "war films", "movies about war"),
+    "Western": ("westerns", "cowboy movies", "western films"),
+}
+
+
 def genre_word(genre: str) -> str:
     return GENRE_ADJECTIVE.get(genre, genre.lower())
 

@@ -2,7 +2,7 @@
 
 :func:`validity_report` (``python -m evaluators meta --validity``) correlates with the human
 ``dialogue_overall`` of CRSArena-Eval: the proxy's calibrated overall (out of fold, refitted per fold
-with :func:`evaluators.calibration.cross_validate`), its factor mean and each factor (fixed rules,
+with :func:`evaluators.proxy.calibration.cross_validate`), its factor mean and each factor (fixed rules,
 nothing fitted), the LLM judge's rows from ``evaluate --out``, and FACE's published figures
 (:data:`FACE_PUBLISHED`), which are quoted from the paper, not computed here.
 """
@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from evaluators.calibration import N_SPLITS, SEED, TrainingData, cross_validate
 from evaluators.factors import FACTORS
-from evaluators.meta import correlate, vote_agreement
+from evaluators.meta.correlation import correlate, vote_agreement
+from evaluators.proxy.calibration import N_SPLITS, SEED, TrainingData, cross_validate
 
 # FACE (Joko & Hasibi), Llama-3.1-8B, on the full CRSArena-Eval (467 dialogues), as published:
 # Table 1 (overall impression, dialogue level, per subset) and Table 2 (system level, mean of 7 aspects).

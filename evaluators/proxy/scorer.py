@@ -3,12 +3,12 @@
 :class:`ProxyJudge` scores a conversation with :func:`evaluators.proxy.proxy_scores` (no LLM) and
 predicts its overall score with the ridge model saved in ``assets/calibration/proxy_<version>.json``
 (:func:`load_calibration`). Reading that file and predicting need NumPy only; fitting it (scikit-learn,
-the training data, cross-validation) is :mod:`evaluators.calibration`'s job, run offline with
+the training data, cross-validation) is :mod:`evaluators.proxy.calibration`'s job, run offline with
 ``python -m evaluators calibrate``.
 
 Prediction: clip(intercept + ((impute(x) - mean) / scale) . coef, 0, 4), where x is
 :func:`feature_vector` (the factor proxies and the reaction and text features, NaN where not
-measurable) followed by the four aggregates of the conversation's turn scores (:mod:`evaluators.turn_scores`,
+measurable) followed by the four aggregates of the conversation's turn scores (:mod:`evaluators.proxy.turn_scores`,
 whose fitted turn scorer the same file holds); the 0-4 value is reported as well on 0-100 (x 25). A calibration
 fitted for another proxy version, similarity, feature list or turn-feature list is refused.
 """
@@ -29,8 +29,9 @@ import numpy as np
 
 from catalog.catalog import Catalog
 from evaluators.factors import FACTORS
-from evaluators.proxy import FEATURES as REACTION_FEATURES
-from evaluators.proxy import (
+from evaluators.judge.rubric import load_rubric
+from evaluators.proxy.features import FEATURES as REACTION_FEATURES
+from evaluators.proxy.features import (
     LEXICAL,
     MINILM,
     PROXY_VERSION,
@@ -40,14 +41,13 @@ from evaluators.proxy import (
     load_embedder,
     proxy_scores,
 )
-from evaluators.rubric import load_rubric
+from evaluators.proxy.turn_scores import AGGREGATES as TURN_AGGREGATES
+from evaluators.proxy.turn_scores import TurnModel, TurnScore, aggregate, linear, score_turns
 from evaluators.scorers import Outcome, Recorder
-from evaluators.turn_scores import AGGREGATES as TURN_AGGREGATES
-from evaluators.turn_scores import TurnModel, TurnScore, aggregate, linear, score_turns
 from storage.records import Conversation, Evaluation, FactorScore
 
 log = logging.getLogger(__name__)
-CALIBRATION_DIR = Path(__file__).resolve().parent.parent / "assets" / "calibration"
+CALIBRATION_DIR = Path(__file__).resolve().parents[2] / "assets" / "calibration"
 FEATURES: tuple[str, ...] = (*FACTORS, *REACTION_FEATURES)  # what the proxies give each conversation
 MODEL_FEATURES: tuple[str, ...] = (*FEATURES, *TURN_AGGREGATES)  # what the overall reads: those and the turn scores'
 
@@ -100,7 +100,7 @@ class Calibration:
     training: dict[str, Any]
     cv: dict[str, Any]
     fitted_with: dict[str, str]
-    turn_model: dict[str, Any]  # evaluators.turn_scores.TurnModel, as saved
+    turn_model: dict[str, Any]  # evaluators.proxy.turn_scores.TurnModel, as saved
 
     @property
     def turns(self) -> TurnModel:
@@ -112,7 +112,7 @@ class Calibration:
         return cached[1]
 
     def score_turns(self, result: ProxyResult) -> list[TurnScore]:
-        """Each system turn's relevance and interestingness (0-2), as :mod:`evaluators.turn_scores` gives them."""
+        """Each system turn's relevance and interestingness (0-2), as :mod:`evaluators.proxy.turn_scores` gives them."""
         self._check(result)
         return list(result.turn_scores) if result.turn_scores else score_turns(self.turns, result.turns)
 

@@ -2,9 +2,9 @@
 
 :func:`proxy_scores` gives every factor a 0-4 score (or None when it cannot be measured, with the
 reason) and the reaction and text features the calibrated overall score uses
-(:mod:`evaluators.calibration`). No model is called; only the judged ``turns`` are read. Where CoRE
+(:mod:`evaluators.proxy.calibration`). No model is called; only the judged ``turns`` are read. Where CoRE
 states a count or a share, the counted events go through the rubric's bands
-(:meth:`evaluators.rubric.Factor.score_for`), so a proxy and the LLM judge use the same thresholds.
+(:meth:`evaluators.judge.rubric.Factor.score_for`), so a proxy and the LLM judge use the same thresholds.
 
 The strongest signal is the user turn right after a system turn (its *reaction*): negative feedback
 (a rejection as :func:`evaluators.metrics.is_rejection` reads it, or a complaint such as "that makes
@@ -109,118 +109,24 @@ from catalog.matcher import normalize_title
 from catalog.mentions import Mention
 from evaluators import metrics
 from evaluators.factors import FACTORS
-from evaluators.rubric import load_rubric
+from evaluators.judge.rubric import load_rubric
 from storage.records import Conversation, Turn
 
 PROXY_VERSION = "proxy-v3"  # v3: per-turn evidence for the turn scorer (#28); v2: core-v2 leads, dataset catalog (#15)
-ASSETS = Path(__file__).resolve().parent.parent / "assets" / "proxy"
+ASSETS = Path(__file__).resolve().parents[2] / "assets" / "proxy"
 LEXICAL = "lexical"
 MINILM = "minilm"
 
-# -- cues (matched case-insensitively) ---------------------------------------------------------
+# -- cues (assets/proxy/cues.toml, matched case-insensitively) ----------------------------------
 
-# Complaints and confusion in the user's reaction, beyond the rejection cues of evaluators.metrics.
-COMPLAINT_CUES: tuple[str, ...] = (
-    r"\bmakes? no sense\b",
-    r"\bdoes(?:n['’]t| not) make (?:any )?sense\b",
-    r"\bnonsense\b",
-    r"\bgibberish\b",
-    r"\bwhat are you (?:talking about|saying)\b",
-    r"\bwhat do you mean\b",
-    r"^\W*(?:what|huh|wtf|excuse me)\W*$",
-    r"\bi (?:asked|said|meant|wanted|told you)\b",
-    r"\bnot what i\b",
-    r"\byou (?:didn['’]t|did not|don['’]t) "
-    r"(?:answer|understand|listen)\b",
-    r"\b(?:wrong|incorrect|not true|not correct)\b",
-    r"\bis (?:that|this|it) (?:even )?(?:a|an) (?:real )?(?:movie|film|book|title|thing)\b",
-    r"\b(?:that|this|it)(?:['’]s| is) not\b",
-    r"\b(?:that|this|it) isn['’]t\b",
-    r"\bnot (?:a|an) \w+ (?:movie|film)\b",
-    r"\byou already (?:said|recommended|mentioned|suggested|told)\b",
-    r"\bsame (?:thing|movie|one|answer|list)\b",
-    r"\b(?:answer|respond to) (?:my|the) question\b",
-    r"[?!]\s*[?!]",
-    r"\bnot (?:very |really |at all )?(?:helpful|useful|relevant|right|correct|related)\b",
-    r"\bfrustrat\w*",
-    r"\b(?:does|do|did)(?:n['’]?t| not) (?:sound|seem|look) like\b",
-    r"\bi (?:don['’]?t|do not) think (?:that|this|it|so)\b",
-    r"\b(?:won['’]?t|will not|didn['’]?t|did not) (?:tell|give|show|recommend)\b",
-    r"\bcan['’]?t see\b",
-    r"\bthe \w+ what\b",
-)
-ACCEPT_CUES: tuple[str, ...] = (
-    r"\b(?:thanks|thank you|thx)\b",
-    r"^\W*(?:great|perfect|awesome|excellent|wonderful|brilliant|cool|nice)\b",
-    r"\b(?:sounds?|looks?|that(?:['’]s| is)) (?:good|great|interesting|fun|perfect|nice|cool|awesome)\b",
-    r"\bi(?:['’]ll| will| would| might) (?:watch|check|try|give|add|look)\b",
-    r"\b(?:good|great|nice) (?:one|choice|pick|suggestion|recommendation)s?\b",
-    r"\bi (?:like|love) (?:it|that|this|them|those|these)\b",
-    r"\b(?:that works|that helps)\b",
-)
-PREFERENCE_CUES: tuple[str, ...] = (
-    r"\bwhat (?:kinds?|types?|sorts?|genres?)\b",
-    r"\b(?:do|did|would) you (?:like|love|enjoy|prefer|want|fancy)\b",
-    r"\bany (?:particular |specific )?(?:preferences?|genres?|actors?|directors?|favou?rites?)\b",
-    r"\byour favou?rite\b",
-    r"\bare you (?:looking|interested|in the mood)\b",
-    r"\bhave you (?:seen|watched|read)\b",
-    r"\b(?:how|what) about\b",
-    r"\bwould you like\b",
-    r"\btell me (?:more|about)\b",
-    r"\blet me know\b",
-)
-SUGGESTION_CUES: tuple[str, ...] = (
-    r"\byou (?:might|may|could|would|will|should) (?:also )?(?:like|enjoy|love|check|try|watch)\b",
-    r"\bi(?:['’]d| would)? (?:also )?(?:recommend|suggest)\b",
-    r"\bcheck out\b",
-    r"\bhave you (?:seen|watched)\b",
-    r"\b(?:how|what) about\b",
-    r"\bi would recommend the following\b",
-)
-REASON_CUES: tuple[str, ...] = (
-    r"\bbecause\b",
-    r"\bsince (?:you|it|they|the)\b",
-    r"\bas (?:it|they|you)\b",
-    r"\b(?:is|are|was|were|it['’]s) (?:about|set in|based on)\b",
-    r"\btells? the story\b",
-    r"\bfollows\b",
-    r"\bstarring\b",
-    r"\bstars\b",
-    r"\bdirected by\b",
-    r"\bwritten by\b",
-    r"\bbased on\b",
-    r"\bfeatures?\b",
-    r"\bknown for\b",
-    r"\bif you (?:like|liked|love|loved|enjoy|enjoyed|want|are into)\b",
-    r"\bsimilar to\b",
-    r"\b(?:fans?|lovers?) of\b",
-    r"\b(?:won|awards?|acclaimed|praised|critically|reviews)\b",
-    r"\b(?:plot|story|storyline|cast|performances?|soundtrack|visuals|cinematography|humou?r|twists?)\b",
-)
-# Stock replies that carry no content ("It is a great movie", "I hope you enjoy it").
-GENERIC_CUES: tuple[str, ...] = (
-    r"^\W*(?:it|that|this|he|she|they)(?:['’]s| is| was| are) (?:a |one of )?(?:really |very |so )?"
-    r"(?:good|great|nice|fun|funny|awesome|classic|favou?rite|cool|fantastic)\b",
-    r"\bi hope (?:you|i|that)\b",
-    r"\bhave a (?:good|great|nice)\b",
-    r"\bi(?:['’]m| am) not sure\b",
-    r"\bi haven['’]t seen\b",
-    r"\bi (?:don['’]t|do not) know\b",
-    r"\byou['’]re welcome\b",
-    r"\bno problem\b",
-    r"^\W*(?:yes|yeah|yup|sure|ok|okay)\W*$",
-    r"\bi(?:['’]ve| have) heard\b",
-    r"\bnot familiar with\b",
-)
-# Unfinished sentences, typically a title slot the system left empty: an article or conjunction before
-# the end ("the new ?"), a space before the final mark ("Have you seen ?"), a verb with nothing after it
-# ("I would recommend"), a reply opening with a verb ("is a great movie.").
-UNFINISHED = re.compile(
-    r"\b(?:the|a|an|and|or)\s*(?:[.!?]+|$)|\w\s+[?.!](?:\s|$)|\b(?:recommend|suggest|seen|watched)\s*$"
-    r"|^\W*(?:is|are|was|were|by|of)\b",
-    re.IGNORECASE,
-)
+_CUES = tomllib.loads((ASSETS / "cues.toml").read_text(encoding="utf-8"))
+COMPLAINT_CUES: tuple[str, ...] = tuple(_CUES["complaint"])  # beyond the rejection cues of evaluators.metrics
+ACCEPT_CUES: tuple[str, ...] = tuple(_CUES["accept"])
+PREFERENCE_CUES: tuple[str, ...] = tuple(_CUES["preference"])
+SUGGESTION_CUES: tuple[str, ...] = tuple(_CUES["suggestion"])
+REASON_CUES: tuple[str, ...] = tuple(_CUES["reason"])
+GENERIC_CUES: tuple[str, ...] = tuple(_CUES["generic"])  # stock replies that carry no content
+UNFINISHED = re.compile(_CUES["unfinished"], re.IGNORECASE)  # a sentence a lost title slot left unfinished
 
 _FLAGS = re.IGNORECASE | re.MULTILINE
 
@@ -279,7 +185,7 @@ class ProxyFactor:
 
 @dataclass(frozen=True)
 class TurnEvidence:
-    """What one system turn offers the turn scorer (:mod:`evaluators.turn_scores`): its index in the
+    """What one system turn offers the turn scorer (:mod:`evaluators.proxy.turn_scores`): its index in the
     conversation's turns, its :data:`TURN_FEATURES` (in that order), and why it cannot be scored (None: it can)
     or why it must score low (``degenerate``)."""
 
@@ -300,7 +206,7 @@ class ProxyResult:
     notes: tuple[str, ...] = ()
     version: str = PROXY_VERSION
     turns: tuple[TurnEvidence, ...] = ()
-    turn_scores: tuple[Any, ...] = ()  # evaluators.turn_scores.TurnScore per system turn, when a turn scorer was given
+    turn_scores: tuple[Any, ...] = ()  # turn_scores.TurnScore per system turn, when a turn scorer was given
     informed: dict[str, ProxyFactor] = field(default_factory=dict)  # factors that also read the turn scores
 
 
@@ -898,7 +804,7 @@ _LIST_TEMPLATE = re.compile(r"i would recommend the following items?", re.IGNORE
 def _turn_evidence(
     conversation: Conversation, catalog: Catalog, replies: list[_Reply], similarity: _Similarity
 ) -> tuple[TurnEvidence, ...]:
-    from crs_backends.constrained import genres_in  # the genre words ChatCRS reads: one reading of a wish
+    from crs_backends.chatcrs_embedded import genres_in  # the genre words ChatCRS reads: one reading of a wish
 
     turns = conversation.turns
     system_at = [k for k, t in enumerate(turns) if t.role == "system"]

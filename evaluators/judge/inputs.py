@@ -38,7 +38,7 @@ from typing import Literal
 
 from catalog.catalog import Catalog
 from catalog.items import Item
-from evaluators.rubric import FeatureDimension, Rubric, load_rubric
+from evaluators.judge.rubric import FeatureDimension, Rubric, load_rubric
 from llm_clients.prompts import prompt
 from llm_clients.types import Message
 from storage.records import Conversation, ItemRef, Turn

@@ -30,7 +30,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from evaluators.judge_input import escape_data
+from evaluators.judge.inputs import escape_data
 from llm_clients.base import LLMClient
 from llm_clients.prompts import prompt, prompts_version
 from llm_clients.types import LLMError, Message

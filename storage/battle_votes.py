@@ -79,16 +79,25 @@ def get_vote(db: Database, battle_id: str) -> Vote | None:
     )
 
 
-def voted_battles(db: Database, *, domain: str | None = None) -> list[dict]:
-    """Every voted battle as ``{system_a, system_b, choice, domain, created_at}``."""
+def voted_battles(db: Database, *, domain: str | None = None, source: str | None = None) -> list[dict]:
+    """Every voted battle, oldest vote first, as ``{battle_id, conversation_a, conversation_b, system_a, system_b,
+    choice, domain, created_at}``; ``domain``: battles of that domain only; ``source``: battles whose two
+    conversations both have that source (``arena``, ``crsarena``)."""
     sql = (
-        "select b.system_a, b.system_b, v.choice, b.domain, v.created_at "
-        "from votes v join battles b on b.id = v.battle_id"
+        "select v.battle_id, b.conversation_a, b.conversation_b, b.system_a, b.system_b, v.choice, b.domain, "
+        "v.created_at from votes v join battles b on b.id = v.battle_id"
     )
+    where: list[str] = []
     args: list = []
+    if source is not None:
+        sql += " join conversations ca on ca.id = b.conversation_a join conversations cb on cb.id = b.conversation_b"
+        where.append("ca.source = ? and cb.source = ?")
+        args += [source, source]
     if domain:
-        sql += " where b.domain = ?"
+        where.append("b.domain = ?")
         args.append(domain)
+    if where:
+        sql += " where " + " and ".join(where)
     return list(db.query(sql + " order by v.created_at, v.id", args))
 
 

@@ -1,7 +1,7 @@
 """Fitting the proxy scorer's overall model, offline: training data, the ridge fit, cross-validation.
 
 Run with ``python -m evaluators calibrate``; it writes the calibration file that the app's runtime
-scorer (:mod:`evaluators.proxy_scorer`) reads. scikit-learn is used here and only here.
+scorer (:mod:`evaluators.proxy.scorer`) reads. scikit-learn is used here and only here.
 
 Model. Inputs are the twelve factor proxies and the reaction and text features of
 :func:`evaluators.proxy.proxy_scores` (:data:`FEATURES`). Missing values (a factor that could not be
@@ -25,7 +25,7 @@ intervals from :func:`evaluators.meta.correlate`), and the agreement with the he
 share of decisive votes where the winner scores higher; the mean score gap on ties next to the mean
 gap on decisive votes).
 
-The saved file (``assets/calibration/proxy_<version>.json``, :class:`~evaluators.proxy_scorer.Calibration`)
+The saved file (``assets/calibration/proxy_<version>.json``, :class:`~evaluators.proxy.scorer.Calibration`)
 records the proxy version, the similarity the proxies used, the feature names, the fitted parameters,
 the cross-validated results and the seed.
 """
@@ -48,9 +48,10 @@ from sklearn.model_selection import GroupKFold
 from sklearn.preprocessing import StandardScaler
 
 from catalog.catalog import Catalog
+from evaluators.judge.rubric import load_rubric
 from evaluators.log_readers import read_crsarena_dial, read_crsarena_eval
-from evaluators.meta import correlate, vote_agreement
-from evaluators.proxy import (
+from evaluators.meta.correlation import correlate, vote_agreement
+from evaluators.proxy.features import (
     LEXICAL,
     MINILM,
     PROXY_VERSION,
@@ -60,10 +61,9 @@ from evaluators.proxy import (
     TurnEvidence,
     proxy_scores,
 )
-from evaluators.proxy_scorer import FEATURES, MODEL_FEATURES, Calibration, Model, feature_vector
-from evaluators.rubric import load_rubric
-from evaluators.turn_scores import AGGREGATES as TURN_AGGREGATES
-from evaluators.turn_scores import ASPECTS, Linear, TurnModel, aggregate, score_turns
+from evaluators.proxy.scorer import FEATURES, MODEL_FEATURES, Calibration, Model, feature_vector
+from evaluators.proxy.turn_scores import AGGREGATES as TURN_AGGREGATES
+from evaluators.proxy.turn_scores import ASPECTS, Linear, TurnModel, aggregate, score_turns
 from storage.records import Conversation
 
 ALPHAS: tuple[float, ...] = (0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0)
@@ -283,8 +283,8 @@ def fit_turn_model(
     *,
     alphas: Iterable[float] = ALPHAS,
 ) -> TurnModel:
-    """Ridge regressions of each turn aspect (:data:`evaluators.turn_scores.ASPECTS`) on the scorable labelled turns
-    of these dialogues; inputs standardised, the strength chosen by leave-one-out among ``alphas``."""
+    """Ridge regressions of each turn aspect (:data:`evaluators.proxy.turn_scores.ASPECTS`) on the scorable
+    labelled turns of these dialogues; inputs standardised, the strength chosen by leave-one-out among ``alphas``."""
     fitted = {}
     for aspect in ASPECTS:
         rows = [
@@ -310,7 +310,7 @@ def fit_turn_model(
 
 
 def model_inputs(X: np.ndarray, turns: list[tuple[TurnEvidence, ...]], turn_model: TurnModel | None) -> np.ndarray:
-    """``X`` (the :data:`~evaluators.proxy_scorer.FEATURES` rows) with each conversation's turn aggregates (NaN,
+    """``X`` (the :data:`~evaluators.proxy.scorer.FEATURES` rows) with each conversation's turn aggregates (NaN,
     imputed later, without a turn model or for a row without turns)."""
     rows = [aggregate(score_turns(turn_model, t) if turn_model is not None else []) for t in (turns or [()] * len(X))]
     return np.hstack([X, np.array(rows, dtype=float).reshape(len(X), len(TURN_AGGREGATES))])

@@ -9,7 +9,7 @@ and conversation system/source change. A board is computed for one set of filter
 * :func:`refresh_board` (after a vote, after judging, after an import, at start, and from the
   background :class:`Refresher` that catches writes by other processes such as the command line)
   stores a snapshot of the default board when the version moved since the last one; older
-  snapshots beyond :data:`storage.arena.SNAPSHOTS_KEPT` per filter set are deleted.
+  snapshots beyond :data:`storage.battle_votes.SNAPSHOTS_KEPT` per filter set are deleted.
 """
 
 from __future__ import annotations
@@ -20,12 +20,11 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-import pandas as pd
 import plotly.graph_objects as go
 from sqlite_utils import Database
 
-from arena.leaderboard import choose_scorer, compute_leaderboard, dataset_of, scorers, win_rate_figure
-from storage.arena import board_version, latest_leaderboard_snapshot, save_leaderboard_snapshot, voted_battles
+from arena.board_compute import battle_table, choose_scorer, compute_leaderboard, judge_setup_choices, win_rate_figure
+from storage.battle_votes import board_version, latest_leaderboard_snapshot, save_leaderboard_snapshot
 from storage.db import close_thread_connections, db_file, get_db
 from storage.uploads import uploads_on_leaderboard
 
@@ -56,7 +55,8 @@ def read_board(
     """The board for these filters at the current data version. Never writes."""
     version = board_version(db)
     uploads = uploads_on_leaderboard()
-    available = scorers(db, uploads=uploads)
+    setups = judge_setup_choices(db, uploads=uploads)  # read once: the menu and the setup shown
+    available = [label for label, _ in setups]
     chosen = choose_scorer(available, scorer)
     key = board_key(domain=domain, dataset=dataset, scorer=chosen, uploads=uploads)
     cache_key = (_db_file(db), key, version)
@@ -70,7 +70,9 @@ def read_board(
         rows = snapshot["rows"]
         board = Board(rows, {"win_rate": _figure(db, domain, dataset, rows)}, chosen, version, available, "snapshot")
     else:
-        rows, figures = compute_leaderboard(db, domain=domain, dataset=dataset, scorer=chosen, uploads=uploads)
+        rows, figures = compute_leaderboard(
+            db, domain=domain, dataset=dataset, scorer=chosen, uploads=uploads, setups=setups
+        )
         board = Board(rows, figures, chosen, version, available, "computed")
     _remember(cache_key, board)
     return board
@@ -151,18 +153,7 @@ def _remember(key: tuple, board: Board) -> None:
 
 
 def _figure(db: Database, domain: str | None, dataset: str | None, rows: list[dict]) -> go.Figure:
-    from arena.leaderboard import OTHER
-
-    wanted = None if dataset == OTHER else dataset
-    keep = (lambda s: dataset_of(s) == wanted) if dataset else (lambda s: True)
-    battles = pd.DataFrame(
-        [
-            {"model_a": b["system_a"], "model_b": b["system_b"], "winner": b["choice"]}
-            for b in voted_battles(db, domain=domain)
-            if keep(b["system_a"]) and keep(b["system_b"])
-        ],
-        columns=["model_a", "model_b", "winner"],
-    )
+    battles = battle_table(db, domain=domain, dataset=dataset)
     return win_rate_figure(battles, [r["system"] for r in rows if r["rating"] is not None])
 
 

@@ -9,7 +9,7 @@ from fake_openai import Error
 
 from catalog.catalog import Catalog, load_bundled
 from catalog.items import Item
-from crs_backends import constrained as cx
+from crs_backends import chatcrs_embedded as cx
 from crs_backends.chatcrs import ChatCRS
 from crs_backends.chatcrs_check import SCRIPTS, fact_errors, invented_titles, run_batch, summary
 from llm_clients.base import LLMClient

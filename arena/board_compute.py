@@ -1,4 +1,5 @@
-"""The leaderboard: human-vote ratings joined with the automatic scores of each system.
+"""The leaderboard computed: human-vote ratings joined with the automatic scores of each system (cached and
+snapshotted by :mod:`arena.board_cache`, shown by :mod:`arena.board_view`).
 
 One row per system with
 
@@ -24,7 +25,7 @@ Systems that never met, directly or through others, fall into separate rating ``
 A system with fewer than :data:`PROVISIONAL_BATTLES` voted battles is ``provisional``: its rating is
 shown but it never shares rank 1 with a system of its group that has enough battles. Anonymous
 uploads (source ``upload``) are left out unless the operator asks (``uploads=True``, see
-:mod:`storage.uploads`). Computing writes nothing: :mod:`arena.board` stores snapshots when the data
+:mod:`storage.uploads`). Computing writes nothing: :mod:`arena.board_cache` stores snapshots when the data
 changed.
 """
 
@@ -42,7 +43,7 @@ from sqlite_utils import Database
 from arena.ratings import compute_ratings, win_rate_matrix
 from evaluators.factors import FACTORS
 from evaluators.metrics import KS
-from storage.arena import voted_battles
+from storage.battle_votes import voted_battles
 from storage.jsonutil import loads
 from storage.stats import factor_means, judge_setups, latest_evaluations
 
@@ -71,11 +72,17 @@ def scorers(db: Database, *, uploads: bool = False) -> list[str]:
     The proxy comes first when no capable LLM judge is configured (the rule of ``auto`` scoring,
     :func:`evaluators.scorer_setup.default_scorer`), then the others by use; the demo judge comes
     last, so it is shown only when someone chooses it."""
+    return [label for label, _ in judge_setup_choices(db, uploads=uploads)]
+
+
+def judge_setup_choices(db: Database, *, uploads: bool = False) -> list[tuple[str, tuple[str, str]]]:
+    """(label, (scorer, fingerprint)) of every judge setup with finished evaluations, in :func:`scorers`' order:
+    one read of the setups gives the board both its menu and the setup it shows."""
     from evaluators.scorer_setup import default_scorer
 
-    names = [label for label, _ in _setups(db, uploads=uploads)]
-    proxy_first = any(n.startswith("proxy ") for n in names) and default_scorer() == "proxy"
-    return sorted(names, key=lambda n: (is_demo_scorer(n), not (proxy_first and n.startswith("proxy "))))
+    setups = _setups(db, uploads=uploads)
+    proxy_first = any(label.startswith("proxy ") for label, _ in setups) and default_scorer() == "proxy"
+    return sorted(setups, key=lambda s: (is_demo_scorer(s[0]), not (proxy_first and s[0].startswith("proxy "))))
 
 
 def choose_scorer(available: list[str], requested: str | None = None) -> str | None:
@@ -109,9 +116,8 @@ def _setups(db: Database, *, uploads: bool) -> list[tuple[str, tuple[str, str]]]
     ]
 
 
-def _resolve_setup(db: Database, choice: str, *, uploads: bool) -> tuple[str, str | None]:
-    """(scorer, fingerprint) of a setup label; a bare scorer name means its most used setup."""
-    setups = _setups(db, uploads=uploads)
+def _resolve_setup(setups: list[tuple[str, tuple[str, str]]], choice: str) -> tuple[str, str | None]:
+    """(scorer, fingerprint) of a setup label among ``setups``; a bare scorer name means its most used setup."""
     for label, setup in setups:
         if label == choice:
             return setup
@@ -119,6 +125,29 @@ def _resolve_setup(db: Database, choice: str, *, uploads: bool) -> tuple[str, st
         if setup[0] == choice:
             return setup
     return choice, None
+
+
+def dataset_filter(dataset: str | None) -> Callable[[str], bool]:
+    """Whether a system belongs on the board of ``dataset`` (None: every system; :data:`OTHER`: systems of no
+    dataset)."""
+    if not dataset:
+        return lambda system: True
+    wanted = None if dataset == OTHER else dataset
+    return lambda system: dataset_of(system) == wanted
+
+
+def battle_table(db: Database, *, domain: str | None = None, dataset: str | None = None) -> pd.DataFrame:
+    """The voted battles the board rates, one row each: ``model_a``, ``model_b``, ``winner`` (a, b, tie,
+    both_bad), oldest first, both systems on the ``dataset``'s board."""
+    keep = dataset_filter(dataset)
+    return pd.DataFrame(
+        [
+            {"model_a": b["system_a"], "model_b": b["system_b"], "winner": b["choice"]}
+            for b in voted_battles(db, domain=domain)
+            if keep(b["system_a"]) and keep(b["system_b"])
+        ],
+        columns=["model_a", "model_b", "winner"],
+    )
 
 
 def compute_leaderboard(
@@ -130,36 +159,31 @@ def compute_leaderboard(
     seed: int = 0,
     rounds: int = 200,
     uploads: bool | None = None,
+    setups: list[tuple[str, tuple[str, str]]] | None = None,
 ) -> tuple[list[dict], dict[str, go.Figure]]:
     """Rows (see :data:`COLUMNS`; missing values are None) best first, and the figures
     (``win_rate``: the pairwise win-rate heatmap). Nothing is written.
 
     :param uploads: count anonymous uploads' scores (default: the operator's setting,
         ``CRS_ARENA_LEADERBOARD_UPLOADS``)
+    :param setups: :func:`judge_setup_choices` when the caller read them already (else they are read here)
     """
     if uploads is None:
         from storage.uploads import uploads_on_leaderboard
 
         uploads = uploads_on_leaderboard()
+    if setups is None:
+        setups = judge_setup_choices(db, uploads=uploads)
     if scorer is None:
-        scorer = choose_scorer(scorers(db, uploads=uploads))
-    wanted = None if dataset == OTHER else dataset
-    keep = (lambda s: dataset_of(s) == wanted) if dataset else (lambda s: True)
-
-    battles = pd.DataFrame(
-        [
-            {"model_a": b["system_a"], "model_b": b["system_b"], "winner": b["choice"]}
-            for b in voted_battles(db, domain=domain)
-            if keep(b["system_a"]) and keep(b["system_b"])
-        ],
-        columns=["model_a", "model_b", "winner"],
-    )
+        scorer = choose_scorer([label for label, _ in setups])
+    keep = dataset_filter(dataset)
+    battles = battle_table(db, domain=domain, dataset=dataset)
     rows: dict[str, dict] = {}
     for record in compute_ratings(battles, rounds=rounds, seed=seed).to_dict("records"):
         _row(rows, record["system"]).update({c: _plain(record[c]) for c in RATING_COLUMNS})
     _mark_provisional(rows)
     if scorer is not None:
-        name, fingerprint = _resolve_setup(db, scorer, uploads=uploads)
+        name, fingerprint = _resolve_setup(setups, scorer)
         _add_scores(
             db,
             rows,

@@ -6,7 +6,16 @@ import os
 
 import gradio as gr
 
-from ui import agreement_tab, arena_tab, chat_tab, evaluate_tab, leaderboard_tab, settings_tab, simulate_tab
+from ui import (
+    agreement_tab,
+    arena_tab,
+    chat_tab,
+    evaluate_tab,
+    leaderboard_tab,
+    research_data_tab,
+    settings_tab,
+    simulate_tab,
+)
 from ui.render import roles_notice, safe_text
 from ui.services import Services
 
@@ -41,6 +50,12 @@ def build_app(services: Services) -> gr.Blocks:
             with gr.Tab("Judge vs people", id="agreement") as agreement:
                 refresh_agreement_after = agreement_tab.build(services)
             refresh_agreement_after(agreement.select)
+            with gr.Tab("Research data", id="data"):
+                dial_import, label_import = research_data_tab.build(services)
+            # an import changes what those two tabs read: show them again after it
+            refresh_board_after(dial_import.then)
+            refresh_agreement_after(dial_import.then)  # CRSArena-Dial's votes are imported evidence too
+            refresh_agreement_after(label_import.then)
             with gr.Tab("Evaluate", id="evaluate"):
                 evaluate_tab.build(services)
             with gr.Tab("Simulate", id="simulate"):

@@ -71,8 +71,8 @@ from typing import Any
 
 from catalog.catalog import Catalog
 from evaluators.factors import FACTORS
-from evaluators.judge_input import MAX_CHARS, MAX_ITEMS, MAX_TURNS, RenderedLog, factor_messages, render_log
-from evaluators.rubric import Rubric, load_rubric
+from evaluators.judge.inputs import MAX_CHARS, MAX_ITEMS, MAX_TURNS, RenderedLog, factor_messages, render_log
+from evaluators.judge.rubric import Rubric, load_rubric
 from llm_clients.base import LLMClient
 from llm_clients.probability import MIN_MASS
 from llm_clients.prompts import prompt, prompts_version

@@ -43,7 +43,7 @@ from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from evaluators.factors import DIMENSION_OF, FACTORS
 
-RUBRICS_DIR = Path(__file__).resolve().parent.parent / "assets" / "rubrics"
+RUBRICS_DIR = Path(__file__).resolve().parents[2] / "assets" / "rubrics"
 DEFAULT_VERSION = "core-v2"  # core-v1 is kept so stored scores stay readable
 GENERIC_DOMAIN = "generic"
 SCORES = (0, 1, 2, 3, 4)

@@ -14,12 +14,12 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from catalog.catalog import Catalog
-from evaluators.debate import DebateConfig, DebateResult, run_debate
-from evaluators.factor_judge import JudgeConfig, judge_conversation, judge_name
 from evaluators.factors import FACTORS
-from evaluators.judge_input import render_log
-from evaluators.persuasiveness import score_persuasiveness
-from evaluators.rubric import load_rubric
+from evaluators.judge.debate import DebateConfig, DebateResult, run_debate
+from evaluators.judge.factor_judge import JudgeConfig, judge_conversation, judge_name
+from evaluators.judge.inputs import render_log
+from evaluators.judge.persuasiveness import score_persuasiveness
+from evaluators.judge.rubric import load_rubric
 from evaluators.scorers import DEMO_NOTICE, Outcome, Recorder
 from llm_clients.base import LLMClient, UsageTotals
 from llm_clients.prompts import prompts_version
