@@ -225,8 +225,12 @@ def test_real_kbrd_takes_each_option_once_in_its_first_four_turns(kbrd_set, cata
         choice = turn.metadata["choice"]
         letters.append(choice["letter"])
         ranked = [t.title for t in turn.ranking]
-        # a small model: the list is its ranking without the titles the conversation named (ours)
-        top3 = [t for t in ranked if t not in turn.metadata["entities"]][:3]
+        # a small model: the list is its ranking without the titles the conversation named, the asked genre's
+        # titles first (both ours)
+        unnamed = [t for t in ranked if t not in turn.metadata["entities"]]
+        asked = set(turn.metadata.get("asked_genres", []))
+        fits = [t for t in unnamed if (item := catalog.match_name(t)) is not None and asked & set(item.genres)]
+        top3 = (fits + [t for t in unnamed if t not in fits])[:3]
         if choice["letter"] == "D":
             assert turn.text == policy.list_reply(top3) and [r.title for r in turn.items] == top3
         elif turn.metadata["generated"].strip():
@@ -435,6 +439,43 @@ def test_published_replies_get_the_decode_clean_up_of_transformers_4_28():
     assert legacy_cleanup("I do n't know . I 'm sure you 've seen it") == "I don't know. I'm sure you've seen it"
     assert legacy_cleanup("the ' Heat ' movie") == "the'Heat'movie"  # 4.28's own quirk, reproduced
     assert legacy_cleanup("Fine.") == "Fine."
+
+
+def test_a_small_version_keeps_to_the_genre_the_person_asked_for(kg, catalog, tmp_path):
+    """Seen from the shipped small KBRD: "I'd like a horror movie", then "I don't like Stanley Kubrick. Another
+    one?" got Die Hard; the asked genre's titles now come first (the turn's ranking stays the model's own)."""
+    names = ["Die Hard (1988)", "It (2017)", "Heat (1995)"]
+    small = CheckpointSource("kbrd", tmp_path, "bundled", tmp_path, "small local", "v4")
+    model = ScriptedModel(kg, _order(kg, catalog, names), "You might like <movie>.", [[5, 0, 0, 0]])
+    crs = NeuralCRS(model, catalog, source=small)
+    conv = Conversation(
+        system_id="kbrd",
+        turns=[
+            Turn(role="user", text="I'd like a horror movie, something really scary"),
+            Turn(role="system", text="You might like Psycho (1960)."),
+            Turn(role="user", text="I don't like Stanley Kubrick. Another one?"),
+        ],
+    )
+    turn = crs.respond(conv)
+    assert turn.text == "You might like It (2017)." and [r.title for r in turn.items] == ["It (2017)"]
+    assert turn.metadata["asked_genres"] == ["Horror"] and any("asked genres" in n for n in turn.metadata["notes"])
+    assert [r.title for r in turn.ranking[:2]] == names[:2]  # the model's order, as it ranked
+    # a disliked genre is no wish, and a genre the person did not ask for reorders nothing
+    conv.turns[0] = Turn(role="user", text="I don't like horror. Something good?")
+    again = crs.respond(conv)
+    assert "asked_genres" not in again.metadata and "It (2017)" not in again.text
+
+
+def test_a_sentence_ends_with_the_mark_its_opening_calls_for():
+    """Seen from the small UniCRS: "You should watch The Conjuring (2013)? It is a horror film…"."""
+    from crs_backends.neural.reply_facts import mend_sentence_marks
+
+    assert mend_sentence_marks("You should watch <movie>? It is a <genre> film.") == (
+        "You should watch <movie>. It is a <genre> film."
+    )
+    assert mend_sentence_marks("Have you seen <movie>. It is great!") == "Have you seen <movie>? It is great!"
+    for kept in ("What a great movie.", "You might like <movie>!", "Why not?", "Is it good?? Really", ""):
+        assert mend_sentence_marks(kept) == kept
 
 
 def test_the_running_small_versions_read_their_reply_words_from_their_set(catalog, tmp_path):

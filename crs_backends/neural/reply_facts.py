@@ -197,8 +197,40 @@ def small_reply(
     (:func:`drop_unknown_clauses`); a slot written twice back to back counts once ("It is a <genre> <genre>!", a
     repeat the decoding guard cannot see: a slot is no word until it is filled)."""
     text = _SLOT_REPEAT.sub(r"\1", text)
-    text = drop_stray_letters(text)
+    text = mend_sentence_marks(drop_stray_letters(text))
     return drop_unknown_clauses(fill_unnamed(text, items, names, entities), lexicon)
+
+
+# a sentence that states or suggests, and one that asks, by how it opens (read on the slotted text, before titles
+# with their own punctuation are filled in)
+_STATES = re.compile(
+    r"^(?:you (?:should|might|could|may|would|will|can)|you['’](?:ll|d)|i['’]d (?:recommend|suggest)"
+    r"|i (?:would |really |also )?(?:recommend|suggest)|try|it is|it['’]s|this is|that is|that['’]s|they are)\b",
+    re.IGNORECASE,
+)
+_ASKS = re.compile(
+    r"^(?:have you|did you|do you|would you|are you|is there|how about|which|who|where|when|why|can you|could you"
+    r"|what(?! a\b))\b",
+    re.IGNORECASE,
+)
+_SENTENCE = re.compile(r"[^.!?]+[.!?]+|[^.!?]+$")
+
+
+def mend_sentence_marks(text: str) -> str:
+    """A sentence ends with the mark its opening calls for: "You should watch <movie>?" becomes "…<movie>." and
+    "Have you seen <movie>." becomes "…<movie>?" (seen from the small UniCRS, whose decoding may follow a title slot
+    with either mark; ours, for the small versions only)."""
+    out = []
+    for sentence in _SENTENCE.findall(text):
+        body = sentence.rstrip()
+        tail = sentence[len(body) :]
+        opening = body.lstrip()
+        if body.endswith("?") and not body.endswith("??") and _STATES.match(opening):
+            body = body[:-1] + "."
+        elif body.endswith(".") and not body.endswith("..") and _ASKS.match(opening):
+            body = body[:-1] + "?"
+        out.append(body + tail)
+    return "".join(out)
 
 
 _LONE_WORDS = frozenset({"a", "i", "o"})  # the one-letter words English writes

@@ -39,6 +39,7 @@ from catalog.catalog import Catalog, get_catalog
 from catalog.items import Item
 from crs_backends import preferences
 from crs_backends.base import DEFAULT_LIST_SIZE, CRSSystem, SystemInfo
+from crs_backends.chatcrs_embedded import read_wishes
 from crs_backends.neural import policy, reply_facts
 from crs_backends.neural.engine import MOVIE_SLOT, TOP_K, ConvInput, NeuralModel
 from crs_backends.neural.kg_reader import KGData, load_kg
@@ -326,6 +327,15 @@ class NeuralCRS(CRSSystem):
                 (i, n) for i, n in model_top if not (wishes.dislikes.excludes(i) if i else n in wishes.dislikes.titles)
             ]
             ranked_items, names = [i for i, _ in kept], [n for _, n in kept]
+        if wishes is not None and wishes.genres:
+            # ours, for the small versions: their rankings lose a genre the person asked for once the talk moves on
+            # ("I'd like a horror movie", then "Another one?" got Die Hard); titles of the asked genres come first,
+            # each group in the model's order. The turn's ranking stays the model's own.
+            asked = set(wishes.genres)
+            first = [n for n, item in enumerate(ranked_items) if item is not None and asked & set(item.genres)]
+            order = first + [n for n in range(len(names)) if n not in set(first)]
+            ranked_items, names = [ranked_items[n] for n in order], [names[n] for n in order]
+            notes.append(f"titles of the asked genres ({', '.join(wishes.genres)}) were offered first")
         leaving = wishes is not None and wishes.leaving
         act = "recommend" if choice is not None and choice.recommend else "reply"
         if leaving:  # ours: a goodbye gets a goodbye, whatever option the model chose
@@ -380,6 +390,7 @@ class NeuralCRS(CRSSystem):
                 "recommended": act == "recommend",
                 "act": act,
                 **({"dislikes": wishes.dislikes.record()} if wishes is not None and wishes.dislikes else {}),
+                **({"asked_genres": list(wishes.genres)} if wishes is not None and wishes.genres else {}),
                 "entities": list(inp.entities),
                 "generated": generated,
                 "notes": notes,
@@ -389,10 +400,15 @@ class NeuralCRS(CRSSystem):
         )
 
     def _wishes(self, conversation: Conversation) -> _Wishes:
-        """What the person dislikes and whether they are leaving (the small versions honour both)."""
+        """What the person dislikes, the genres they asked for (a later "instead" replaces them; a disliked genre is
+        no wish) and whether they are leaving: the small versions honour all three."""
         texts = [t.text or "" for t in conversation.all_turns if t.role == "user"]
+        dislikes = preferences.read_dislikes(texts, self.catalog)
+        asked = read_wishes([preferences.without_dislikes(t) for t in texts], self.catalog).genres
         return _Wishes(
-            preferences.read_dislikes(texts, self.catalog), bool(texts) and preferences.is_goodbye(texts[-1])
+            dislikes,
+            bool(texts) and preferences.is_goodbye(texts[-1]),
+            tuple(g for g in asked if g not in dislikes.genres),
         )
 
     def _without_dislikes(
@@ -485,6 +501,7 @@ SMALL_GOODBYE = "You're welcome, enjoy the movie!"
 class _Wishes:
     dislikes: preferences.Dislikes
     leaving: bool
+    genres: tuple[str, ...] = ()
 
 
 def repair_text(text: str, items: list[str]) -> tuple[str, bool]:
