@@ -83,8 +83,10 @@ class Dislikes:
             return True
         if self.people & {*item.directors, *item.cast, *item.writers}:
             return True
-        if self.phrases:
-            record = " ".join((item.name, *item.genres, *item.directors, *item.cast, *item.writers)).lower()
+        if self.phrases:  # the catalog's record of the item, its description included ("a Stephen King novel")
+            record = " ".join(
+                (item.name, *item.genres, *item.directors, *item.cast, *item.writers, item.description)
+            ).lower()
             return any(re.search(r"(?<!\w)" + re.escape(p) + r"(?!\w)", record) for p in self.phrases)
         return False
 
@@ -233,7 +235,23 @@ def _people_in(lowered: str, people: _People) -> list[str]:
                 found.append(name)
     if found:
         return found
-    return list(dict.fromkeys(people.surname[w] for w in words if w in people.surname))
+    by_surname = []
+    for k, w in enumerate(words):
+        name = people.surname.get(w)
+        if name is None:
+            continue
+        given = words[k - 1] if k else ""
+        if given and given not in _NOT_GIVEN_NAMES and given != _words(name)[0]:
+            continue  # "Stephen King" is not the catalog's Adrienne King: another person, honoured as text
+        by_surname.append(name)
+    return list(dict.fromkeys(by_surname))
+
+
+# words that may stand right before a bare surname without being a given name ("anything by Nolan", "no Tarantino")
+_NOT_GIVEN_NAMES = frozenset(
+    "a an the any anything something by of with from starring featuring directed written like and or nor but "
+    "no not fan fans mr mrs ms dr director actor actress films movies film movie stuff about".split()
+)
 
 
 def is_goodbye(text: str) -> bool:

@@ -55,6 +55,20 @@ def test_a_surname_alone_finds_a_person_only_one_catalog_person_has(catalog):
     assert all(nolan.excludes(i) for i in catalog.items if "Christopher Nolan" in i.directors)
 
 
+def test_a_surname_with_another_given_name_is_another_person(catalog):
+    """Seen: "I don't like Stephen King" was read as the catalog's Adrienne King (the only King), whose films were
+    then left out while Stephen King was not honoured at all."""
+    king = read_dislikes(["I do not like Stephen King. Something scary?"], catalog)
+    assert not king.people and king.phrases == ("stephen king",)
+    assert king.mentions_disliked("It is based on a Stephen King novel.")
+    from catalog.items import Item
+
+    novel = Item(id="misery", title="Misery", year=1990, description="A novelist held captive; a Stephen King book.")
+    assert king.excludes(novel)  # the record read for a phrase includes the item's description
+    assert read_dislikes(["nothing by Tarantino please"], catalog).people == {"Quentin Tarantino"}
+    assert read_dislikes(["I don't like quentin tarantino"], catalog).people == {"Quentin Tarantino"}
+
+
 def test_a_dislike_the_catalog_cannot_match_is_honoured_by_text(catalog):
     d = read_dislikes(["I don't like Zorblax Quuxington"], catalog)
     assert d.phrases == ("zorblax quuxington",) and not d.people
