@@ -40,7 +40,7 @@ BASE_COLUMNS = [
     "W/T/L",
     "Elo",
     "Judge overall",
-    "Debate 95% CI",
+    "Judge 95% CI",
     "Judged",
 ]
 
@@ -108,7 +108,7 @@ def display_table(rows: list[dict]) -> pd.DataFrame:
             "W/T/L": f"{r['wins']}/{r['ties']}/{r['losses']}" if r["battles"] is not None else "",
             "Elo": _number(r["elo"], 0),
             "Judge overall": _number(r["overall_mean"], 1),
-            "Debate 95% CI": _interval(r["overall_ci_low"], r["overall_ci_high"], 1),
+            "Judge 95% CI": _interval(r["overall_ci_low"], r["overall_ci_high"], 1),
             "Judged": r["judged"] if r["judged"] is not None else "",
         }
         record.update({LABELS[f]: _number(r[f], 2) for f in FACTORS})
