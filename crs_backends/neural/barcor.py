@@ -59,6 +59,7 @@ from crs_backends.neural.engine import (
     WordRepeatGuard,
     fill_movie_slots,
     legacy_cleanup,
+    pad_as_published,
 )
 from crs_backends.neural.kg_reader import KGData
 from crs_backends.neural.training import Stage, log_prior, run_stages, split_budget, wanted_steps
@@ -489,12 +490,9 @@ class BARCOR(NeuralModel):
         ``context_max_length`` as ``src/model/BARCOR.py`` L194-207 pads it (``padding="max_length"``, multiple of
         8), so ``encoder_no_repeat_ngram_size`` sees the pads as the published generation did; else unpadded."""
         ids = self.context_ids(inp.context)
-        mask = [1] * len(ids)
         if inp.served:
-            width = -(-self.context_max_length // 8) * 8
-            pad = self.conv_model.config.pad_token_id
-            ids, mask = ids + [pad] * (width - len(ids)), mask + [0] * (width - len(ids))
-        return ids, mask
+            return pad_as_published(ids, self.context_max_length, self.conv_model.config.pad_token_id)
+        return ids, [1] * len(ids)
 
     def _encoder_outputs(self, ids: list[int], mask: list[int]):
         """The conv encoder's output for ``ids``; the last one is reused (generate + choose in one turn)."""

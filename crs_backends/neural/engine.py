@@ -49,6 +49,17 @@ def legacy_cleanup(text: str) -> str:
     return text
 
 
+def pad_as_published(ids: list[int], length: int, pad_id: int, *, left: bool = False) -> tuple[list[int], list[int]]:
+    """``ids`` and their attention mask padded as the published code's ``tokenizer.pad(padding="max_length",
+    max_length=length, pad_to_multiple_of=8)`` pads them: to ``length`` rounded up to a multiple of 8, on the right
+    (BART) or the ``left`` (UniCRS's GPT-2); ids already that long are left as they are."""
+    width = -(-length // 8) * 8
+    fill = max(0, width - len(ids))
+    if left:
+        return [pad_id] * fill + ids, [0] * fill + [1] * len(ids)
+    return ids + [pad_id] * fill, [1] * len(ids) + [0] * fill
+
+
 def fill_movie_slots(text: str, items: list[str] | None) -> str:
     """Replace each ``MOVIE_SLOT`` with the next of ``items`` (cycling when there are more slots than items);
     the text is left as it is without items (the adapter then rephrases, see ``system.repair_text``)."""

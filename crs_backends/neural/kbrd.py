@@ -39,6 +39,7 @@ from crs_backends.neural.engine import (
     WordRepeatGuard,
     fill_movie_slots,
     legacy_cleanup,
+    pad_as_published,
 )
 from crs_backends.neural.kbrd_modules import OPTIONAL_CONV_KEYS, KBRDforConv, KBRDforRec, conv_config
 from crs_backends.neural.kg_reader import KGData
@@ -306,9 +307,7 @@ class KBRD(NeuralModel):
         ids = self.context_ids(inp.context)
         mask = [1] * len(ids)
         if inp.served:
-            width = -(-self.settings["context_max_length"] // 8) * 8
-            pad = self.conv.config.pad_token_id
-            ids, mask = ids + [pad] * (width - len(ids)), mask + [0] * (width - len(ids))
+            ids, mask = pad_as_published(ids, self.settings["context_max_length"], self.conv.config.pad_token_id)
         as_tensor = partial(torch.tensor, dtype=torch.long, device=self.device)
         return as_tensor([ids]), as_tensor([mask])
 

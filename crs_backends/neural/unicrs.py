@@ -72,6 +72,7 @@ from crs_backends.neural.engine import (
     TrainReport,
     WordRepeatGuard,
     legacy_cleanup,
+    pad_as_published,
 )
 from crs_backends.neural.kg_reader import KGData
 from crs_backends.neural.published_init import resize_as_crs_arena
@@ -677,9 +678,8 @@ class UniCRS(NeuralModel):
         seq = self.conv_context(inp)
         if not inp.served:
             return seq, 0
-        width = -(-(self.context_max_length + len(self.bot_ids)) // 8) * 8
-        n_pad = max(0, width - len(seq))
-        return [self.pad_id] * n_pad + seq, n_pad
+        padded, mask = pad_as_published(seq, self.context_max_length + len(self.bot_ids), self.pad_id, left=True)
+        return padded, mask.count(0)
 
     @staticmethod
     def _ban_repeats(seq: list[int], n: int) -> list[int]:
