@@ -14,8 +14,9 @@ from neural_fixtures import CONVS, TEXTS, one_thread  # noqa: F401 (one_thread: 
 from neural_fixtures import tiny_kg as shared_tiny_kg
 
 from catalog.ievalm_records import Record, read_records
-from crs_backends.neural import barcor
+from crs_backends.neural import barcor, barcor_training
 from crs_backends.neural.barcor import BARCOR, context_text, strip_system
+from crs_backends.neural.barcor_backbone import bart_config
 from crs_backends.neural.checkpoints import CheckpointError, part_dir
 from crs_backends.neural.engine import MOVIE_SLOT, ConvInput, TrainConfig, fill_movie_slots
 from crs_backends.neural.kg_reader import KGData, load_kg
@@ -212,8 +213,8 @@ def test_published_size_key_lists_match_the_reference():
     full = barcor.SIZES["full"]
     dims = dict(d=768, ffn=3072, vocab=50265, positions=1024, enc=6, dec=6)
     with torch.device("meta"):
-        rec = BartForSequenceClassification(barcor._bart_config(full, vocab_size=50265, num_labels=24630))
-        conv = BartForConditionalGeneration(barcor._bart_config(full, vocab_size=50265))
+        rec = BartForSequenceClassification(bart_config(full, vocab_size=50265, num_labels=24630))
+        conv = BartForConditionalGeneration(bart_config(full, vocab_size=50265))
     for module, expected, n in (
         (rec, published_keys(labels=24630, **dims), 265),
         (conv, published_keys(lm=True, **dims), 263),
@@ -425,20 +426,20 @@ def test_training_lowers_loss_resumes_and_loads(tmp_path, redial):
     model.max_new_tokens = 12
     seen = []
     config = TrainConfig(size="small", epochs=3, max_steps=10, batch_size=8, lr=2e-3, seed=0)
-    report = barcor.train(model, records, tmp_path, "redial", config, progress=lambda *a: seen.append(a))
+    report = barcor_training.train(model, records, tmp_path, "redial", config, progress=lambda *a: seen.append(a))
     assert report.system == "barcor" and report.steps == 10
     assert len(report.losses["rec"]) + len(report.losses["conv"]) == 10
     assert {p for p, _, _ in seen} == {"rec", "conv"}
     # resume: a rerun with a larger budget continues from the saved steps
     config.max_steps = 30
-    report = barcor.train(model, records, tmp_path, "redial", config)
+    report = barcor_training.train(model, records, tmp_path, "redial", config)
     assert report.steps == 20
     for part in ("rec", "conv"):
         losses = report.losses[part]
         assert len(losses) >= 10
         assert sum(losses[-3:]) / 3 < sum(losses[:3]) / 3, (part, losses)
     # a finished run does nothing more
-    assert barcor.train(model, records, tmp_path, "redial", config).steps == 0
+    assert barcor_training.train(model, records, tmp_path, "redial", config).steps == 0
     loaded = BARCOR.load(tmp_path, "redial", kg, max_new_tokens=12)
     inp = records[3].conv_input()
     ranked = loaded.recommend(inp)
@@ -457,6 +458,6 @@ def test_records_without_known_targets_still_train_conv(tmp_path, kg, tokenizer)
             resp="Have you seen The Shining (1980)?",
         )
     ] * 4
-    report = barcor.train(model, records, tmp_path, "tiny", TrainConfig(epochs=2, batch_size=2))
+    report = barcor_training.train(model, records, tmp_path, "tiny", TrainConfig(epochs=2, batch_size=2))
     assert report.losses["rec"] == [] and len(report.losses["conv"]) == 4
     assert (part_dir(tmp_path, "barcor", "rec", "tiny") / "pytorch_model.bin").exists()

@@ -11,6 +11,7 @@ from ci_mode import skip_or_fail
 
 from catalog.ievalm_records import read_records
 from crs_backends.neural import kbrd as K
+from crs_backends.neural import kbrd_training
 from crs_backends.neural.checkpoints import CheckpointError, part_dir
 from crs_backends.neural.engine import MOVIE_SLOT, ConvInput, TrainConfig
 from crs_backends.neural.kg_reader import KGData, load_kg
@@ -389,11 +390,11 @@ def test_training_lowers_loss_and_resumes(tmp_path, shared_data):
     records = [r for r in read_records(eval_file, limit=200) if r.rec and kg.ids_of(r.rec)][:24]
     texts = [u for r in records for u in r.context] + [r.resp for r in records]
     model = K.KBRD.create(kg, texts, size="small", seed=0)
-    before = {part: K.evaluate_loss(model, records, part) for part in ("rec", "conv")}
+    before = {part: kbrd_training.evaluate_loss(model, records, part) for part in ("rec", "conv")}
     config = TrainConfig(size="small", epochs=50, max_steps=16, batch_size=12, lr=3e-3, seed=0)
     seen = []
-    report = K.train(model, records, tmp_path, DS, config, progress=lambda *a: seen.append(a))
-    after = {part: K.evaluate_loss(model, records, part) for part in ("rec", "conv")}
+    report = kbrd_training.train(model, records, tmp_path, DS, config, progress=lambda *a: seen.append(a))
+    after = {part: kbrd_training.evaluate_loss(model, records, part) for part in ("rec", "conv")}
     assert report.steps == 16 and len(report.losses["rec"]) == 8 and len(report.losses["conv"]) == 8
     assert after["rec"] < before["rec"] and after["conv"] < before["conv"], (before, after)
     assert seen[-1] == ("conv", 8, 8)
@@ -405,10 +406,10 @@ def test_training_lowers_loss_and_resumes(tmp_path, shared_data):
     assert recs == model.recommend(inp)
     assert isinstance(loaded.generate(inp), str)
     # a rerun with the same budget resumes from the trainer state and does nothing new
-    again = K.train(loaded, records, tmp_path, DS, config)
+    again = kbrd_training.train(loaded, records, tmp_path, DS, config)
     assert again.steps == 0 and again.losses["rec"] == report.losses["rec"]
     # a larger budget continues where it stopped
-    more = K.train(
+    more = kbrd_training.train(
         loaded,
         records,
         tmp_path,

@@ -11,7 +11,7 @@ from neural_fixtures import CONVS, TEXTS, TITLES, one_thread  # noqa: F401 (one_
 from neural_fixtures import tiny_kg as shared_tiny_kg
 
 from catalog.ievalm_records import Record, read_records
-from crs_backends.neural import unicrs
+from crs_backends.neural import unicrs_training
 from crs_backends.neural.checkpoints import CheckpointError, part_dir
 from crs_backends.neural.engine import MOVIE_SLOT, ConvInput, TrainConfig
 from crs_backends.neural.kg_reader import KGData, load_kg
@@ -340,7 +340,7 @@ def test_left_padding_does_not_change_rec_scores(small):
     padded = torch.tensor([[small.pad_id] * pad + ids])
     mask = torch.tensor([[0] * pad + [1] * len(ids)])
     with torch.no_grad():
-        hidden, _ = small._run(padded, mask, small._prefix("rec", conv))
+        hidden, _ = small.run_gpt2(padded, mask, small._prefix("rec", conv))
         scores = hidden[0, -1] @ small._table("rec").T
     assert torch.allclose(scores, small.scores(conv), atol=1e-4)
 
@@ -448,9 +448,9 @@ def test_training_lowers_loss_and_resumes(tmp_path, shared_data):
     model = UniCRS.create(kg, texts, size="small", seed=0)
     model.max_new_tokens = 8
     config = TrainConfig(size="small", epochs=10, max_steps=12, batch_size=6, lr=3e-3, seed=0)
-    report = unicrs.train(model, records, tmp_path, "redial", config)
+    report = unicrs_training.train(model, records, tmp_path, "redial", config)
     # the recommendation path is pre-trained first (4 steps of 12), then rec and conv train together (6), then the
-    # conversation prompt alone (2; unicrs.STAGE_SHARES)
+    # conversation prompt alone (2; unicrs_training.STAGE_SHARES)
     assert report.steps == 12
     for part in ("prompt", "rec", "conv"):
         losses = report.losses[part]
@@ -465,7 +465,7 @@ def test_training_lowers_loss_and_resumes(tmp_path, shared_data):
     assert loaded.generate(conv, items=[kg.entity_name(i) for i, _ in recs[:3]]).strip()
     # resumable: a longer run continues from the saved steps (joint 6 -> 7, reply 2 -> 3)
     again = UniCRS.create(kg, texts, size="small", seed=0)
-    report2 = unicrs.train(
+    report2 = unicrs_training.train(
         again,
         records,
         tmp_path,
@@ -484,9 +484,11 @@ def test_records_become_slot_masked_examples(small):
         rec=["The Shining (1980)", "Not In KG"],
         resp="Try The Shining (1980), it is scary.",
     )
-    ex = small.example(rec)
+    ex = unicrs_training.example(small, rec)
     assert ex["targets"] == [0]
     text = small.tokenizer.decode(ex["resp"], skip_special_tokens=False)
     assert text.startswith("System: Try <movie>") and text.endswith(small.tokenizer.eos_token)
-    rec_loss, conv_loss = small.losses([ex, small.example(Record(["hi"], [], [], "hello"))])
+    rec_loss, conv_loss = unicrs_training.losses(
+        small, [ex, unicrs_training.example(small, Record(["hi"], [], [], "hello"))]
+    )
     assert rec_loss is not None and torch.isfinite(rec_loss) and torch.isfinite(conv_loss)

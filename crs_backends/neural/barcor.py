@@ -29,40 +29,40 @@ one conversation is run unpadded (same numbers, less work).
 
 from __future__ import annotations
 
-import json
-import math
-import os
-import time
 from collections.abc import Iterable
-from pathlib import Path
 
 import torch
-from torch import nn
 
-from catalog.ievalm_records import Record
+from crs_backends.neural.barcor_backbone import (
+    ARCH_KEYS,
+    BART_BASE_GEN,
+    CONV_ALIASES,
+    REC_ALIASES,
+    VocabLimit,
+    bart_config,
+    build_bart,
+    load_part,
+    read_config,
+    write_config,
+)
 from crs_backends.neural.checkpoints import (
     CheckpointError,
-    hf_weights_file,
-    load_strict,
     load_tokenizer,
     part_dir,
-    read_state_dict,
     save_state_dict,
 )
 from crs_backends.neural.engine import (
     TOP_K,
     ConvInput,
     NeuralModel,
-    ProgressFn,
-    TrainConfig,
-    TrainReport,
     WordRepeatGuard,
+    check_vocab_fits,
     fill_movie_slots,
     legacy_cleanup,
     pad_as_published,
+    size_settings,
 )
 from crs_backends.neural.kg_reader import KGData
-from crs_backends.neural.training import Stage, log_prior, run_stages, split_budget, wanted_steps
 
 SYSTEM = "barcor"
 HUB_TOKENIZER = "facebook/bart-base"
@@ -70,13 +70,6 @@ CONTEXT_MAX_LENGTH = 200  # published context_max_length (tokens, left-truncated
 RESP_MAX_LENGTH = 128  # published resp_max_length: generate(max_length=128) and the training target length
 NO_REPEAT_NGRAM = 3
 CHOICE_NEW_TOKENS = 5  # get_choice: exactly 5 new tokens, scores of the 4th step
-
-# Tied aliases of model.shared.weight: present in a transformers-4.x pytorch_model.bin, absent in safetensors.
-REC_ALIASES = ("model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight")
-CONV_ALIASES = REC_ALIASES + ("lm_head.weight",)
-# Generation settings read from config.json (transformers 5 no longer keeps them on BartConfig).
-GEN_KEYS = ("forced_bos_token_id", "forced_eos_token_id", "no_repeat_ngram_size")
-BART_BASE_GEN = {"forced_bos_token_id": 0, "forced_eos_token_id": 2, "no_repeat_ngram_size": 3}
 
 SIZES: dict[str, dict] = {
     # local versions: trained in about a minute on 2 CPU cores; new tokens per turn capped for interactive use
@@ -111,29 +104,6 @@ SIZES: dict[str, dict] = {
 # (None here); trained models end their replies with </s> long before (ReDial replies: median 25, p99 65 tokens).
 LOADED_MAX_NEW_TOKENS: int | None = None
 AUTO = "auto"
-_ARCH_KEYS = (
-    "d_model",
-    "encoder_layers",
-    "decoder_layers",
-    "encoder_attention_heads",
-    "decoder_attention_heads",
-    "encoder_ffn_dim",
-    "decoder_ffn_dim",
-    "max_position_embeddings",
-)
-# config.json keys that are bookkeeping, not architecture
-_CONFIG_SKIP = (
-    "id2label",
-    "label2id",
-    "num_labels",
-    "architectures",
-    "transformers_version",
-    "_name_or_path",
-    "torch_dtype",
-    "dtype",
-)
-
-
 # ---------------------------------------------------------------------------------------------------------------
 # formatting (published)
 
@@ -155,141 +125,6 @@ def response_prefix(context: list[str]) -> str:
 def strip_system(text: str) -> str:
     """As published: a character-set ``lstrip('System;:')``, then ``strip()``."""
     return text.lstrip("System;:").strip()
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# config helpers
-
-
-def _bart_config(arch: dict, *, vocab_size: int, num_labels: int | None = None):
-    from transformers import BartConfig
-
-    cfg = BartConfig(
-        vocab_size=vocab_size,
-        pad_token_id=1,
-        bos_token_id=0,
-        eos_token_id=2,
-        decoder_start_token_id=2,
-        forced_eos_token_id=2,
-        scale_embedding=False,
-        activation_function="gelu",
-        dropout=0.1,
-        attention_dropout=0.1,
-        activation_dropout=0.1,
-        classifier_dropout=0.0,
-        **{k: arch[k] for k in _ARCH_KEYS},
-    )
-    if num_labels is not None:
-        cfg.num_labels = num_labels
-    return cfg
-
-
-def _read_config(directory: Path, *, num_labels: int | None = None):
-    """``(BartConfig, generation settings)`` from ``directory/config.json`` (+ ``generation_config.json``)."""
-    from transformers import BartConfig
-
-    path = directory / "config.json"
-    if not path.exists():
-        raise CheckpointError(f"checkpoint config missing: {path}")
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise CheckpointError(f"cannot read {path}: {e}") from e
-    if not isinstance(raw, dict) or raw.get("model_type", "bart") != "bart" or "d_model" not in raw:
-        raise CheckpointError(f"{path} is not a BART config (model_type bart with d_model)")
-    gen = {k: raw.get(k) for k in GEN_KEYS}
-    gen_path = directory / "generation_config.json"
-    if gen_path.exists():
-        try:
-            gen_raw = json.loads(gen_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as e:
-            raise CheckpointError(f"cannot read {gen_path}: {e}") from e
-        gen.update({k: gen_raw[k] for k in GEN_KEYS if k in gen_raw})
-    try:
-        cfg = BartConfig.from_dict({k: v for k, v in raw.items() if k not in _CONFIG_SKIP})
-        if num_labels is not None:
-            cfg.num_labels = num_labels
-        if cfg.d_model is None or cfg.encoder_attention_heads is None or cfg.decoder_attention_heads is None:
-            raise ValueError("d_model and the attention heads must be set")
-        if cfg.d_model % cfg.encoder_attention_heads or cfg.d_model % cfg.decoder_attention_heads:
-            raise ValueError("d_model must be a multiple of the attention heads")
-    except (TypeError, ValueError, KeyError) as e:
-        raise CheckpointError(f"{path} is not a usable BART config: {e}") from e
-    return cfg, gen, raw
-
-
-def _write_config(cfg, directory: Path, *, architecture: str, gen: dict | None = None) -> None:
-    data = cfg.to_dict()
-    data["architectures"] = [architecture]
-    data.pop("dtype", None)
-    data["torch_dtype"] = "float32"
-    for k, v in (gen or {}).items():
-        data[k] = v
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / "config.json"
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False), encoding="utf-8")
-    os.replace(tmp, path)
-
-
-def _build(cls, cfg, *, init: bool, seed: int | None = None):
-    """A Hugging Face BART module from ``cfg``; random init only when ``init`` (loading skips it)."""
-    from transformers.initialization import no_init_weights
-
-    if init:
-        if seed is not None:
-            torch.manual_seed(seed)
-        return cls(cfg)
-    with no_init_weights():
-        module = cls(cfg)
-    # no_init_weights also skips the tying done in init_weights: tie as the published models are
-    shared = module.model.shared.weight
-    module.model.encoder.embed_tokens.weight = shared
-    module.model.decoder.embed_tokens.weight = shared
-    if hasattr(module, "lm_head"):
-        module.lm_head.weight = shared
-    return module
-
-
-def _check_tied(module: nn.Module, aliases: Iterable[str]) -> None:
-    shared = module.get_parameter("model.shared.weight")
-    for name in aliases:
-        if module.get_parameter(name) is not shared:  # pragma: no cover - guards a transformers change
-            raise RuntimeError(f"{name} is no longer tied to model.shared.weight")
-
-
-def _load_part(module: nn.Module, directory: Path, aliases: tuple[str, ...]) -> None:
-    path = hf_weights_file(directory)
-    state = read_state_dict(path)
-    renames = {}
-    if "model.shared.weight" not in state:  # a writer that kept an alias instead of the shared table
-        for alias in aliases:
-            if alias in state:
-                renames[alias] = "model.shared.weight"
-                break
-    state = {renames.get(k, k): v for k, v in state.items()}
-    shared = state.get("model.shared.weight")
-    for alias in aliases:  # aliases present must agree with the table they are tied to
-        if (
-            alias in state
-            and shared is not None
-            and state[alias].shape == shared.shape
-            and not torch.equal(state[alias], shared)
-        ):
-            raise CheckpointError(f"{path}: {alias} differs from model.shared.weight (they are tied)")
-    load_strict(module, state, source=path, optional=aliases)
-    _check_tied(module, aliases)
-
-
-class _VocabLimit:
-    """Logits processor: ids the tokenizer does not know (model vocab > tokenizer) are never generated."""
-
-    def __init__(self, n: int):
-        self.n = n
-
-    def __call__(self, input_ids, scores):
-        scores[:, self.n :] = -math.inf
-        return scores
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -353,19 +188,16 @@ class BARCOR(NeuralModel):
         ``bart_rec=False``: no BART recommender (the small sets rank with the text recommender instead)."""
         from transformers import BartForConditionalGeneration, BartForSequenceClassification
 
-        if size not in SIZES:
-            raise ValueError(f"unknown size {size!r}; choose one of {', '.join(SIZES)}")
-        arch = SIZES[size]
+        arch = size_settings(SIZES, size)
         if tokenizer is None:
             tokenizer = _make_tokenizer(kg, texts, vocab_size=arch["vocab_size"] if vocab_size is None else vocab_size)
         if vocab_size is None:
             vocab_size = len(tokenizer) if size == "small" else max(arch["vocab_size"], len(tokenizer))
-        if vocab_size < len(tokenizer):
-            raise ValueError(f"vocab_size {vocab_size} is smaller than the tokenizer ({len(tokenizer)} tokens)")
-        rec_cfg = _bart_config(arch, vocab_size=vocab_size, num_labels=kg.n_entities)
-        conv_cfg = _bart_config(arch, vocab_size=vocab_size)
-        rec = _build(BartForSequenceClassification, rec_cfg, init=True, seed=seed)
-        conv = _build(BartForConditionalGeneration, conv_cfg, init=True, seed=seed + 1)
+        check_vocab_fits(vocab_size, tokenizer)
+        rec_cfg = bart_config(arch, vocab_size=vocab_size, num_labels=kg.n_entities)
+        conv_cfg = bart_config(arch, vocab_size=vocab_size)
+        rec = build_bart(BartForSequenceClassification, rec_cfg, init=True, seed=seed)
+        conv = build_bart(BartForConditionalGeneration, conv_cfg, init=True, seed=seed + 1)
         if not bart_rec:
             rec = None
         return cls(kg, tokenizer, rec, conv, gen=dict(BART_BASE_GEN), size=size, max_new_tokens=arch["max_new_tokens"])
@@ -392,19 +224,19 @@ class BARCOR(NeuralModel):
         for d in (conv_dir,) if text_ranked else (rec_dir, conv_dir):
             if not d.is_dir():
                 raise CheckpointError(f"checkpoint directory missing: {d}")
-        conv_cfg, gen, _ = _read_config(conv_dir)
+        conv_cfg, gen, _ = read_config(conv_dir)
         rec = None
         if not text_ranked:
-            rec_cfg, _, _ = _read_config(rec_dir, num_labels=kg.n_entities)
+            rec_cfg, _, _ = read_config(rec_dir, num_labels=kg.n_entities)
             if rec_cfg.vocab_size != conv_cfg.vocab_size:
                 raise CheckpointError(
                     f"{rec_dir / 'config.json'} (vocab {rec_cfg.vocab_size}) and "
                     f"{conv_dir / 'config.json'} (vocab {conv_cfg.vocab_size}) disagree"
                 )
-            rec = _build(BartForSequenceClassification, rec_cfg, init=False)
-            _load_part(rec, rec_dir, REC_ALIASES)
-        conv = _build(BartForConditionalGeneration, conv_cfg, init=False)
-        _load_part(conv, conv_dir, CONV_ALIASES)
+            rec = build_bart(BartForSequenceClassification, rec_cfg, init=False)
+            load_part(rec, rec_dir, REC_ALIASES)
+        conv = build_bart(BartForConditionalGeneration, conv_cfg, init=False)
+        load_part(conv, conv_dir, CONV_ALIASES)
         tok_dir = conv_dir if (conv_dir / "tokenizer.json").exists() or text_ranked else rec_dir
         tokenizer = load_tokenizer(tok_dir, HUB_TOKENIZER)
         if len(tokenizer) > conv_cfg.vocab_size:
@@ -431,7 +263,7 @@ class BARCOR(NeuralModel):
                 continue
             d = part_dir(root, SYSTEM, part, dataset)
             d.mkdir(parents=True, exist_ok=True)
-            _write_config(module.config, d, architecture=arch, gen=gen)
+            write_config(module.config, d, architecture=arch, gen=gen)
             stale = d / "model.safetensors"  # it would shadow the new bin in hf_weights_file
             if stale.exists():
                 stale.unlink()
@@ -509,7 +341,7 @@ class BARCOR(NeuralModel):
 
         extra = LogitsProcessorList()
         if len(self.tokenizer) < self.conv_model.config.vocab_size:
-            extra.append(_VocabLimit(len(self.tokenizer)))
+            extra.append(VocabLimit(len(self.tokenizer)))
         if self.size == "small":
             if getattr(self, "_guard", None) is None:
                 self._guard = WordRepeatGuard(self.tokenizer)
@@ -604,7 +436,7 @@ class BARCOR(NeuralModel):
 
 def _size_name(cfg) -> str:
     for name, arch in SIZES.items():
-        if all(getattr(cfg, k) == arch[k] for k in _ARCH_KEYS if k != "max_position_embeddings"):
+        if all(getattr(cfg, k) == arch[k] for k in ARCH_KEYS if k != "max_position_embeddings"):
             return name if name != "full" else "bart-base"
     return f"d{cfg.d_model}-{cfg.encoder_layers}+{cfg.decoder_layers}"
 
@@ -631,154 +463,3 @@ def _make_tokenizer(kg: KGData, texts: Iterable[str] | None, *, vocab_size: int)
     # the role prefixes are part of every input and target
     texts += ["User: " + t for t in texts[:2000]] + ["System: " + t for t in texts[:2000]]
     return train_tokenizer(texts, style="bart", vocab_size=vocab_size)
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# training
-
-
-def rec_examples(model: BARCOR, records: list[Record]) -> list[tuple[list[int], int]]:
-    """One (context ids, entity label) example per known target item, as the published rec data."""
-    out: list[tuple[list[int], int]] = []
-    for r in records:
-        labels = [i for i in model.kg.ids_of(r.rec) if i < model.kg.n_entities]
-        if labels:
-            ids = model.context_ids(r.context)
-            out.extend((ids, label) for label in labels)
-    return out
-
-
-def conv_examples(model: BARCOR, records: list[Record]) -> list[tuple[list[int], list[int]]]:
-    """(context ids, target ids) with target = speaker prefix + response, right-truncated to 128 tokens."""
-    tok = model.tokenizer
-    out = []
-    for r in records:
-        if not r.resp.strip():
-            continue
-        target = tok(response_prefix(r.context) + r.resp)["input_ids"]
-        if len(target) > RESP_MAX_LENGTH:  # right truncation keeping the final </s>
-            target = target[: RESP_MAX_LENGTH - 1] + [tok.eos_token_id]
-        out.append((model.context_ids(r.context), target))
-    return out
-
-
-def _pad(rows: list[list[int]], pad: int, device: str) -> tuple[torch.Tensor, torch.Tensor]:
-    width = max(len(r) for r in rows)
-    ids = torch.full((len(rows), width), pad, dtype=torch.long)
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
-    for i, r in enumerate(rows):
-        ids[i, : len(r)] = torch.tensor(r, dtype=torch.long)
-        mask[i, : len(r)] = 1
-    return ids.to(device), mask.to(device)
-
-
-def rec_loss(model: BARCOR, batch: list[tuple[list[int], int]], prior: torch.Tensor | None = None) -> torch.Tensor:
-    """Cross-entropy over entity labels; with ``prior`` (log prior), logit-adjusted (the small versions)."""
-    ids, mask = _pad([b[0] for b in batch], model.tokenizer.pad_token_id, model.device)
-    labels = torch.tensor([b[1] for b in batch], dtype=torch.long, device=model.device)
-    logits = model.rec_logits(ids, mask)
-    if prior is not None:
-        logits = logits + prior.to(logits.device)
-    return nn.functional.cross_entropy(logits, labels)
-
-
-# Measured on 300 held-back synthetic dialogues (small BARCOR, 200 rec steps): plain cross-entropy gave one top-3
-# list for every dialogue (hit@10 .07, popularity's level); logit-adjusted training with the prior added back at
-# 0.5 gave 120 different lists and hit@10 .13 (at 0: 193 lists, .05; at 1: 74 lists, .14)
-PRIOR_WEIGHT = 0.5
-REC_SHARE = {"conv": 0.35, "rec": 0.65}  # the small size: the recommender needs the steps, the reply model learns fast
-
-
-def _conv_only_steps(wanted: int, config: TrainConfig, size: str) -> int:
-    if config.max_steps is None:
-        return wanted
-    share = REC_SHARE["conv"] if size == "small" else 1.0
-    return min(wanted, max(1, round(config.max_steps * share)))
-
-
-def conv_loss(model: BARCOR, batch: list[tuple[list[int], list[int]]]) -> torch.Tensor:
-    pad = model.tokenizer.pad_token_id
-    ids, mask = _pad([b[0] for b in batch], pad, model.device)
-    labels, lmask = _pad([b[1] for b in batch], pad, model.device)
-    labels = labels.masked_fill(lmask == 0, -100)
-    return model.conv_model(input_ids=ids, attention_mask=mask, labels=labels, use_cache=False).loss
-
-
-def _example_length(example) -> int:
-    ids, target = example
-    return len(ids) + (len(target) if isinstance(target, list) else 0)
-
-
-def train(
-    model: BARCOR,
-    records: list[Record],
-    out_root,
-    dataset: str,
-    config: TrainConfig,
-    progress: ProgressFn | None = None,
-) -> TrainReport:
-    """Train conv (seq2seq loss on ``"System: " + resp``), then rec (cross-entropy over entity labels, one example
-    per target item; in the small size logit-adjusted, see ``PRIOR_WEIGHT``), through the one training
-    engine (:mod:`crs_backends.neural.training`: resumable); saved in the published layout under ``out_root``."""
-    t0 = time.monotonic()
-    out_root = Path(out_root)
-    model.device = config.device
-    if model.rec_model is not None:
-        model.rec_model.to(config.device)
-    model.conv_model.to(config.device)
-    model._item_ids = model._item_ids.to(config.device)
-    model._enc_cache = None
-    bart_rec = model.rec_model is not None  # without one, only the reply model trains (text_rec.py ranks)
-    conv_data, rec_data = conv_examples(model, records), rec_examples(model, records) if bart_rec else []
-    budget = (
-        split_budget(
-            config.max_steps,
-            {"conv": wanted_steps(len(conv_data), config), "rec": wanted_steps(len(rec_data), config)},
-            shares=REC_SHARE if model.size == "small" else None,
-        )
-        if bart_rec
-        # the reply model keeps the steps it had beside a BART recommender (its replies were checked at that budget)
-        else {"conv": _conv_only_steps(wanted_steps(len(conv_data), config), config, model.size), "rec": 0}
-    )
-    # the small versions' recommender: logit-adjusted training, the prior added back into the head's bias at the end
-    small = model.size == "small"
-    prior = (
-        log_prior([label for _, label in rec_data], model.rec_model.config.num_labels)
-        if small and model.rec_model is not None
-        else None
-    )
-
-    def fold_prior() -> None:
-        if prior is not None and model.rec_model is not None:
-            with torch.no_grad():
-                model.rec_model.classification_head.out_proj.bias += PRIOR_WEIGHT * prior.to(model.device)
-
-    stages = [
-        Stage(
-            "conv",
-            conv_data,
-            lambda batch: conv_loss(model, batch),
-            [model.conv_model],
-            budget["conv"],
-            config.lr,
-            lengths=[_example_length(e) for e in conv_data],
-        ),
-    ]
-    if model.rec_model is not None:
-        stages.append(
-            Stage(
-                "rec",
-                rec_data,
-                lambda batch: rec_loss(model, batch, prior),
-                [model.rec_model],
-                budget["rec"],
-                config.lr / 2 if small else config.lr,
-                lengths=[_example_length(e) for e in rec_data],
-                end=fold_prior,
-            )
-        )
-    steps, losses = run_stages(SYSTEM, dataset, out_root, stages, config, progress)
-    model._enc_cache = None
-    model.dataset = dataset
-    model.save(out_root, dataset)
-    return TrainReport(system=SYSTEM, out=out_root, steps=steps, losses=losses, seconds=time.monotonic() - t0)

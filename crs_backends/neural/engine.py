@@ -82,10 +82,17 @@ class TrainConfig:
     max_steps: int | None = None  # stop after this many optimizer steps in total (rec + conv)
     batch_size: int = 16
     lr: float = 1e-3
+    # the reply model's learning rate (None: ``lr``). The small BARCOR's BART learnt at 2e-3 to ignore its encoder: it
+    # wrote one sentence for every conversation ("Hi!" and a horror request alike); at 5e-4 it answers each
+    reply_lr: float | None = None
     seed: int = 0
     device: str = "cpu"
     resume: bool = True  # continue each stage from its state (training.state_path: <out>/.train/.../trainer_state.pt)
     progress: bool = True
+
+    @property
+    def reply_rate(self) -> float:
+        return self.reply_lr if self.reply_lr is not None else self.lr
 
 
 @dataclass
@@ -98,6 +105,21 @@ class TrainReport:
 
 
 ProgressFn = Callable[[str, int, int], None]  # (phase, done, total)
+
+
+def size_settings(sizes: dict[str, dict], size: str) -> dict:
+    """The settings of ``size`` in a model's ``SIZES`` (what every ``create`` checks first)."""
+    if size not in sizes:
+        raise ValueError(f"unknown size {size!r}; choose one of {', '.join(sizes)}")
+    return sizes[size]
+
+
+def check_vocab_fits(vocab_size: int, *tokenizers) -> None:
+    """A model's vocabulary must hold every token of its tokenizers (what every ``create`` checks)."""
+    lengths = [len(t) for t in tokenizers]
+    if any(vocab_size < n for n in lengths):
+        held = ", ".join(str(n) for n in lengths)
+        raise ValueError(f"vocab_size {vocab_size} is smaller than the tokenizer ({held} tokens)")
 
 
 class NeuralModel(ABC):

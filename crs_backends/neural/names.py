@@ -36,9 +36,15 @@ def check_system(system: str) -> None:
 
 
 def model_module(system: str):
-    """``crs_backends.neural.<system>``, imported here on demand (it imports torch): its model class, ``train``."""
+    """``crs_backends.neural.<system>``, imported here on demand (it imports torch): its model class."""
     check_system(system)
     return importlib.import_module(f"crs_backends.neural.{system}")
+
+
+def training_module(system: str):
+    """``crs_backends.neural.<system>_training``, imported on demand: its ``train``."""
+    check_system(system)
+    return importlib.import_module(f"crs_backends.neural.{system}_training")
 
 
 def model_class(system: str):

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from crs_backends.command_line import CommandGroup
-from crs_backends.neural.names import LABELS, SYSTEMS, model_class, model_module
+from crs_backends.neural.names import LABELS, SYSTEMS, model_class, training_module
 
 if TYPE_CHECKING:  # the neural modules import torch; they load when training starts
     from crs_backends.neural.kg_reader import KGData
@@ -262,7 +262,7 @@ def train_system(system: str, data: TrainData, out: Path, config, *, progress=No
     from crs_backends.neural.checkpoints import CheckpointError
 
     cls = model_class(system)
-    module = model_module(system)
+    module = training_module(system)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     if data.kg_dir is None:  # the bundled catalog: keep its KG beside the models so they can be loaded later

@@ -40,22 +40,16 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
-import re
-import time
 from collections.abc import Iterable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, overload
+from typing import TYPE_CHECKING
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from catalog.ievalm_records import Record
 from crs_backends.neural.checkpoints import (
     CheckpointError,
-    hf_weights_file,
     load_tokenizer,
     part_dir,
     read_state_dict,
@@ -67,20 +61,29 @@ from crs_backends.neural.engine import (
     ConvInput,
     LexiconGuard,
     NeuralModel,
-    ProgressFn,
-    TrainConfig,
-    TrainReport,
     WordRepeatGuard,
+    check_vocab_fits,
     legacy_cleanup,
     pad_as_published,
+    size_settings,
 )
 from crs_backends.neural.kg_reader import KGData
 from crs_backends.neural.published_init import resize_as_crs_arena
-from crs_backends.neural.training import Stage, log_prior, run_stages, split_budget, wanted_steps
+from crs_backends.neural.unicrs_backbone import (
+    gpt2_config,
+    hub_cached,
+    load_backbone,
+    local_corpus,
+    prepare_hub_tokenizers,
+    roberta_config,
+    save_backbone,
+    without_prefix,
+)
 from crs_backends.neural.unicrs_prompt import KGPrompt, prefix_sizes
+from crs_backends.neural.unicrs_text import FALLBACK_REPLY, fill_slot_tokens, turn_texts
 
 if TYPE_CHECKING:  # transformers is imported where it is used, so importing this module stays cheap
-    from transformers import GPT2LMHeadModel, PreTrainedModel, RobertaModel
+    from transformers import GPT2LMHeadModel, RobertaModel
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +94,6 @@ N_BLOCK = 2  # key + value
 NUM_BASES = 8  # published default (script/chat.py, arena YAMLs)
 BOT_PROMPT = "System:"
 SETTINGS_FILE = "unicrs.json"
-FALLBACK_REPLY = "Could you tell me a bit more about what you are looking for?"
 
 SIZES: dict[str, dict] = {
     "small": {  # tiny backbones trained from scratch with the prompts (CPU minutes)
@@ -135,175 +137,6 @@ _DATASET_DEFAULTS = {"redial": (43, 128, "<movie>"), "opendialkg": (20, 64, "<ma
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# text helpers
-
-
-def turn_texts(context: Sequence[str]) -> list[str]:
-    """``User: …`` / ``System: …`` by position (user first); empty utterances skipped but counted."""
-    return [("User: " if i % 2 == 0 else "System: ") + u for i, u in enumerate(context) if u]
-
-
-def fill_slot_tokens(text: str, items: Sequence[str] | None, slot_tokens: Iterable[str] = (MOVIE_SLOT, "<pad>")) -> str:
-    """Replace slot tokens in order with ``items``; never leave an empty slot.
-
-    ``items=None`` normalises every slot token to :data:`MOVIE_SLOT` (the caller fills them). When there
-    are more slots than items, each sentence still holding an unfilled slot is dropped; if nothing is
-    left, a short generic reply (naming the first item when there is one) is returned.
-    """
-    tokens = sorted({t for t in slot_tokens if t}, key=len, reverse=True)
-    pattern = re.compile("|".join(re.escape(t) for t in tokens)) if tokens else None
-    if pattern is None or not pattern.search(text):
-        return _tidy(text)
-    names = [str(i).strip() for i in items if i and str(i).strip()] if items is not None else []
-    hole = "\x00"
-    queue = iter(names)
-
-    def put(match: re.Match) -> str:
-        name = MOVIE_SLOT if items is None else next(queue, None)
-        if name is None:
-            return hole
-        before = text[match.start() - 1] if match.start() > 0 else " "
-        after = text[match.end()] if match.end() < len(text) else " "
-        return (" " if before.isalnum() else "") + name + (" " if after.isalnum() else "")
-
-    filled = pattern.sub(put, text)
-    if hole in filled:
-        sentences = re.split(r"(?<=[.!?])\s+|\n+", filled)
-        filled = " ".join(s for s in sentences if hole not in s)
-        if not filled.strip():
-            filled = f"You might enjoy {names[0]}." if names else FALLBACK_REPLY
-    return _tidy(filled)
-
-
-def _tidy(text: str) -> str:
-    text = re.sub(r"[ \t]+", " ", text)
-    text = re.sub(r" +([?.!,;:])", r"\1", text)
-    return text.strip()
-
-
-def _replace_names(text: str, names: Iterable[str], token: str) -> str:
-    for name in sorted({n for n in names if n}, key=len, reverse=True):
-        text = text.replace(name, token)
-    return text
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# backbones
-
-
-def _gpt2_config(vocab: int, s: dict, eos: int, pad: int):
-    from transformers import GPT2Config
-
-    drop = s.get("dropout", 0.1)
-    return GPT2Config(
-        vocab_size=vocab,
-        n_positions=s["n_positions"],
-        n_embd=s["n_embd"],
-        n_layer=s["n_layer"],
-        n_head=s["n_head"],
-        bos_token_id=eos,
-        eos_token_id=eos,
-        pad_token_id=pad,
-        resid_pdrop=drop,
-        embd_pdrop=drop,
-        attn_pdrop=drop,
-    )
-
-
-def _roberta_config(vocab: int, s: dict, tok):
-    from transformers import RobertaConfig
-
-    return RobertaConfig(
-        vocab_size=vocab,
-        hidden_size=s["text_hidden"],
-        num_hidden_layers=s["text_layers"],
-        num_attention_heads=s["text_heads"],
-        intermediate_size=s["text_ffn"],
-        max_position_embeddings=s["text_positions"],
-        type_vocab_size=1,
-        hidden_dropout_prob=s.get("dropout", 0.1),
-        attention_probs_dropout_prob=s.get("dropout", 0.1),
-        pad_token_id=tok.pad_token_id,
-        bos_token_id=tok.bos_token_id,
-        eos_token_id=tok.eos_token_id,
-    )
-
-
-def _hub_cached(repo: str) -> bool:
-    try:
-        from huggingface_hub import try_to_load_from_cache
-
-        return isinstance(try_to_load_from_cache(repo, "config.json"), str)
-    except Exception:
-        return False
-
-
-def _prepare_hub_tokenizers(gpt2_tok, prompt_tok, movie: str):
-    """The published special tokens: GPT-2 gets ``<pad>`` then the movie token; RoBERTa the movie token."""
-    if gpt2_tok.pad_token is None:
-        gpt2_tok.add_special_tokens({"pad_token": "<pad>"})
-    gpt2_tok.add_special_tokens({"additional_special_tokens": [movie]})
-    prompt_tok.add_special_tokens({"additional_special_tokens": [movie]})
-    gpt2_tok.padding_side = "left"
-    return gpt2_tok, prompt_tok
-
-
-def _without_prefix(state: dict) -> dict:
-    dropped = [k for k in state if k.startswith(("rec_prefix_", "conv_prefix_"))]
-    if dropped:
-        log.info("UniCRS: ignoring %d prefix tensors, as iEvaLM does: %s", len(dropped), ", ".join(sorted(dropped)))
-    return {k: v for k, v in state.items() if k not in dropped}
-
-
-@overload
-def _load_backbone(directory: Path, kind: Literal["gpt2"]) -> GPT2LMHeadModel: ...
-@overload
-def _load_backbone(directory: Path, kind: Literal["roberta"]) -> RobertaModel: ...
-def _load_backbone(directory: Path, kind: str) -> GPT2LMHeadModel | RobertaModel:
-    """A backbone saved by :meth:`UniCRS.save`: config + weights checked key by key, tied head restored."""
-    from transformers import GPT2Config, GPT2LMHeadModel, RobertaConfig, RobertaModel
-
-    from crs_backends.neural.checkpoints import load_strict
-
-    cfg_path = directory / "config.json"
-    if not cfg_path.exists():
-        raise CheckpointError(f"backbone config missing: {cfg_path}")
-    try:
-        config = (GPT2Config if kind == "gpt2" else RobertaConfig).from_json_file(str(cfg_path))
-    except Exception as e:
-        raise CheckpointError(f"cannot read {cfg_path}: {type(e).__name__}: {e}") from e
-    model: GPT2LMHeadModel | RobertaModel
-    if isinstance(config, GPT2Config):  # kind == "gpt2"
-        model = GPT2LMHeadModel(config)
-    else:
-        model = RobertaModel(config, add_pooling_layer=True)
-    weights = hf_weights_file(directory)
-    load_strict(model, read_state_dict(weights), source=weights, optional=("lm_head.weight",) if kind == "gpt2" else ())
-    if isinstance(model, GPT2LMHeadModel):
-        model.lm_head.weight = model.transformer.wte.weight
-    return model.eval()
-
-
-def _save_backbone(model: PreTrainedModel, directory: Path) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
-    state = {k: v for k, v in model.state_dict().items() if k != "lm_head.weight"}  # tied to wte
-    from safetensors.torch import save_file
-
-    tmp = directory / "model.safetensors.tmp"
-    save_file({k: v.detach().cpu().contiguous() for k, v in state.items()}, str(tmp))
-    os.replace(tmp, directory / "model.safetensors")
-    model.config.to_json_file(str(directory / "config.json"))
-
-
-def _local_corpus(kg: KGData, texts: Iterable[str] | None) -> list[str]:
-    out = [t for t in (texts or []) if t]
-    names = list(kg.entity2id)[:5000]
-    out += [f"User: I like {n}. System: Have you seen {n}?" for n in names]
-    out += ["User: Hi! Can you recommend a movie? System: Sure, what kind of movies do you like?"] * 5
-    return out
-
-
-# ---------------------------------------------------------------------------------------------------------------
 # the model
 
 
@@ -333,7 +166,6 @@ class UniCRS(NeuralModel):
         self.movie_token = movie_token
         self.settings = dict(settings)
         self.backbone_source = backbone_source  # "local" (saved with the checkpoints) | "hub" | "random"
-        self.rec_prior: torch.Tensor | None = None  # set while the small versions train (logit adjustment)
         self.context_max_length = int(settings["context_max_length"])
         self.entity_max_length = int(settings["entity_max_length"])
         self.resp_max_length = int(settings["resp_max_length"])
@@ -393,20 +225,18 @@ class UniCRS(NeuralModel):
         """
         from transformers import GPT2LMHeadModel, RobertaModel
 
-        if size not in SIZES:
-            raise ValueError(f"unknown size {size!r}; choose one of {', '.join(SIZES)}")
-        s = dict(SIZES[size])
+        s = dict(size_settings(SIZES, size))
         ent_len, resp_len, hub_movie = _DATASET_DEFAULTS.get(
             dataset or "", (s["entity_max_length"], s["resp_max_length"], MOVIE_SLOT)
         )
         torch.manual_seed(seed)
         source = "random"
         movie = MOVIE_SLOT
-        if size == "full" and tokenizer is None and _hub_cached(GPT2_HUB) and _hub_cached(ROBERTA_HUB):
+        if size == "full" and tokenizer is None and hub_cached(GPT2_HUB) and hub_cached(ROBERTA_HUB):
             from transformers import AutoTokenizer
 
             movie = hub_movie
-            gtok, ptok = _prepare_hub_tokenizers(
+            gtok, ptok = prepare_hub_tokenizers(
                 AutoTokenizer.from_pretrained(GPT2_HUB), AutoTokenizer.from_pretrained(ROBERTA_HUB), movie
             )
             gpt2 = GPT2LMHeadModel.from_pretrained(GPT2_HUB)
@@ -422,17 +252,17 @@ class UniCRS(NeuralModel):
             else:
                 from crs_backends.neural.tokenizer import train_tokenizer
 
-                corpus = _local_corpus(kg, texts)
+                corpus = local_corpus(kg, texts)
                 vs = s.get("vocab_size", 4000)
                 gtok = train_tokenizer(corpus, style="gpt2", vocab_size=vs)
                 ptok = train_tokenizer(corpus, style="roberta", vocab_size=vs)
             gtok.padding_side = "left"
             gv = vocab_size or s.get("gpt2_vocab") or len(gtok)
             pv = vocab_size or s.get("text_vocab") or len(ptok)
-            if gv < len(gtok) or pv < len(ptok):
-                raise ValueError(f"vocab_size {vocab_size} is smaller than the tokenizers ({len(gtok)}, {len(ptok)})")
-            gpt2 = GPT2LMHeadModel(_gpt2_config(gv, s, gtok.eos_token_id, gtok.pad_token_id))
-            roberta = RobertaModel(_roberta_config(pv, s, ptok), add_pooling_layer=True)
+            check_vocab_fits(gv, gtok)
+            check_vocab_fits(pv, ptok)
+            gpt2 = GPT2LMHeadModel(gpt2_config(gv, s, gtok.eos_token_id, gtok.pad_token_id))
+            roberta = RobertaModel(roberta_config(pv, s, ptok), add_pooling_layer=True)
         settings = {
             k: s[k] for k in ("context_max_length", "entity_max_length", "resp_max_length", "max_new_tokens", "frozen")
         }
@@ -464,7 +294,7 @@ class UniCRS(NeuralModel):
             for d in (gdir, pdir):
                 if not d.exists():
                     raise CheckpointError(f"backbone directory missing: {d} (the other UniCRS backbone is there)")
-            gpt2, roberta = _load_backbone(gdir, "gpt2"), _load_backbone(pdir, "roberta")
+            gpt2, roberta = load_backbone(gdir, "gpt2"), load_backbone(pdir, "roberta")
             gtok = load_tokenizer(gdir, GPT2_HUB)
             ptok = load_tokenizer(pdir, ROBERTA_HUB)
             meta_path = gdir / SETTINGS_FILE
@@ -482,7 +312,7 @@ class UniCRS(NeuralModel):
             from transformers import AutoTokenizer, GPT2LMHeadModel, RobertaModel
 
             try:
-                gtok, ptok = _prepare_hub_tokenizers(
+                gtok, ptok = prepare_hub_tokenizers(
                     AutoTokenizer.from_pretrained(GPT2_HUB), AutoTokenizer.from_pretrained(ROBERTA_HUB), movie
                 )
                 gpt2 = GPT2LMHeadModel.from_pretrained(GPT2_HUB)
@@ -500,7 +330,7 @@ class UniCRS(NeuralModel):
             source = "hub"
             # iEvaLM builds KGPrompt without n_prefix_rec/n_prefix_conv and loads with strict=False: prefix
             # weights in a file are ignored there, so they are here
-            rec_state, conv_state = _without_prefix(rec_state), _without_prefix(conv_state)
+            rec_state, conv_state = without_prefix(rec_state), without_prefix(conv_state)
         gtok.padding_side = "left"
         model = cls(
             kg,
@@ -516,7 +346,7 @@ class UniCRS(NeuralModel):
         )
         load_strict(model.rec_prompt, rec_state, source=rec_file)
         load_strict(model.conv_prompt, conv_state, source=conv_file)
-        model._invalidate()
+        model.invalidate()
         from crs_backends.neural.text_rec import attach
 
         return attach(model, root, dataset).to(device)
@@ -529,8 +359,8 @@ class UniCRS(NeuralModel):
         if self.backbone_source == "hub":
             return
         gdir, pdir = root / f"unicrs_gpt2_{dataset}", root / f"unicrs_roberta_{dataset}"
-        _save_backbone(self.gpt2, gdir)
-        _save_backbone(self.roberta, pdir)
+        save_backbone(self.gpt2, gdir)
+        save_backbone(self.roberta, pdir)
         self.tokenizer.save_pretrained(str(gdir))
         self.prompt_tokenizer.save_pretrained(str(pdir))
         meta = dict(
@@ -545,7 +375,7 @@ class UniCRS(NeuralModel):
         for m in self.modules():
             m.to(device)
         self.item_ids = self.item_ids.to(device)
-        self._invalidate()
+        self.invalidate()
         return self
 
     def modules(self) -> list[nn.Module]:
@@ -555,7 +385,7 @@ class UniCRS(NeuralModel):
         mods = [self.rec_prompt, self.conv_prompt] if self.frozen else self.modules()
         return [p for m in mods for p in m.parameters() if p.requires_grad]
 
-    def _invalidate(self) -> None:
+    def invalidate(self) -> None:
         self._tables.clear()
         self._token_cache = None
 
@@ -626,7 +456,7 @@ class UniCRS(NeuralModel):
             entity_table=self._table(which),
         )
 
-    def _run(self, ids: torch.Tensor, mask: torch.Tensor, prefix: torch.Tensor, cache=None, positions=None):
+    def run_gpt2(self, ids: torch.Tensor, mask: torch.Tensor, prefix: torch.Tensor, cache=None, positions=None):
         """GPT-2 trunk with the prompt as past keys/values; a NEW cache unless one is passed to extend."""
         from transformers import DynamicCache
 
@@ -651,7 +481,7 @@ class UniCRS(NeuralModel):
     def scores(self, inp: ConvInput) -> torch.Tensor:
         """Logits over all entities (incl. pad) for one conversation."""
         ids = torch.tensor([self.context_ids(inp.context)], device=self.device)
-        hidden, _ = self._run(ids, torch.ones_like(ids), self._prefix("rec", inp))
+        hidden, _ = self.run_gpt2(ids, torch.ones_like(ids), self._prefix("rec", inp))
         return hidden[0, -1] @ self._table("rec").T
 
     def recommend(self, inp: ConvInput, k: int = TOP_K) -> list[tuple[int, float]]:
@@ -710,10 +540,10 @@ class UniCRS(NeuralModel):
             mask = torch.tensor([[0] * n_pad + [1] * (n - n_pad)], device=self.device)
             if use_cache:  # positions 0 … n-1 over the whole sequence, padding included (see reply_input)
                 positions = torch.arange(n - step_ids.shape[1], n, device=self.device)[None]
-                hidden, cache = self._run(step_ids, mask, prefix, cache=cache, positions=positions)
+                hidden, cache = self.run_gpt2(step_ids, mask, prefix, cache=cache, positions=positions)
             else:
                 full = torch.tensor([seq], device=self.device)
-                hidden, _ = self._run(full, mask, prefix, positions=torch.arange(n, device=self.device)[None])
+                hidden, _ = self.run_gpt2(full, mask, prefix, positions=torch.arange(n, device=self.device)[None])
             logits = self.gpt2.lm_head(hidden[0, -1])
             # published: HF's no_repeat_ngram_size over context + reply; our small versions (template phrasing
             # that recurs in their own earlier turns) ban repeats within the reply only
@@ -788,198 +618,19 @@ class UniCRS(NeuralModel):
         ids = torch.tensor([seq], device=self.device)
         mask = torch.tensor([[0] * n_pad + [1] * (len(seq) - n_pad)], device=self.device)
         positions = torch.arange(len(seq), device=self.device)[None]  # as in generate_ids: see reply_input
-        hidden, _ = self._run(ids, mask, self._prefix("conv", inp), positions=positions)
+        hidden, _ = self.run_gpt2(ids, mask, self._prefix("conv", inp), positions=positions)
         logits = self.gpt2.lm_head(hidden[0, -1])
         letters = [self.tokenizer(o, add_special_tokens=False)["input_ids"][0] for o in options]
         return [float(logits[t]) for t in letters]
 
-    # ---- training pieces ----
-    def example(self, record: Record) -> dict:
-        """Token ids of one record: GPT-2 context, RoBERTa prompt, entities, rec targets, slot-masked reply."""
-        targets = self.kg.ids_of(record.rec)
-        resp = _replace_names(record.resp, record.rec, self.movie_token)
-        resp_ids = self.tokenizer("System: " + resp, add_special_tokens=False)["input_ids"][: self.resp_max_length]
-        prompt, prompt_mask = self.prompt_ids(record.context)
-        return {
-            "context": self.context_ids(record.context),
-            "prompt": prompt,
-            "prompt_mask": prompt_mask,
-            "entity": self.entity_ids(record.entity),
-            "targets": targets,
-            "resp": resp_ids + [self.eos_id],
-        }
-
-    def _batch_inputs(self, batch: list[dict]) -> tuple[torch.Tensor, torch.Tensor]:
-        """RoBERTa token states of the prompts and the padded entity ids of a batch."""
-        dev = self.device
-        prompt = torch.tensor([b["prompt"] for b in batch], device=dev)
-        pmask = torch.tensor([b["prompt_mask"] for b in batch], device=dev)
-        tokens = self.roberta(input_ids=prompt, attention_mask=pmask).last_hidden_state
-        width = max(len(b["entity"]) for b in batch)
-        ents = torch.tensor([b["entity"] + [self.kg.pad_id] * (width - len(b["entity"])) for b in batch], device=dev)
-        return tokens, ents
-
-    def rec_loss(
-        self, batch: list[dict], inputs: tuple[torch.Tensor, torch.Tensor] | None = None
-    ) -> torch.Tensor | None:
-        """Cross-entropy of each target entity from the last hidden state (None when no example has a target)."""
-        rows = [i for i, b in enumerate(batch) if b["targets"]]
-        if not rows:
-            return None
-        dev = self.device
-        tokens, ents = inputs if inputs is not None else self._batch_inputs(batch)
-        table = self.rec_prompt.get_entity_embeds()
-        idx = torch.tensor(rows, device=dev)
-        prefix = self.rec_prompt(ents[idx], tokens[idx], output_entity=True, use_rec_prefix=True, entity_table=table)
-        ids, mask = _left_pad([batch[i]["context"] for i in rows], self.pad_id, dev)
-        hidden, _ = self._run(ids, mask, prefix)
-        logits = hidden[:, -1] @ table.T
-        if self.rec_prior is not None:  # the small versions: logit-adjusted (see train)
-            logits = logits + self.rec_prior.to(logits.device)[: logits.shape[1]]
-        pair_rows = [r for r, i in enumerate(rows) for _ in batch[i]["targets"]]
-        pair_targets = [t for i in rows for t in batch[i]["targets"]]
-        return F.cross_entropy(logits[torch.tensor(pair_rows, device=dev)], torch.tensor(pair_targets, device=dev))
-
-    def conv_loss(self, batch: list[dict], inputs: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
-        """LM loss on the reply tokens (the published labels are -100 over the context)."""
-        dev = self.device
-        tokens, ents = inputs if inputs is not None else self._batch_inputs(batch)
-        table = self.conv_prompt.get_entity_embeds()
-        prefix = self.conv_prompt(ents, tokens, output_entity=False, use_conv_prefix=True, entity_table=table)
-        seqs = [b["context"] + b["resp"] for b in batch]
-        ids, mask = _left_pad(seqs, self.pad_id, dev)
-        hidden, _ = self._run(ids, mask, prefix)
-        # the vocabulary projection runs on the reply positions alone; position t predicts token t + 1
-        width = ids.shape[1]
-        rows = [r for r, b in enumerate(batch) for _ in b["resp"]]
-        cols = [width - len(b["resp"]) - 1 + j for b in batch for j in range(len(b["resp"]))]
-        targets = torch.tensor([t for b in batch for t in b["resp"]], device=dev)
-        logits = self.gpt2.lm_head(hidden[torch.tensor(rows, device=dev), torch.tensor(cols, device=dev)])
-        return F.cross_entropy(logits, targets)
-
-    def losses(self, batch: list[dict]) -> tuple[torch.Tensor | None, torch.Tensor]:
-        """(rec loss or None when no example has a known target, conv LM loss) for a batch of :meth:`example` dicts."""
-        inputs = self._batch_inputs(batch)
-        return self.rec_loss(batch, inputs), self.conv_loss(batch, inputs)
-
     def set_training(self, on: bool) -> None:
         for m in [self.rec_prompt, self.conv_prompt] if self.frozen else self.modules():
             m.train(on)
-        self._invalidate()
+        self.invalidate()
 
 
-def _left_pad(seqs: list[list[int]], pad: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+def left_pad(seqs: list[list[int]], pad: int, device) -> tuple[torch.Tensor, torch.Tensor]:
     width = max(len(s) for s in seqs)
     ids = torch.tensor([[pad] * (width - len(s)) + s for s in seqs], device=device)
     mask = torch.tensor([[0] * (width - len(s)) + [1] * len(s) for s in seqs], device=device)
     return ids, mask
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# training
-
-
-# of max_steps: the recommendation path's pre-training stage, the joint stage, and the conversation prompt alone
-# (backbones frozen, as the published recipe trains its conversation prompt last). Measured on the small version
-# (300 held-back synthetic dialogues): after prompt 480 + joint 720 steps, about a quarter of its replies ran
-# together ("It you prefer recent movies or that, have fun recent movies or that ..."), its conv loss 0.67
-STAGE_SHARES = {"prompt": 0.32, "joint": 0.48, "reply": 0.2}
-PRIOR_WEIGHT = 0.5  # the small versions' logit adjustment (see crs_backends.neural.training.log_prior)
-
-
-def train(
-    model: UniCRS,
-    records: list[Record],
-    out_root,
-    dataset: str,
-    config: TrainConfig,
-    progress: ProgressFn | None = None,
-) -> TrainReport:
-    """Two stages through the one training engine (:mod:`crs_backends.neural.training`: resumable):
-
-    1. ``prompt``: the recommendation path alone (rec prompt, plus the backbones in the small size) on the
-       records' target items, as UniCRS pre-trains its prompt before the task stages, so that the ranking
-       learns to read the conversation before it shares the backbones with the reply;
-    2. ``joint``: rec prompt and conv prompt (and the small backbones) together, one optimizer step on the sum of
-       the rec cross-entropy and the reply's LM loss (the backbones are shared);
-    3. ``reply``: the conversation prompt alone on the reply's LM loss, backbones and recommendation path fixed
-       (the published recipe's last stage), so the replies improve while the ranking stays as it is.
-
-    ``max_steps`` is shared by :data:`STAGE_SHARES`. The result is saved in the published layout under
-    ``out_root``."""
-    start = time.monotonic()
-    out_root = Path(out_root)
-    if not records:
-        raise ValueError("no training records")
-    model.to(config.device)
-    examples = [model.example(r) for r in records]
-    with_targets = [e for e in examples if e["targets"]]
-    with_reply = [e for e in examples if len(e["resp"]) > 1]  # more than the end token
-    lengths = [len(e["context"]) + len(e["resp"]) for e in examples]
-    budget = split_budget(
-        config.max_steps,
-        {
-            "prompt": wanted_steps(len(with_targets), config),
-            "joint": wanted_steps(len(examples), config),
-            "reply": wanted_steps(len(with_reply), config),
-        },
-        shares=STAGE_SHARES,
-    )
-    rec_modules: list[nn.Module] = [model.rec_prompt] if model.frozen else [model.rec_prompt, model.gpt2, model.roberta]
-    if model.size == "small":
-        # logit adjustment with half the log prior: the ranking cannot lower its loss by predicting popularity alone,
-        # and keeps the other half in its own logits (UniCRS has no bias to add a prior back into)
-        n = model.rec_prompt.get_entity_embeds().shape[0]
-        model.rec_prior = PRIOR_WEIGHT * log_prior([t for e in with_targets for t in e["targets"]], n)
-    all_modules = [model.rec_prompt, model.conv_prompt] + ([] if model.frozen else [model.gpt2, model.roberta])
-
-    def prompt_loss(batch: list[dict]) -> torch.Tensor:
-        loss = model.rec_loss(batch)
-        if loss is None:  # the prompt stage holds only examples with targets
-            raise ValueError("prompt stage: a batch without a target item")
-        return loss
-
-    def joint_loss(batch: list[dict]) -> dict[str, torch.Tensor]:
-        rec, conv = model.losses(batch)
-        return {"conv": conv} if rec is None else {"rec": rec, "conv": conv}
-
-    stages = [
-        Stage(
-            "prompt",
-            with_targets,
-            prompt_loss,
-            rec_modules,
-            budget["prompt"],
-            config.lr,
-            lengths=[len(e["context"]) for e in with_targets],
-            setup=model._invalidate,
-        ),
-        Stage(
-            "joint",
-            examples,
-            joint_loss,
-            all_modules,
-            budget["joint"],
-            config.lr,
-            lengths=lengths,
-            parts=("rec", "conv"),
-            setup=model._invalidate,
-        ),
-        Stage(
-            "reply",
-            with_reply,
-            lambda batch: model.conv_loss(batch),
-            [model.conv_prompt],
-            budget["reply"],
-            config.lr,
-            lengths=[len(e["context"]) + len(e["resp"]) for e in with_reply],
-            setup=model._invalidate,
-        ),
-    ]
-    try:
-        steps, losses = run_stages(SYSTEM, dataset, out_root, stages, config, progress)
-    finally:
-        model.set_training(False)
-        model.rec_prior = None
-    model.save(out_root, dataset)
-    return TrainReport(system=SYSTEM, out=out_root, steps=steps, losses=losses, seconds=time.monotonic() - start)
