@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from crs_backends.neural.engine import TrainConfig
-from crs_backends.neural.training import Stage, epoch_batches, run_stages, split_budget, state_path
+from crs_backends.neural.training import Stage, epoch_batches, lr_factor, run_stages, split_budget, state_path
 
 
 def test_epoch_batches_cover_every_example_once_and_are_deterministic():
@@ -38,12 +38,26 @@ def _stage(module: nn.Module, steps: int, name: str = "fit") -> Stage:
     return Stage(name, xs, loss, [module], steps, 0.05)
 
 
+def test_the_learning_rate_warms_up_then_decays_to_zero_at_the_last_step():
+    factors = [lr_factor(step, 10, 100) for step in range(100)]
+    assert factors[:10] == sorted(factors[:10]) and factors[0] > 0  # warm-up: rising from the first step
+    assert factors[9] == max(factors) and abs(factors[9] - 1.0) < 1e-9 and abs(factors[10] - 1.0) < 1e-9
+    assert factors[10:] == sorted(factors[10:], reverse=True)  # then falling
+    assert 0 < factors[-1] < 0.05 and lr_factor(100, 10, 100) == 0.0 and lr_factor(150, 10, 100) == 0.0
+    assert lr_factor(0, 1, 1) > 0  # a one-step stage still takes its step
+
+
 def test_stages_resume_from_the_saved_step_and_a_finished_stage_does_nothing(tmp_path):
     config = TrainConfig(batch_size=8, seed=0)
     torch.manual_seed(0)
     module = nn.Linear(2, 1)
-    steps, losses = run_stages("toy", "ds", tmp_path, [_stage(module, 12)], config)
-    assert steps == 12 and len(losses["fit"]) == 12 and losses["fit"][-1] < losses["fit"][0]
+    stage = _stage(module, 12)
+    with torch.no_grad():
+        before = float(stage.loss(stage.examples))  # over every example: one batch's loss depends on its examples
+    steps, losses = run_stages("toy", "ds", tmp_path, [stage], config)
+    with torch.no_grad():
+        after = float(stage.loss(stage.examples))
+    assert steps == 12 and len(losses["fit"]) == 12 and after < before
     saved = torch.load(state_path(tmp_path, "toy", "fit", "ds"), weights_only=False)
     assert saved["step"] == 12 and saved["stage"] == "fit"
     again = nn.Linear(2, 1)

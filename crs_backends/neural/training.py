@@ -7,8 +7,9 @@ and the modules it trains; :func:`run_stage` does the rest the same way for all 
 
 - batches: a seeded shuffle per epoch, sorted by length within windows of 16 batches (less padding),
   in seeded order, so a resumed run sees the same batches;
-- AdamW with a linear warm-up (a fifth of the stage, at most 50 steps), gradient clipping at 1.0, one loss
-  value logged per step (named parts logged separately);
+- AdamW with a linear warm-up (a fifth of the stage, at most 50 steps), then a linear decay to zero at the
+  stage's last step (:func:`lr_factor`), gradient clipping at 1.0, one loss value logged per step (named parts
+  logged separately);
 - the state (trained modules, optimizer, step, losses, torch RNG) in
   ``<out>/.train/<system>_<stage>_<dataset>/trainer_state.pt``, written atomically every 50 steps or
   60 seconds and at the end of the stage;
@@ -115,6 +116,16 @@ def _states(modules: list[nn.Module]) -> list[dict]:
     return [{k: v.detach().cpu() for k, v in m.state_dict().items()} for m in modules]
 
 
+def lr_factor(step: int, warmup: int, total: int) -> float:
+    """The learning rate's factor at ``step`` (0-based) of a ``total``-step stage: linear warm-up over ``warmup``
+    steps, then linear decay to zero, as transformers' ``get_linear_schedule_with_warmup``. Without the decay the
+    small KBRD's Recall@10 on ReDial swung by .03 between evaluations five steps apart and ended at .139 after two
+    epochs (first 1,000 test records); decayed over the same two epochs it ended at .174 (2026-11-26)."""
+    if step < warmup:
+        return (step + 1) / warmup
+    return max(0.0, (total - step) / max(1, total - warmup))
+
+
 def run_stage(
     system: str, dataset: str, out_root, stage: Stage, config: TrainConfig, progress: ProgressFn | None = None
 ) -> int:
@@ -192,7 +203,7 @@ def run_stage(
                 order, order_epoch = epoch_batches(lengths, bs, config.seed, epoch), epoch
             batch = [stage.examples[i] for i in order[index]]
             for group in optimizer.param_groups:  # from the step alone, so a resumed run continues the schedule
-                group["lr"] = stage.lr * min(1.0, (step + 1) / warmup)
+                group["lr"] = stage.lr * lr_factor(step, warmup, stage.steps)
             out = stage.loss(batch)
             parts = out if isinstance(out, dict) else {stage.name: out}
             loss = sum(parts.values())
