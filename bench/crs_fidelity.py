@@ -170,15 +170,16 @@ def main() -> int:
     print("\nsmall local versions (bundled catalog), held-back synthetic dialogues")
     print(
         f"{'system':<8} {'distinct top-3':>14} {'replies':>7} {'stutters':>8} {'contradictions':>14} "
-        f"{'empty slots':>11} {'made-up words':>13} {'hit@10':>6} {'genre top-10':>12}"
+        f"{'empty slots':>11} {'made-up words':>13} {'hit@10':>6} {'genre top-10':>12} {'texts':>5}"
     )
     for system, r in bundled.items():
         c = r.check
         print(
             f"{LABELS[system]:<8} {r.distinct:>14.2f} {c.replies:>7} {len(c.stutters):>8} "
             f"{len(c.contradictions):>14} {len(c.empty_slots):>11} {len(c.unknown_words):>13} {r.hit10:>6.2f} "
-            f"{r.genre_share:>12.2f}"
+            f"{r.genre_share:>12.2f} {c.distinct_generated:>5}"
         )
+    print("texts: different replies the reply model generated for those dialogues (slots unfilled)")
     if bundled:
         print(
             "genre top-10: the share of the top 10 in the genre a conversation asks for alone, over the catalog's "

@@ -100,16 +100,34 @@ class ReplyCheck:
     empty_slots: list[str] = field(default_factory=list)
     unknown_words: list[str] = field(default_factory=list)  # words its training replies never used ("withs")
     samples: list[str] = field(default_factory=list)
+    # different texts the reply model generated (slots unfilled): a model that ignores the conversation writes one
+    # (the small BARCOR of v4 answered "Hi!" and a horror request with the same recommendation sentence)
+    distinct_generated: int = 0
 
 
-def shown_reply(model: NeuralModel, inp: ConvInput, catalog: Catalog, item_of, ranked=None) -> str:
+def open_small(system: str, root, catalog: Catalog):
+    """The small ``system`` of the set at ``root`` as the app runs it (:func:`crs_backends.neural.system.open_system`:
+    its text recommender, its reply words and decoding guard read from the set)."""
+    from crs_backends.neural.sources import small_source
+    from crs_backends.neural.system import open_system
+
+    source = small_source(system, root)
+    if source is None:
+        raise FileNotFoundError(f"no small {system} in {root}")
+    return open_system(source, catalog)
+
+
+def shown_reply(
+    model: NeuralModel, inp: ConvInput, catalog: Catalog, item_of, ranked=None, lexicon: frozenset[str] | None = None
+) -> str:
     """The reply a small version shows when it does not list: its generated text, slots filled from its ranking
     (``ranked``: its top 10 when already computed) and the catalog (what the ``crs_arena`` policy does on such
-    turns)."""
+    turns); ``lexicon``: the words its set's replies were trained on (default: the synthetic generator's)."""
     ranked = model.recommend(inp, k=10) if ranked is None else ranked
     names = [model.kg.entity_name(int(e)) for e, _ in ranked]
     items = [item_of(int(e)) for e, _ in ranked]
-    return reply_facts.small_reply(model.reply_text(inp), items, names, inp.entities, reply_lexicon(catalog))
+    lexicon = reply_lexicon(catalog) if lexicon is None else lexicon
+    return reply_facts.small_reply(model.reply_text(inp), items, names, inp.entities, lexicon)
 
 
 def check_replies(
@@ -119,13 +137,17 @@ def check_replies(
     item_of,
     keep: int = 5,
     rankings: Sequence | None = None,
+    lexicon: frozenset[str] | None = None,
 ) -> ReplyCheck:
-    """``rankings``: each input's top 10 when already computed (else each is ranked here)."""
+    """``rankings``: each input's top 10 when already computed (else each is ranked here); ``lexicon``: the words the
+    set's replies were trained on (default: the synthetic generator's)."""
     out = ReplyCheck()
     titles = [item.name for item in catalog.items]  # "Title (Year)", as the replies name them
-    lexicon = reply_lexicon(catalog)
+    lexicon = reply_lexicon(catalog) if lexicon is None else lexicon
+    generated: set[str] = set()
     for n, inp in enumerate(inputs):
-        text = shown_reply(model, inp, catalog, item_of, rankings[n] if rankings is not None else None)
+        text = shown_reply(model, inp, catalog, item_of, rankings[n] if rankings is not None else None, lexicon)
+        generated.add(model.reply_text(inp))
         out.replies += 1
         out.stutters += [f"{w!r} in {text!r}" for w in reply_facts.stutters(text, titles)]
         out.contradictions += [f"{p} in {text!r}" for p in reply_facts.contradictions(text, catalog)]
@@ -134,6 +156,7 @@ def check_replies(
         out.unknown_words += [f"{w!r} in {text!r}" for w in reply_facts.unknown_words(text, lexicon)]
         if len(out.samples) < keep:
             out.samples.append(text)
+    out.distinct_generated = len(generated)
     return out
 
 
@@ -178,6 +201,7 @@ class BundledCheck:
             "contradictions": len(self.check.contradictions),
             "empty_slots": len(self.check.empty_slots),
             "unknown_words": len(self.check.unknown_words),
+            "distinct_generated": self.check.distinct_generated,
             "genre_top10": round(self.genre_share, 3),
             "dialogues": self.dialogues,
         }
@@ -194,9 +218,7 @@ def bundled_checks(root, systems: Sequence[str], n: int = 300) -> dict[str, Bund
     from crs_backends.neural.kg_reader import load_kg
     from crs_backends.neural.names import SMALL_DATASET as DATASET
     from crs_backends.neural.names import SMALL_SEED as SEED
-    from crs_backends.neural.names import model_class
     from crs_backends.neural.synthetic import synthetic_records
-    from crs_backends.neural.system import NeuralCRS
 
     root = Path(root)
     catalog = get_catalog("bundled")
@@ -206,14 +228,14 @@ def bundled_checks(root, systems: Sequence[str], n: int = 300) -> dict[str, Bund
     out = {}
     for system in systems:
         t0 = time.monotonic()
-        model = model_class(system).load(root, DATASET, kg)
-        crs = NeuralCRS(model, catalog)
+        crs = open_small(system, root, catalog)
+        model = crs.model
         rankings = [model.recommend(inp, k=10) for inp in inputs]  # once per dialogue, for all three figures
         hits = sum(any(g in {e for e, _ in ranked} for g in kg.ids_of(r.rec)) for r, ranked in zip(held, rankings))
         out[system] = BundledCheck(
             distinct=distinct_ratio(rankings),
             hit10=hits / len(held) if held else 0.0,
-            check=check_replies(model, inputs, catalog, crs.item_of, rankings=rankings),
+            check=check_replies(model, inputs, catalog, crs.item_of, rankings=rankings, lexicon=crs.reply_lexicon),
             dialogues=len(inputs),
             seconds=time.monotonic() - t0,
             genres=genre_following(model, catalog, crs.item_of),
@@ -259,19 +281,14 @@ def reply_fluency(systems: Sequence[str], root, records: Sequence[Record], gguf:
     from llama_cpp import Llama
 
     from catalog.catalog import get_catalog
-    from crs_backends.neural.kg_reader import load_kg
-    from crs_backends.neural.names import SMALL_DATASET as DATASET
-    from crs_backends.neural.names import model_class
-    from crs_backends.neural.system import NeuralCRS
     from storage.records import Conversation, Turn
 
     llm = Llama(model_path=gguf, n_ctx=1024, logits_all=True, verbose=False, seed=0)
     catalog = get_catalog("bundled")
-    kg = load_kg(f"{root}/kg_{DATASET}")
     totals: dict[str, list[float]] = {"human": [0.0, 0]}
     replies: dict[str, list[str]] = {}
     for system in systems:
-        crs = NeuralCRS(model_class(system).load(root, DATASET, kg), catalog)
+        crs = open_small(system, root, catalog)
         shown = []
         for r in records:
             turns = [Turn(role="user" if n % 2 == 0 else "system", text=t) for n, t in enumerate(r.context) if t]

@@ -280,10 +280,11 @@ def _published_search(
     return None, reasons, lacking
 
 
-def small_source(system: str) -> CheckpointSource | None:
-    """The built small local version of ``system``, or None when it is not built."""
+def small_source(system: str, root: Path | None = None) -> CheckpointSource | None:
+    """The built small local version of ``system`` (in the set at ``root``, default the one that runs), or None
+    when it is not built."""
     check_system(system)
-    root = small_models_root()
+    root = small_models_root() if root is None else root
     if root is None or not Path(root).is_dir():
         return None
     root = Path(root)

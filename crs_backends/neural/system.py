@@ -115,6 +115,11 @@ class NeuralCRS(CRSSystem):
 
             model.text_rec.prepare(self.kg, catalog_records(catalog))
 
+    @property
+    def reply_lexicon(self) -> frozenset[str]:
+        """The words a small version's shown replies may use over the chat catalog (empty for published sets)."""
+        return self._lexicon
+
     def _trained_words(self) -> ReplyWords:
         """The words the small set's replies were trained on, read from the set; a set built before the builder
         wrote them (or a model given without its set) has them recomputed by the training-data generator."""
