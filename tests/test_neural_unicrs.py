@@ -488,7 +488,7 @@ def test_records_become_slot_masked_examples(small):
     assert ex["targets"] == [0]
     text = small.tokenizer.decode(ex["resp"], skip_special_tokens=False)
     assert text.startswith("System: Try <movie>") and text.endswith(small.tokenizer.eos_token)
-    rec_loss, conv_loss = unicrs_training.losses(
+    rec_loss, conv_loss = unicrs_training.joint_losses(
         small, [ex, unicrs_training.example(small, Record(["hi"], [], [], "hello"))]
     )
     assert rec_loss is not None and torch.isfinite(rec_loss) and torch.isfinite(conv_loss)

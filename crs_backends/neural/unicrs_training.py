@@ -89,7 +89,7 @@ def conv_loss(
     return F.cross_entropy(logits, targets)
 
 
-def losses(
+def joint_losses(
     model: UniCRS, batch: list[dict], prior: torch.Tensor | None = None
 ) -> tuple[torch.Tensor | None, torch.Tensor]:
     """(rec loss or None when no example has a known target, conv LM loss) for a batch of :func:`example` dicts."""
@@ -159,7 +159,7 @@ def train(
         return loss
 
     def joint_loss(batch: list[dict]) -> dict[str, torch.Tensor]:
-        rec, conv = losses(model, batch, prior)
+        rec, conv = joint_losses(model, batch, prior)
         return {"conv": conv} if rec is None else {"rec": rec, "conv": conv}
 
     stages = [
