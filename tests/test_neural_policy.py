@@ -479,8 +479,9 @@ def test_a_sentence_ends_with_the_mark_its_opening_calls_for():
 
 
 def test_the_running_small_versions_read_their_reply_words_from_their_set(catalog, tmp_path):
-    """The shipped set holds the words its replies were trained on (reply_words.json, written by the builder); the
-    running system reads them there and never imports the training-data generator."""
+    """The shipped set holds the words its replies were trained on (reply_words.json, and UniCRS's own file where it
+    trained on other replies; written by the builder); the running system reads them there and never imports the
+    training-data generator."""
     import subprocess
     import sys
     from pathlib import Path
@@ -490,7 +491,10 @@ def test_the_running_small_versions_read_their_reply_words_from_their_set(catalo
     from crs_backends.neural.synthetic import training_words
 
     shipped = ReplyWords.read(SHIPPED_SMALL_ROOT)
-    assert shipped is not None and shipped == training_words(catalog)
+    synthetic = training_words(catalog)
+    assert shipped is not None and shipped.words > synthetic.words  # KBRD and BARCOR learnt people's words too
+    assert ReplyWords.read(SHIPPED_SMALL_ROOT, "kbrd") == shipped  # no file of its own: the set's
+    assert ReplyWords.read(SHIPPED_SMALL_ROOT, "unicrs") == synthetic  # trained on the synthetic replies alone
     code = (
         "import sys; from catalog.catalog import get_catalog; from crs_backends.neural.system import "
         "load_neural_system; [load_neural_system(s, get_catalog('bundled')) for s in ('kbrd', 'unicrs')]; "

@@ -64,7 +64,7 @@ def models_dir() -> Path:
 
 
 # the small local versions (built by crs_backends.neural.small)
-SMALL_VERSION = 4  # bump when the data, the settings or a model's small size changes: the shipped set is retrained
+SMALL_VERSION = 5  # bump when the data, the settings or a model's small size changes: the shipped set is retrained
 SMALL_DATASET = "bundled"  # the item space the small sets are trained on (the bundled catalog)
 SMALL_SEED = 0
 TEXT_RANKED = (BARCOR, UNICRS)  # rank with the pretrained text encoder (text_rec.py); KBRD's parts are its own

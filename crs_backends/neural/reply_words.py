@@ -52,16 +52,22 @@ class ReplyWords:
             found.update(words(" ".join(genre_word(g) for g in item.genres)))
         return frozenset(found)
 
-    def write(self, root: str | Path) -> Path:
-        path = Path(root) / FILE
+    def write(self, root: str | Path, system: str | None = None) -> Path:
+        """The set's file (``reply_words.json``), or one system's (``<system>_reply_words.json``) where the systems
+        of a set were trained on different replies."""
+        path = Path(root) / (f"{system}_{FILE}" if system else FILE)
         data = {"words": sorted(self.words), "pairs": {a: sorted(b) for a, b in sorted(self.pairs.items())}}
         path.write_text(json.dumps(data, ensure_ascii=False, indent=0), encoding="utf-8")
         return path
 
     @classmethod
-    def read(cls, root: str | Path) -> ReplyWords | None:
-        """The set's file; None when the set has none (a set built before the file existed) or it is unreadable."""
-        path = Path(root) / FILE
+    def read(cls, root: str | Path, system: str | None = None) -> ReplyWords | None:
+        """``system``'s file in the set, else the set's; None when the set has neither (a set built before the file
+        existed) or it is unreadable."""
+        if system and (Path(root) / f"{system}_{FILE}").exists():
+            path = Path(root) / f"{system}_{FILE}"
+        else:
+            path = Path(root) / FILE
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
             return cls(frozenset(data["words"]), {a: frozenset(b) for a, b in data["pairs"].items()})

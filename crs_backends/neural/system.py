@@ -123,7 +123,7 @@ class NeuralCRS(CRSSystem):
     def _trained_words(self) -> ReplyWords:
         """The words the small set's replies were trained on, read from the set; a set built before the builder
         wrote them (or a model given without its set) has them recomputed by the training-data generator."""
-        found = ReplyWords.read(self.source.root) if self.source is not None else None
+        found = ReplyWords.read(self.source.root, self.model.system) if self.source is not None else None
         if found is not None:
             return found
         from crs_backends.neural.synthetic import training_words
