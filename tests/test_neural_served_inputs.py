@@ -186,7 +186,7 @@ def test_kbrd_links_the_newest_message_twice_under_the_exact_policy(sets, catalo
 def test_unicrs_receives_the_published_ids_and_positions(sets, catalog, monkeypatch, variant):
     crs = _crs(sets, catalog, "unicrs", variant)
     model = crs.model
-    spy = Spy(monkeypatch, model, "_run")
+    spy = Spy(monkeypatch, model, "run_gpt2")
     tok = model.tokenizer
     bot = tok.convert_tokens_to_ids(tok.tokenize("System:"))
     assert model.context_max_length == 128
