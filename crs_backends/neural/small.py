@@ -213,7 +213,7 @@ def build(
     kg.save(root / f"kg_{DATASET}")
     records = synthetic_records(catalog, N_DIALOGUES, SEED, kg=kg)
     # people's replies (ReDial's real conversations restated over the catalog, titles and facts as slots) beside the
-    # synthetic ones: what the three models train on; the text recommenders read the real conversations themselves
+    # synthetic ones: what the models of REAL_REPLIES train on; the text recommenders read the real conversations
     real = real_replies(data_dir(), kg) if REAL_REPLIES else RealReplies([], 0, "not used (REAL_REPLIES empty)")
     training = records + real.records  # the tokenizers read every reply; each model trains on its own records
     texts = record_texts(training)
