@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 
+from catalog.ievalm_records import Record
 from crs_backends.chatcrs_embedded import GENRE_WORDS
 from crs_backends.neural.reply_facts import GENRE_ADJECTIVE, GENRE_NOUNS
 
@@ -75,3 +77,21 @@ class AttributeLinker:
             return []
         found = [self.phrases[m.group(1)] for m in self._pattern.finditer(text.lower())]
         return list(dict.fromkeys(found))
+
+
+def link_conversations(records: Iterable[Record], kg) -> list[Record]:
+    """Real conversations linked in ``kg``'s KG as the small versions link a chat: each record's entities are the
+    titles it names plus the genres and people its messages name (:class:`AttributeLinker`), and its targets the
+    films the KG holds; new records, in order (each distinct message is read once)."""
+    linker = AttributeLinker(kg.entity2id, kg.item_ids)
+    links: dict[str, list[str]] = {}
+    out = []
+    for r in records:
+        found = list(r.entity)
+        for text in r.context:
+            if text not in links:
+                links[text] = linker(text)
+            found += links[text]
+        entity = [e for e in dict.fromkeys(found) if e in kg.entity2id]
+        out.append(replace(r, entity=entity, rec=[n for n in r.rec if n in kg.entity2id]))
+    return out

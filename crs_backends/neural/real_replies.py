@@ -138,33 +138,19 @@ def restate(
     """``records`` (real ReDial turns) over the catalog whose KG is ``kg``: entities linked in its KG, targets the
     films it holds, the reply slotted (:func:`slot_reply`); turns whose reply cannot be slotted are left out.
     Returns (records, replies seen)."""
-    from crs_backends.neural.mentions import AttributeLinker
+    from crs_backends.neural.mentions import link_conversations
 
     vocabulary = english_words() if vocabulary is None else vocabulary
-    linker = AttributeLinker(kg.entity2id, kg.item_ids)
-    links: dict[str, list[str]] = {}
-    out: list[Record] = []
+    kept: list[Record] = []
     seen = 0
     for r in records:
         if not r.resp.strip():
             continue
         seen += 1
         reply = slot_reply(r.resp, r.rec, info, vocabulary)
-        if reply is None:
-            continue
-        found: list[str] = [e for e in r.entity if e in kg.entity2id]
-        for text in r.context:
-            if text not in links:
-                links[text] = linker(text)
-            found += links[text]
-        out.append(
-            replace(
-                r,
-                entity=list(dict.fromkeys(found)),
-                rec=[n for n in r.rec if n in kg.entity2id],
-                resp=reply,
-            )
-        )
+        if reply is not None:
+            kept.append(replace(r, resp=reply))
+    out = link_conversations(kept, kg)
     return out, seen
 
 

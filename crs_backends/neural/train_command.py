@@ -132,7 +132,7 @@ def partial_train_records(kg_dir: Path, kg) -> list:
     3,101 of ReDial's train split in the shared data), their entities linked as the small versions link a
     conversation (the titles it names, genres and people by name); [] when the folder is not there."""
     from catalog.redial_raw import read_raw_conversations
-    from crs_backends.neural.mentions import AttributeLinker
+    from crs_backends.neural.mentions import link_conversations
 
     path = kg_dir.parent / f"{kg_dir.name}_train_partial" / "train_partial.jsonl"
     info = kg_dir / "id2info.json"
@@ -143,17 +143,7 @@ def partial_train_records(kg_dir: Path, kg) -> list:
         records = list(read_raw_conversations(path, id2info))
     except (OSError, ValueError) as e:
         raise DataError(f"cannot read {path}: {e}") from e
-    linker = AttributeLinker(kg.entity2id, kg.item_ids)
-    links: dict[str, list[str]] = {}
-    for r in records:
-        found = list(r.entity)
-        for text in r.context:
-            if text not in links:
-                links[text] = linker(text)
-            found += links[text]
-        r.entity = [e for e in dict.fromkeys(found) if e in kg.entity2id]
-        r.rec = [n for n in r.rec if n in kg.entity2id]
-    return records
+    return link_conversations(records, kg)
 
 
 def load_train_data(
