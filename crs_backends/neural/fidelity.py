@@ -118,16 +118,24 @@ def open_small(system: str, root, catalog: Catalog):
 
 
 def shown_reply(
-    model: NeuralModel, inp: ConvInput, catalog: Catalog, item_of, ranked=None, lexicon: frozenset[str] | None = None
+    model: NeuralModel,
+    inp: ConvInput,
+    catalog: Catalog,
+    item_of,
+    ranked=None,
+    lexicon: frozenset[str] | None = None,
+    generated: str | None = None,
 ) -> str:
     """The reply a small version shows when it does not list: its generated text, slots filled from its ranking
     (``ranked``: its top 10 when already computed) and the catalog (what the ``crs_arena`` policy does on such
-    turns); ``lexicon``: the words its set's replies were trained on (default: the synthetic generator's)."""
+    turns); ``lexicon``: the words its set's replies were trained on (default: the synthetic generator's);
+    ``generated``: its generated text when already generated."""
     ranked = model.recommend(inp, k=10) if ranked is None else ranked
     names = [model.kg.entity_name(int(e)) for e, _ in ranked]
     items = [item_of(int(e)) for e, _ in ranked]
     lexicon = reply_lexicon(catalog) if lexicon is None else lexicon
-    return reply_facts.small_reply(model.reply_text(inp), items, names, inp.entities, lexicon)
+    generated = model.reply_text(inp) if generated is None else generated
+    return reply_facts.small_reply(generated, items, names, inp.entities, lexicon)
 
 
 def check_replies(
@@ -146,8 +154,9 @@ def check_replies(
     lexicon = reply_lexicon(catalog) if lexicon is None else lexicon
     generated: set[str] = set()
     for n, inp in enumerate(inputs):
-        text = shown_reply(model, inp, catalog, item_of, rankings[n] if rankings is not None else None, lexicon)
-        generated.add(model.reply_text(inp))
+        raw = model.reply_text(inp)  # generated once: counted here, shown below
+        generated.add(raw)
+        text = shown_reply(model, inp, catalog, item_of, rankings[n] if rankings is not None else None, lexicon, raw)
         out.replies += 1
         out.stutters += [f"{w!r} in {text!r}" for w in reply_facts.stutters(text, titles)]
         out.contradictions += [f"{p} in {text!r}" for p in reply_facts.contradictions(text, catalog)]
