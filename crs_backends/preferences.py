@@ -9,8 +9,8 @@ as a phrase and honoured by text: an item whose record names the phrase is not r
 "actually I do like horror" does not lift an earlier dislike; a person who changes their mind says so plainly
 and the systems follow the latest wishes they can read, which is all a rule-based reader can promise.
 
-A goodbye is a message that only thanks or takes leave ("Thanks, bye!", "That's all, see you"): it gets a
-goodbye and no recommendation.
+A goodbye is a message that only thanks or takes leave ("Thanks, bye!", "Great, thanks!", "That's all, see you"):
+it gets a goodbye and no recommendation.
 """
 
 from __future__ import annotations
@@ -50,17 +50,19 @@ _FILLER = re.compile(
     r"too|so|all|his|her|their|work|works)\b",
     re.IGNORECASE,
 )
-_GOODBYE = re.compile(
-    r"^(?:(?:ok(?:ay)?|great|perfect|cool|awesome|nice|alright|all right|sounds good|good|wonderful|excellent)"
-    r"[\s,!.]*)*"
-    r"(?:(?:thanks?(?: you)?(?: so much| a lot| very much)?|thx|ty|cheers|much appreciated|appreciate it)[\s,!.]*)?"
-    r"(?:(?:that'?s all|that is all|that'?s it|i'?m (?:good|done|all set)|i am (?:good|done|all set)|"
+_APPROVAL = r"(?:ok(?:ay)?|great|perfect|cool|awesome|nice|alright|all right|sounds good|good|wonderful|excellent)"
+_THANKS = r"(?:thanks?(?: you)?(?: so much| a lot| very much)?|thx|ty|cheers|much appreciated|appreciate it)"
+_LEAVE = (
+    r"(?:that'?s all|that is all|that'?s it|i'?m (?:good|done|all set)|i am (?:good|done|all set)|"
     r"no(?:,)? thanks?|nothing else|i'?ll (?:watch|check out|try) (?:it|that|those|them|one)(?: tonight)?|"
+    r"i'?ll check (?:it|that|those|them) out|"
     r"good ?bye|bye(?: ?bye)?|see (?:you|ya)(?: later)?|have a (?:good|nice|great) (?:one|day|night|evening)|"
-    r"take care|later|gotta go|i have to go|i need to go)[\s,!.]*)+$",
+    r"take care|later|gotta go|i have to go|i need to go)"
+)
+_GOODBYE = re.compile(
+    rf"^(?:{_APPROVAL}[\s,!.]*)*(?:(?:{_THANKS}|{_LEAVE})[\s,!.]*)+$",
     re.IGNORECASE,
 )
-_THANKS_ONLY = re.compile(r"^(?:thanks?(?: you)?(?: so much| a lot| very much)?|thx|ty|cheers)[\s,!.]*$", re.I)
 
 
 @dataclass(frozen=True)
@@ -255,12 +257,11 @@ _NOT_GIVEN_NAMES = frozenset(
 
 
 def is_goodbye(text: str) -> bool:
-    """Whether ``text`` only thanks or takes leave ("Thanks, bye!", "Great, that's all. See you!").
-    A plain "thanks" counts only together with a leave-taking word: "Thanks! Anything else like it?" asks on."""
+    """Whether ``text`` only thanks or takes leave ("Thanks, bye!", "Great, thanks!", "That's all. See you!"): it
+    gets "you're welcome" and no more films. A thanks followed by anything else ("Thanks! Anything else like it?")
+    asks on."""
     cleaned = " ".join((text or "").replace("’", "'").split()).strip()
-    if not cleaned or _THANKS_ONLY.match(cleaned):
-        return False
-    return bool(_GOODBYE.match(cleaned))
+    return bool(cleaned) and bool(_GOODBYE.match(cleaned))
 
 
 _FAREWELL = re.compile(

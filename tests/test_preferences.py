@@ -82,14 +82,25 @@ def test_without_dislikes_keeps_what_is_wanted():
 
 
 @pytest.mark.parametrize(
-    "text", ["Thanks, bye!", "Great, that's all. See you!", "ok thank you, goodbye", "Perfect, I'll watch it tonight."]
+    "text",
+    [
+        "Thanks, bye!",
+        "Great, that's all. See you!",
+        "ok thank you, goodbye",
+        "Perfect, I'll watch it tonight.",
+        "Great, thanks!",
+        "thanks",
+        "Cool, thank you so much. I'll check it out!",
+        "Great, I'll watch it. Thanks!",
+    ],
 )
 def test_goodbyes(text):
     assert is_goodbye(text)
 
 
 @pytest.mark.parametrize(
-    "text", ["Thanks! Anything else like it?", "thanks", "Any good heist movies?", "", "bye bye birdie is a musical?"]
+    "text",
+    ["Thanks! Anything else like it?", "Great!", "ok", "Any good heist movies?", "", "bye bye birdie is a musical?"],
 )
 def test_not_goodbyes(text):
     assert not is_goodbye(text)
@@ -112,8 +123,9 @@ def test_the_retrieval_baseline_never_recommends_a_dislike(catalog):
     assert turn.metadata["dislikes"]["people"] == ["Christopher Nolan"]
 
 
-def test_the_retrieval_baseline_says_goodbye(catalog):
-    turn = RetrievalCRS(catalog).respond(_conversation("Any good comedy films?", "Thanks, bye!"))
+@pytest.mark.parametrize("leaving", ["Thanks, bye!", "Great, thanks!"])
+def test_the_retrieval_baseline_says_goodbye(catalog, leaving):
+    turn = RetrievalCRS(catalog).respond(_conversation("Any good comedy films?", leaving))
     assert turn.items == [] and turn.metadata["act"] == "goodbye"
     assert "enjoy" in turn.text.lower()
 
@@ -160,8 +172,9 @@ def test_chatcrs_offline_never_recommends_a_disliked_person_again(chatcrs, catal
         assert person in turns[1].metadata["dislikes"]["people"]
 
 
-def test_chatcrs_offline_says_goodbye_without_recommending(chatcrs, catalog):
-    goodbye = _chat(chatcrs, catalog, "Any good comedy films?", "Thanks, bye!")[-1]
+@pytest.mark.parametrize("leaving", ["Thanks, bye!", "Great, thanks!"])
+def test_chatcrs_offline_says_goodbye_without_recommending(chatcrs, catalog, leaving):
+    goodbye = _chat(chatcrs, catalog, "Any good comedy films?", leaving)[-1]
     assert goodbye.metadata["act"] == "goodbye" and goodbye.items == []
     assert catalog.mentions(goodbye.text) == [] and "?" not in goodbye.text
 
