@@ -176,3 +176,47 @@ def test_the_lexicon_guard_keeps_a_reply_in_the_words_and_pairs_it_was_taught():
     assert guard.banned("I'd", torch.tensor([0.0, 5.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]))[0] == 1
     # nothing among the top candidates may follow: None, the reply ends there
     assert LexiconGuard(Tokenizer(), ["i'd"], pairs, top=2).banned("I'd", logits) is None
+
+
+def test_the_guard_keeps_to_word_triples_and_ends_only_where_a_reply_may():
+    """Word pairs alone let the small UniCRS of v5 write "You're welcome, but <movie>." and "…, with <actor>, with.":
+    the triples of its training replies (and where they end) rule those out while decoding."""
+    from crs_backends.neural.engine import LexiconGuard
+    from crs_backends.neural.reply_words import ReplyWords
+
+    taught = ReplyWords.of(
+        [
+            "Nothing fits all of that, but <movie> comes close: it is a <genre> film.",
+            "I'd recommend <movie>.",
+            "It is a <genre> film directed by <director>, with <actor>.",
+            "It is a <genre> film directed by <director>, with <actor>, from <year>.",
+            "Glad I could help. Enjoy!",
+            "I couldn't find exactly that.",
+        ]
+    )
+    assert taught.triples["but <movie>"] == {"comes"} and taught.triples["^ i'd"] == {"recommend"}
+    pieces = [".", " comes", " with", "<|endoftext|>", " help", " <actor>", ","]
+
+    class Tokenizer:
+        def decode(self, ids, skip_special_tokens=False):
+            return "".join(pieces[i] for i in ids)
+
+    guard = LexiconGuard(Tokenizer(), taught.words, taught.pairs, taught.triples, end_id=3)
+    assert not guard.allows("Nothing fits all of that, but <movie>", 0)  # "<movie> ." is a pair, not after "but"
+    assert guard.allows("Nothing fits all of that, but <movie>", 1)
+    assert not guard.allows("It is a <genre> film directed by <director>, with <actor>,", 2)  # "<actor> , with"
+    assert guard.allows("It is a <genre> film directed by <director>, with", 5)
+    # the end of text only where a training reply may end
+    assert not guard.allows("It is a <genre> film directed by <director>, with", 3)
+    assert guard.allows("It is a <genre> film directed by <director>, with <actor>", 3)
+    # a word is checked again once it is complete: "could" begins "couldn't", but "I could" never opens a reply
+    assert guard.allows("I could", 6) is False and guard.allows("Glad I could", 4)
+    assert not guard.may_end("I could") and guard.may_end("I'd recommend <movie>")
+    # a reply the decoding ended mid-clause is cut back to where one may end
+    assert guard.finish("It is a <genre> film directed by <director>, with <actor>, with") == (
+        "It is a <genre> film directed by <director>, with <actor>."
+    )
+    assert guard.keeps_to("Glad I could help. Enjoy!") and not guard.keeps_to("Nothing fits all of that, but <movie>.")
+    # a set written before the triples were kept: pairs only, as before
+    old = LexiconGuard(Tokenizer(), taught.words, taught.pairs, end_id=3)
+    assert old.allows("Nothing fits all of that, but <movie>", 0)

@@ -109,7 +109,7 @@ class NeuralCRS(CRSSystem):
         if self.small:  # built once per catalog, here rather than in the first reply
             trained = self._trained_words()
             self._lexicon = trained.lexicon(catalog)
-            model.keep_to_lexicon(self._lexicon, trained.pairs)
+            model.keep_to_lexicon(self._lexicon, trained.pairs, trained.triples)
         if model.text_rec is not None:  # the item rows of this KG, read from the catalog's records (once)
             from crs_backends.neural.text_rec import catalog_records
 

@@ -94,6 +94,7 @@ N_BLOCK = 2  # key + value
 NUM_BASES = 8  # published default (script/chat.py, arena YAMLs)
 BOT_PROMPT = "System:"
 SETTINGS_FILE = "unicrs.json"
+DEAD_END_RETRIES = 3  # ours, small size: decodings again after a dead end of the lexicon guard (generate_ids)
 
 SIZES: dict[str, dict] = {
     "small": {  # tiny backbones trained from scratch with the prompts (CPU minutes)
@@ -472,9 +473,9 @@ class UniCRS(NeuralModel):
         )
         return out.last_hidden_state, out.past_key_values
 
-    def keep_to_lexicon(self, lexicon, pairs) -> None:
+    def keep_to_lexicon(self, lexicon, pairs, triples) -> None:
         if self.size == "small" and self.lexicon_guard is None:
-            self.lexicon_guard = LexiconGuard(self.tokenizer, lexicon, pairs)
+            self.lexicon_guard = LexiconGuard(self.tokenizer, lexicon, pairs, triples, end_id=self.eos_id)
 
     # ---- recommendation ----
     @torch.inference_mode()
@@ -528,7 +529,31 @@ class UniCRS(NeuralModel):
         no_repeat_ngram_size: int = 3,
         use_cache: bool = True,
     ) -> list[int]:
-        """Greedy reply ids (eos included when produced). ``use_cache=False`` recomputes everything each step."""
+        """Greedy reply ids (eos included when produced). ``use_cache=False`` recomputes everything each step.
+
+        Ours, for the small size: where the lexicon guard leaves the reply nothing to write and no place to end
+        ("I could" + nothing its training replies put after "I could" at a reply's start), the token that led
+        there is forbidden at its position and the reply is decoded again, at most :data:`DEAD_END_RETRIES` times
+        (seen in the shipped v5 UniCRS: 15 of 300 held-back replies were "I could.")."""
+        forbidden: dict[int, set[int]] = {}
+        new: list[int] = []
+        for _ in range(1 + (DEAD_END_RETRIES if self.lexicon_guard is not None else 0)):
+            new, dead_end = self._greedy(inp, max_new_tokens, no_repeat_ngram_size, use_cache, forbidden)
+            if dead_end is None:
+                break
+            forbidden.setdefault(dead_end, set()).add(new[dead_end])
+        return new
+
+    def _greedy(
+        self,
+        inp: ConvInput,
+        max_new_tokens: int | None,
+        no_repeat_ngram_size: int,
+        use_cache: bool,
+        forbidden: dict[int, set[int]],
+    ) -> tuple[list[int], int | None]:
+        """One greedy decoding with the tokens of ``forbidden`` (position in the reply -> token ids) banned; and
+        the position of the last token before a dead end of the lexicon guard (None: the reply ended well)."""
         limit = self.max_new_tokens if max_new_tokens is None else max_new_tokens
         prefix = self._prefix("conv", inp)
         seq, n_pad = self.reply_input(inp)
@@ -551,13 +576,19 @@ class UniCRS(NeuralModel):
             if self.size == "small":
                 if getattr(self, "_guard", None) is None:
                     self._guard = WordRepeatGuard(self.tokenizer)
-                banned = banned + self._guard.banned(seq[-1]) + self.role_start_ids
+                banned = banned + self._guard.banned(seq[-1]) + self.role_start_ids + list(forbidden.get(len(new), ()))
             if banned:
                 logits[banned] = -math.inf
             token = -1
             if self.size == "small" and self.lexicon_guard is not None:  # ours: no made-up word ("I'dun!")
-                off = self.lexicon_guard.banned(self.tokenizer.decode(new, skip_special_tokens=False), logits)
+                text = self.tokenizer.decode(new, skip_special_tokens=False)
+                off = self.lexicon_guard.banned(text, logits)
                 if off is None:  # nothing it may write next: the reply ends here (its end is tidied when shown)
+                    if new and not self.lexicon_guard.may_end(text):
+                        last = len(new) - 1  # the last token that wrote something (not a space)
+                        while last > 0 and not self.tokenizer.decode([new[last]]).strip():
+                            last -= 1
+                        return new, last
                     token = self.eos_id
                 elif off:
                     logits[off] = -math.inf
@@ -568,7 +599,7 @@ class UniCRS(NeuralModel):
             if token == self.eos_id:
                 break
             step_ids = torch.tensor([[token]], device=self.device)
-        return new
+        return new, None
 
     def raw_reply(self, new_ids: list[int]) -> str:
         """Published decoding (CRS Arena fix #19): specials kept, the text after the last ``System:`` with its
@@ -585,9 +616,7 @@ class UniCRS(NeuralModel):
             text = text[start + skip :]
         text = text.replace(self.tokenizer.eos_token, "")
         if self.size == "small" and self.lexicon_guard is not None:  # ours: a reply the guard ended mid-sentence
-            text = text.rstrip(" ,;:")
-            if text and text[-1] not in ".!?":
-                text += "."
+            text = self.lexicon_guard.finish(text)
         return text
 
     def decode_reply(self, new_ids: list[int], items: Sequence[str] | None) -> str:
