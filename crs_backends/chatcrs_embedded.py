@@ -118,6 +118,8 @@ _RECENT = re.compile(r"\b(?:recent|newer|new|latest|modern|last|past)\b", re.I)
 _LAST_N = re.compile(r"\b(?:last|past)\s+(few|two|three|five|ten|fifteen|twenty|\d{1,2})\s+years?\b", re.I)
 _DECADE = re.compile(r"(?<![\w'])(?:'|(19|20))?([0-9])0'?s\b")
 _NUMBERS = {"few": 5, "two": 2, "three": 3, "five": 5, "ten": 10, "fifteen": 15, "twenty": 20}
+_NEW_REQUEST = re.compile(r"\b(?:movies?|films?|flicks?)\b", re.I)
+_ADD = re.compile(r"\b(?:too|also|as well|more|both|plus|add|additionally|a bit of|a touch of|some)\b", re.I)
 _CHANGE = re.compile(r"\b(?:instead|actually|rather|different|change|switch|no more|not (?:a|an|any) )", re.I)
 _WHY = re.compile(
     r"\bwhy\b|\btell me (?:more|about)\b|\bmore about\b|\bwhat(?:'s| is) (?:it|that|this) about\b|"
@@ -179,7 +181,8 @@ def genres_in(text: str, catalog: Catalog) -> list[str]:
 
 
 def read_wishes(texts: Sequence[str], catalog: Catalog, *, user_titles: Iterable[Item] = ()) -> Wishes:
-    """Genres, searchable words and a year range from the person's turns (a later turn's years win)."""
+    """Genres, searchable words and a year range from the person's turns (a later turn's years win; a later request
+    for a film with its own genres replaces the earlier genres unless it adds to them: "too", "as well", "more")."""
     genres: list[str] = []
     terms: list[str] = []
     title_words = {w for item in user_titles for w in re.findall(r"\w+", item.title.lower())}
@@ -187,7 +190,10 @@ def read_wishes(texts: Sequence[str], catalog: Catalog, *, user_titles: Iterable
     newest = max((i.year for i in catalog.items if i.year), default=None)
     for text in texts:
         these = genres_in(text, catalog)
-        if these and _CHANGE.search(text):  # "actually, a comedy instead": the new genres replace the old
+        if these and (_CHANGE.search(text) or (_NEW_REQUEST.search(text) and not _ADD.search(text))):
+            # "actually, a comedy instead", or a new request for a film ("An animated movie for my kids", then "A
+            # funny movie like Superbad"): the new genres replace the old; "For kids" or "Could it be funny as
+            # well?" refine them
             genres = these
         else:
             genres += [g for g in these if g not in genres]

@@ -178,5 +178,10 @@ def test_choosing_helpers():
         "Animation",
         "Family",
     )
+    # a new request for a film replaces the genres asked before; "as well" adds to them
+    new_request = ["An animated movie my kids will love", "A funny movie like Superbad"]
+    assert cx.read_wishes(new_request, load_bundled()).genres == ("Comedy",)
+    added = cx.read_wishes(["A horror film", "Could it be funny as well?"], load_bundled())
+    assert added.genres == ("Horror", "Comedy")
     assert cx.read_wishes(["A horror film", "Actually, a comedy instead"], load_bundled()).genres == ("Comedy",)
     assert cx.asks_why("Why would I like it?") and cx.asks_why("Tell me more about it") and not cx.asks_why("Hi")
