@@ -147,6 +147,20 @@ def test_a_small_version_whose_reply_fails_the_guards_offers_its_top_unnamed_tit
     assert turn.metadata["generated"] == "You're w the movie!"
 
 
+def test_a_small_version_says_goodbye_only_to_a_goodbye(kg, catalog, tmp_path):
+    """Seen from the shipped small KBRD: "Something from the 2000s?" got "You're welcome, have fun!". A farewell to
+    a person who asked on is replaced by the best title not yet named; to "Thanks, bye!" it is the goodbye."""
+    names = ["Alien (1979)", "Heat (1995)"]
+    model = ScriptedModel(kg, _order(kg, catalog, names), "You're welcome, have fun!", [[5, 0, 0, 0]])
+    small = CheckpointSource("kbrd", tmp_path, "bundled", tmp_path, "small local", "v5")
+    crs = NeuralCRS(model, catalog, source=small)
+    asked = crs.respond(Conversation(system_id="kbrd", turns=[Turn(role="user", text="Something from the 2000s?")]))
+    assert asked.text == "You might like Alien (1979)." and [r.title for r in asked.items] == ["Alien (1979)"]
+    assert any("said goodbye to a person who had not" in n for n in asked.metadata["notes"])
+    leaving = crs.respond(Conversation(system_id="kbrd", turns=[Turn(role="user", text="Thanks, bye!")]))
+    assert leaving.text == "You're welcome, have fun!" and leaving.items == []
+
+
 def test_a_failing_option_choice_falls_back_to_the_generated_reply(kg, catalog, tmp_path):
     model = ScriptedModel(kg, list(kg.item_ids), "Which director do you like?", None)
     crs = NeuralCRS(model, catalog, source=_published(tmp_path))
@@ -409,6 +423,11 @@ def test_a_slot_written_twice_back_to_back_is_filled_once(catalog):
     )
     assert shown == f"How about Seven (1995)? It is a {reply_facts.genre_word(seven.genres[0])}, with {seven.cast[0]}!"
     assert not reply_facts.stutters(shown, [seven.name])
+    # a reply ends with a sentence mark (the small BARCOR wrote "I hope you like John Wick (2014)")
+    lexicon = reply_lexicon(catalog) | {"hope"}
+    assert reply_facts.small_reply("I hope you like <movie>", [seven], [seven.name], [], lexicon) == (
+        "I hope you like Seven (1995)."
+    )
 
 
 def test_a_small_versions_list_skips_titles_the_conversation_named(kg, catalog):

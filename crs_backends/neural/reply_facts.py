@@ -195,10 +195,13 @@ def small_reply(
     """What a small version shows for its generated ``text`` (the app's policy and the fidelity check both call
     this): slots filled by :func:`fill_unnamed`, then clauses with a word its training replies never used dropped
     (:func:`drop_unknown_clauses`); a slot written twice back to back counts once ("It is a <genre> <genre>!", a
-    repeat the decoding guard cannot see: a slot is no word until it is filled)."""
+    repeat the decoding guard cannot see: a slot is no word until it is filled); the reply ends with a sentence
+    mark."""
     text = _SLOT_REPEAT.sub(r"\1", text)
     text = mend_sentence_marks(drop_stray_letters(text))
-    return drop_unknown_clauses(fill_unnamed(text, items, names, entities), lexicon)
+    shown = drop_unknown_clauses(fill_unnamed(text, items, names, entities), lexicon).rstrip()
+    # a reply ends with a sentence mark ("I hope you like John Wick (2014)" from the small BARCOR had none)
+    return shown + "." if shown and shown[-1] not in _SENTENCE_END else shown
 
 
 # a sentence that states or suggests, and one that asks, by how it opens (read on the slotted text, before titles

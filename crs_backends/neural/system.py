@@ -366,9 +366,13 @@ class NeuralCRS(CRSSystem):
                 if exact:  # src/model/UNICRS.py L513: response = generated_response.strip()
                     text = text.strip()
             listed = self._named_items(text, ranked_items)
-            if self.small and not text.strip() and generated.strip():
-                # ours, for the small versions: every clause of the generated reply failed the guards (a made-up
-                # word, a stray letter); rather than a stock question, offer the model's best title not yet named
+            failed = bool(self.small and not text.strip() and generated.strip())
+            # ours, for the small versions: a farewell is said only to a goodbye (the small KBRD answered "Something
+            # from the 2000s?" with "You're welcome, have fun!")
+            farewell = self.small and not listed and preferences.is_farewell_reply(text)
+            if failed or farewell:
+                # every clause of the generated reply failed the guards (a made-up word, a stray letter), or it took
+                # leave of someone who asked on: rather than a stock question, offer the best title not yet named
                 unnamed = [
                     (names[n], item)
                     for n in reply_facts.unnamed_positions(names, inp.entities)
@@ -376,7 +380,8 @@ class NeuralCRS(CRSSystem):
                 ]
                 if unnamed:
                     text, listed = fallback_sentence([unnamed[0][0]]), [unnamed[0][1]]
-                    notes.append("the generated reply failed the text guards; the top unnamed title was offered")
+                    why = "failed the text guards" if failed else "said goodbye to a person who had not"
+                    notes.append(f"the generated reply {why}; the top unnamed title was offered")
         if exact and not text.strip() and not self.small:
             # CRS Arena shows what get_response returned, an empty reply included, and keeps it in the history
             notes.append("the model generated an empty reply; it is shown empty, as CRS Arena showed it")
