@@ -87,8 +87,14 @@ def build_model(system: str, size: str):
 
         root = small_models_root()
         if root is not None and has_published_layout(root, system, DATASET):
+            from crs_backends.neural.reply_words import ReplyWords
+
             kg = load_kg(root / f"kg_{DATASET}")
-            return cls.load(root, DATASET, kg), f"built small version ({root.name})"
+            model = cls.load(root, DATASET, kg)
+            words = ReplyWords.read(root, system)
+            if words is not None:  # the decoding guard the app gives a small version (the small UniCRS's)
+                model.keep_to_lexicon(words.lexicon(load_bundled()), words.pairs, words.triples)
+            return model, f"built small version ({root.name})"
         catalog = load_bundled()
         kg = kg_from_catalog(catalog)
         texts = record_texts(synthetic_records(catalog, 300, 0, kg=kg))
