@@ -87,14 +87,10 @@ def build_model(system: str, size: str):
 
         root = small_models_root()
         if root is not None and has_published_layout(root, system, DATASET):
-            from crs_backends.neural.reply_words import ReplyWords
+            from crs_backends.neural.fidelity import open_small
 
-            kg = load_kg(root / f"kg_{DATASET}")
-            model = cls.load(root, DATASET, kg)
-            words = ReplyWords.read(root, system)
-            if words is not None:  # the decoding guard the app gives a small version (the small UniCRS's)
-                model.keep_to_lexicon(words.lexicon(load_bundled()), words.pairs, words.triples)
-            return model, f"built small version ({root.name})"
+            # opened as the app opens it: the set's reply words, the small UniCRS's decoding guard, item rows
+            return open_small(system, root, load_bundled()).model, f"built small version ({root.name})"
         catalog = load_bundled()
         kg = kg_from_catalog(catalog)
         texts = record_texts(synthetic_records(catalog, 300, 0, kg=kg))

@@ -222,7 +222,7 @@ class WordRepeatGuard:
 
 
 _REPLY_ITEM = re.compile(r"<[a-z]+>|[^\W\d_]+(?:'[^\W\d_]*)?|[.,!?;:]")
-_LAST_ITEM = re.compile(r"(?:<[a-z]+>|[^\W\d_]+(?:'[^\W\d_]*)?|[.,!?;:])[^<\w.,!?;:]*$")
+_LAST_ITEM = re.compile(rf"(?:{_REPLY_ITEM.pattern})[^<\w.,!?;:]*$")  # a reply's last item and what trails it
 
 
 START = "^"  # the start of a reply, as the first of a triple ("^ i" -> "'d", "couldn't")
