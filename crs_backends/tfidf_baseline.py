@@ -52,13 +52,18 @@ class RetrievalCRS(CRSSystem):
         exclude = context.title_ids | already
         wishes = read_wishes(context.wanted_texts, self.catalog, user_titles=context.titles)
         metadata["wishes"] = wishes.record()
-        query = _query(wishes, context) if wishes.said_something else context.query
+        # nothing to go on yet ("Hi!", "I want a movie"): well-known films, said to be that, and a question; the
+        # raw text as a query gave The Lego Movie for "I want a movie"
+        unknown = not wishes.said_something and not context.titles
+        query = "" if unknown else _query(wishes, context) if wishes.said_something else context.query
         found = [i for i in self.catalog.search(query, len(self.catalog), exclude=exclude) if context.allows(i)]
         ranked = _by_wishes(found, wishes)
         shown = ranked[: self.list_size]
+        if unknown:
+            metadata["reason"] = "no preference yet: well-known films"
         return Turn(
             role="system",
-            text=_reply(shown[:SHOWN], first=not already, asked=wishes.genres),
+            text=_reply(shown[:SHOWN], first=not already, asked=wishes.genres, unknown=unknown),
             items=[i.ref() for i in shown],
             ranking=[i.ref() for i in ranked[:RANKING_KEPT]] if len(ranked) > len(shown) else [],
             metadata={**metadata, "act": "recommend" if ranked else "ask"},
@@ -83,6 +88,7 @@ def _by_wishes(items: list[Item], wishes: Wishes) -> list[Item]:
     return sorted(items, key=rank)
 
 
+ASK_HINT = "A genre, a film you liked or an actor helps."
 GOODBYE = "You're welcome. Enjoy the movie, and come back any time you want another suggestion!"
 
 
@@ -93,9 +99,15 @@ def _reason(item: Item, asked: tuple[str, ...] = ()) -> str:
     return f"{genre_phrase(item, asked)}{who}"
 
 
-def _reply(items: list[Item], *, first: bool, asked: tuple[str, ...] = ()) -> str:
+def _reply(items: list[Item], *, first: bool, asked: tuple[str, ...] = (), unknown: bool = False) -> str:
     if not items:
         return "I could not find anything in the catalog for that. Could you tell me a genre or a movie you like?"
+    parts = " or ".join(f"{i.name}, {_reason(i, asked)}" for i in items)
+    if unknown:  # nothing said yet to base a choice on: say so, and ask
+        many = len(items) > 1
+        lead = f"To start with, {'two well-loved films' if many else 'a well-loved film'}:"
+        if not first:
+            lead = f"Here {'are two more well-loved films' if many else 'is one more well-loved film'}:"
+        return f"{lead} {parts}. What kind of movie are you in the mood for? {ASK_HINT}"
     lead = "Based on what you said, you might like" if first else "Here is something else you might like:"
-    parts = [f"{i.name}, {_reason(i, asked)}" for i in items]
-    return f"{lead} {' or '.join(parts)}. Would you like something different?"
+    return f"{lead} {parts}. Would you like something different?"

@@ -114,6 +114,33 @@ def test_retrieval_baseline(catalog):
     assert _reason(action).startswith("an action")
 
 
+def test_the_retrieval_baseline_says_when_it_has_nothing_to_go_on(catalog):
+    """ "Hi!" or "I want a movie" say no preference: the baseline offers well-known films as that, not "based on
+    what you said" (its raw-text query once gave The Lego Movie for "I want a movie"), and asks what the person
+    likes; a second vague turn gets the next well-known films, never the same ones."""
+    from crs_backends.tfidf_baseline import RetrievalCRS
+
+    crs = RetrievalCRS(catalog)
+    popular = [i.id for i in catalog.popular(len(catalog))]
+    for text in ("Hi!", "I want a movie", "hello, can you help me?"):
+        turn = crs.respond(_conv(text))
+        assert "based on what you said" not in turn.text.lower(), turn.text
+        assert "what kind of movie" in turn.text.lower() and turn.text.count("?") == 1, turn.text
+        assert turn.metadata["reason"] == "no preference yet: well-known films"
+        assert [r.id for r in turn.items[:2]] == popular[:2], [r.title for r in turn.items]
+    conv = _conv("Hi!")
+    first = crs.respond(conv)
+    conv.turns += [first, Turn("user", "hmm, not sure")]
+    second = crs.respond(conv)
+    assert not {r.id for r in second.items} & {r.id for r in first.items}
+    assert second.text.startswith("Here are two more well-loved films"), second.text
+    conv.turns += [second, Turn("user", "Any good comedy films?")]
+    third = crs.respond(conv)  # once a wish is said, it is what counts
+    assert third.text.startswith("Here is something else you might like"), third.text
+    assert all("Comedy" in catalog.get(r.id).genres for r in third.items[:3])
+    assert "reason" not in third.metadata
+
+
 @pytest.mark.parametrize(
     ("request_text", "genre"),
     [
