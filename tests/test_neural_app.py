@@ -272,3 +272,28 @@ def test_small_versions_honour_dislikes_and_goodbyes(small_models, system):
         goodbye = crs.respond(replace(conversation, turns=[*conversation.turns, Turn(role="user", text=leaving)]))
         assert goodbye.metadata["act"] == "goodbye" and not goodbye.metadata["recommended"]
         assert goodbye.items == [] and "?" not in goodbye.text and not catalog.mentions(goodbye.text), goodbye.text
+
+
+@pytest.mark.parametrize("system", NEURAL)
+def test_small_versions_offer_the_asked_years_first(small_models, system):
+    """Ours, for the small versions, which cannot read a year: "Something from the 2000s?" once got Zootopia (2016)
+    and Toy Story 2 (1999). Titles of the asked years come first (within the asked genres when there are any); the
+    turn records the years and says it reordered."""
+    from crs_backends.neural.system import NeuralCRS
+    from storage.records import Conversation, Turn
+
+    models, catalog, _kg = small_models
+    crs = NeuralCRS(models[system], catalog)
+    for texts, genre in ((["Something from the 2000s?"], None), (["Any good comedies?", "From the 2000s?"], "Comedy")):
+        conversation = Conversation(system_id=system, turns=[])
+        for text in texts:
+            conversation.turns.append(Turn(role="user", text=text))
+            turn = crs.respond(conversation)
+            conversation.turns.append(turn)
+        assert turn.metadata["asked_years"] == "2000-2009"
+        assert any("asked years" in note for note in turn.metadata["notes"])
+        shown = [catalog.get(r.id) for r in turn.items]
+        assert shown, turn.text
+        assert all(2000 <= item.year <= 2009 for item in shown), [i.name for i in shown]
+        if genre:
+            assert all(genre in item.genres for item in shown), [i.name for i in shown]

@@ -39,7 +39,7 @@ from catalog.catalog import Catalog, get_catalog
 from catalog.items import Item
 from crs_backends import preferences
 from crs_backends.base import DEFAULT_LIST_SIZE, CRSSystem, SystemInfo
-from crs_backends.chatcrs_embedded import read_wishes
+from crs_backends.chatcrs_embedded import Wishes, read_wishes
 from crs_backends.neural import policy, reply_facts
 from crs_backends.neural.engine import MOVIE_SLOT, TOP_K, ConvInput, NeuralModel
 from crs_backends.neural.kg_reader import KGData, load_kg
@@ -332,15 +332,26 @@ class NeuralCRS(CRSSystem):
                 (i, n) for i, n in model_top if not (wishes.dislikes.excludes(i) if i else n in wishes.dislikes.titles)
             ]
             ranked_items, names = [i for i, _ in kept], [n for _, n in kept]
-        if wishes is not None and wishes.genres:
+        if wishes is not None and (wishes.genres or wishes.years):
             # ours, for the small versions: their rankings lose a genre the person asked for once the talk moves on
-            # ("I'd like a horror movie", then "Another one?" got Die Hard); titles of the asked genres come first,
-            # each group in the model's order. The turn's ranking stays the model's own.
+            # ("I'd like a horror movie", then "Another one?" got Die Hard) and cannot read a year ("Something from
+            # the 2000s?" got Toy Story 2 (1999)); titles of the asked genres come first, within them (and alone
+            # when no genre was asked) those of the asked years, each group in the model's order. The turn's
+            # ranking stays the model's own.
             asked = set(wishes.genres)
-            first = [n for n, item in enumerate(ranked_items) if item is not None and asked & set(item.genres)]
-            order = first + [n for n in range(len(names)) if n not in set(first)]
+
+            def group(n: int) -> tuple[bool, bool]:
+                item = ranked_items[n]
+                if item is None:
+                    return True, True
+                return bool(asked) and not asked & set(item.genres), not wishes.fits(item)
+
+            order = sorted(range(len(names)), key=group)
             ranked_items, names = [ranked_items[n] for n in order], [names[n] for n in order]
-            notes.append(f"titles of the asked genres ({', '.join(wishes.genres)}) were offered first")
+            if wishes.genres:
+                notes.append(f"titles of the asked genres ({', '.join(wishes.genres)}) were offered first")
+            if wishes.years:
+                notes.append(f"titles from the asked years ({wishes.years}) were offered first")
         leaving = wishes is not None and wishes.leaving
         act = "recommend" if choice is not None and choice.recommend else "reply"
         if leaving:  # ours: a goodbye gets a goodbye, whatever option the model chose
@@ -401,6 +412,7 @@ class NeuralCRS(CRSSystem):
                 "act": act,
                 **({"dislikes": wishes.dislikes.record()} if wishes is not None and wishes.dislikes else {}),
                 **({"asked_genres": list(wishes.genres)} if wishes is not None and wishes.genres else {}),
+                **({"asked_years": wishes.years} if wishes is not None and wishes.years else {}),
                 "entities": list(inp.entities),
                 "generated": generated,
                 "notes": notes,
@@ -414,11 +426,13 @@ class NeuralCRS(CRSSystem):
         no wish) and whether they are leaving: the small versions honour all three."""
         texts = [t.text or "" for t in conversation.all_turns if t.role == "user"]
         dislikes = preferences.read_dislikes(texts, self.catalog)
-        asked = read_wishes([preferences.without_dislikes(t) for t in texts], self.catalog).genres
+        said = read_wishes([preferences.without_dislikes(t) for t in texts], self.catalog)
         return _Wishes(
             dislikes,
             bool(texts) and preferences.is_goodbye(texts[-1]),
-            tuple(g for g in asked if g not in dislikes.genres),
+            tuple(g for g in said.genres if g not in dislikes.genres),
+            said.min_year,
+            said.max_year,
         )
 
     def _without_dislikes(
@@ -512,6 +526,20 @@ class _Wishes:
     dislikes: preferences.Dislikes
     leaving: bool
     genres: tuple[str, ...] = ()
+    min_year: int | None = None
+    max_year: int | None = None
+
+    @property
+    def years(self) -> str:
+        """The asked years as a person would write them ("2000-2009", "from 1990", "until 1980"); '' if none."""
+        if self.min_year is not None and self.max_year is not None:
+            return f"{self.min_year}-{self.max_year}"
+        if self.min_year is not None:
+            return f"from {self.min_year}"
+        return f"until {self.max_year}" if self.max_year is not None else ""
+
+    def fits(self, item: Item) -> bool:
+        return Wishes(min_year=self.min_year, max_year=self.max_year).fits(item)
 
 
 def repair_text(text: str, items: list[str]) -> tuple[str, bool]:
