@@ -297,3 +297,28 @@ def test_small_versions_offer_the_asked_years_first(small_models, system):
         assert all(2000 <= item.year <= 2009 for item in shown), [i.name for i in shown]
         if genre:
             assert all(genre in item.genres for item in shown), [i.name for i in shown]
+
+
+@pytest.mark.parametrize("system", NEURAL)
+def test_small_versions_offer_titles_of_every_asked_genre_first(small_models, system):
+    """Horror asked, then "Could it be funny as well?": a horror comedy the model ranked anywhere in its list comes
+    before horror-only titles (the small BARCOR once answered with It (2017), UniCRS with The Exorcist)."""
+    from crs_backends.neural.system import NeuralCRS
+    from storage.records import Conversation, Turn
+
+    models, catalog, _kg = small_models
+    crs = NeuralCRS(models[system], catalog)
+    conversation = Conversation(system_id=system, turns=[])
+    for text in ("I want a horror film", "Could it be funny as well?"):
+        conversation.turns.append(Turn(role="user", text=text))
+        turn = crs.respond(conversation)
+        conversation.turns.append(turn)
+    assert turn.metadata["asked_genres"] == ["Horror", "Comedy"]
+    both = {"Horror", "Comedy"}
+    ranked = [catalog.get(r.id) for r in turn.ranking if r.id]
+    earlier = conversation.turns[1]  # a title already offered is not offered again
+    fitting = [i for i in ranked if both <= set(i.genres) and i.name not in earlier.text]
+    shown = [catalog.get(r.id) for r in turn.items]
+    assert shown, turn.text
+    if fitting:
+        assert both <= set(shown[0].genres), ([i.name for i in shown], [i.name for i in fitting])

@@ -335,16 +335,18 @@ class NeuralCRS(CRSSystem):
         if wishes is not None and (wishes.genres or wishes.years):
             # ours, for the small versions: their rankings lose a genre the person asked for once the talk moves on
             # ("I'd like a horror movie", then "Another one?" got Die Hard) and cannot read a year ("Something from
-            # the 2000s?" got Toy Story 2 (1999)); titles of the asked genres come first, within them (and alone
+            # the 2000s?" got Toy Story 2 (1999)); titles of every asked genre come first (horror asked, then "Could
+            # it be funny as well?": Zombieland before The Exorcist), then those of some, within each (and alone
             # when no genre was asked) those of the asked years, each group in the model's order. The turn's
             # ranking stays the model's own.
             asked = set(wishes.genres)
 
-            def group(n: int) -> tuple[bool, bool]:
+            def group(n: int) -> tuple[int, bool]:
                 item = ranked_items[n]
                 if item is None:
-                    return True, True
-                return bool(asked) and not asked & set(item.genres), not wishes.fits(item)
+                    return 3, True
+                shared = len(asked & set(item.genres))
+                return (0 if shared == len(asked) else 1 if shared else 2), not wishes.fits(item)
 
             order = sorted(range(len(names)), key=group)
             ranked_items, names = [ranked_items[n] for n in order], [names[n] for n in order]
