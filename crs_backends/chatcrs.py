@@ -318,6 +318,11 @@ class ChatCRS(CRSSystem):
         reason = (
             "preference stated" if wishes.said_something or context.titles else "asked once already; well-known films"
         )
+        if len(wishes.genres) > 1:  # several genres asked: the model chooses among titles of them all, where any
+            # exist (horror, then "Could it be funny as well?": it chose The Shining among four horror-only films)
+            every = [i for i in fitting if set(wishes.genres) <= set(i.genres)]
+            if every:
+                return _Plan("recommend", f"{reason}; every asked genre", every[:N_CONSTRAINED], fitting, openers)
         return _Plan("recommend", reason, fitting[:N_CONSTRAINED], fitting, openers)
 
     def _constrained_messages(self, conversation: Conversation, plan: _Plan) -> list[dict]:

@@ -115,6 +115,24 @@ def test_nothing_fits_gives_a_question_not_an_empty_choice(embedded_model, catal
     assert turn.text in cx.lines(prompt("chatcrs", "no_match"))
 
 
+def test_several_asked_genres_leave_only_titles_of_them_all_to_choose(embedded_model, catalog, db_path):
+    """Horror, then "Could it be funny as well?": the model chooses among horror comedies (it once chose The Shining
+    from four horror-only candidates); the list goes on with the other fitting titles."""
+    crs = ChatCRS(LLMClient(embedded_model, role="crs", db_path=db_path), catalog)
+    conversation = Conversation(system_id="chatcrs", turns=[])
+    for text in ("I want a horror film", "Could it be funny as well?"):
+        conversation.turns.append(Turn("user", text))
+        turn = crs.respond(conversation)
+        conversation.turns.append(turn)
+    both = {"Horror", "Comedy"}
+    by_name = {i.name: i for i in catalog.items}
+    candidates = [by_name[name] for name in turn.metadata["candidates"]]
+    assert candidates and all(both <= set(i.genres) for i in candidates), turn.metadata["candidates"]
+    assert turn.metadata["act_reason"].endswith("every asked genre")
+    assert both <= set(catalog.get(turn.items[0].id).genres), turn.text
+    assert len(turn.items) > len(candidates)  # the rest of the list: horror or comedy titles
+
+
 def test_a_failing_model_gives_a_clear_grounded_reply(fake_openai, catalog, db_path):
     model = OpenAICompatibleModel("gpt-4o-mini", base_url=fake_openai.base_url, api_key="k", timeout=3, max_retries=1)
     crs = ChatCRS(LLMClient(model, role="crs", db_path=db_path), catalog, mode="constrained")
