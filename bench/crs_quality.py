@@ -35,7 +35,7 @@ def main() -> None:
         "--models",
         type=Path,
         default=None,
-        help="where the ReDial-trained small models live (default <cache>/models/quality-redial-small-vN-dM)",
+        help="where the ReDial-trained small models live (default <cache>/models/quality-redial-small-vN-dM-rK)",
     )
     parser.add_argument("--systems", default=",".join(SYSTEMS))
     parser.add_argument("--limit", type=int, default=1000, help="test records to use (0: all 3,341)")
