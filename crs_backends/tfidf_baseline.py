@@ -10,7 +10,8 @@ the raw text was the query). The user's own titles contribute their genres
 and directors and are never recommended back; it drops what it already
 recommended and what the user said they dislike (:mod:`crs_backends.preferences`),
 says goodbye to a goodbye, and answers from a few fixed sentence patterns that name the top
-items with a reason taken from their metadata.
+items with a reason taken from their metadata. Before anything is said to go on ("Hi!"), it offers
+well-known films as that, and asks.
 """
 
 from __future__ import annotations
@@ -55,7 +56,12 @@ class RetrievalCRS(CRSSystem):
         # nothing to go on yet ("Hi!", "I want a movie"): well-known films, said to be that, and a question; the
         # raw text as a query gave The Lego Movie for "I want a movie"
         unknown = not wishes.said_something and not context.titles
-        query = "" if unknown else _query(wishes, context) if wishes.said_something else context.query
+        if unknown:
+            query = ""  # the search's popular-first order
+        elif wishes.said_something:
+            query = _query(wishes, context)
+        else:
+            query = context.query
         found = [i for i in self.catalog.search(query, len(self.catalog), exclude=exclude) if context.allows(i)]
         ranked = _by_wishes(found, wishes)
         shown = ranked[: self.list_size]
