@@ -149,14 +149,17 @@ def test_a_small_version_whose_reply_fails_the_guards_offers_its_top_unnamed_tit
 
 def test_a_small_version_says_goodbye_only_to_a_goodbye(kg, catalog, tmp_path):
     """Seen from the shipped small KBRD: "Something from the 2000s?" got "You're welcome, have fun!". A farewell to
-    a person who asked on is replaced by the best title not yet named; to "Thanks, bye!" it is the goodbye."""
-    names = ["Alien (1979)", "Heat (1995)"]
+    a person who asked on is replaced by the best title not yet named, of the asked years where the model ranked one
+    (the model ranks Alien first); to "Thanks, bye!" it is the goodbye."""
+    names = ["Alien (1979)", "Avatar (2009)", "Heat (1995)"]
     model = ScriptedModel(kg, _order(kg, catalog, names), "You're welcome, have fun!", [[5, 0, 0, 0]])
     small = CheckpointSource("kbrd", tmp_path, "bundled", tmp_path, "small local", "v5")
     crs = NeuralCRS(model, catalog, source=small)
     asked = crs.respond(Conversation(system_id="kbrd", turns=[Turn(role="user", text="Something from the 2000s?")]))
-    assert asked.text == "You might like Alien (1979)." and [r.title for r in asked.items] == ["Alien (1979)"]
+    assert asked.text == "You might like Avatar (2009)." and [r.title for r in asked.items] == ["Avatar (2009)"]
     assert any("said goodbye to a person who had not" in n for n in asked.metadata["notes"])
+    assert asked.metadata["asked_years"] == "2000-2009"
+    assert [r.title for r in asked.ranking[:2]] == ["Alien (1979)", "Avatar (2009)"]  # the model's own order
     leaving = crs.respond(Conversation(system_id="kbrd", turns=[Turn(role="user", text="Thanks, bye!")]))
     assert leaving.text == "You're welcome, have fun!" and leaving.items == []
 
