@@ -433,8 +433,7 @@ class NeuralCRS(CRSSystem):
             dislikes,
             bool(texts) and preferences.is_goodbye(texts[-1]),
             tuple(g for g in said.genres if g not in dislikes.genres),
-            said.min_year,
-            said.max_year,
+            Wishes(min_year=said.min_year, max_year=said.max_year),
         )
 
     def _without_dislikes(
@@ -528,20 +527,20 @@ class _Wishes:
     dislikes: preferences.Dislikes
     leaving: bool
     genres: tuple[str, ...] = ()
-    min_year: int | None = None
-    max_year: int | None = None
+    period: Wishes = Wishes()  # the asked years alone (read_wishes' min_year / max_year)
 
     @property
     def years(self) -> str:
         """The asked years as a person would write them ("2000-2009", "from 1990", "until 1980"); '' if none."""
-        if self.min_year is not None and self.max_year is not None:
-            return f"{self.min_year}-{self.max_year}"
-        if self.min_year is not None:
-            return f"from {self.min_year}"
-        return f"until {self.max_year}" if self.max_year is not None else ""
+        low, high = self.period.min_year, self.period.max_year
+        if low is not None and high is not None:
+            return f"{low}-{high}"
+        if low is not None:
+            return f"from {low}"
+        return f"until {high}" if high is not None else ""
 
     def fits(self, item: Item) -> bool:
-        return Wishes(min_year=self.min_year, max_year=self.max_year).fits(item)
+        return self.period.fits(item)
 
 
 def repair_text(text: str, items: list[str]) -> tuple[str, bool]:
