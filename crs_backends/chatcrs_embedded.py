@@ -148,6 +148,13 @@ class Wishes:
             self.max_year is None or item.year <= self.max_year
         )
 
+    def rank_key(self, item: Item) -> tuple[int, int]:
+        """Sorts items of every asked genre first, then of some, then the rest; within each, those of the asked
+        years first (a stable sort keeps any earlier order within a group)."""
+        shared = sum(1 for g in self.genres if g in item.genres)
+        genre_rank = 0 if shared == len(self.genres) else (1 if shared else 2)
+        return genre_rank, 0 if self.fits(item) else 1
+
     def record(self) -> dict:
         return {
             "genres": list(self.genres),

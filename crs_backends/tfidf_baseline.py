@@ -63,7 +63,7 @@ class RetrievalCRS(CRSSystem):
         else:
             query = context.query
         found = [i for i in self.catalog.search(query, len(self.catalog), exclude=exclude) if context.allows(i)]
-        ranked = _by_wishes(found, wishes)
+        ranked = sorted(found, key=wishes.rank_key)  # the search's order within each group
         shown = ranked[: self.list_size]
         if unknown:
             metadata["reason"] = "no preference yet: well-known films"
@@ -80,18 +80,6 @@ def _query(wishes: Wishes, context: UserContext) -> str:
     """What the search reads: the asked genres (twice: they matter most), the other words, what the user's
     titles are about."""
     return " ".join([*wishes.genres, *wishes.genres, *wishes.terms, context.titles_about])
-
-
-def _by_wishes(items: list[Item], wishes: Wishes) -> list[Item]:
-    """Items with every asked genre first, then with some, then the rest; within each, the years asked
-    first; the search's order otherwise (a stable sort)."""
-
-    def rank(item: Item) -> tuple[int, int]:
-        shared = sum(1 for g in wishes.genres if g in item.genres)
-        genre_rank = 0 if wishes.genres and shared == len(wishes.genres) else (1 if shared else 2)
-        return genre_rank, 0 if wishes.fits(item) else 1
-
-    return sorted(items, key=rank)
 
 
 ASK_HINT = "A genre, a film you liked or an actor helps."

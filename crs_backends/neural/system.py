@@ -339,14 +339,9 @@ class NeuralCRS(CRSSystem):
             # it be funny as well?": Zombieland before The Exorcist), then those of some, within each (and alone
             # when no genre was asked) those of the asked years, each group in the model's order. The turn's
             # ranking stays the model's own.
-            asked = set(wishes.genres)
-
-            def group(n: int) -> tuple[int, bool]:
+            def group(n: int) -> tuple[int, int]:
                 item = ranked_items[n]
-                if item is None:
-                    return 3, True
-                shared = len(asked & set(item.genres))
-                return (0 if shared == len(asked) else 1 if shared else 2), not wishes.fits(item)
+                return (3, 1) if item is None else wishes.asked.rank_key(item)
 
             order = sorted(range(len(names)), key=group)
             ranked_items, names = [ranked_items[n] for n in order], [names[n] for n in order]
@@ -432,8 +427,11 @@ class NeuralCRS(CRSSystem):
         return _Wishes(
             dislikes,
             bool(texts) and preferences.is_goodbye(texts[-1]),
-            tuple(g for g in said.genres if g not in dislikes.genres),
-            Wishes(min_year=said.min_year, max_year=said.max_year),
+            Wishes(
+                genres=tuple(g for g in said.genres if g not in dislikes.genres),
+                min_year=said.min_year,
+                max_year=said.max_year,
+            ),
         )
 
     def _without_dislikes(
@@ -526,21 +524,21 @@ SMALL_GOODBYE = "You're welcome, enjoy the movie!"
 class _Wishes:
     dislikes: preferences.Dislikes
     leaving: bool
-    genres: tuple[str, ...] = ()
-    period: Wishes = Wishes()  # the asked years alone (read_wishes' min_year / max_year)
+    asked: Wishes = Wishes()  # the asked genres (none disliked) and years; no search terms
+
+    @property
+    def genres(self) -> tuple[str, ...]:
+        return self.asked.genres
 
     @property
     def years(self) -> str:
         """The asked years as a person would write them ("2000-2009", "from 1990", "until 1980"); '' if none."""
-        low, high = self.period.min_year, self.period.max_year
+        low, high = self.asked.min_year, self.asked.max_year
         if low is not None and high is not None:
             return f"{low}-{high}"
         if low is not None:
             return f"from {low}"
         return f"until {high}" if high is not None else ""
-
-    def fits(self, item: Item) -> bool:
-        return self.period.fits(item)
 
 
 def repair_text(text: str, items: list[str]) -> tuple[str, bool]:
