@@ -391,7 +391,7 @@ def test_fill_movie_slots_never_leaves_an_empty_slot():
 
 
 # ------------------------------------------------------------------ training on real ReDial data
-def test_training_lowers_loss_and_resumes(tmp_path, shared_data):
+def test_training_lowers_loss_and_resumes(tmp_path, shared_data, monkeypatch):
     eval_file = shared_data / "redial_eval" / "valid_data_processed.jsonl"
     if not eval_file.exists():
         skip_or_fail(f"{eval_file} not found")
@@ -405,8 +405,13 @@ def test_training_lowers_loss_and_resumes(tmp_path, shared_data):
     assert model.rec.hidden_size == K.SIZES["full"]["hidden"] == model.conv.rec_proj.in_features
     before = {part: kbrd_training.evaluate_loss(model, records, part) for part in ("rec", "conv")}
     config = TrainConfig(size="small", epochs=50, max_steps=16, batch_size=12, lr=3e-3, seed=0)
-    seen = []
+    seen, clipped = [], []
+    clip = torch.nn.utils.clip_grad_norm_
+    monkeypatch.setattr(
+        torch.nn.utils, "clip_grad_norm_", lambda params, limit: clipped.append(limit) or clip(params, limit)
+    )
     report = kbrd_training.train(model, records, tmp_path, DS, config, progress=lambda *a: seen.append(a))
+    assert clipped == [1.0] * 16  # the engine's limit on both stages, as the shipped set was built
     after = {part: kbrd_training.evaluate_loss(model, records, part) for part in ("rec", "conv")}
     assert report.steps == 16 and len(report.losses["rec"]) == 8 and len(report.losses["conv"]) == 8
     assert after["rec"] < before["rec"] and after["conv"] < before["conv"], (before, after)
@@ -422,11 +427,14 @@ def test_training_lowers_loss_and_resumes(tmp_path, shared_data):
     again = kbrd_training.train(loaded, records, tmp_path, DS, config)
     assert again.steps == 0 and again.losses["rec"] == report.losses["rec"]
     # a larger budget continues where it stopped
+    clipped.clear()
     more = kbrd_training.train(
         loaded,
         records,
         tmp_path,
         DS,
-        TrainConfig(size="small", epochs=50, max_steps=20, batch_size=12, lr=3e-3, seed=0),
+        TrainConfig(size="small", epochs=50, max_steps=20, batch_size=12, lr=3e-3, seed=0, rec_clip=None),
     )
     assert more.steps == 4 and len(more.losses["rec"]) == 10
+    # rec_clip=None (the dataset configuration's, as CRSLab's KBRD): the recommender's steps unclipped
+    assert clipped == [1.0] * 2

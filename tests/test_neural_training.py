@@ -47,6 +47,22 @@ def test_the_learning_rate_warms_up_then_decays_to_zero_at_the_last_step():
     assert lr_factor(0, 1, 1) > 0  # a one-step stage still takes its step
 
 
+def test_a_stage_clips_the_gradient_norm_at_its_own_limit_or_not_at_all(tmp_path, monkeypatch):
+    clipped = []
+    clip = torch.nn.utils.clip_grad_norm_
+    monkeypatch.setattr(
+        torch.nn.utils, "clip_grad_norm_", lambda params, limit: clipped.append(limit) or clip(params, limit)
+    )
+    default, loose, unclipped = (
+        _stage(nn.Linear(2, 1), 3, "a"),
+        _stage(nn.Linear(2, 1), 2, "b"),
+        _stage(nn.Linear(2, 1), 4, "c"),
+    )
+    loose.clip, unclipped.clip = 5.0, None
+    steps, _ = run_stages("toy", "ds", tmp_path, [default, loose, unclipped], TrainConfig(batch_size=8))
+    assert steps == 9 and clipped == [1.0, 1.0, 1.0, 5.0, 5.0]
+
+
 def test_stages_resume_from_the_saved_step_and_a_finished_stage_does_nothing(tmp_path):
     config = TrainConfig(batch_size=8, seed=0)
     torch.manual_seed(0)

@@ -85,6 +85,12 @@ class TrainConfig:
     # the reply model's learning rate (None: ``lr``). The small BARCOR's BART learnt at 2e-3 to ignore its encoder: it
     # wrote one sentence for every conversation ("Hi!" and a horror request alike); at 5e-4 it answers each
     reply_lr: float | None = None
+    # the gradient-norm limit of KBRD's recommender (None: not clipped; 1.0, every stage's limit, is what the shipped
+    # small-v5 was built with). CRSLab trains it unclipped (config/crs/kbrd/redial.yaml sets no gradient_clip; its
+    # base system clips only when one is set), and so does the dataset configuration (small.DATASET_SETTINGS): on
+    # ReDial (23,183 rec examples, two epochs, first 1,000 test records, width 128) clipping at 1.0 held the small
+    # KBRD's R@10 at .169 (.171 with plainly shuffled batches), unclipped it reached .183 (2026-11-26)
+    rec_clip: float | None = 1.0
     seed: int = 0
     device: str = "cpu"
     resume: bool = True  # continue each stage from its state (training.state_path: <out>/.train/.../trainer_state.pt)

@@ -133,6 +133,7 @@ def train(
             config.lr,
             lengths=[len(e[0]) for e in rec_ex],
             setup=model.invalidate,
+            clip=config.rec_clip,
         ),
         Stage(
             "conv",

@@ -8,7 +8,8 @@ and the modules it trains; :func:`run_stage` does the rest the same way for all 
 - batches: a seeded shuffle per epoch, sorted by length within windows of 16 batches (less padding),
   in seeded order, so a resumed run sees the same batches;
 - AdamW with a linear warm-up (a fifth of the stage, at most 50 steps), then a linear decay to zero at the
-  stage's last step (:func:`lr_factor`), gradient clipping at 1.0, one loss value logged per step (named parts
+  stage's last step (:func:`lr_factor`), the gradient norm clipped at the stage's ``clip`` (1.0 unless the stage
+  says otherwise; KBRD's recommender: ``TrainConfig.rec_clip``), one loss value logged per step (named parts
   logged separately);
 - the state (trained modules, optimizer, step, losses, torch RNG) in
   ``<out>/.train/<system>_<stage>_<dataset>/trainer_state.pt``, written atomically every 50 steps or
@@ -65,6 +66,7 @@ class Stage:
     params: list[nn.Parameter] | None = None
     parts: tuple[str, ...] = ()  # the loss names it logs (default: its own name)
     warmup: int | None = None  # steps of linear learning-rate warm-up (None: WARMUP_SHARE of the stage, at most 50)
+    clip: float | None = 1.0  # the gradient norm's limit (None: not clipped)
     losses: dict[str, list[float]] = field(default_factory=dict)
 
     @property
@@ -211,7 +213,8 @@ def run_stage(
                 raise ValueError(f"stage {stage.name!r}: the loss function returned no loss")
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            if stage.clip is not None:
+                torch.nn.utils.clip_grad_norm_(params, stage.clip)
             optimizer.step()
             step += 1
             for name, value in parts.items():
