@@ -59,10 +59,10 @@ REAL_REPLIES = ("kbrd", "barcor")
 # optimizer steps are the budget: epochs over the training records, capped by max_steps.
 # KBRD shares its steps rec/conv evenly, BARCOR by barcor_training.REC_SHARE (its reply model alone: 35%), UniCRS by
 # unicrs_training.STAGE_SHARES. v5 (KBRD and BARCOR on 5,950 synthetic and 15,455 real records): KBRD's recommender
-# 1,450 steps, two epochs of ReDial's 23,183 rec examples where the benches train it (R@10 .169 on the first 1,000
-# test records at the published entity width that kbrd.entity_width gives a KG of ReDial's size, .164 at the bundled
-# set's 64; with the decaying learning rate of crs_backends.neural.training.lr_factor); each reply model about two
-# epochs of its records.
+# 1,450 steps, two epochs of ReDial's 23,183 rec examples where the benches train it (R@10 .183 on the first 1,000
+# test records at the published entity width that kbrd.entity_width gives a KG of ReDial's size and unclipped,
+# DATASET_SETTINGS; clipped, .169, and .164 at the bundled set's 64; with the decaying learning rate of
+# crs_backends.neural.training.lr_factor); each reply model about two epochs of its records.
 TRAIN_SETTINGS: dict[str, dict] = {
     "kbrd": {"epochs": 10, "max_steps": 2900, "batch_size": 32, "lr": 3e-3, "reply_lr": 5e-4},
     "barcor": {"epochs": 10, "max_steps": 3900, "batch_size": 32, "lr": 2e-3, "reply_lr": 5e-4},
