@@ -82,8 +82,9 @@ RUNTIME_KEYS = ("context_max_length", "resp_max_length", "max_new_tokens", "enti
 NO_REPEAT_NGRAM = 3
 # the small configuration keeps the published entity width (128) on a KG with more items than this. On ReDial's
 # 6,576 films (first 1,000 test records, 2026-11-26): trained by crs_backends.neural.small.train_on_dataset, Recall@10
-# .164 at width 64, .169 at 128 (gradient clipping at 1.0 in both; .183 at 128 unclipped); by a training script with plainly shuffled batches and the same data and schedule,
-# .174 / .165 at 64 and .185 / .181 at 128 (seeds 0 / 1). The bundled catalog's 450 films keep 64, the shipped set's.
+# .164 at width 64, .169 at 128 (gradient clipping at 1.0 in both; .183 at 128 unclipped); by a training script
+# with plainly shuffled batches and the same data and schedule, .174 / .165 at 64 and .185 / .181 at 128 (seeds
+# 0 / 1). The bundled catalog's 450 films keep 64, the shipped set's.
 WIDE_KG_ITEMS = 2000
 
 
