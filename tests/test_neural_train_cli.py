@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -212,3 +213,23 @@ def test_build_command_trains_a_set_into_a_new_directory_only(tmp_path, monkeypa
     assert manifest["command"] == f"python -m crs_backends.neural.small build --out {fresh} --quick"
     assert manifest["complete"] is True and manifest["systems"] == ["kbrd"]
     assert not list(tmp_path.glob(".fresh.build-*"))
+
+
+def test_the_dataset_configuration_trains_the_shipped_recipe_with_kbrd_s_recommender_unclipped(tmp_path, monkeypatch):
+    """train_on_dataset (the benches' ReDial configuration) hands each system TRAIN_SETTINGS, with DATASET_SETTINGS
+    on top: KBRD's recommender unclipped, as CRSLab's; the other systems as shipped."""
+    from crs_backends.neural import small, train_command
+    from crs_backends.neural.engine import TrainConfig
+
+    configs: dict[str, TrainConfig] = {}
+    monkeypatch.setattr(
+        train_command, "train_system", lambda system, data, out, config, **kw: configs.setdefault(system, config)
+    )
+    models, data = small.train_on_dataset(Path("bundled"), small.SYSTEMS, tmp_path / "models", log=lambda line: None)
+    assert models == tmp_path / "models" and data.dataset == "bundled"
+    assert set(configs) == set(small.SYSTEMS)
+    assert configs["kbrd"].rec_clip is None and TrainConfig().rec_clip == 1.0
+    for system, config in configs.items():
+        wanted = {**small.TRAIN_SETTINGS[system], **small.DATASET_SETTINGS.get(system, {})}
+        assert {k: getattr(config, k) for k in wanted} == wanted
+        assert config.seed == small.SEED and config.size == "small"
