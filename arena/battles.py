@@ -17,14 +17,15 @@ import random
 import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from itertools import combinations
 
 from sqlite_utils import Database
 
+from arena.pairing import draw_pair, pairing_rule
 from crs_backends import health, registry
 from crs_backends.registry import get_system
 from crs_backends.session import ChatSession, prepare_user_message
 from storage.battle_votes import DuplicateVote, battle_counts, get_battle, get_vote, save_battle, save_vote
+from storage.board_inputs import vote_tallies
 from storage.conversations import get_conversation, has_system_turn, save_conversation, set_status
 from storage.db import close_thread_connections, get_db
 from storage.human_labels import mark_revealed
@@ -114,16 +115,20 @@ class Reveal:
     conversation_b: str = ""
 
 
-def choose_pair(db: Database, systems: list[str], rng: random.Random) -> tuple[str, str]:
-    """Two systems as (side A, side B): a random pair among those with the fewest battles so far,
-    sides in random order."""
+def choose_pair(db: Database, systems: list[str], rng: random.Random, *, rule: str | None = None) -> tuple[str, str]:
+    """Two systems as (side A, side B), sides in random order, by the pairing ``rule`` (default: the setting
+    ``CRS_ARENA_PAIRING``, :mod:`arena.pairing`): ``informative`` (the default) first lets every pair meet once,
+    then draws where the next vote teaches the ranking most, with a floor for every pair; ``fewest`` draws a random
+    pair among those with the fewest battles so far."""
     distinct = sorted(set(systems))
     if len(distinct) < 2:
         raise ValueError("a battle needs at least two systems")
+    rule = rule or pairing_rule()
     counts = battle_counts(db)
-    pairs = list(combinations(distinct, 2))
-    fewest = min(counts.get(p, 0) for p in pairs)
-    a, b = rng.choice([p for p in pairs if counts.get(p, 0) == fewest])
+    tallies = (
+        [(t["system_a"], t["system_b"], t["choice"], t["n"]) for t in vote_tallies(db)] if rule == "informative" else []
+    )
+    a, b = draw_pair(distinct, counts, tallies, rng, rule=rule)
     return (a, b) if rng.random() < 0.5 else (b, a)
 
 

@@ -10,6 +10,10 @@ and conversation system/source change. A board is computed for one set of filter
   background :class:`Refresher` that catches writes by other processes such as the command line)
   stores a snapshot of the default board when the version moved since the last one; older
   snapshots beyond :data:`storage.battle_votes.SNAPSHOTS_KEPT` per filter set are deleted.
+
+A board is plain Bradley–Terry or style-controlled (``style``, :func:`arena.board_compute.compute_board`); the
+style-controlled one has its own cache key, and every board carries ``fit``, which says the method that produced
+it; a snapshot stores it beside the filters (``filters["fit"]``), so a stored board says how it was made.
 """
 
 from __future__ import annotations
@@ -23,7 +27,14 @@ from dataclasses import dataclass, field
 import plotly.graph_objects as go
 from sqlite_utils import Database
 
-from arena.board_compute import battle_table, choose_scorer, compute_leaderboard, judge_setup_choices, win_rate_figure
+from arena.board_compute import (
+    PLAIN,
+    battle_table,
+    choose_scorer,
+    compute_board,
+    judge_setup_choices,
+    win_rate_figure,
+)
 from storage.battle_votes import board_version, latest_leaderboard_snapshot, save_leaderboard_snapshot
 from storage.db import close_thread_connections, db_file, get_db
 from storage.uploads import uploads_on_leaderboard
@@ -43,37 +54,51 @@ class Board:
     version: int
     available_scorers: list[str] = field(default_factory=list)
     source: str = "computed"  # computed | snapshot | cache
+    fit: dict = field(default_factory=dict)  # how the ratings were made (arena.board_compute.ComputedBoard.fit)
 
 
-def board_key(*, domain: str | None, dataset: str | None, scorer: str | None, uploads: bool) -> str:
-    return json.dumps({"domain": domain, "dataset": dataset, "scorer": scorer, "uploads": uploads}, sort_keys=True)
+def board_key(
+    *, domain: str | None, dataset: str | None, scorer: str | None, uploads: bool, style: bool = False
+) -> str:
+    """The filters, canonical: the snapshot and cache key (a style-controlled board adds ``"style": true``)."""
+    key: dict = {"domain": domain, "dataset": dataset, "scorer": scorer, "uploads": uploads}
+    if style:
+        key["style"] = True
+    return json.dumps(key, sort_keys=True)
 
 
 def read_board(
-    db: Database, *, domain: str | None = None, dataset: str | None = None, scorer: str | None = None
+    db: Database,
+    *,
+    domain: str | None = None,
+    dataset: str | None = None,
+    scorer: str | None = None,
+    style: bool = False,
 ) -> Board:
-    """The board for these filters at the current data version. Never writes."""
+    """The board for these filters at the current data version (``style``: style-controlled). Never writes."""
     version = board_version(db)
     uploads = uploads_on_leaderboard()
     setups = judge_setup_choices(db, uploads=uploads)  # read once: the menu and the setup shown
     available = [label for label, _ in setups]
     chosen = choose_scorer(available, scorer)
-    key = board_key(domain=domain, dataset=dataset, scorer=chosen, uploads=uploads)
+    key = board_key(domain=domain, dataset=dataset, scorer=chosen, uploads=uploads, style=style)
     cache_key = (_db_file(db), key, version)
     with _cache_lock:
         hit = _cache.get(cache_key)
         if hit is not None:
             _cache.move_to_end(cache_key)
-            return Board(hit.rows, hit.figures, hit.scorer, version, available, "cache")
+            return Board(hit.rows, hit.figures, hit.scorer, version, available, "cache", hit.fit)
     snapshot = latest_leaderboard_snapshot(db, key)
     if snapshot is not None and snapshot["version"] == version:
         rows = snapshot["rows"]
-        board = Board(rows, {"win_rate": _figure(db, domain, dataset, rows)}, chosen, version, available, "snapshot")
+        fit = snapshot["filters"].get("fit") or {"method": PLAIN, "style": style}  # older snapshots: plain
+        figures = {"win_rate": _figure(db, domain, dataset, rows)}
+        board = Board(rows, figures, chosen, version, available, "snapshot", fit)
     else:
-        rows, figures = compute_leaderboard(
-            db, domain=domain, dataset=dataset, scorer=chosen, uploads=uploads, setups=setups
+        computed = compute_board(
+            db, domain=domain, dataset=dataset, scorer=chosen, uploads=uploads, setups=setups, style=style
         )
-        board = Board(rows, figures, chosen, version, available, "computed")
+        board = Board(computed.rows, computed.figures, chosen, version, available, "computed", computed.fit)
     _remember(cache_key, board)
     return board
 
@@ -92,7 +117,7 @@ def refresh_board(db: Database) -> int | None:
         scorer=board.scorer or "",
         key=key,
         version=version,
-        filters={"domain": None, "dataset": None, "scorer": board.scorer},
+        filters={"domain": None, "dataset": None, "scorer": board.scorer, "fit": board.fit},
     )
 
 

@@ -22,6 +22,15 @@ systems whose id names none, such as this app's own; a battle counts when both o
 Systems that never met, directly or through others, fall into separate rating ``group`` s (see
 :func:`arena.ratings.comparison_groups`).
 
+**Style control** (``style=True``): the ratings come from the same fit with four style covariates beside them
+(reply length, items listed, questions asked, answer latency; :mod:`arena.style`), LMArena's method, so a rating
+is what remains once style is accounted for; each covariate's coefficient comes with a bootstrap interval. A
+battle missing a covariate is fitted with the ones it has; a covariate that cannot be fitted (the same in every
+battle, or explained by which systems met) is left out, and with none left the board is plain Bradley–Terry with
+a note, never an error. :class:`ComputedBoard` ``fit`` says which method produced the board (it goes into the
+snapshot), the notes, the coefficients and the closest pair (how sure the order is, and about how many more votes
+would settle it).
+
 A system with fewer than :data:`PROVISIONAL_BATTLES` voted battles is ``provisional``: its rating is
 shown but it never shares rank 1 with a system of its group that has enough battles. Anonymous
 uploads (source ``upload``) are left out unless the operator asks (``uploads=True``, see
@@ -31,28 +40,57 @@ changed.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections import defaultdict
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from sqlite_utils import Database
 
-from arena.ratings import compute_ratings, win_rate_matrix
+from arena.ratings import ClosestPair, NoConvergence, RatingFit, fit_ratings, win_rate_matrix
+from arena.style import FEATURES, LABELS, battle_covariates
 from evaluators.factors import FACTORS
 from evaluators.metrics import KS
 from storage.battle_votes import voted_battles
 from storage.jsonutil import loads
 from storage.stats import factor_means, judge_setups, latest_evaluations
 
+log = logging.getLogger(__name__)
+
 DATASETS = ("redial", "opendialkg")
 OTHER = "other"  # the dataset filter value for systems whose id names no dataset (e.g. this app's own)
 RECALL_COLUMNS = tuple(f"recall@{k}" for k in KS) + tuple(f"session_recall@{k}" for k in KS)
-RATING_COLUMNS = ("rank", "group", "rating", "ci_low", "ci_high", "battles", "wins", "ties", "losses", "elo")
+RATING_COLUMNS = (
+    "rank",
+    "group",
+    "rating",
+    "ci_low",
+    "ci_high",
+    "battles",
+    "wins",
+    "ties",
+    "losses",
+    "elo",
+    "p_above_next",
+)
+PLAIN_COLUMNS = ("plain_rank", "plain_rating")  # with style control: the same system on the plain board
 SCORE_COLUMNS = ("overall_mean", "overall_ci_low", "overall_ci_high", "judged", *FACTORS)
-COLUMNS = ("system", "dataset", *RATING_COLUMNS, "provisional", *SCORE_COLUMNS, *RECALL_COLUMNS, "simulations")
+COLUMNS = (
+    "system",
+    "dataset",
+    *RATING_COLUMNS,
+    *PLAIN_COLUMNS,
+    "provisional",
+    *SCORE_COLUMNS,
+    *RECALL_COLUMNS,
+    "simulations",
+)
+PLAIN = "bradley-terry"  # the methods a board names (ComputedBoard.fit["method"], stored with the snapshot)
+STYLE = "bradley-terry + style control"
 PROVISIONAL_BATTLES = 10  # fewer voted battles than this: the rating is provisional
 DEMO_SCORER_MARKS = ("smollm2-135m", "llm:embedded")  # the embedded demo judge: never the default scorer
 
@@ -136,18 +174,39 @@ def dataset_filter(dataset: str | None) -> Callable[[str], bool]:
     return lambda system: dataset_of(system) == wanted
 
 
-def battle_table(db: Database, *, domain: str | None = None, dataset: str | None = None) -> pd.DataFrame:
+def battle_table(
+    db: Database, *, domain: str | None = None, dataset: str | None = None, style: bool = False
+) -> pd.DataFrame:
     """The voted battles the board rates, one row each: ``model_a``, ``model_b``, ``winner`` (a, b, tie,
-    both_bad), oldest first, both systems on the ``dataset``'s board."""
+    both_bad), oldest first, both systems on the ``dataset``'s board. With ``style``, also the style covariates
+    (:data:`arena.style.FEATURES`, missing ones set to 0) and ``df.attrs["missing"]``: per covariate, how many
+    battles lacked it."""
     keep = dataset_filter(dataset)
-    return pd.DataFrame(
-        [
-            {"model_a": b["system_a"], "model_b": b["system_b"], "winner": b["choice"]}
-            for b in voted_battles(db, domain=domain)
-            if keep(b["system_a"]) and keep(b["system_b"])
-        ],
+    kept = [b for b in voted_battles(db, domain=domain) if keep(b["system_a"]) and keep(b["system_b"])]
+    frame = pd.DataFrame(
+        [{"model_a": b["system_a"], "model_b": b["system_b"], "winner": b["choice"]} for b in kept],
         columns=["model_a", "model_b", "winner"],
     )
+    if style:
+        covariates, missing = battle_covariates(db, kept)
+        frame = pd.concat([frame, covariates], axis=1)
+        frame.attrs["missing"] = missing
+    return frame
+
+
+@dataclass
+class ComputedBoard:
+    """A computed leaderboard: rows (:data:`COLUMNS`) best first, figures, and ``fit``: how the ratings were
+    obtained, as stored with the snapshot (JSON): ``method`` (:data:`PLAIN` or :data:`STYLE`), ``style`` (asked
+    for), ``covariates`` (fitted), ``coefficients`` (one dict per fitted covariate: ``covariate``, ``label``,
+    ``coefficient``, ``ci_low``, ``ci_high`` in log-odds per standard deviation, ``points_per_sd``),
+    ``missing`` (battles lacking each covariate), ``notes`` (sentences for people), ``closest`` (the adjacent
+    pair least surely ordered: ``upper``, ``lower``, ``p_above``, ``votes``, ``state`` — ``resolved``, ``open``
+    or ``level`` (no estimate: the two are even so far) — and ``more_votes`` when open; None) and ``votes``."""
+
+    rows: list[dict]
+    figures: dict[str, go.Figure]
+    fit: dict = field(default_factory=dict)
 
 
 def compute_leaderboard(
@@ -160,9 +219,39 @@ def compute_leaderboard(
     rounds: int = 200,
     uploads: bool | None = None,
     setups: list[tuple[str, tuple[str, str]]] | None = None,
+    style: bool = False,
 ) -> tuple[list[dict], dict[str, go.Figure]]:
     """Rows (see :data:`COLUMNS`; missing values are None) best first, and the figures
-    (``win_rate``: the pairwise win-rate heatmap). Nothing is written.
+    (``win_rate``: the pairwise win-rate heatmap). Nothing is written. :func:`compute_board` gives the fit too.
+    """
+    board = compute_board(
+        db,
+        domain=domain,
+        dataset=dataset,
+        scorer=scorer,
+        seed=seed,
+        rounds=rounds,
+        uploads=uploads,
+        setups=setups,
+        style=style,
+    )
+    return board.rows, board.figures
+
+
+def compute_board(
+    db: Database,
+    *,
+    domain: str | None = None,
+    dataset: str | None = None,
+    scorer: str | None = None,
+    seed: int = 0,
+    rounds: int = 200,
+    uploads: bool | None = None,
+    setups: list[tuple[str, tuple[str, str]]] | None = None,
+    style: bool = False,
+) -> ComputedBoard:
+    """The board for these filters (:func:`compute_leaderboard`), with ``style``: style-controlled ratings, and
+    the plain rank and rating of each system beside them. Nothing is written.
 
     :param uploads: count anonymous uploads' scores (default: the operator's setting,
         ``CRS_ARENA_LEADERBOARD_UPLOADS``)
@@ -177,10 +266,19 @@ def compute_leaderboard(
     if scorer is None:
         scorer = choose_scorer([label for label, _ in setups])
     keep = dataset_filter(dataset)
-    battles = battle_table(db, domain=domain, dataset=dataset)
+    battles = battle_table(db, domain=domain, dataset=dataset, style=style)
+    plain = fit_ratings(battles, rounds=rounds, seed=seed)
+    rated, fit = plain, describe_fit(plain, style=False)
+    if style:
+        rated, fit = style_fit(battles, plain, rounds=rounds, seed=seed)
     rows: dict[str, dict] = {}
-    for record in compute_ratings(battles, rounds=rounds, seed=seed).to_dict("records"):
+    for record in rated.table.to_dict("records"):
         _row(rows, record["system"]).update({c: _plain(record[c]) for c in RATING_COLUMNS})
+    if style:
+        for record in plain.table.to_dict("records"):
+            _row(rows, record["system"]).update(
+                {"plain_rank": _plain(record["rank"]), "plain_rating": _plain(record["rating"])}
+            )
     _mark_provisional(rows)
     if scorer is not None:
         name, fingerprint = _resolve_setup(setups, scorer)
@@ -199,7 +297,102 @@ def compute_leaderboard(
 
     ordered = sorted(rows.values(), key=_order)
     order = [r["system"] for r in ordered if r["rating"] is not None]
-    return ordered, {"win_rate": win_rate_figure(battles, order)}
+    return ComputedBoard(ordered, {"win_rate": win_rate_figure(battles, order)}, fit)
+
+
+def style_fit(battles: pd.DataFrame, plain: RatingFit, *, rounds: int, seed: int) -> tuple[RatingFit, dict]:
+    """The style-controlled fit of ``battles`` (with :data:`arena.style.FEATURES` columns) and its description.
+
+    When no covariate can be fitted (each is constant, or explained by which systems met; one system; no votes) or
+    the fit fails, ``plain`` (the same battles' plain fit) is the board, with a note saying why: never an error.
+    """
+    missing = battles.attrs.get("missing")
+    if battles.empty:
+        return plain, describe_fit(plain, style=True, missing=missing)
+    try:
+        fitted = fit_ratings(battles, rounds=rounds, seed=seed, covariates=FEATURES)
+    except (NoConvergence, np.linalg.LinAlgError, ValueError) as e:  # never an error on the page: the plain board
+        log.warning("style-controlled fit failed, showing the plain one: %s", e)
+        return plain, describe_fit(plain, style=True, missing=missing, failed=True)
+    if not fitted.fitted:
+        return plain, describe_fit(plain, style=True, missing=missing, dropped=fitted.dropped)
+    return fitted, describe_fit(fitted, style=True, missing=missing)
+
+
+def describe_fit(
+    fit: RatingFit,
+    *,
+    style: bool,
+    missing: dict[str, int] | None = None,
+    dropped: tuple[tuple[str, str], ...] | None = None,
+    failed: bool = False,
+) -> dict:
+    """:class:`ComputedBoard` ``fit`` for a rating fit: the method, coefficients, notes for people, closest pair.
+
+    ``dropped``: the covariates a style-controlled attempt left out, when the board shows the plain fit instead
+    (default: ``fit.dropped``); ``failed``: the style-controlled fit raised, and the board shows the plain one.
+    """
+    votes = int(fit.table["battles"].sum() // 2) if not fit.table.empty else 0
+    missing = dict(missing or {})
+    coefficients = [
+        {
+            "covariate": c["covariate"],
+            "label": LABELS.get(c["covariate"], c["covariate"]),
+            **{key: _plain(c[key]) for key in ("coefficient", "ci_low", "ci_high", "points_per_sd")},
+        }
+        for c in fit.coefficients.to_dict("records")
+    ]
+    notes: list[str] = []
+    if style and votes:
+        for name, reason in fit.dropped if dropped is None else dropped:
+            label = LABELS.get(name, name)
+            if missing.get(name, 0) >= votes:
+                notes.append(
+                    f"{label} is left out: no battle has it for both sides (imported conversations, and systems "
+                    "that record no answer time, lack it)."
+                )
+            elif reason == "constant":
+                notes.append(f"{label} is left out: it is the same in every battle.")
+            else:
+                notes.append(f"{label} is left out: it cannot be told apart from which systems met.")
+        lacking: dict[int, list[str]] = defaultdict(list)  # battles lacking covariates, by how many lack them
+        for name in fit.fitted:
+            if 0 < missing.get(name, 0) < votes:
+                lacking[missing[name]].append(LABELS.get(name, name).lower())
+        for count, labels in sorted(lacking.items()):
+            listed = labels[0] if len(labels) == 1 else ", ".join(labels[:-1]) + " and " + labels[-1]
+            notes.append(
+                f"{count} of {votes} battles lack {listed} (a side without a conversation, or a system that recorded "
+                "no answer time): they are fitted with the covariates they have (the missing difference counts as "
+                "none)."
+            )
+        if failed or not fit.fitted:
+            notes.append("Style control could not be fitted on these votes: the ranking shown is plain Bradley–Terry.")
+    return {
+        "method": STYLE if fit.fitted else PLAIN,
+        "style": style,
+        "covariates": list(fit.fitted),
+        "coefficients": coefficients,
+        "missing": missing,
+        "notes": notes,
+        "closest": _closest(fit.closest),
+        "votes": votes,
+    }
+
+
+def _closest(closest: ClosestPair | None) -> dict | None:
+    """The closest pair as stored (JSON): ``state`` resolved, open (``more_votes`` estimated) or level."""
+    if closest is None:
+        return None
+    more = closest.more_votes
+    return {
+        "upper": closest.upper,
+        "lower": closest.lower,
+        "p_above": float(closest.p_above),
+        "votes": closest.votes,
+        "state": "resolved" if more is None else "level" if math.isinf(more) else "open",
+        "more_votes": None if more is None or math.isinf(more) else round(more),
+    }
 
 
 def _row(rows: dict[str, dict], system: str) -> dict:

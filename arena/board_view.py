@@ -11,6 +11,12 @@ never written) and turns it into what people see:
   (:func:`arena.board_compute.choose_scorer`), with the demo judge called out in the summary;
 * the summary line (:func:`summary_line`, Markdown): votes, rated systems, scorer, and a warning when
   the votes form groups of systems that never met;
+* how far the board can be trusted (:func:`trust_line`): beside each rank the bootstrap's probability that the
+  system is truly above the next one down (column ``P(above next)``), and a line on the closest pair: how sure
+  its order is, and about how many more votes would settle it;
+* with style control (:func:`style_markdown`): which method made the board, the notes (covariates left out,
+  battles fitted without one) and each covariate's coefficient with its 95% interval; each system's rank
+  without style control beside its rank;
 * the domains with votes and the judge setups with evaluations, for the filter menus.
 """
 
@@ -24,18 +30,22 @@ import plotly.graph_objects as go
 from sqlite_utils import Database
 
 from arena.board_cache import read_board
-from arena.board_compute import DATASETS, OTHER, RECALL_COLUMNS, is_demo_scorer
+from arena.board_compute import DATASETS, OTHER, RECALL_COLUMNS, STYLE, is_demo_scorer
 from evaluators.factors import FACTORS, LABELS
 from storage.stats import battle_domains
 
 DATASET_CHOICES = (*DATASETS, OTHER)  # the dataset filter's values besides "no filter"
+ABOVE_NEXT = "P(above next)"
+PLAIN_RANK = "Rank without style control"
 BASE_COLUMNS = [
     "Rank",
+    ABOVE_NEXT,
     "Group",
     "System",
     "Dataset",
     "Rating",
     "95% CI",
+    PLAIN_RANK,
     "Battles",
     "W/T/L",
     "Elo",
@@ -56,22 +66,99 @@ class BoardView:
     scorers: list[str]  # judge setups with evaluations, the default first
     domains: list[str]  # domains with at least one voted battle
     rows: list[dict]  # the board's rows as computed (:data:`arena.board_compute.COLUMNS`)
+    fit: dict  # how the ratings were made (:class:`arena.board_compute.ComputedBoard` ``fit``)
+    style: bool = False  # style control asked for
 
 
 def board_view(
-    db: Database, *, domain: str | None = None, dataset: str | None = None, scorer: str | None = None
+    db: Database,
+    *,
+    domain: str | None = None,
+    dataset: str | None = None,
+    scorer: str | None = None,
+    style: bool = False,
 ) -> BoardView:
-    """The leaderboard for these filters (None: no filter; ``scorer`` None or unknown: the default)."""
-    board = read_board(db, domain=domain, dataset=dataset, scorer=scorer)
+    """The leaderboard for these filters (None: no filter; ``scorer`` None or unknown: the default), style-controlled
+    with ``style``."""
+    board = read_board(db, domain=domain, dataset=dataset, scorer=scorer, style=style)
+    summary = summary_line(board.rows, board.scorer)
+    extra = [line for line in (trust_line(board.fit), style_markdown(board.fit) if style else "") if line]
     return BoardView(
-        table=display_table(board.rows),
+        table=display_table(board.rows, style=style),
         figure=board.figures["win_rate"],
-        summary=summary_line(board.rows, board.scorer),
+        summary="\n\n".join([summary, *extra]),
         scorer=board.scorer,
         scorers=board.available_scorers,
         domains=battle_domains(db),
         rows=board.rows,
+        fit=board.fit,
+        style=style,
     )
+
+
+def trust_line(fit: dict) -> str:
+    """How sure the board is of its closest pair (Markdown; empty without two rated systems in a group)."""
+    closest = fit.get("closest")
+    if not closest:
+        return ""
+    upper, lower = f"`{_escaped(closest['upper'])}`", f"`{_escaped(closest['lower'])}`"
+    chance = f"{closest['p_above']:.2f}"
+    if closest.get("state") == "resolved":
+        return (
+            f"**How far to trust the order**: every pair of neighbours is ordered with at least 95% probability "
+            f"(the closest: {upper} above {lower}, {chance})."
+        )
+    if closest.get("state") == "level" or closest.get("more_votes") is None:
+        return (
+            f"**How far to trust the order**: the closest pair, {upper} and {lower}, is level so far "
+            f"(probability {chance} that the first is truly above): no number of votes can be estimated yet."
+        )
+    more = int(closest["more_votes"])
+    votes = int(closest.get("votes") or 0)
+    many = f"about {more:,}" if votes == 0 or more <= 100 * votes else f"more than {100 * votes:,}"
+    return (
+        f"**How far to trust the order**: the least certain neighbours are {upper} and {lower}: {upper} is truly "
+        f"above with probability {chance}. At the current rate ({votes:,} votes so far, in the same mix of pairs), "
+        f"{many} more votes would likely settle their order at 95%."
+    )
+
+
+def style_markdown(fit: dict) -> str:
+    """With style control: the method, the notes and the coefficients with their 95% intervals (Markdown)."""
+    lines = []
+    if fit.get("method") == STYLE:
+        labels = [c["label"].lower() for c in fit.get("coefficients", [])]
+        fitted = labels[0] if len(labels) == 1 else ", ".join(labels[:-1]) + " and " + labels[-1]
+        verb = "is" if len(labels) == 1 else "are"
+        lines.append(
+            f"**Style control is on**: each rating is what remains once {_escaped(fitted)} {verb} fitted beside the "
+            "ratings (LMArena's method); the plain rank stays in its own column."
+        )
+    else:
+        lines.append("**Style control is on, but could not be fitted**: the ratings below are plain Bradley–Terry.")
+    lines += [f"- {_escaped(note)}" for note in fit.get("notes", [])]
+    coefficients = fit.get("coefficients") or []
+    if coefficients:
+        lines += [
+            "",
+            "| Style covariate (side A minus side B) | Coefficient, log-odds per SD | 95% CI | Rating points per SD |",
+            "|---|---|---|---|",
+        ]
+        for c in coefficients:
+            lines.append(
+                f"| {_escaped(c['label'])} | {_signed(c['coefficient'])} | "
+                f"[{_signed(c['ci_low'])}, {_signed(c['ci_high'])}] | {_signed(c['points_per_sd'], 1)} |"
+            )
+        lines.append(
+            "\nA positive coefficient: the side with more of it wins more often at equal strength. Differences are "
+            "normalised per battle ((a − b) / (a + b); for questions, a − b) and scaled to one standard deviation; "
+            "a battle that lacks one is fitted with the others (its difference counts as none)."
+        )
+    return "\n".join(lines)
+
+
+def _signed(value: float | None, digits: int = 3) -> str:
+    return "" if value is None else f"{value:+.{digits}f}"
 
 
 def summary_line(rows: list[dict], scorer: str | None) -> str:
@@ -92,18 +179,21 @@ def summary_line(rows: list[dict], scorer: str | None) -> str:
     return line
 
 
-def display_table(rows: list[dict]) -> pd.DataFrame:
+def display_table(rows: list[dict], *, style: bool = False) -> pd.DataFrame:
     """The rows as displayed: rounded numbers, intervals as [low, high], provisional ranks marked,
-    blanks for missing values; the Group column only when there is more than one group."""
+    blanks for missing values; the Group column only when there is more than one group, the plain rank only
+    with ``style``."""
     records = []
     for r in rows:
         record = {
             "Rank": _rank(r),
+            ABOVE_NEXT: _number(r.get("p_above_next"), 2),
             "Group": r["group"] if r["group"] is not None else "",
             "System": r["system"],
             "Dataset": r["dataset"] or "",
             "Rating": _number(r["rating"], 0),
             "95% CI": _interval(r["ci_low"], r["ci_high"], 0),
+            PLAIN_RANK: r.get("plain_rank") if r.get("plain_rank") is not None else "",
             "Battles": r["battles"] if r["battles"] is not None else "",
             "W/T/L": f"{r['wins']}/{r['ties']}/{r['losses']}" if r["battles"] is not None else "",
             "Elo": _number(r["elo"], 0),
@@ -123,6 +213,8 @@ def display_table(rows: list[dict]) -> pd.DataFrame:
     ]
     if len(_groups(rows)) < 2:
         columns.remove("Group")  # one group: the column says nothing
+    if not style:
+        columns.remove(PLAIN_RANK)
     return pd.DataFrame(records, columns=columns).astype(str)
 
 

@@ -263,3 +263,15 @@ def test_the_refresher_coalesces_a_burst_of_votes_and_stores_the_last_board(db_p
         assert 1 <= refresher.refreshes < pokes // 2  # coalesced, not one per vote
     finally:
         refresher.stop()
+
+
+def test_each_rank_says_how_sure_the_order_is(populated):
+    from arena.board_view import ABOVE_NEXT, board_view
+
+    rows, _ = compute_leaderboard(populated, domain="movies")
+    x, y = rows
+    assert 0.5 < x["p_above_next"] <= 1 and y["p_above_next"] is None  # y is last: nothing below it
+    view = board_view(populated, domain="movies")
+    assert view.table.loc[0, ABOVE_NEXT] == f"{x['p_above_next']:.2f}" and view.table.loc[1, ABOVE_NEXT] == ""
+    assert "How far to trust the order" in view.summary and "`x`" in view.summary
+    assert view.fit["method"] == "bradley-terry" and view.fit["closest"]["upper"] == "x"

@@ -16,6 +16,7 @@ from arena.ratings import (
     bootstrap_weights,
     compute_ratings,
     fit_bt,
+    fit_ratings,
     online_elo,
     rank_by_intervals,
     win_rate_matrix,
@@ -156,6 +157,7 @@ def test_compute_ratings_table():
         "ties",
         "losses",
         "elo",
+        "p_above_next",
     ]
     x = table.set_index("system").loc["x"]
     assert (x["battles"], x["wins"], x["ties"], x["losses"]) == (9, 6, 1, 2)
@@ -201,3 +203,25 @@ def test_win_rate_matrix():
     assert matrix.loc["y", "x"] == pytest.approx(1 - matrix.loc["x", "y"])
     assert matrix.loc["z", "y"] == 1.0
     assert np.isnan(matrix.loc["x", "z"]) and np.isnan(matrix.loc["x", "x"])
+
+
+def test_each_system_says_how_sure_it_is_above_the_next_one_down():
+    data = battles(
+        [("top", "mid", "a", 40), ("top", "mid", "b", 5), ("mid", "low", "a", 12), ("mid", "low", "b", 10)]
+        + [("top", "low", "a", 30), ("x", "y", "a", 3)]
+    )
+    fit = fit_ratings(data, rounds=200, seed=2)
+    table = fit.table.set_index("system")
+    assert table.loc["top", "p_above_next"] > 0.99  # top over mid: settled
+    assert 0.5 < table.loc["mid", "p_above_next"] < 0.95  # mid over low: 12 wins to 10
+    assert np.isnan(table.loc["low", "p_above_next"])  # last of its group
+    assert table.loc["x", "p_above_next"] > 0.5 and np.isnan(table.loc["y", "p_above_next"])  # its own group
+    closest = fit.closest
+    assert (closest.upper, closest.lower) == ("mid", "low") and closest.p_above == table.loc["mid", "p_above_next"]
+    assert closest.votes == len(data) and closest.more_votes > 0
+    # four times the votes in the same mix: the estimate of what is still needed shrinks accordingly
+    more = fit_ratings(pd.concat([data] * 4), rounds=200, seed=2).closest
+    assert more.more_votes is None or more.more_votes < closest.more_votes
+    # a level pair: no estimate can be made
+    level = fit_ratings(battles([("p", "q", "a", 5), ("p", "q", "b", 5)]), rounds=100, seed=0).closest
+    assert level.p_above == pytest.approx(0.5, abs=0.15) and level.more_votes == float("inf")

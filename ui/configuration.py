@@ -111,6 +111,15 @@ SETTINGS: tuple[Setting, ...] = (
         ),
     ),
     Setting(
+        variable="`CRS_ARENA_PAIRING`",
+        default="`informative`",
+        meaning=(
+            "How the arena picks the next two systems. `informative`: every pair meets once, then the pair whose next "
+            "vote most settles the board's order (overlapping intervals, few votes), with a fifth of the battles "
+            "spread evenly over every pair; `fewest`: a random pair among those with the fewest battles"
+        ),
+    ),
+    Setting(
         variable="`CRS_ARENA_SCORING`",
         default="on",
         meaning=(

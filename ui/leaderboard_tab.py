@@ -26,7 +26,11 @@ EXPLANATION = (
     "configured); over simulated conversations, **iEvaLM R@k** is Recall@k of the list the dialogue ended on "
     "(iEvaLM) and **session R@k** of all the dialogue's lists concatenated (CoRE). "
     f"A rank marked **provisional** rests on fewer than {PROVISIONAL_BATTLES} battles; it never "
-    "shares rank 1 with a system that has more. Anonymous uploads from the Evaluate tab are not on this board."
+    "shares rank 1 with a system that has more. **P(above next)**: the share of bootstrap rounds in which the "
+    "system is rated above the next one down (1.00: the order is settled; 0.50: a coin toss). "
+    "**Style control** fits reply length, items listed per reply, questions asked and answer latency beside the "
+    "ratings (LMArena's method), so a rating is what remains once style is accounted for. "
+    "Anonymous uploads from the Evaluate tab are not on this board."
 )
 
 
@@ -47,12 +51,18 @@ def build(services: Services):
             label="Judge setup of the automatic scores (scorer · mode · rubric · prompts)",
             scale=2,
         )
+        style = gr.Checkbox(
+            value=False,
+            label="Style control",
+            info="Rate at equal style: reply length, items listed, questions, latency",
+            scale=1,
+        )
         refresh = gr.Button("Refresh", variant="primary", scale=1)
     status = gr.Markdown("", elem_id="leaderboard-status")
     table = gr.Dataframe(
         interactive=False,
         wrap=False,
-        pinned_columns=3,
+        pinned_columns=4,
         max_height=520,
         label="Systems",
         elem_id="leaderboard-table",
@@ -60,16 +70,17 @@ def build(services: Services):
     )
     heatmap = gr.Plot(label="Pairwise win rates")
 
-    def on_refresh(domain_choice, dataset_choice, scorer_choice):
+    def on_refresh(domain_choice, dataset_choice, scorer_choice, style_choice=False):
         """The leaderboard for the chosen filters, as of the latest vote and evaluation (reading writes nothing)."""
-        return show_board(services, domain_choice, dataset_choice, scorer_choice)
+        return show_board(services, domain_choice, dataset_choice, scorer_choice, style_choice)
 
     outputs = [table, heatmap, status, domain, scorer]
+    inputs = [domain, dataset, scorer, style]
     gr.on(triggers=None, fn=lambda: on_refresh(ALL, ALL, None), outputs=outputs, api_visibility="private")
     gr.on(
-        triggers=[refresh.click, domain.input, dataset.input, scorer.input],
+        triggers=[refresh.click, domain.input, dataset.input, scorer.input, style.input],
         fn=on_refresh,
-        inputs=[domain, dataset, scorer],
+        inputs=inputs,
         outputs=outputs,
         api_name="leaderboard",
         concurrency_limit=4,
@@ -77,19 +88,25 @@ def build(services: Services):
 
     def refresh_after(event) -> None:
         """Show the current board after ``event`` (opening the tab, a vote)."""
-        event(
-            on_refresh, inputs=[domain, dataset, scorer], outputs=outputs, api_visibility="private", concurrency_limit=4
-        )
+        event(on_refresh, inputs=inputs, outputs=outputs, api_visibility="private", concurrency_limit=4)
 
     return refresh_after
 
 
-def show_board(services: Services, domain_choice: str | None, dataset_choice: str | None, scorer_choice: str | None):
-    """(table, heatmap, summary, domain menu, scorer menu) for the chosen filters; "All" means no filter."""
+def show_board(
+    services: Services,
+    domain_choice: str | None,
+    dataset_choice: str | None,
+    scorer_choice: str | None,
+    style_choice: bool | None = False,
+):
+    """(table, heatmap, summary, domain menu, scorer menu) for the chosen filters; "All" means no filter; with
+    ``style_choice`` the style-controlled board (its method, notes and coefficients are in the summary)."""
     view = services.leaderboard(
         domain=None if domain_choice in (None, ALL) else domain_choice,
         dataset=None if dataset_choice in (None, ALL) else dataset_choice,
         scorer=scorer_choice,
+        style=bool(style_choice),
     )
     return (
         view.table,

@@ -59,9 +59,12 @@ class Services:
     def database_facts(self) -> DatabaseFacts:
         return describe(self.db_path)
 
-    def leaderboard(self, *, domain: str | None, dataset: str | None, scorer: str | None) -> BoardView:
-        """The leaderboard as displayed for these filters (None: no filter, or the default scorer)."""
-        return board_view(self.db(), domain=domain, dataset=dataset, scorer=scorer)
+    def leaderboard(
+        self, *, domain: str | None, dataset: str | None, scorer: str | None, style: bool = False
+    ) -> BoardView:
+        """The leaderboard as displayed for these filters (None: no filter, or the default scorer); ``style``: the
+        style-controlled ratings."""
+        return board_view(self.db(), domain=domain, dataset=dataset, scorer=scorer, style=style)
 
     def import_crsarena(self) -> ImportReport:
         """Import CRSArena-Dial from ``<data dir>/crsarena``, exactly as ``python -m arena import-crsarena``
