@@ -17,6 +17,9 @@ import click
 
 from crs_backends.command_line import CommandGroup
 
+# the worker's defaults, repeated here so that `--help` does not import FastAPI (crs_backends/worker.py has them too)
+DEFAULT_CONCURRENCY, DEFAULT_QUEUE, DEFAULT_GRACE_S = 4, 16, 30.0
+
 
 class CannotCheck(click.ClickException):
     exit_code = 2
@@ -68,8 +71,9 @@ def systems() -> None:
                 if entry.key_env
                 else ""
             )
+            more = f" and {len(entry.urls) - 1} more worker(s)" if len(entry.urls) > 1 else ""
             click.echo(
-                f"  {system_id:<14} {label} · {entry.variant} (HTTP {entry.url}, timeout {entry.timeout:g} s, "
+                f"  {system_id:<14} {label} · {entry.variant} (HTTP {entry.url}{more}, timeout {entry.timeout:g} s, "
                 f"{entry.max_retries} retries{key}; line {entry.line})"
             )
         else:
@@ -81,36 +85,87 @@ def systems() -> None:
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (0.0.0.0: every interface).")
 @click.option("--port", default=8801, show_default=True, type=click.IntRange(0, 65535), help="Port (0: any free one).")
 @click.option("--key-env", default=None, help="The NAME of a variable holding a key that requests must bring.")
-def serve(system_id: str, host: str, port: int, key_env: str | None) -> None:
+@click.option(
+    "--concurrency",
+    default=DEFAULT_CONCURRENCY,
+    show_default=True,
+    type=click.IntRange(1, 256),
+    help="Turns answered at once.",
+)
+@click.option(
+    "--queue",
+    default=DEFAULT_QUEUE,
+    show_default=True,
+    type=click.IntRange(0, 10_000),
+    help="Turns that may wait for a free slot; beyond them a turn gets 503 with Retry-After.",
+)
+@click.option("--name", default=None, help="This worker's name, sent as X-CRS-Worker and kept with each turn.")
+@click.option(
+    "--grace",
+    default=DEFAULT_GRACE_S,
+    show_default=True,
+    type=click.FloatRange(1, 3600),
+    help="Seconds a stop (SIGTERM, Ctrl-C) waits for the turns in flight.",
+)
+def serve(
+    system_id: str,
+    host: str,
+    port: int,
+    key_env: str | None,
+    concurrency: int,
+    queue: int,
+    name: str | None,
+    grace: float,
+) -> None:
     """Serve a registered SYSTEM (kbrd, barcor, unicrs, chatcrs, retrieval, a plug-in) over crs-arena/1, as a worker
-    the app reaches through the systems file (docs/deploy.md)."""
+    the app reaches through the systems file (docs/deploy.md).
+
+    The port opens at once and the system loads behind it: GET /health answers 503 until it is ready, then 200;
+    GET /metrics has Prometheus metrics. SIGTERM finishes the turns in flight, refuses new ones and exits with 0.
+
+    Example: KBRD_WORKER_KEY=… crs-arena serve kbrd --host 0.0.0.0 --port 8801 --key-env KBRD_WORKER_KEY
+    """
     import logging
     import os
 
-    from crs_backends.registry import SystemUnavailable, get_system
+    from crs_backends.registry import get_system, systems
     from crs_backends.worker import WorkerError, WorkerServer
 
     logging.basicConfig(level=os.environ.get("LOG_LEVEL", "WARNING"))
     key = os.environ.get(key_env) if key_env else None
     if key_env and not key:
         raise CannotCheck(f"--key-env {key_env}: that variable is not set")
-    try:
+    known = systems()
+    if system_id not in known:
+        raise CannotCheck(f"unknown system {system_id!r}; known: {', '.join(known)}")
+
+    def load():
         system = get_system(system_id)
-    except KeyError as e:
-        raise CannotCheck(str(e.args[0]) if e.args else f"unknown system {system_id!r}") from None
-    except SystemUnavailable as e:
-        raise CannotCheck(f"{system_id} cannot be served: {e}") from None
+        click.echo(f"{system.info.label} ({system.info.variant}) ready")
+        return system
+
     try:
-        server = WorkerServer(system, system_id, host=host, port=port, key=key)
+        server = WorkerServer(
+            load,
+            system_id,
+            host=host,
+            port=port,
+            key=key,
+            concurrency=concurrency,
+            queue=queue,
+            name=name,
+            grace=grace,
+        )
     except WorkerError as e:
         raise CannotCheck(str(e)) from None
-    click.echo(f"{system.info.label} ({system.info.variant}) on {server.url}{' (key required)' if key else ''}")
+    click.echo(
+        f"{system_id} worker on {server.url}{' (key required)' if key else ''}: loading; GET /health says when ready"
+    )
     try:
         server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
+    except WorkerError as e:
+        raise CannotCheck(str(e)) from None
+    click.echo(f"{system_id} worker stopped")
 
 
 def _is_set(name: str | None) -> bool:

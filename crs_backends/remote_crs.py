@@ -12,6 +12,15 @@ Timeouts and retries follow the LLM endpoints (``llm_clients/remote.py``): ``CRS
 and ``CRS_LLM_MAX_RETRIES`` retries unless the systems file sets them; 408/409/429/5xx, timeouts and
 connection errors are retried with exponential backoff (0.5 s doubling, at most 8 s, with jitter) honouring
 ``Retry-After`` up to 60 s. Redirects are never followed (the key goes to the configured URL only).
+
+A worker that is full (``crs-arena serve``'s back-pressure: 503 with ``Retry-After``) is asked again after the wait
+it named, as long as that ends within the turn's deadline (``timeout × (max_retries + 1)`` from the turn's start,
+the longest the retries could take anyway); such a wait does not use up a retry. A system may have several URLs
+(workers serving the same system): turns go round them in turn, a worker that failed (no connection, a timeout,
+a 5xx) is skipped for :data:`WORKER_REST_S` seconds and one that said it is full until its ``Retry-After``, and a
+retry goes to the next worker. The turn's metadata says which worker answered: its position in the list
+(``worker``, from 1) and the name it gave itself (``worker_name``, ``X-CRS-Worker``); never its URL, which may be
+an internal address and conversations are published.
 """
 
 from __future__ import annotations
@@ -22,6 +31,7 @@ import math
 import os
 import random
 import re
+import threading
 import time
 import unicodedata
 from collections.abc import Callable
@@ -56,6 +66,10 @@ MAX_UNMAPPED_KEPT = 20  # unmapped titles recorded on a turn
 RETRY_STATUSES = frozenset({408, 409, 429}) | frozenset(range(500, 600))
 MAX_RETRY_AFTER = 60.0
 BACKOFF_START, BACKOFF_MAX = 0.5, 8.0
+WORKER_REST_S = 30.0  # a worker that failed is skipped this long (while another can answer)
+MAX_BUSY_WAITS = 100  # answers "full, retry after …" one turn accepts, whatever its deadline
+MAX_WORKER_NAME_CHARS = 60
+_WORKER_NAME = re.compile(r"[^A-Za-z0-9._:@/-]")
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
@@ -63,7 +77,7 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 class RemoteCRSError(LLMError):
     """A remote (or plug-in) system gave no usable answer. ``str()`` is a message for people.
 
-    ``kind``: timeout | rate_limit | server | connection | auth | refused | redirect | too_large |
+    ``kind``: timeout | rate_limit | busy | server | connection | auth | refused | redirect | too_large |
     bad_response | config | plugin.
     """
 
@@ -89,7 +103,11 @@ def http_url(url: str) -> str:
 
 @dataclass(frozen=True)
 class RemoteConfig:
-    """One remote system, as the systems file describes it (the key itself is read from ``key_env``)."""
+    """One remote system, as the systems file describes it (the key itself is read from ``key_env``).
+
+    ``url`` is where turns go; ``urls``, when given, lists every worker serving the system (``url`` first or not:
+    :attr:`targets` puts it first and drops repeats).
+    """
 
     id: str
     label: str
@@ -100,9 +118,17 @@ class RemoteConfig:
     timeout: float = 60.0
     max_retries: int = 3
     list_size: int = DEFAULT_LIST_SIZE
+    urls: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         http_url(self.url)
+        for url in self.urls:
+            http_url(url)
+
+    @property
+    def targets(self) -> tuple[str, ...]:
+        """Every URL serving the system, ``url`` first, each once."""
+        return tuple(dict.fromkeys((self.url, *self.urls)))
 
 
 def default_timeout(env=os.environ) -> float:
@@ -284,6 +310,68 @@ def _map_item(catalog: Catalog, item_id: str | None, title: str | None, year: in
     return catalog.match_name(name) if name else None
 
 
+class Workers:
+    """The URLs serving one system, taken in turn; a worker that failed rests a while, one that said it is full
+    until the time it named. Shared by every conversation with the system (thread-safe)."""
+
+    def __init__(
+        self, urls: tuple[str, ...], *, rest: float = WORKER_REST_S, clock: Callable[[], float] = time.monotonic
+    ):
+        self.urls = urls
+        self.rest = rest
+        self._clock = clock
+        self._next = 0
+        self._down_until: dict[int, float] = {}
+        self._busy_until: dict[int, float] = {}
+        self._lock = threading.Lock()
+
+    def pick(self) -> tuple[int, float]:
+        """The next worker to ask and how long to wait first (0 unless every worker is resting).
+
+        Round the list from where the last turn left off: the first worker neither failed nor full; else the
+        full worker that is free soonest (with its wait); else, every worker having failed, the next one at once
+        (the retry's backoff paces it).
+        """
+        with self._lock:
+            now = self._clock()
+            n = len(self.urls)
+            order = [(self._next + k) % n for k in range(n)]
+            up = [i for i in order if self._down_until.get(i, 0.0) <= now]
+            free = [i for i in up if self._busy_until.get(i, 0.0) <= now]
+            if free:
+                chosen, wait = free[0], 0.0
+            elif up:
+                chosen = min(up, key=lambda i: self._busy_until.get(i, 0.0))
+                wait = self._busy_until[chosen] - now
+            else:
+                chosen, wait = order[0], 0.0
+            self._next = (chosen + 1) % n
+            return chosen, max(0.0, wait)
+
+    def failed(self, index: int) -> None:
+        with self._lock:
+            self._down_until[index] = self._clock() + self.rest
+
+    def full(self, index: int, seconds: float) -> None:
+        with self._lock:
+            self._busy_until[index] = max(self._busy_until.get(index, 0.0), self._clock() + seconds)
+
+    def answered(self, index: int) -> None:
+        with self._lock:
+            self._down_until.pop(index, None)
+            self._busy_until.pop(index, None)
+
+
+@dataclass
+class _Answer:
+    body: bytes
+    attempts: int
+    server_ms: float | None
+    worker: int  # position in the system's URLs, from 0
+    worker_name: str | None
+    busy_waits: int
+
+
 class RemoteCRS(CRSSystem):
     """A system that answers over HTTP with the ``crs-arena/1`` protocol.
 
@@ -308,6 +396,7 @@ class RemoteCRS(CRSSystem):
         self._backoff = backoff
         self._env = env
         self._version: str | None = None
+        self.workers = Workers(config.targets)
         self._client = client or httpx.Client(
             timeout=httpx.Timeout(config.timeout),
             follow_redirects=False,
@@ -354,7 +443,8 @@ class RemoteCRS(CRSSystem):
         body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
         headers = self._headers(request_id)
         start = time.perf_counter()
-        raw, attempts, server_ms = self._post(body, headers, request_id)
+        answer = self._post(body, headers, request_id)
+        raw = answer.body
         try:
             data = json.loads(raw)
         except (UnicodeDecodeError, ValueError):
@@ -377,12 +467,19 @@ class RemoteCRS(CRSSystem):
             "request_id": request_id,
             "catalog": catalog_name,
             "latency_ms": round((time.perf_counter() - start) * 1000, 1),
-            "attempts": attempts,
+            "attempts": answer.attempts,
             "items_returned": reply.returned,
             "items_unmapped": reply.unmapped_count,
         }
-        if server_ms is not None:
-            metadata["server_ms"] = server_ms
+        if len(self.workers.urls) > 1:
+            metadata["worker"] = answer.worker + 1
+            metadata["workers"] = len(self.workers.urls)
+        if answer.worker_name:
+            metadata["worker_name"] = answer.worker_name
+        if answer.busy_waits:
+            metadata["busy_waits"] = answer.busy_waits
+        if answer.server_ms is not None:
+            metadata["server_ms"] = answer.server_ms
         if reply.unmapped:
             metadata["unmapped"] = reply.unmapped
         if reply.system_version:
@@ -400,45 +497,79 @@ class RemoteCRS(CRSSystem):
 
     # -- transport ---------------------------------------------------------------------------------
 
-    def _post(self, body: bytes, headers: dict[str, str], request_id: str) -> tuple[bytes, int, float | None]:
-        """POST ``body``; the response body, the number of attempts and the server's own time if it said.
+    def _post(self, body: bytes, headers: dict[str, str], request_id: str) -> _Answer:
+        """POST ``body`` to the system's workers in turn until one answers; raises :class:`RemoteCRSError` when no
+        usable answer came.
 
-        Retries as the LLM endpoints do; raises :class:`RemoteCRSError` when no usable answer came.
+        Failures (408/409/429/5xx, timeouts, connection errors) are retried as the LLM endpoints do, up to
+        ``max_retries`` times, each on the next worker. "Full, retry after" (503 with ``Retry-After``) is waited out
+        (on another worker if one is free) while the wait ends before the turn's deadline, without using a retry.
         """
         retries = max(0, self.config.max_retries)
+        deadline = time.monotonic() + self.config.timeout * (retries + 1)
+        attempts = failures = busy_waits = 0
         tries = lambda n: f"after {n} attempt{'s' if n > 1 else ''}"  # noqa: E731
-        for attempt in range(retries + 1):
-            wait = None
-            deadline = time.perf_counter() + self.config.timeout  # for the whole answer, body included
+        while True:
+            index, until_free = self.workers.pick()
+            if until_free > 0:
+                if time.monotonic() + until_free > deadline:
+                    said = f"HTTP 503, {tries(attempts)}" if attempts else "HTTP 503"
+                    raise self._error(
+                        f"is busy: every worker asked to wait longer than the turn's time limit allows ({said}). "
+                        "Try again in a moment.",
+                        "busy",
+                        request_id,
+                    )
+                # with jitter, so that the turns told to wait do not all come back at once
+                self._sleep(until_free * (1 + 0.25 * random.random()))
+            url = self.workers.urls[index]
+            attempts += 1
+            wait: float | None = None
+            attempt_deadline = time.perf_counter() + self.config.timeout  # for the whole answer, body included
             try:
                 with self._client.stream(
-                    "POST", self.config.url, content=body, headers=headers, timeout=self.config.timeout
+                    "POST", url, content=body, headers=headers, timeout=self.config.timeout
                 ) as response:
                     status = response.status_code
                     if 200 <= status < 300:
-                        raw = self._read(response, request_id, deadline)
-                        return raw, attempt + 1, _server_ms(response.headers)
-                    if status in RETRY_STATUSES and attempt < retries:
+                        raw = self._read(response, request_id, attempt_deadline)
+                        self.workers.answered(index)
+                        return _Answer(
+                            raw,
+                            attempts,
+                            _server_ms(response.headers),
+                            index,
+                            _worker_name(response.headers),
+                            busy_waits,
+                        )
+                    after = _retry_after(response.headers) if status == 503 else None
+                    if after is not None and busy_waits < MAX_BUSY_WAITS:  # back-pressure: full, not failing
+                        self.workers.full(index, after)
+                        busy_waits += 1
+                        continue
+                    if status in RETRY_STATUSES and failures < retries:
                         wait = _retry_after(response.headers)
+                        if status >= 500:
+                            self.workers.failed(index)
                     else:
-                        raise self._status_error(status, tries(attempt + 1), request_id)
+                        raise self._status_error(status, tries(attempts), request_id)
             except httpx.TimeoutException:
-                if attempt >= retries:
+                self.workers.failed(index)
+                if failures >= retries:
                     raise self._error(
-                        f"did not answer within {self.config.timeout:g} s ({tries(attempt + 1)}).",
+                        f"did not answer within {self.config.timeout:g} s ({tries(attempts)}).",
                         "timeout",
                         request_id,
                     ) from None
             except httpx.TransportError as e:
-                log.info("remote system %s: %s on attempt %d", self.config.id, type(e).__name__, attempt + 1)
-                if attempt >= retries:
-                    raise self._error(
-                        f"could not be reached ({tries(attempt + 1)}).", "connection", request_id
-                    ) from None
+                log.info("remote system %s: %s on attempt %d", self.config.id, type(e).__name__, attempts)
+                self.workers.failed(index)
+                if failures >= retries:
+                    raise self._error(f"could not be reached ({tries(attempts)}).", "connection", request_id) from None
             if wait is None:
-                wait = min(BACKOFF_START * 2**attempt, BACKOFF_MAX) * (1 - 0.25 * random.random())
+                wait = min(BACKOFF_START * 2**failures, BACKOFF_MAX) * (1 - 0.25 * random.random())
+            failures += 1
             self._sleep(wait * self._backoff)
-        raise AssertionError("unreachable")  # pragma: no cover
 
     def _read(self, response: httpx.Response, request_id: str, deadline: float) -> bytes:
         """The body, refused beyond :data:`MAX_RESPONSE_BYTES` (announced or actual) or past the deadline."""
@@ -515,3 +646,9 @@ def _server_ms(headers: httpx.Headers) -> float | None:
         return float(match.group(1)) if match else None
     except ValueError:
         return None
+
+
+def _worker_name(headers: httpx.Headers) -> str | None:
+    """The name a worker gave itself (``X-CRS-Worker``), cleaned and cut short; None when it gave none."""
+    name = _WORKER_NAME.sub("", headers.get("x-crs-worker", ""))[:MAX_WORKER_NAME_CHARS]
+    return name or None

@@ -7,7 +7,8 @@
     label = "My CRS"                   # shown in the Chat selector and after an arena vote
     description = "item-kNN + templates, v0.3"   # the selector's variant line
     catalog = "bundled"                # catalog it recommends from (default: the app's, CRS_CATALOG)
-    url = "http://127.0.0.1:8800/"     # an HTTP system (crs-arena/1 protocol, docs/remote-crs.md) ...
+    url = "http://127.0.0.1:8800/"     # an HTTP system (crs-arena/1 protocol, docs/remote-crs.md), or a list of the
+                                       # URLs of several workers serving it: turns go round them (docs/deploy.md) ...
     key_env = "MY_CRS_KEY"             # ... the NAME of the variable holding its key (sent as a Bearer token)
     timeout = 20                       # seconds per attempt (default CRS_LLM_TIMEOUT, else 60)
     max_retries = 2                    # (default CRS_LLM_MAX_RETRIES, else 3)
@@ -54,6 +55,7 @@ ALL_KEYS = COMMON_KEYS + HTTP_KEYS + PLUGIN_KEYS
 _ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,99}$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+MAX_URLS = 16  # workers listed for one system
 
 
 @dataclass(frozen=True)
@@ -67,7 +69,8 @@ class SystemEntry:
     description: str = ""
     catalog: str | None = None
     list_size: int = DEFAULT_LIST_SIZE
-    url: str | None = None
+    url: str | None = None  # the first of urls
+    urls: tuple[str, ...] = ()  # every worker's URL, when the entry lists several
     key_env: str | None = None
     timeout: float = 60.0
     max_retries: int = 3
@@ -95,6 +98,7 @@ class SystemEntry:
             timeout=self.timeout if timeout is None else timeout,
             max_retries=self.max_retries if max_retries is None else max_retries,
             list_size=self.list_size,
+            urls=self.urls,
         )
 
     def build(self, *, max_retries: int | None = None, timeout: float | None = None) -> CRSSystem:
@@ -228,10 +232,19 @@ def load_systems_file(
             url = table.get("url")
             if url is None:
                 fail(at(), f"system {system_id!r} needs a 'url' (or an 'entry_point' for a plug-in)")
-            try:
-                url = http_url(url)
-            except ValueError as e:
-                fail(at("url"), f"'url': {e}")
+            listed = url if isinstance(url, list) else [url]
+            if not 1 <= len(listed) <= MAX_URLS:
+                fail(at("url"), f"'url' must be a URL or a list of 1 to {MAX_URLS} URLs (one per worker)")
+            urls: list[str] = []
+            for n, one in enumerate(listed, 1):
+                try:
+                    checked = http_url(one)
+                except ValueError as e:
+                    fail(at("url"), f"'url'{f' (entry {n})' if len(listed) > 1 else ''}: {e}")
+                if checked in urls:
+                    fail(at("url"), f"'url' lists the same URL twice (entry {n})")
+                urls.append(checked)
+            url = urls[0]
             key_env = table.get("key_env")
             if key_env is not None and (not isinstance(key_env, str) or not _ENV_NAME.match(key_env)):
                 fail(
@@ -240,7 +253,16 @@ def load_systems_file(
                 )
             timeout = _number(table, "timeout", default_timeout(env), 0.1, 600, at, fail)
             retries = _integer(table, "max_retries", default_retries(env), 0, 10, at, fail)
-            entries.append(SystemEntry(**common, url=url, key_env=key_env, timeout=timeout, max_retries=retries))
+            entries.append(
+                SystemEntry(
+                    **common,
+                    url=url,
+                    urls=tuple(urls) if len(urls) > 1 else (),
+                    key_env=key_env,
+                    timeout=timeout,
+                    max_retries=retries,
+                )
+            )
         else:
             name = table.get("entry_point")
             if not isinstance(name, str) or not name.strip():

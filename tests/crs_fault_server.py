@@ -8,7 +8,9 @@ Faults: ``ok`` (no fault), ``html``, ``empty_slot``, ``same_list`` (one list wha
 ``no_items``, ``unmapped`` (titles no catalog has), ``rejected_again``, ``wrong_types``, ``empty_text``,
 ``invalid_json``, ``huge`` (50 MB announced in Content-Length), ``huge_chunked`` (50 MB, no length),
 ``status:<code>`` (e.g. ``status:500``; 429 carries ``Retry-After: 0``), ``flaky:<n>`` (HTTP 500 for the first
-n requests, then answers), ``slow:<seconds>``, ``redirect``, ``drop`` (closes the connection unanswered).
+n requests, then answers), ``busy:<n>:<ms>`` (a full worker: 503 with ``Retry-After`` and ``retry-after-ms: <ms>``
+for the first n requests, then answers), ``slow:<seconds>``, ``redirect``, ``drop`` (closes the connection
+unanswered).
 """
 
 from __future__ import annotations
@@ -42,6 +44,16 @@ class FaultHandler(Handler):
             except ValueError:
                 self.server.bodies.append(None)
             self.server.headers.append(dict(self.headers))
+        if fault == "busy" and count <= int(arg.split(":")[0]):
+            ms = int(arg.split(":")[1])
+            data = b'{"error": "the worker is full"}'
+            self.send_response(503)
+            self.send_header("Retry-After", str(max(1, -(-ms // 1000))))
+            self.send_header("retry-after-ms", str(ms))
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return
         if fault == "status" or (fault == "flaky" and count <= int(arg)):
             status = int(arg) if fault == "status" else 500
             self.send_response(status)

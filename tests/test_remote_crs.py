@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import socket
 
 import pytest
@@ -254,3 +255,79 @@ def test_only_http_urls_are_accepted(url, says):
     assert "secret" not in str(err.value)
     with pytest.raises(ValueError):
         RemoteConfig(id="x", label="X", url=url)
+
+
+def closed_port_url() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{s.getsockname()[1]}/"  # nothing listens here once the socket is closed
+
+
+def test_turns_go_round_the_workers_of_one_system(catalog):
+    with FaultServer("ok") as a, FaultServer("ok") as b:
+        system = remote(a.url, catalog, urls=(a.url, b.url))
+        turns = [system.respond(conversation("A comedy")) for _ in range(4)]
+    assert a.requests == 2 and b.requests == 2
+    assert [t.metadata["worker"] for t in turns] == [1, 2, 1, 2] and {t.metadata["workers"] for t in turns} == {2}
+    assert not any("127.0.0.1" in json.dumps(t.metadata) for t in turns)  # which worker, never its address
+
+
+def test_a_worker_that_failed_is_skipped_for_a_while(catalog):
+    with FaultServer("ok") as up:
+        system = remote(closed_port_url(), catalog, urls=(up.url,), max_retries=1)
+        system.workers.rest = 600  # longer than the test, whatever the machine's speed
+        first = system.respond(conversation("A comedy"))
+        later = [system.respond(conversation("A comedy")) for _ in range(3)]
+    assert first.metadata["attempts"] == 2 and first.metadata["worker"] == 2  # the retry went to the other worker
+    assert [(t.metadata["worker"], t.metadata["attempts"]) for t in later] == [(2, 1)] * 3
+    assert up.requests == 4
+
+
+def test_a_full_worker_is_asked_again_after_its_retry_after_without_using_a_retry(catalog):
+    with FaultServer("busy:2:20") as server:
+        turn = remote(server.url, catalog, max_retries=0).respond(conversation("A comedy"))
+    assert server.requests == 3 and turn.items
+    assert turn.metadata["attempts"] == 3 and turn.metadata["busy_waits"] == 2
+
+
+def test_a_full_worker_sends_the_turn_to_the_next_one_at_once(catalog):
+    slept: list[float] = []
+    with FaultServer("busy:99:5000") as full, FaultServer("ok") as free:
+        config = RemoteConfig(id="my_crs", label="My CRS", url=full.url, urls=(free.url,), timeout=5, max_retries=0)
+        system = RemoteCRS(config, catalog, sleep=slept.append, env={})
+        turns = [system.respond(conversation("A comedy")) for _ in range(3)]
+    assert full.requests == 1 and free.requests == 3 and slept == []  # the full one is left alone for its 5 s
+    assert turns[0].metadata["busy_waits"] == 1 and [t.metadata["worker"] for t in turns] == [2, 2, 2]
+
+
+def test_a_wait_longer_than_the_deadline_fails_at_once_with_a_message(catalog):
+    slept: list[float] = []
+    with FaultServer("busy:9:20000") as server:  # "come back in 20 s" to a turn allowed 2 s
+        config = RemoteConfig(id="my_crs", label="My CRS", url=server.url, timeout=2, max_retries=0)
+        with pytest.raises(RemoteCRSError) as err:
+            RemoteCRS(config, catalog, sleep=slept.append, env={}).respond(conversation("A comedy"))
+    message = str(err.value)
+    assert err.value.kind == "busy" and message.startswith("My CRS is busy") and "after 1 attempt" in message
+    assert "127.0.0.1" not in message and server.requests == 1 and slept == []
+
+
+def test_a_systems_file_entry_may_list_several_workers(tmp_path):
+    from crs_backends.command_line import SystemsFileError
+    from crs_backends.systems_file import load_systems_file
+
+    path = tmp_path / "systems.toml"
+    path.write_text(
+        '[[system]]\nid = "kbrd_workers"\nlabel = "KBRD"\nurl = ["http://10.0.0.5:8801/", "http://10.0.0.6:8801/"]\n',
+        encoding="utf-8",
+    )
+    (entry,) = load_systems_file(path)
+    assert entry.url == "http://10.0.0.5:8801/" and entry.urls == ("http://10.0.0.5:8801/", "http://10.0.0.6:8801/")
+    assert entry.remote_config().targets == entry.urls
+    for value, says in (
+        ("[]", "a list of 1 to 16 URLs"),
+        ('["http://a:1/", "http://a:1/"]', "the same URL twice (entry 2)"),
+        ('["http://a:1/", "ftp://b/"]', "'url' (entry 2): only http:// and https://"),
+    ):
+        path.write_text(f'[[system]]\nid = "x"\nlabel = "X"\nurl = {value}\n', encoding="utf-8")
+        with pytest.raises(SystemsFileError, match=re.escape(says)):
+            load_systems_file(path)

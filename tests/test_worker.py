@@ -1,6 +1,7 @@
-"""Built-in systems served as workers over crs-arena/1 (``python -m crs_backends serve SYSTEM``): they pass the
-conformance checker, answer through the app from a systems file with their ranking kept, refuse a missing key, and
-a second worker on a taken port is told so."""
+"""Built-in systems served as workers over crs-arena/1 (``crs-arena serve SYSTEM``, FastAPI on uvicorn): every one
+passes the conformance checker, they answer through the app from a systems file (two workers for one system, turns
+going round them) with their ranking kept, refuse a missing key, and a second worker on a taken port is told so.
+The worker's health, metrics, back-pressure, faults and shutdown: tests/test_worker_asgi.py."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.fixture(scope="module")
 def kbrd_worker():
     assert names.small_set_complete(names.SHIPPED_SMALL_ROOT), "the shipped small set is missing"
-    with WorkerServer(registry.get_system("kbrd"), "kbrd") as server:
+    with WorkerServer(registry.get_system("kbrd"), "kbrd", name="kbrd-1") as server:
         yield server
 
 
@@ -42,11 +43,14 @@ def post(url: str, payload: dict, headers: dict | None = None) -> tuple[int, dic
         return e.code, json.loads(e.read())
 
 
-def test_served_builtin_systems_pass_the_conformance_checker(kbrd_worker):
-    with WorkerServer(registry.get_system("retrieval"), "retrieval") as retrieval:
-        for server in (retrieval, kbrd_worker):
+@pytest.mark.parametrize("system_id", ["retrieval", "kbrd", "barcor", "unicrs", "chatcrs"])
+def test_every_served_builtin_system_passes_the_conformance_checker(system_id, request):
+    if system_id == "kbrd":
+        report = check(request.getfixturevalue("kbrd_worker").url, time_limit=30)
+    else:
+        with WorkerServer(lambda: registry.get_system(system_id), system_id) as server:  # loads, then serves
             report = check(server.url, time_limit=30)
-            assert report.passed, report.to_text()
+    assert report.passed, report.to_text()
 
 
 def test_an_answer_carries_the_shown_items_and_the_whole_ranking(kbrd_worker):
@@ -90,16 +94,21 @@ def test_a_second_worker_on_a_taken_port_is_told_so():
     assert done.returncode == 2 and "already in use" in done.stderr and "Traceback" not in done.stderr
 
 
-def test_a_served_kbrd_chats_in_the_app_through_a_systems_file(kbrd_worker, tmp_path):
-    systems = tmp_path / "systems.toml"
-    systems.write_text(
-        f'[[system]]\nid = "kbrd_worker"\nlabel = "KBRD (worker)"\nurl = "{kbrd_worker.url}"\ntimeout = 60\n',
-        encoding="utf-8",
-    )
-    with AppServer(tmp_path / "app.db", env={"CRS_SYSTEMS_FILE": str(systems)}) as server:
-        client = Client(server.url, verbose=False)
-        *_, status, conversation_id, _ = client.predict("Any good sci-fi films?", "kbrd_worker", api_name="/chat")
-        assert isinstance(conversation_id, str) and conversation_id, status
-        turns = list(get_db(server.db_path)["turns"].rows_where("conversation_id = ?", [conversation_id]))
-    reply = [t for t in turns if t["role"] == "system"][-1]
-    assert reply["text"].strip() and len(json.loads(reply["ranking"])) == 50
+def test_a_served_kbrd_chats_in_the_app_through_a_systems_file_over_two_workers(kbrd_worker, tmp_path):
+    with WorkerServer(registry.get_system("kbrd"), "kbrd", name="kbrd-2") as second:
+        systems = tmp_path / "systems.toml"
+        systems.write_text(
+            f'[[system]]\nid = "kbrd_worker"\nlabel = "KBRD (worker)"\nurl = ["{kbrd_worker.url}", "{second.url}"]\n'
+            "timeout = 60\n",
+            encoding="utf-8",
+        )
+        with AppServer(tmp_path / "app.db", env={"CRS_SYSTEMS_FILE": str(systems)}) as server:
+            client = Client(server.url, verbose=False)
+            for message in ("Any good sci-fi films?", "Something funnier?"):
+                *_, status, conversation_id, _ = client.predict(message, "kbrd_worker", api_name="/chat")
+                assert isinstance(conversation_id, str) and conversation_id, status
+            turns = list(get_db(server.db_path)["turns"].rows_where("conversation_id = ?", [conversation_id]))
+    replies = [t for t in turns if t["role"] == "system"]
+    assert len(replies) == 2 and all(r["text"].strip() and len(json.loads(r["ranking"])) == 50 for r in replies)
+    answered_by = [(json.loads(r["metadata"])["worker"], json.loads(r["metadata"])["worker_name"]) for r in replies]
+    assert answered_by == [(1, "kbrd-1"), (2, "kbrd-2")]  # round the two workers, each named in the turn
