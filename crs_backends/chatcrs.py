@@ -14,6 +14,13 @@ writing each option; code writes the reply around the choice from the catalog. E
 in its metadata the mode, the act (ask / recommend / explain), the candidates offered, the option
 probabilities and the titles chosen. With a remote model ChatCRS is prompted as iEvaLM prompts it
 and writes freely (``mode: free``).
+
+Both modes read the conversation as one request state (:class:`~crs_backends.request_state.RequestState`): offline
+by the rules reader (:mod:`crs_backends.request_reader`), with a remote model by one structured call
+(:mod:`crs_backends.request_reading_llm`, which falls back to the rules when the model's answer is not valid). The
+same ranking code reads the state (nothing ruled out is offered; the people and years asked for come first), every
+turn records it (``metadata["understood"]``), and a question about a film is answered from its catalog record
+without a new recommendation.
 """
 
 from __future__ import annotations
@@ -28,7 +35,10 @@ from catalog.items import Item
 from catalog.matcher import normalize_title
 from crs_backends import chatcrs_embedded as cx
 from crs_backends.base import DEFAULT_LIST_SIZE, CRSSystem, SystemInfo
-from crs_backends.user_context import UserContext, user_context
+from crs_backends.film_answers import answer_text
+from crs_backends.request_reader import genres_named, named_in, read_request
+from crs_backends.request_reading_llm import read_with_model, reader_version
+from crs_backends.request_state import RequestState
 from llm_clients.base import LLMClient
 from llm_clients.prompts import prompt, prompts_version
 from llm_clients.types import Completion
@@ -90,16 +100,30 @@ class ChatCRS(CRSSystem):
         """Build the catalog indexes now rather than during the first reply."""
         self.catalog.retriever, self.catalog.matcher  # noqa: B018 (cached properties)
 
+    # -- what the person asked for ------------------------------------------
+
+    def read_state(self, conversation: Conversation) -> RequestState:
+        """The conversation read as a request: by the rules when constrained (the embedded model does not read), else
+        by one structured call to the model (the rules' reading when its answer is not valid)."""
+        if self.constrained:
+            return read_request(conversation, self.catalog)
+        return read_with_model(self.client, conversation, self.catalog)
+
     # -- what the model sees ---------------------------------------------
 
-    def candidates(self, context: UserContext) -> list[Item]:
-        """Catalog items that fit what the user said: none of the user's own titles, nothing they dislike."""
-        found = self.catalog.search(context.query, self.n_candidates * 4, exclude=context.title_ids)
-        return [i for i in found if context.allows(i)][: self.n_candidates]
+    def candidates(self, state: RequestState) -> list[Item]:
+        """Catalog items that fit what the person asked for: nothing ruled out, none of their own titles, those of
+        the people and years asked for first."""
+        found = self.catalog.search(_wish_query(state), self.n_candidates * 4, exclude=state.own_title_ids)
+        return state.rank(found)[: self.n_candidates]
 
-    def messages(self, conversation: Conversation, candidates: list[Item]) -> list[dict]:
-        lines = "\n".join(f"- {i.name}: {', '.join(i.genres[:3])}. {i.description}" for i in candidates)
-        system = prompt("chatcrs", "system") + "\n\n" + prompt("chatcrs", "candidates").format(candidates=lines)
+    def messages(self, conversation: Conversation, candidates: list[Item], subject: Item | None = None) -> list[dict]:
+        system = prompt("chatcrs", "system")
+        if subject is not None:  # a question about a film: the catalog's record, to answer from
+            system += "\n\n" + prompt("chatcrs", "answer_about").format(record=_record_lines(subject))
+        elif candidates:
+            lines = "\n".join(f"- {i.name}: {', '.join(i.genres[:3])}. {i.description}" for i in candidates)
+            system += "\n\n" + prompt("chatcrs", "candidates").format(candidates=lines)
         messages = [{"role": "system", "content": system}]
         for turn in conversation.all_turns[-HISTORY_TURNS:]:
             messages.append({"role": "user" if turn.role == "user" else "assistant", "content": turn.text})
@@ -122,11 +146,12 @@ class ChatCRS(CRSSystem):
             yield turn
             return
         start = time.perf_counter()
-        context = user_context(conversation, self.catalog)
-        candidates = self.candidates(context)
+        state = self.read_state(conversation)
+        subject = state.subject if state.act == "ask_about" else None
+        candidates = [] if state.act == "goodbye" or subject is not None else self.candidates(state)
         completion: Completion | None = None
         for piece in self.client.stream(
-            self.messages(conversation, candidates),
+            self.messages(conversation, candidates, subject),
             temperature=self.temperature,
             max_tokens=MAX_REPLY_TOKENS,
             seed=len(conversation.turns),
@@ -136,27 +161,35 @@ class ChatCRS(CRSSystem):
             else:
                 yield piece
         assert completion is not None
-        yield self.build_turn(context, completion, candidates, int((time.perf_counter() - start) * 1000))
+        yield self.build_turn(state, completion, candidates, int((time.perf_counter() - start) * 1000))
 
-    def build_turn(self, context: UserContext, completion: Completion, candidates: list[Item], latency_ms: int) -> Turn:
-        """Ground the reply: mentioned catalog titles first, then retrieval, never unknown items."""
-        seen = context.title_ids
+    def build_turn(self, state: RequestState, completion: Completion, candidates: list[Item], latency_ms: int) -> Turn:
+        """Ground the reply: mentioned catalog titles first, then the candidates and retrieval, ranked by the state,
+        never unknown items; a question about a film lists that film alone, a goodbye nothing."""
+        leaving = state.act == "goodbye"
+        subject = state.subject if state.act == "ask_about" else None
         mentions = self.catalog.mentions(completion.text)
         ranked: list[Item] = []
-        for m in mentions:
-            if m.item is not None and context.allows(m.item) and m.item not in ranked:
-                ranked.append(m.item)
-        disliked = [m.item.name for m in mentions if m.item is not None and context.dislikes.excludes(m.item)]
-        # a goodbye is answered, not topped up with more recommendations
-        for item in [] if context.leaving else candidates:
-            if len(ranked) >= self.list_size:
-                break
-            if item not in ranked:
-                ranked.append(item)
-        if len(ranked) < self.list_size and not context.leaving:
-            exclude = seen | {i.id for i in ranked}
-            more = self.catalog.search(context.query, self.list_size - len(ranked) + 20, exclude=exclude)
-            ranked += [i for i in more if context.allows(i)][: self.list_size - len(ranked)]
+        if subject is not None:
+            ranked = [subject]
+        elif not leaving:
+            for m in mentions:
+                if m.item is not None and state.allows(m.item) and m.item not in ranked:
+                    ranked.append(m.item)
+            for item in candidates:
+                if len(ranked) >= self.list_size:
+                    break
+                if item not in ranked:
+                    ranked.append(item)
+            if len(ranked) < self.list_size:
+                exclude = state.own_title_ids | {i.id for i in ranked}
+                more = self.catalog.search(_wish_query(state), self.list_size + 20, exclude=exclude)
+                ranked += state.rank(more)[: self.list_size - len(ranked)]
+        disliked = [  # the model named it although the person ruled it out (their own liked titles aside)
+            m.item.name
+            for m in mentions
+            if m.item is not None and state.rules_out(m.item) not in (None, "their own title")
+        ]
         text = completion.text.strip()
         if not text:  # small models sometimes stop at once: say what the list holds
             text = (
@@ -171,18 +204,20 @@ class ChatCRS(CRSSystem):
             metadata={
                 "system": "chatcrs",
                 "mode": "free",
+                "act": "goodbye" if leaving else ("answer" if subject is not None else "recommend"),
                 "model": completion.model,
                 "mentioned": [m.item.name for m in mentions if m.item is not None],
                 "unmatched_titles": [m.text for m in mentions if m.item is None],
-                "disliked_mentioned": disliked,  # named by the model although the person said they dislike it
-                "dislikes": context.dislikes.record(),
-                "goodbye": context.leaving,
+                "disliked_mentioned": disliked,  # named by the model although the person ruled it out
+                "understood": state.record(),
+                "goodbye": leaving,
                 "latency_ms": latency_ms,
                 "prompt_tokens": completion.usage.prompt_tokens,
                 "completion_tokens": completion.usage.completion_tokens,
                 "cache_hit": completion.cache_hit,
                 "empty_reply": not completion.text.strip(),
                 "prompts_version": prompts_version("chatcrs"),
+                "reader_version": reader_version(),
                 "catalog": self.catalog.name,
             },
         )
@@ -192,9 +227,8 @@ class ChatCRS(CRSSystem):
     def constrained_turn(self, conversation: Conversation) -> Turn:
         """One turn where the model only chooses among options and code writes from the catalog."""
         start = time.perf_counter()
-        context = user_context(conversation, self.catalog)
-        wishes = cx.read_wishes(context.wanted_texts, self.catalog, user_titles=context.titles)
-        plan = self._plan(conversation, context, wishes)
+        state = read_request(conversation, self.catalog)
+        plan = self._plan(conversation, state)
         followups = cx.lines(prompt("chatcrs", "followups"))
         followup = followups[(len(conversation.turns) // 2) % len(followups)]
         rng = random.Random(len(conversation.turns))  # seeded: a conversation replays the same way
@@ -224,6 +258,8 @@ class ChatCRS(CRSSystem):
             elif plan.act == "explain":
                 name = choose("title", plan.options())
                 chosen = [i for i in plan.candidates if i.name == name]
+            elif plan.act == "answer":  # the film asked about: nothing to choose
+                chosen = plan.candidates[:1]
             else:
                 opener = choose("opener", plan.openers)
                 first = choose("title", plan.options(), prefix=opener)
@@ -243,16 +279,30 @@ class ChatCRS(CRSSystem):
             )
         if plan.act not in ("ask", "goodbye"):
             chosen = chosen or plan.candidates[:1]
-            fits = [cx.fit_of(i, wishes, context.titles) for i in chosen]
+            asked = cx.Wishes(genres=state.genres)
+            fits = [cx.fit_of(i, asked, state.own_titles) for i in chosen]
             if plan.act == "explain":
                 text = cx.explanation_text(chosen[0], fits[0], followup, self.catalog)
+            elif plan.act == "answer":
+                last = next((t.text for t in reversed(conversation.all_turns) if t.role == "user"), "")
+                text = answer_text(
+                    chosen[0],
+                    state.about,
+                    prompt("chatcrs", "answer_followup"),
+                    asked_genres=genres_named(last, self.catalog),
+                )
             else:
                 text = cx.recommendation_text(opener, chosen, fits, followup)
         else:
             chosen = []
         if error:
             text = prompt("chatcrs", "model_failed") + " " + text
-        ranked = [] if plan.act == "goodbye" else self._constrained_list(context, plan, chosen)
+        if plan.act == "goodbye" or plan.no_match == "which_film":
+            ranked = []
+        elif plan.act == "answer":  # no new recommendation: the film the answer is about
+            ranked = chosen[:1]
+        else:
+            ranked = self._constrained_list(state, plan, chosen)
         mentions = self.catalog.mentions(text)
         return Turn(
             role="system",
@@ -267,8 +317,7 @@ class ChatCRS(CRSSystem):
                 "chosen": [i.name for i in chosen],
                 "decided_by": "fallback" if error else ("model" if calls else "code"),
                 "option_probs": scores,
-                "wishes": wishes.record(),
-                "dislikes": context.dislikes.record(),
+                "understood": state.record(),
                 **({"error": error} if error else {}),
                 "model": self.client.name,
                 "model_calls": calls,
@@ -280,47 +329,45 @@ class ChatCRS(CRSSystem):
             },
         )
 
-    def _plan(self, conversation: Conversation, context: UserContext, wishes: cx.Wishes) -> _Plan:
+    def _plan(self, conversation: Conversation, state: RequestState) -> _Plan:
         """Decide the act of the turn and what the model may choose from."""
         named = _named_before(conversation, self.catalog)
-        last_user = context.texts[-1] if context.texts else ""
         previous = _last_system_turn(conversation)
         openers = cx.lines(prompt("chatcrs", "openers"))
-        if context.leaving:
+        if state.act == "goodbye":
             return _Plan("goodbye", "the person thanked or took leave", [], [], openers)
-        if previous is not None and cx.asks_why(last_user):
-            last_named = _named_in(previous, self.catalog)
-            if last_named:
-                return _Plan("explain", "asked about the last recommendation", last_named[:2], [], openers)
+        if state.act == "ask_about":
+            subject = state.subject
+            if subject is None:
+                return _Plan("ask", "asked about a film, but which?", [], [], openers, no_match="which_film")
+            if state.about in ("why", "more"):  # the model chooses which of the titles named last to explain
+                last_named = list(named_in(previous, self.catalog)) if previous is not None else []
+                targets = [subject, *(i for i in last_named if i.id != subject.id)][:2]
+                if subject.id not in {i.id for i in last_named}:
+                    targets = [subject]
+                return _Plan("explain", f"asked about a film ({state.about})", targets, [], openers)
+            return _Plan("answer", f"asked about a film ({state.about})", [subject], [], openers)
         pool = self.catalog.search(
-            _wish_query(wishes, context),
+            _wish_query(state),
             len(self.catalog),  # all, ranked
-            exclude=context.title_ids | {i.id for i in named},
+            exclude=state.own_title_ids | {i.id for i in named},
         )
-        taken = [*context.titles, *named]  # a dataset may list one film twice ("The Matrix (1999)",
+        taken = [*state.own_titles, *named]  # a dataset may list one film twice ("The Matrix (1999)",
         pool = [i for i in pool if not any(_same_film(i, t) for t in taken)]  # "The Matrix")
         fits_all = bool(pool)
-        pool = [i for i in pool if context.allows(i)]  # nothing the person said they dislike
-        if wishes.genres:  # items of every genre asked for first, retrieval order within
-            pool.sort(key=lambda i: -len(set(wishes.genres) & set(i.genres)))
-        fitting = [i for i in pool if wishes.fits(i)]
-        if (
-            not wishes.said_something
-            and not context.titles
-            and (previous is None or previous.metadata.get("act") != "ask")
-        ):
+        pool = state.rank(pool)  # nothing ruled out; the people and years asked for, then every asked genre, first
+        fitting = [i for i in pool if state.fits(i)]
+        if not state.said_something and (previous is None or previous.metadata.get("act") != "ask"):
             return _Plan("ask", "no preference yet", [], fitting or pool, openers)
         if not fitting:
             if fits_all and not pool:
-                return _Plan("ask", "everything left is disliked", [], [], openers, no_match="all_disliked")
-            why = "no catalog item fits the years asked for" if pool else "no catalog item left to recommend"
+                return _Plan("ask", "everything left is ruled out", [], [], openers, no_match="all_disliked")
+            why = "no catalog item fits the people or years asked for" if pool else "no catalog item left to recommend"
             return _Plan("ask", why, [], [], openers, no_match=True)
-        reason = (
-            "preference stated" if wishes.said_something or context.titles else "asked once already; well-known films"
-        )
-        if len(wishes.genres) > 1:  # several genres asked: the model chooses among titles of them all, where any
+        reason = "preference stated" if state.said_something else "asked once already; well-known films"
+        if len(state.genres) > 1:  # several genres asked: the model chooses among titles of them all, where any
             # exist (horror, then "Could it be funny as well?": it chose The Shining among four horror-only films)
-            every = [i for i in fitting if set(wishes.genres) <= set(i.genres)]
+            every = [i for i in fitting if set(state.genres) <= set(i.genres)]
             if every:
                 return _Plan("recommend", f"{reason}; every asked genre", every[:N_CONSTRAINED], fitting, openers)
         return _Plan("recommend", reason, fitting[:N_CONSTRAINED], fitting, openers)
@@ -335,18 +382,20 @@ class ChatCRS(CRSSystem):
         said = [t.text for t in conversation.all_turns if t.role == "user"][-CONSTRAINED_HISTORY:]
         return [{"role": "system", "content": system}, {"role": "user", "content": "\n".join(said)}]
 
-    def _constrained_list(self, context: UserContext, plan: _Plan, chosen: list[Item]) -> list[Item]:
-        """The turn's ranked list: the chosen titles, the other candidates, then retrieval; never the user's titles."""
+    def _constrained_list(self, state: RequestState, plan: _Plan, chosen: list[Item]) -> list[Item]:
+        """The turn's ranked list: the chosen titles, the other candidates, then retrieval ranked by the state; never
+        the person's own titles, nothing ruled out."""
+        own = state.own_titles
         ranked: list[Item] = []
         for item in [*chosen, *plan.candidates, *plan.pool]:
             if len(ranked) >= self.list_size:
                 break
-            if item not in ranked and context.allows(item) and not any(_same_film(item, t) for t in context.titles):
+            if item not in ranked and state.allows(item) and not any(_same_film(item, t) for t in own):
                 ranked.append(item)
         if len(ranked) < self.list_size:
-            exclude = context.title_ids | {i.id for i in ranked}
-            more = self.catalog.search(context.query, self.list_size - len(ranked) + 20, exclude=exclude)
-            ranked += [i for i in more if context.allows(i) and not any(_same_film(i, t) for t in context.titles)]
+            exclude = state.own_title_ids | {i.id for i in ranked}
+            more = self.catalog.search(_wish_query(state), self.list_size - len(ranked) + 20, exclude=exclude)
+            ranked += [i for i in state.rank(more) if not any(_same_film(i, t) for t in own)]
         return ranked[: self.list_size]
 
 
@@ -395,11 +444,25 @@ def _same_film(a: Item, b: Item) -> bool:
     )
 
 
-def _wish_query(wishes: cx.Wishes, context: UserContext) -> str:
-    """The retrieval query: the searchable words, the genres asked for (twice: they matter most) and what
-    the person's own titles are about; empty (popular films first) when they said nothing searchable."""
-    about = [" ".join((*i.genres, *i.directors)) for i in context.titles]
-    return " ".join([*wishes.terms, *wishes.genres, *wishes.genres, *about])
+def _wish_query(state: RequestState) -> str:
+    """The retrieval query: the searchable words, the people and the genres asked for (twice: they matter most) and
+    what the person's own titles are about; empty (popular films first) when they said nothing searchable."""
+    about = [" ".join((*i.genres, *i.directors)) for i in (*state.liked, *state.seen, *state.mentioned)]
+    return " ".join([*state.terms, *state.people, *state.genres, *state.genres, *about])
+
+
+def _record_lines(item: Item) -> str:
+    """A film's catalog record, one fact a line, for the model to answer a question from."""
+    lines = [f"Title: {item.name}", f"Genres: {', '.join(item.genres)}"]
+    if item.directors:
+        lines.append(f"Directed by: {', '.join(item.directors)}")
+    if item.writers:
+        lines.append(f"Written by: {', '.join(item.writers)}")
+    if item.cast:
+        lines.append(f"Starring: {', '.join(item.cast)}")
+    if item.description:
+        lines.append(f"About: {item.description}")
+    return "\n".join(lines)
 
 
 def _last_system_turn(conversation: Conversation) -> Turn | None:
@@ -408,10 +471,7 @@ def _last_system_turn(conversation: Conversation) -> Turn | None:
 
 def _named_in(turn: Turn, catalog: Catalog) -> list[Item]:
     """The catalog items a system turn named: as recorded when it was constrained, else read from its text."""
-    if turn.metadata.get("mode") == "constrained":
-        found = [catalog.match_name(n) for n in turn.metadata.get("chosen") or []]
-        return [i for i in found if i is not None]
-    return [m.item for m in catalog.mentions(turn.text) if m.item is not None]
+    return list(named_in(turn, catalog))
 
 
 def _named_before(conversation: Conversation, catalog: Catalog) -> list[Item]:

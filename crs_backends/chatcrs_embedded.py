@@ -12,10 +12,12 @@ year) comes from the catalog record of the chosen item. Code also decides the ac
 ask when the person has said nothing a search could use yet, explain the last recommendation when
 asked "why", otherwise recommend.
 
-This module holds the pieces that need no model: reading what the person asked for
-(:func:`read_wishes`), sampling a choice (:func:`sample`, :func:`second_choice`) and writing the
-reply (:func:`recommendation_text`, :func:`explanation_text`). :class:`crs_backends.chatcrs.ChatCRS`
-puts them together.
+This module holds the pieces that need no model: sampling a choice (:func:`sample`,
+:func:`second_choice`) and writing the reply (:func:`recommendation_text`, :func:`explanation_text`).
+:class:`crs_backends.chatcrs.ChatCRS` puts them together. What the person asked for is read by the request
+reader (:mod:`crs_backends.request_reader`); the older reading here (:func:`read_wishes`, :class:`Wishes`,
+:func:`asks_why`) stays, unchanged, for the small neural versions (``crs_backends/neural/system.py``) until they
+stop using it.
 """
 
 from __future__ import annotations

@@ -11,6 +11,10 @@ and the systems follow the latest wishes they can read, which is all a rule-base
 
 A goodbye is a message that only thanks or takes leave ("Thanks, bye!", "Great, thanks!", "That's all, see you"):
 it gets a goodbye and no recommendation.
+
+ChatCRS and the retrieval baseline now read dislikes with everything else through the request reader
+(:mod:`crs_backends.request_reader`, which uses :func:`is_goodbye` from here); :func:`read_dislikes` and
+:func:`without_dislikes` stay, unchanged, for the small neural versions until they move to it.
 """
 
 from __future__ import annotations

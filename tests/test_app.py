@@ -86,7 +86,8 @@ def test_failing_endpoint_gives_a_clear_message_and_keeps_the_turn(tmp_path, fak
     }
     with AppServer(tmp_path / "remote.db", env=env) as server:
         client = Client(server.url, verbose=False)
-        fake_openai.enqueue(Reply("You will like Heat (1995)."))
+        # the structured reading of the request (crs_backends/request_reading_llm.py), then the reply
+        fake_openai.enqueue(Reply('{"act": "recommend", "genres": ["Crime"]}'), Reply("You will like Heat (1995)."))
         chat, items, status, conversation_id, _ = client.predict("a heist movie", "chatcrs", api_name="/chat")
         assert items["data"][0][2] == "Heat"
         fake_openai.enqueue(Error(500), Error(500))

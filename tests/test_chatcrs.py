@@ -1,5 +1,6 @@
 """ChatCRS and chat sessions, on the remote path (scripted replies) and the embedded model."""
 
+import json
 import re
 
 import pytest
@@ -26,6 +27,11 @@ def _remote_chatcrs(fake, catalog, db_path, **kw):
     return ChatCRS(LLMClient(model, role="crs", db_path=db_path), catalog, **kw)
 
 
+def _reading(**slots) -> Reply:
+    """The model's answer to ChatCRS's structured reading call (tests/fake_openai.py serves it first)."""
+    return Reply(json.dumps({"act": "recommend", **slots}))
+
+
 def _conv(*texts):
     turns = [Turn("user" if i % 2 == 0 else "system", t) for i, t in enumerate(texts)]
     return Conversation(system_id="chatcrs", turns=turns)
@@ -33,7 +39,8 @@ def _conv(*texts):
 
 def test_mentioned_titles_lead_the_list_and_inventions_are_recorded(fake_openai, catalog, db_path):
     fake_openai.enqueue(
-        Reply("Since you liked The Matrix (1999), try Inception (2010) and Gravity Falls Forever (2017).")
+        _reading(liked=["The Matrix"]),
+        Reply("Since you liked The Matrix (1999), try Inception (2010) and Gravity Falls Forever (2017)."),
     )
     crs = _remote_chatcrs(fake_openai, catalog, db_path)
     turn = crs.respond(_conv("I loved The Matrix. Something similar?"))
@@ -44,14 +51,17 @@ def test_mentioned_titles_lead_the_list_and_inventions_are_recorded(fake_openai,
     assert all(ref.id in catalog for ref in turn.items)  # nothing outside the catalog
     assert turn.metadata["unmatched_titles"] == ["Gravity Falls Forever (2017)"]
     assert turn.metadata["mode"] == "free" and not crs.constrained  # a remote model writes freely, as iEvaLM prompts it
+    assert turn.metadata["understood"]["read_by"] == "model" and turn.metadata["understood"]["liked"] == [
+        "The Matrix (1999)"
+    ]
     # the model saw catalog candidates and the conversation
-    sent = fake_openai.requests[0]["json"]["messages"]
+    sent = fake_openai.requests[1]["json"]["messages"]
     assert sent[0]["role"] == "system" and "Candidate movies" in sent[0]["content"]
     assert sent[-1] == {"role": "user", "content": "I loved The Matrix. Something similar?"}
 
 
 def test_reply_without_titles_still_gets_a_grounded_list(fake_openai, catalog, db_path):
-    fake_openai.enqueue(Reply("What kind of mood are you in?"))
+    fake_openai.enqueue(_reading(genres=["Horror"]), Reply("What kind of mood are you in?"))
     turn = _remote_chatcrs(fake_openai, catalog, db_path, list_size=5).respond(_conv("Hi, I want a scary film"))
     assert len(turn.items) == 5
     assert any("Horror" in catalog.get(r.id).genres for r in turn.items)
@@ -60,9 +70,9 @@ def test_reply_without_titles_still_gets_a_grounded_list(fake_openai, catalog, d
 def test_session_saves_every_turn_and_keeps_the_user_turn_on_failure(fake_openai, catalog, db_path):
     crs = _remote_chatcrs(fake_openai, catalog, db_path)
     session = ChatSession(crs, db_path=db_path)
-    fake_openai.enqueue(Reply("Try Heat (1995)."))
+    fake_openai.enqueue(_reading(genres=["Crime", "Thriller"]), Reply("Try Heat (1995)."))
     list(session.send(prepare_user_message("A crime thriller please")))
-    fake_openai.enqueue(Error(500), Error(500))
+    fake_openai.enqueue(Error(500), Error(500))  # the reading call fails: the turn fails, as any model failure does
     with pytest.raises(LLMError):
         list(session.send(prepare_user_message("Another one?")))
     stored = get_conversation(get_db(db_path), session.conversation.id)
@@ -160,5 +170,5 @@ def test_the_retrieval_baseline_follows_a_plainly_stated_genre(catalog, request_
     genres = [catalog.get(r.id).genres for r in turn.items]
     assert sum(genre in g for g in genres) >= 8, [r.title for r in turn.items]
     assert all(genre in g for g in genres[:3]), [r.title for r in turn.items]
-    assert turn.metadata["wishes"]["genres"][0] == genre  # "my kids" reads as Family too
+    assert turn.metadata["understood"]["genres"][0] == genre  # "my kids" reads as Family too
     assert "good" not in " ".join(r.title.lower() for r in turn.items[:3])

@@ -51,7 +51,7 @@ def test_replies_are_short_and_fit_the_turn(batch, catalog):
     by_user = {c.user: c for c in batch}
     for c in batch:
         assert c.reply.strip() and len(c.reply.split()) <= 100, c.reply
-        assert c.metadata["mode"] == "constrained" and c.metadata["act"] in ("ask", "recommend", "explain")
+        assert c.metadata["mode"] == "constrained" and c.metadata["act"] in ("ask", "recommend", "explain", "answer")
         assert c.reply.rstrip().endswith("?")  # always hands the turn back with a question
     # no preference yet: a question from the list, no titles
     for greeting in ("Hello!", "Can you suggest a movie?"):
@@ -79,14 +79,21 @@ def test_replies_are_short_and_fit_the_turn(batch, catalog):
     # "why?": the last recommendation explained from the catalog
     why = by_user["Why would I like it?"]
     assert why.act == "explain" and why.chosen and set(why.chosen) <= set(recent.chosen)
+    # "who directed it?": the catalog's answer about the film named last, and no new recommendation
+    horror = by_user["Any good horror films from the 80s?"]
+    who = by_user["Who directed it?"]
+    assert who.act == "answer" and who.chosen == horror.chosen[:1] and who.items == who.chosen
+    assert who.reply.startswith(f"{who.chosen[0]} was directed by {catalog.match_name(who.chosen[0]).directors[0]}")
     # the model's choices are recorded with the probabilities it gave each option
     decided = [c for c in batch if c.metadata["decided_by"] == "model"]
     assert len(decided) >= 10
     for c in decided:
         for probs in c.metadata["option_probs"].values():
             assert abs(sum(probs.values()) - 1) < 0.01
-    # the list beside the reply: the chosen titles first, then more from the catalog
+    # the list beside the reply: the chosen titles first, then more from the catalog (an answer lists its film)
     for c in batch:
+        if c.act == "answer":
+            continue
         assert c.items[: len(c.chosen)] == c.chosen and len(c.items) == 10 and len(set(c.items)) == 10
         assert all(catalog.match_name(t) is not None for t in c.items)
     assert summary(batch)["acts"]["explain"] >= 3

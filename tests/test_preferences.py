@@ -120,7 +120,7 @@ def test_the_retrieval_baseline_never_recommends_a_dislike(catalog):
     items = [catalog.get(r.id) for r in turn.items]
     assert items and not any("Christopher Nolan" in i.directors for i in items if i)
     assert "Christopher Nolan" not in turn.text
-    assert turn.metadata["dislikes"]["people"] == ["Christopher Nolan"]
+    assert turn.metadata["understood"]["not_people"] == ["Christopher Nolan"]
 
 
 @pytest.mark.parametrize("leaving", ["Thanks, bye!", "Great, thanks!"])
@@ -169,7 +169,7 @@ def test_chatcrs_offline_never_recommends_a_disliked_person_again(chatcrs, catal
             assert person not in turn.text, turn.text
             for item in _named(turn, catalog):
                 assert person not in (*item.directors, *item.cast, *item.writers), (item.name, turn.text)
-        assert person in turns[1].metadata["dislikes"]["people"]
+        assert person in turns[1].metadata["understood"]["not_people"]
 
 
 @pytest.mark.parametrize("leaving", ["Thanks, bye!", "Great, thanks!"])
@@ -181,5 +181,6 @@ def test_chatcrs_offline_says_goodbye_without_recommending(chatcrs, catalog, lea
 
 def test_a_disliked_genre_is_not_searched_for(chatcrs, catalog):
     turn = _chat(chatcrs, catalog, "I hate horror, but I love comedies")[-1]
-    assert turn.metadata["wishes"]["genres"] == ["Comedy"]
+    assert turn.metadata["understood"]["genres"] == ["Comedy"]
+    assert turn.metadata["understood"]["not_genres"] == ["Horror"]
     assert not any("Horror" in i.genres for i in _named(turn, catalog))

@@ -74,12 +74,25 @@ def chat_messages(
         for k, turn in enumerate(conversation.turns):
             role = "user" if turn.role == "user" else "assistant"
             content = safe_markdown(turn.text) if role == "user" else reply_markdown(turn)
+            if role == "assistant" and understood_line(turn.metadata):
+                content += "\n\n" + understood_line(turn.metadata)
             if role == "assistant" and turn_scores and k in turn_scores:
                 content += "\n\n" + turn_score_line(turn_scores[k])
             messages.append({"role": role, "content": content})
     if pending is not None:
         messages.append({"role": "assistant", "content": safe_markdown(pending) or "…"})
     return messages
+
+
+def understood_line(metadata: dict | None) -> str:
+    """What the system understood of the request, small, under its reply (``metadata["understood"]``, recorded by
+    ChatCRS and the retrieval baseline): ``*understood: comedy · 1990s · not horror*``; "" for other systems."""
+    understood = (metadata or {}).get("understood")
+    summary = understood.get("summary") if isinstance(understood, dict) else None
+    if not isinstance(summary, str) or not summary.strip():
+        return ""
+    summary = re.sub(r"[*_`~\\]", " ", summary)  # names and phrases come from the person: no emphasis breaks out
+    return f"*understood: {_plain(' '.join(summary.split()))}*"
 
 
 def turn_score_line(score: dict) -> str:
