@@ -1,258 +1,262 @@
-"""Do the small local KBRD, BARCOR and UniCRS behave like their originals,
-and does ChatCRS offline name only real items?
+"""The small KBRD, BARCOR and UniCRS measured on ReDial's test split, beside the published figures and people's.
 
-In one run, per system:
+Every figure is defined once, in :mod:`crs_backends.neural.evaluation`; recipes are chosen on the validation
+conversations (``crs-arena train report --split validation``), never here: this reports the test split once.
 
-1. the small local versions the app uses (bundled catalog, built by ``make run``): distinct top-3 lists over
-   300 held-back synthetic dialogues (another seed than the training one), and over 300 of the replies they
-   show when they do not list (generated text, slots filled from the ranking and the catalog): words repeated
-   back to back, facts that contradict the catalog, empty slots; and the share of the top 10 in the genre a
-   conversation asks for alone (one per catalog genre);
-2. on ReDial: KBRD's small configuration trained on ReDial (the ``redial_eval/valid`` records, the
-   ``redial_train_partial`` conversations and synthetic dialogues over ReDial's own catalog,
-   :func:`crs_backends.neural.small.train_on_dataset`; cached, as ``bench/crs_quality.py``), and the shipped BARCOR's
-   and UniCRS's text recommenders ranking ReDial's films:
-   Recall@1/10/50 on the first ``--limit`` ReDial test records beside a popularity list measured in the same
-   run (items by how often the training records recommend them) and the published figures, and distinct top-3
-   lists over 300 ReDial test dialogues; with a reference row that reads no text: the titles the conversation
-   already names, then the popularity list (ReDial's gold lists often repeat a named title, and Recall@k counts it);
-3. ChatCRS on the embedded model: titles outside its candidate list over the seeded batch of
-   :data:`crs_backends.chatcrs_check.SCRIPTS`.
+1. **Recall@1/10/50** over all of ReDial's 6,576 items, on every test record (3,341; 4,499 gold items): KBRD's small
+   configuration trained on ReDial (:func:`crs_backends.neural.small.train_on_dataset`: its training conversations,
+   the validation tenth held out, and synthetic dialogues over ReDial's catalog; cached), BARCOR's and UniCRS's
+   shipped text recommenders ranking ReDial's items; beside a popularity list counted in the same run from the
+   real training records, the published figures (iEvaLM), and a reference that reads no text (the titles the
+   conversation names, latest first, then popularity: ReDial's gold lists often repeat a named title).
+2. **Generation**, at the same test contexts: the reply each small version shows in the app (the shipped set, the
+   bundled catalog) and the people's reply there: BLEU-2 against the people's reply and Distinct-2/3/4, movie names
+   masked, beside the published UniCRS's Distinct from its one public reproduction (.550 / .936 / 1.211; its count
+   of responses differs from ours, and Distinct-n grows with it).
+3. **Distinctness**: the mean top-10 Jaccard overlap between each pair of small systems on 300 test contexts (the
+   last record of each of the first 300 test dialogues), from the rankings of 1.
 
-    python bench/crs_fidelity.py [--limit 1000] [--systems kbrd,barcor,unicrs] [--no-chatcrs] [--no-redial]
+    python bench/crs_fidelity.py [--systems kbrd,barcor,unicrs] [--limit N] [--replies N] [--contexts 300]
+    python bench/crs_fidelity.py --quick    # minutes: the wiring on a few records, KBRD trained for a few steps
 
-Headline lines (targets from the issue; the script exits 0 when one is missed):
-``distinct_top3_ratio_min``, ``genre_top10_min``, ``recall10_over_popularity_min``, ``reply_fact_contradictions``,
-``reply_stutters``, ``reply_made_up_words``, ``chatcrs_invented_titles``, ``reply_lm_nll_gap_max`` (each small
-version's mean per-token NLL of its shown replies under SmolLM2-135M at held-back ReDial turns, minus the people's
-replies there; the worst system).
+Headline lines (targets of issue #40; the script exits 0 when one is missed): ``recall10_vs_published_min`` (each
+system's R@10 over its published R@10, the weakest; target >= 0.8) and ``top10_overlap_max`` (the most alike
+pair; target <= 0.5). ``--quick`` figures check the wiring only: its lines say so. Skips (exit 0) without the
+research data.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
+import statistics
 import sys
-from functools import partial
+import tempfile
+import time
+import types
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from crs_backends.neural.evaluation import (
+    DISTINCT_NS,
+    PUBLISHED_RECALL,
+    PUBLISHED_UNICRS_DISTINCT,
+    bleu,
+    distinct_n,
+    gold_items,
+    movie_masker,
+    recall_at_k,
+    top_k_overlap,
+)
 from crs_backends.neural.names import LABELS, SYSTEMS
-from crs_backends.neural.train_command import PUBLISHED_RECALL
 
-
-def bundled_checks(systems, n: int) -> dict:
-    from crs_backends.neural.fidelity import bundled_checks as checks
-    from crs_backends.neural.small import ensure_small_models
-
-    root = ensure_small_models(show_bar=False)
-    print(f"small local versions: {root}")
-    return checks(root, systems, n)
+# --quick: enough to run every path, nothing to read figures from. The text recommenders rank the quick records' gold
+# items and the most popular ones only (``items``): encoding all 6,576 of ReDial's item records takes minutes once
+QUICK = {"limit": 60, "replies": 12, "contexts": 30, "kbrd": {"kbrd": {"epochs": 1, "max_steps": 40}}, "items": 500}
 
 
 class TextRanked:
-    """A small set's text recommender (BARCOR's, UniCRS's) ranking ReDial's films: what their recall is read from."""
+    """A small set's text recommender (BARCOR's, UniCRS's) ranking a KG's items: what their recall is read from."""
 
-    def __init__(self, system: str, kg, text_rec):
-        self.system, self.kg, self.text_rec = system, kg, text_rec
+    def __init__(self, kg, text_rec):
+        self.kg, self.text_rec = kg, text_rec
 
     def recommend(self, inp, k: int = 50):
         return self.text_rec.recommend(self.kg, inp, k)
 
 
-def redial_checks(systems, limit: int, n: int) -> tuple[dict, dict | None]:
-    """Per system its figures, and the reference row that reads no text (the same for every system: one KG).
-
-    KBRD (its parts trained from scratch, as published) is trained on ReDial in its small configuration; BARCOR and
-    UniCRS rank with the shipped set's text recommender, whose head was trained on ReDial's real conversations, over
-    ReDial's 6,576 films (their item rows read from ``id2info.json``). The popularity list counts the items of the
-    real conversations the text recommenders train on (``redial/valid_data.jsonl`` and ``redial_train_partial/``)."""
-    from catalog.catalog import data_dir
+def rankers(systems, base: Path, quick: bool, models: Path | None, test: list):
+    """(system -> what ranks ReDial's items, the training data). KBRD: its small configuration trained on ReDial;
+    BARCOR and UniCRS: the shipped set's text recommenders, their item rows read from ``id2info.json`` (``quick``:
+    the ``test`` records' gold items and the most popular others only)."""
     from crs_backends.neural import text_rec
-    from crs_backends.neural.fidelity import (
-        distinct_top_ratio,
-        held_back_inputs,
-        named_first_ranking,
-        named_share,
-        popularity_ranking,
-        recall_of_ranking,
-    )
-    from crs_backends.neural.kg_reader import load_kg
     from crs_backends.neural.names import TEXT_RANKED, model_class
     from crs_backends.neural.small import ensure_small_models, train_on_dataset
-    from crs_backends.neural.train_command import read_records_file, recall_at_k
+    from crs_backends.neural.train_command import load_train_data
 
-    base = data_dir()
-    if base is None or not (base / "redial" / "entity2id.json").exists():
-        print("research data not found (CRS_DATA_DIR or ../shared/data): ReDial checks skipped")
-        return {}, None
     trained = [s for s in systems if s not in TEXT_RANKED]
-    models = data = None
     if trained:
-        models, data = train_on_dataset(base / "redial", trained, log=lambda line: print(line, flush=True))
+        extra = {"dialogues": 0, "settings": QUICK["kbrd"]} if quick else {}
+        models, data = train_on_dataset(
+            base / "redial", trained, models, log=lambda line: print(line, flush=True), **extra
+        )
         print(f"ReDial-trained small configurations: {models}")
-    kg = data.kg if data is not None else load_kg(base / "redial")
-    real, info, _source = text_rec.real_records(base)
-    real = [r for r in real if not text_rec.held_back(r.dialog_id)]
+    else:
+        data = load_train_data(str(base / "redial"))
+    print(data.describe())
     shipped = ensure_small_models(show_bar=False)
-    test = read_records_file(base / "redial_eval" / "test_data_processed.jsonl", limit or None)
-    out: dict = {}
-    reference = None
+    _real, info, _source = text_rec.real_records(base)
+    item_kg = data.kg
+    if quick:
+        from crs_backends.neural.fidelity import popularity_ranking
+
+        named = [g for r in test for g in gold_items(r, data.kg)]
+        popular = popularity_ranking(data.real_records, types.SimpleNamespace(kg=data.kg))
+        item_kg = dataclasses.replace(data.kg, item_ids=list(dict.fromkeys(named + popular))[: QUICK["items"]])
+    out = {}
     for system in systems:
         if system in TEXT_RANKED:
-            model = TextRanked(
-                system, kg, text_rec.TextRecommender.load(text_rec.textrec_dir(shipped, system, "bundled"))
-            )
-            model.text_rec.prepare(kg, info)
+            head = text_rec.TextRecommender.load(text_rec.textrec_dir(shipped, system, "bundled"))
+            ranker = TextRanked(item_kg, head)
+            t0 = time.monotonic()
+            head.prepare(item_kg, info, disk=text_rec.encodings_dir())
+            seconds = time.monotonic() - t0
+            print(f"{LABELS[system]}: item rows of {len(item_kg.item_ids)} ReDial films in {seconds:.0f} s")
+            out[system] = ranker
         else:
-            model = model_class(system).load(models, "redial", kg)
-        recall, used, samples = recall_at_k(model, test)
-        popular_list = popularity_ranking(real, model)
-        popular = recall_of_ranking(popular_list, test, model)
-        ratio = distinct_top_ratio(model, [r.conv_input() for r in held_back_inputs(test, n)])
-        out[system] = {"recall": recall, "popularity": popular, "distinct": ratio, "records": used, "samples": samples}
-        if reference is None:  # measured once
-            reference = {
-                "recall": recall_of_ranking(
-                    partial(named_first_ranking, popular=popular_list, model=model), test, model
-                ),
-                "named_share": named_share(test, model),
-            }
-    return out, reference
+            out[system] = model_class(system).load(models, "redial", data.kg)
+    return out, data
 
 
-def fluency_checks(systems, n: int) -> dict[str, float]:
-    """Mean per-token NLL under SmolLM2-135M (the GGUF the embedded model runs) of each small version's shown reply
-    and of the people's reply, at the recommender turns of ``n`` real ReDial conversations held back from training."""
-    from catalog.catalog import data_dir
-    from crs_backends.neural import text_rec
-    from crs_backends.neural.fidelity import reply_fluency
-    from crs_backends.neural.small import ensure_small_models
-    from llm_clients.embedded import smollm2_path
+def recall_section(models: dict, data, test: list) -> tuple[dict, dict, dict, float]:
+    """Per system its rankings (the top 50 of every test record) and Recall; Recall of the references that read no
+    text (popularity, named first) and the share of gold items the conversation named before."""
+    from crs_backends.neural.fidelity import named_first_ranking, named_share, popularity_ranking
 
-    real, _info, _source = text_rec.real_records(data_dir())
-    held = [r for r in real if text_rec.held_back(r.dialog_id) and r.resp.strip() and any(r.context)]
-    picked = list({r.dialog_id: r for r in held}.values())[:n]  # one turn (the last) per dialogue
-    if not picked:
-        print("research data not found: fluency checks skipped")
-        return {}
-    return reply_fluency(systems, ensure_small_models(show_bar=False), picked, str(smollm2_path()))
+    gold = [gold_items(r, data.kg) for r in test]
+    rankings: dict[str, list[list[int]]] = {}
+    recall: dict = {}
+    for system, model in models.items():
+        t0 = time.monotonic()
+        rankings[system] = [[e for e, _s in model.recommend(r.conv_input(), k=50)] for r in test]
+        recall[system] = recall_at_k(zip(rankings[system], gold))
+        print(f"{LABELS[system]}: ranked {len(test)} test records in {time.monotonic() - t0:.0f} s")
+    holder = next(iter(models.values()))  # what the references read the KG from (any model: one KG)
+    popular = popularity_ranking(data.real_records, holder)
+    references = {
+        "popularity": recall_at_k((popular, g) for g in gold),
+        "named first": recall_at_k(zip((named_first_ranking(r, popular, holder) for r in test), gold)),
+    }
+    return rankings, recall, references, named_share(test, holder)
 
 
-def chatcrs_checks() -> dict:
+def generation_section(systems, test: list, n: int, kg) -> dict:
+    """BLEU-2 and Distinct-2/3/4 of the reply each small version shows at the first ``n`` test contexts (0: all), and
+    of the people's replies there (the films they name are the record's targets and linked items of ``kg``)."""
     from catalog.catalog import get_catalog
-    from crs_backends.chatcrs import ChatCRS
-    from crs_backends.chatcrs_check import run_batch, summary
-    from llm_clients.base import LLMClient
-    from llm_clients.embedded import get_embedded_model
+    from crs_backends.neural.fidelity import open_small
+    from crs_backends.neural.small import ensure_small_models
+    from storage.records import Conversation, Turn
 
+    records = test[:n] if n else test
     catalog = get_catalog("bundled")
-    crs = ChatCRS(LLMClient(get_embedded_model(), role="crs", db_path=None), catalog)
-    crs.warm_up()
-    return summary(run_batch(crs, catalog))
+    catalog_masker = movie_masker(item.name for item in catalog.items)  # what the small versions name
+    items = frozenset(kg.item_ids)
+    films = [[n for n in (*r.rec, *r.entity) if kg.entity2id.get(n) in items] for r in records]
+    people = [movie_masker(names)(r.resp) for r, names in zip(records, films)]
+    out: dict = {"people": {"distinct": distinct_n(people), "replies": len(people)}}
+    shipped = ensure_small_models(show_bar=False)
+    for system in systems:
+        crs = open_small(system, shipped, catalog)
+        shown, seconds = [], []
+        for r in records:
+            turns = [Turn(role="user" if k % 2 == 0 else "system", text=t) for k, t in enumerate(r.context) if t]
+            t0 = time.monotonic()
+            turn = crs.respond(Conversation(system_id=system, turns=turns))
+            seconds.append(time.monotonic() - t0)
+            shown.append(movie_masker(i.title for i in turn.items)(catalog_masker(turn.text)))
+        out[system] = {
+            "bleu2": bleu(shown, people),
+            "distinct": distinct_n(shown),
+            "replies": len(shown),
+            "median_s": statistics.median(seconds) if seconds else 0.0,
+            "samples": shown[:2],
+        }
+    return out
 
 
 def main() -> int:
+    from catalog.catalog import data_dir
+    from crs_backends.neural.fidelity import held_back_inputs
+    from crs_backends.neural.train_command import read_records_file
+
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--systems", default=",".join(SYSTEMS))
-    parser.add_argument("--limit", type=int, default=1000, help="ReDial test records for recall (0: all 3,341)")
-    parser.add_argument("--dialogues", type=int, default=300, help="held-back dialogues / replies per system")
-    parser.add_argument("--no-redial", action="store_true", help="skip the ReDial-trained configurations")
-    parser.add_argument("--no-chatcrs", action="store_true", help="skip ChatCRS on the embedded model")
-    parser.add_argument("--no-fluency", action="store_true", help="skip the replies' likelihood under SmolLM2")
+    parser.add_argument("--limit", type=int, default=None, help="test records (default: all 3,341)")
+    parser.add_argument("--replies", type=int, default=None, help="test contexts the replies are generated at (all)")
+    parser.add_argument("--contexts", type=int, default=None, help="test contexts for the top-10 overlap (300)")
+    parser.add_argument("--models", type=Path, default=None, help="where the ReDial-trained KBRD lives (the cache)")
+    parser.add_argument("--quick", action="store_true", help="a few records, KBRD trained for a few steps: minutes")
     args = parser.parse_args()
     systems = [s for s in args.systems.split(",") if s]
+    limit = args.limit if args.limit is not None else (QUICK["limit"] if args.quick else 0)
+    replies = args.replies if args.replies is not None else (QUICK["replies"] if args.quick else 0)
+    contexts = args.contexts if args.contexts is not None else (QUICK["contexts"] if args.quick else 300)
+    started = time.monotonic()
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start")
-
-    bundled = bundled_checks(systems, args.dialogues)
-    print("\nsmall local versions (bundled catalog), held-back synthetic dialogues")
+    base = data_dir()
+    if base is None or not (base / "redial" / "entity2id.json").exists():
+        print("research data not found (CRS_DATA_DIR or ../shared/data): skipped")
+        return 0
+    test = read_records_file(base / "redial_eval" / "test_data_processed.jsonl", limit or None)
+    with tempfile.TemporaryDirectory(prefix="crs-fidelity-quick-") as scratch:
+        models = args.models or (Path(scratch) if args.quick else None)  # a quick KBRD never lands in the cache
+        ranking_models, data = rankers(systems, base, args.quick, models, test)
+        rankings, recall, references, named = recall_section(ranking_models, data, test)
+    n_gold = next(iter(recall.values())).samples if recall else 0
+    over = f"{QUICK['items']} of ReDial's items for the text recommenders (--quick)" if args.quick else "all items"
+    print(f"\nRecall over {over} ({len(data.kg.item_ids)}), {len(test)} ReDial test records ({n_gold} gold items)")
+    print(f"{'':<14} {'R@1':>6} {'R@10':>6} {'R@50':>6}   {'published R@1/10/50':>20}   {'R@10/published':>14}")
+    for system, r in recall.items():
+        pub = PUBLISHED_RECALL[system]
+        print(
+            f"{LABELS[system]:<14} {r.at[1]:>6.3f} {r.at[10]:>6.3f} {r.at[50]:>6.3f}   "
+            f"{pub[0]:>6.3f} {pub[1]:>6.3f} {pub[2]:>6.3f}   {r.at[10] / pub[1]:>14.2f}"
+        )
+    for name in ("popularity", "named first"):
+        r = references[name]
+        print(f"{name:<14} {r.at[1]:>6.3f} {r.at[10]:>6.3f} {r.at[50]:>6.3f}")
     print(
-        f"{'system':<8} {'distinct top-3':>14} {'replies':>7} {'stutters':>8} {'contradictions':>14} "
-        f"{'empty slots':>11} {'made-up words':>13} {'hit@10':>6} {'genre top-10':>12} {'texts':>5}"
+        f"popularity: the items by how often the {len(data.real_records)} real training records recommend them; "
+        f"named first: the titles the conversation names, then popularity ({named:.0%} of the "
+        "gold items were named before)"
     )
-    for system, r in bundled.items():
-        c = r.check
-        print(
-            f"{LABELS[system]:<8} {r.distinct:>14.2f} {c.replies:>7} {len(c.stutters):>8} "
-            f"{len(c.contradictions):>14} {len(c.empty_slots):>11} {len(c.unknown_words):>13} {r.hit10:>6.2f} "
-            f"{r.genre_share:>12.2f} {c.distinct_generated:>5}"
-        )
-    print("texts: different replies the reply model generated for those dialogues (slots unfilled)")
-    if bundled:
-        print(
-            "genre top-10: the share of the top 10 in the genre a conversation asks for alone, over the catalog's "
-            "genres; weakest: "
-            + "; ".join(
-                f"{LABELS[s]} " + ", ".join(f"{g} {v:.1f}" for g, v in sorted(r.genres.items(), key=lambda x: x[1])[:3])
-                for s, r in bundled.items()
-            )
-        )
-    for system, r in bundled.items():
-        for line in r.check.samples[:3]:
-            print(f"  {LABELS[system]} says: {line}")
-        for line in (r.check.stutters + r.check.contradictions + r.check.empty_slots + r.check.unknown_words)[:3]:
-            print(f"  {LABELS[system]} problem: {line}")
 
-    redial, named = ({}, None) if args.no_redial else redial_checks(systems, args.limit, args.dialogues)
-    if redial:
-        print(f"\nsmall configurations trained on ReDial, first {args.limit or 'all'} test records")
-        print(
-            f"{'system':<8} {'R@1':>6} {'R@10':>6} {'R@50':>6}   {'popularity R@1/10/50':>21}   "
-            f"{'published R@1/10/50':>20}   {'R@10/pop':>8} {'distinct':>8}"
-        )
-        for system, r in redial.items():
-            rec, pop, pub = r["recall"], r["popularity"], PUBLISHED_RECALL[system]
-            over = rec[10] / pop[10] if pop[10] else float("inf")
-            print(
-                f"{LABELS[system]:<8} {rec[1]:>6.3f} {rec[10]:>6.3f} {rec[50]:>6.3f}   "
-                f"{pop[1]:>6.3f} {pop[10]:>6.3f} {pop[50]:>6.3f}   {pub[0]:>6.3f} {pub[1]:>6.3f} {pub[2]:>6.3f}   "
-                f"{over:>8.2f} {r['distinct']:>8.2f}"
-            )
-        if named:
-            rec, pop = named["recall"], next(iter(redial.values()))["popularity"]
-            print(
-                f"reference: the titles the conversation names (latest first), then popularity: R@1/10/50 "
-                f"{rec[1]:.3f} / {rec[10]:.3f} / {rec[50]:.3f} ({rec[10] / pop[10]:.2f}x popularity); "
-                f"{named['named_share']:.0%} of the gold items are titles the conversation already named"
-            )
+    picked = {id(r) for r in held_back_inputs(test, contexts)}
+    rows = [n for n, r in enumerate(test) if id(r) in picked]
+    overlap = top_k_overlap({s: [rankings[s][n] for n in rows] for s in recall}, k=10)
+    if overlap:
+        print(f"\nTop-10 overlap (mean Jaccard) on {len(rows)} test contexts, one per dialogue")
+        for (a, b), value in overlap.items():
+            print(f"  {LABELS[a]} / {LABELS[b]}: {value:.3f}")
 
-    fluency = {} if args.no_fluency else fluency_checks(systems, args.dialogues)
-    if fluency:
+    generated = generation_section(systems, test, replies, data.kg)
+    people = generated.pop("people")
+    print(
+        f"\nGeneration at {people['replies']} test contexts, movie names masked: BLEU-2 against the people's reply, "
+        "Distinct-n as UniCRS's script computes it"
+    )
+    print(f"{'':<30} {'BLEU-2':>6} " + " ".join(f"{f'Dist-{n}':>6}" for n in DISTINCT_NS) + f" {'s/turn':>7}")
+    for system, g in generated.items():
         print(
-            f"\nreply fluency: mean per-token NLL under SmolLM2-135M, {args.dialogues} held-back ReDial turns: "
-            + ", ".join(f"{LABELS.get(w, 'people')} {v:.2f}" for w, v in fluency.items())
+            f"{LABELS[system] + ' (small)':<30} {g['bleu2']:>6.3f} "
+            + " ".join(f"{g['distinct'][n]:>6.3f}" for n in DISTINCT_NS)
+            + f" {g['median_s']:>7.2f}"
         )
+    print(f"{'people (ReDial)':<30} {'':>6} " + " ".join(f"{people['distinct'][n]:>6.3f}" for n in DISTINCT_NS))
+    print(
+        f"{'UniCRS published (issue #4)':<30} {'':>6} "
+        + " ".join(f"{PUBLISHED_UNICRS_DISTINCT[n]:>6.3f}" for n in DISTINCT_NS)
+        + "   (ReDial's whole test set: another count of replies)"
+    )
+    for system, g in generated.items():
+        for text in g["samples"]:
+            print(f"  {LABELS[system]} says: {' '.join(text.split())}")
 
-    chat = None if args.no_chatcrs else chatcrs_checks()
-    if chat:
-        print(
-            f"\nChatCRS (embedded SmolLM2-135M, constrained): {chat['turns']} turns, {chat['invented_titles']} "
-            f"invented titles, {chat['fact_errors']} fact errors, median {chat['median_s']:.2f} s per turn"
-        )
-
-    print()
-    if bundled:
-        print(f"BENCH distinct_top3_ratio_min {min(r.distinct for r in bundled.values()):.2f} ratio target >= 0.8")
-        print(f"BENCH genre_top10_min {min(r.genre_share for r in bundled.values()):.2f} share target >= 0.8")
-    if redial:
-        over = min(r["recall"][10] / r["popularity"][10] if r["popularity"][10] else 0.0 for r in redial.values())
-        print(f"BENCH recall10_over_popularity_min {over:.2f} x target >= 2.0")
-    if bundled:
-        print(
-            f"BENCH reply_fact_contradictions {sum(len(r.check.contradictions) for r in bundled.values())} "
-            "count target <= 0"
-        )
-        print(f"BENCH reply_stutters {sum(len(r.check.stutters) for r in bundled.values())} count target <= 0")
-        print(
-            f"BENCH reply_made_up_words {sum(len(r.check.unknown_words) for r in bundled.values())} count target <= 0"
-        )
-    if chat:
-        print(f"BENCH chatcrs_invented_titles {chat['invented_titles']} count target <= 0")
-    if fluency:
-        gap = max(v - fluency["human"] for w, v in fluency.items() if w != "human")
-        print(f"BENCH reply_lm_nll_gap_max {gap:.2f} nats/token target <= 0.5")
+    note = (
+        f" (--quick: {len(test)} records, KBRD {QUICK['kbrd']['kbrd']['max_steps']} steps, text recommenders over "
+        f"{QUICK['items']} items; not a measurement)"
+    )
+    note = note if args.quick else ""
+    print(f"\nseconds: {time.monotonic() - started:.0f}")
+    if recall:
+        worst = min(r.at[10] / PUBLISHED_RECALL[s][1] for s, r in recall.items())
+        print(f"BENCH recall10_vs_published_min {worst:.2f} ratio target >= 0.8{note}")
+    if overlap:
+        print(f"BENCH top10_overlap_max {max(overlap.values()):.2f} jaccard target <= 0.5{note}")
     return 0
 
 

@@ -2,8 +2,10 @@
 
 The small configurations (``size="small"``, the step budget of the small local versions in
 :data:`crs_backends.neural.small.TRAIN_SETTINGS`) are trained on the ReDial KG with the
-``redial_eval/valid_data_processed.jsonl`` records (ReDial's training split is not in the data folder) plus
-synthetic dialogues over ReDial's own catalog (:func:`crs_backends.neural.small.train_on_dataset`),
+``redial_eval/valid_data_processed.jsonl`` records and the ``redial_train_partial`` conversations (ReDial's whole
+training split is not in the data folder), their validation tenth held out
+(:func:`crs_backends.neural.evaluation.is_validation`), plus synthetic dialogues over ReDial's own catalog
+(:func:`crs_backends.neural.small.train_on_dataset`),
 once, into ``--models`` (resumable), then evaluated on ``redial_eval/test_data_processed.jsonl``:
 one sample per (test record, gold item in the KG), as CRSLab / iEvaLM count Recall@k. The published
 numbers are the full-size iEvaLM checkpoints (KBRD .028/.169/.366, BARCOR .031/.170/.372, UniCRS

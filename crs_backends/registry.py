@@ -5,6 +5,12 @@ checkpoints (:mod:`crs_backends.neural.sources`: ``CRS_MODELS_DIR``, the fetched
 fetched Hub repository, else the small local versions) and load them; when nothing is there, the small
 local versions are built first (minutes, once; ``CRS_NEURAL_BUILD=never`` turns that off). A system that
 cannot run raises :class:`SystemUnavailable`, whose message says why and which command fixes it.
+
+A small local version is a system of its own: ``kbrd_small`` ("KBRD (small)"), never ``kbrd``. The selectors offer
+``kbrd`` (the published checkpoint where there is one, else the small version); what answers records its own id
+(:attr:`SystemInfo.id`), the arena pairs the ids of what runs (:func:`ready_system_ids`), and ``kbrd_small`` itself
+always runs the small version. So a small version's conversations, votes and scores never count as the published
+model's (storage migration ``m007_small_versions_own_ids`` moved those recorded before under the published id).
 """
 
 from __future__ import annotations
@@ -17,7 +23,14 @@ from collections.abc import Callable
 from catalog.catalog import get_catalog
 from crs_backends import health
 from crs_backends.base import CRSSystem, SystemInfo
-from crs_backends.neural.names import FETCH_COMMAND, SMALL_COMMAND, SourceError
+from crs_backends.neural.names import (
+    FETCH_COMMAND,
+    SMALL_COMMAND,
+    SMALL_IDS,
+    SMALL_LABELS,
+    SYSTEM_OF_SMALL_ID,
+    SourceError,
+)
 from crs_backends.neural.names import LABELS as LABELS_NEURAL
 from crs_backends.neural.names import SYSTEMS as SYSTEMS_NEURAL
 from crs_backends.plugins import missing_package
@@ -78,25 +91,22 @@ _build = _BuildState()
 
 
 def _being_built_message(system_id: str) -> str:
+    system = SYSTEM_OF_SMALL_ID.get(system_id, system_id)
     return (
-        f"{NEURAL_LABELS[system_id]}: the small local versions of KBRD, BARCOR and UniCRS are being built "
+        f"{SMALL_LABELS[system]}: the small local versions of KBRD, BARCOR and UniCRS are being built "
         f"({_build.describe()}); this happens once and takes a few minutes. Try again in a minute, or pick "
         "another system meanwhile."
     )
 
 
 def _neural(system_id: str) -> Callable[..., CRSSystem]:
+    """``kbrd``: the published checkpoint where one is there, else the small local version (``kbrd_small``'s, the
+    same loaded system), built first when allowed."""
+
     def factory(db_path) -> CRSSystem:
         from crs_backends.neural import sources
-        from crs_backends.neural.checkpoints import CheckpointError
-        from crs_backends.neural.kg_reader import KGError
-        from crs_backends.neural.system import open_system, policy_setting
 
-        label = NEURAL_LABELS[system_id]
-        try:
-            policy = policy_setting()
-        except ValueError as e:  # CRS_NEURAL_POLICY names no policy
-            raise SystemUnavailable(f"{label}: {e} (setting CRS_NEURAL_POLICY)") from None
+        policy = _policy(NEURAL_LABELS[system_id])
         try:
             source = sources.resolve(system_id)
         except SourceError as missing:
@@ -107,30 +117,69 @@ def _neural(system_id: str) -> Callable[..., CRSSystem]:
                 or not _small_builder_present()
             ):
                 raise SystemUnavailable(str(missing)) from None
-            source = _build_and_resolve(system_id)
-        try:
-            with MODEL_LOAD_LOCK:  # one model load at a time: transformers' lazy imports race across threads
-                return open_system(source, catalog_for_chat(), policy=policy)
-        except ImportError as e:
-            package = missing_package(e)
-            if package is None:  # a module of ours is broken or renamed: an error, never "not installed"
-                log.exception("the model code of %s failed to import", system_id)
-                raise SystemUnavailable(
-                    f"{label}'s model code failed to import ({e.name or 'a module'}); "
-                    "the details are in the server log."
-                ) from None
-            raise SystemUnavailable(f"{label} needs the package {package!r}, which is not installed ({e}).") from None
-        except (CheckpointError, KGError, SourceError, OSError, ValueError) as e:
-            raise SystemUnavailable(
-                f"{label} could not load its checkpoint ({source.variant}, {source.root}): {e}"
-            ) from None
-        except Exception as e:  # anything else while loading: a message in the UI, the details in the log
-            log.exception("loading %s from %s failed", system_id, source.root)
-            raise SystemUnavailable(
-                f"{label} could not load its checkpoint ({source.variant}, {source.root}): {type(e).__name__}: {e}"
-            ) from None
+            source = None  # nothing yet: the small local version, built first
+        if source is None or source.small:
+            return get_system(SMALL_IDS[system_id], db_path=db_path)
+        return _open(source, policy)
 
     return factory
+
+
+def _small_neural(system: str) -> Callable[..., CRSSystem]:
+    """``kbrd_small``: the small local version of ``kbrd`` and nothing else, built first when allowed."""
+
+    def factory(db_path) -> CRSSystem:
+        from crs_backends.neural import sources
+
+        policy = _policy(SMALL_LABELS[system])
+        source = sources.small_source(system)
+        if source is None:
+            if not neural_build_allowed() or not _small_builder_present():
+                raise SystemUnavailable(
+                    f"{SMALL_LABELS[system]}: the small local versions are not built (run `{SMALL_COMMAND}`)."
+                )
+            source = _build_and_resolve(system)
+        return _open(source, policy)
+
+    return factory
+
+
+def _policy(label: str) -> str | None:
+    from crs_backends.neural.system import policy_setting
+
+    try:
+        return policy_setting()
+    except ValueError as e:  # CRS_NEURAL_POLICY names no policy
+        raise SystemUnavailable(f"{label}: {e} (setting CRS_NEURAL_POLICY)") from None
+
+
+def _open(source, policy: str | None) -> CRSSystem:
+    """The system that answers from ``source`` (a resolved checkpoint set); loading errors as messages."""
+    from crs_backends.neural.checkpoints import CheckpointError
+    from crs_backends.neural.kg_reader import KGError
+    from crs_backends.neural.system import open_system
+
+    label = source.label
+    try:
+        with MODEL_LOAD_LOCK:  # one model load at a time: transformers' lazy imports race across threads
+            return open_system(source, catalog_for_chat(), policy=policy)
+    except ImportError as e:
+        package = missing_package(e)
+        if package is None:  # a module of ours is broken or renamed: an error, never "not installed"
+            log.exception("the model code of %s failed to import", source.system)
+            raise SystemUnavailable(
+                f"{label}'s model code failed to import ({e.name or 'a module'}); the details are in the server log."
+            ) from None
+        raise SystemUnavailable(f"{label} needs the package {package!r}, which is not installed ({e}).") from None
+    except (CheckpointError, KGError, SourceError, OSError, ValueError) as e:
+        raise SystemUnavailable(
+            f"{label} could not load its checkpoint ({source.variant}, {source.root}): {e}"
+        ) from None
+    except Exception as e:  # anything else while loading: a message in the UI, the details in the log
+        log.exception("loading %s from %s failed", source.system, source.root)
+        raise SystemUnavailable(
+            f"{label} could not load its checkpoint ({source.variant}, {source.root}): {type(e).__name__}: {e}"
+        ) from None
 
 
 def _small_builder():
@@ -151,7 +200,8 @@ def _small_builder_present() -> bool:
 
 
 def _build_and_resolve(system_id: str):
-    """Build the small local versions (one build at a time; others are told it is running), then resolve."""
+    """Build the small local versions (one build at a time; others are told it is running), then the small version
+    of ``system_id``."""
     from crs_backends.neural import sources
 
     if not _build.lock.acquire(blocking=False):
@@ -174,10 +224,10 @@ def _build_and_resolve(system_id: str):
             ) from None
     finally:
         _build.lock.release()
-    try:
-        return sources.resolve(system_id)
-    except SourceError as e:
-        raise SystemUnavailable(str(e)) from None
+    found = sources.small_source(system_id)
+    if found is None:
+        raise SystemUnavailable(f"{SMALL_LABELS[system_id]}: the small local versions were built without it.")
+    return found
 
 
 # id -> (label, factory)
@@ -185,6 +235,7 @@ SYSTEMS: dict[str, tuple[str, Callable[..., CRSSystem]]] = {
     "chatcrs": ("ChatCRS", _chatcrs),
     "retrieval": ("Retrieval baseline", _retrieval),
     **{s: (NEURAL_LABELS[s], _neural(s)) for s in NEURAL},
+    **{SMALL_IDS[s]: (SMALL_LABELS[s], _small_neural(s)) for s in NEURAL},
 }
 
 _operator_read = False
@@ -228,7 +279,9 @@ def catalog_for_chat():
 
 
 def system_ids() -> list[str]:
-    return list(systems())
+    """The systems people choose from: every registered one but the small versions' own ids (``kbrd`` offers the
+    small version where no published checkpoint is there, under its own id)."""
+    return [s for s in systems() if s not in SYSTEM_OF_SMALL_ID]
 
 
 def get_system(system_id: str, *, db_path=None) -> CRSSystem:
@@ -245,7 +298,7 @@ def get_system(system_id: str, *, db_path=None) -> CRSSystem:
     with _locks_guard:
         lock = _locks.setdefault(key, threading.Lock())
     if not lock.acquire(blocking=False):
-        if system_id in NEURAL and _build.running:
+        if (system_id in NEURAL or system_id in SYSTEM_OF_SMALL_ID) and _build.running:
             raise SystemUnavailable(_being_built_message(system_id))
         lock.acquire()
     try:
@@ -257,22 +310,34 @@ def get_system(system_id: str, *, db_path=None) -> CRSSystem:
 
 
 def ready_system_ids(*, db_path=None) -> list[str]:
-    """Systems that can answer without a build first: all but the neural ones that have no checkpoint yet
-    (for the arena, which should not make a person wait for a build), and those whose latest answer failed a
-    moment ago (:mod:`crs_backends.health`: a battle with a side that cannot answer cannot be voted on)."""
+    """The ids of the systems that can answer without a build first, as what runs answers under them (``kbrd``, or
+    ``kbrd_small`` where the small version runs): all but the neural ones that have no checkpoint yet (for the
+    arena, which should not make a person wait for a build), and those whose latest answer failed a moment ago
+    (:mod:`crs_backends.health`: a battle with a side that cannot answer cannot be voted on)."""
+    ready = []
+    for system_id in system_ids():
+        if system_id in NEURAL:
+            runs_as = _runs_as(system_id, db_path)
+            if runs_as is None:
+                continue
+            system_id = runs_as
+        if not health.resting(system_id):
+            ready.append(system_id)
+    return ready
+
+
+def _runs_as(system_id: str, db_path) -> str | None:
+    """The id the neural ``system_id`` answers under now (``kbrd`` or ``kbrd_small``); None when nothing is there
+    to run without a build."""
     from crs_backends.neural import sources
 
-    ready = []
-    for system_id in systems():
-        if health.resting(system_id):
-            continue
-        if system_id in NEURAL and (system_id, str(db_path)) not in _built:
-            try:
-                sources.resolve(system_id)
-            except Exception:
-                continue
-        ready.append(system_id)
-    return ready
+    built = _built.get((system_id, str(db_path)))
+    if built is not None:
+        return built.info.id
+    try:
+        return sources.resolve(system_id).system_id
+    except Exception:
+        return None
 
 
 def system_info(system_id: str, *, db_path=None) -> SystemInfo:
@@ -285,6 +350,8 @@ def system_info(system_id: str, *, db_path=None) -> SystemInfo:
         return built.info
     if system_id in NEURAL:
         return _describe_neural(system_id)
+    if system_id in SYSTEM_OF_SMALL_ID:
+        return _describe_small(SYSTEM_OF_SMALL_ID[system_id])
     return get_system(system_id, db_path=db_path).info
 
 
@@ -294,7 +361,7 @@ def _describe_neural(system_id: str) -> SystemInfo:
     label = NEURAL_LABELS[system_id]
     try:
         source = sources.resolve(system_id)
-        return SystemInfo(id=system_id, label=label, variant=source.variant, demo=source.small)
+        return SystemInfo(id=source.system_id, label=source.label, variant=source.variant, demo=source.small)
     except sources.DatasetFilesMissing as e:
         from crs_backends.neural.datasets import fetch_command
 
@@ -309,8 +376,7 @@ def _describe_neural(system_id: str) -> SystemInfo:
     except Exception as e:  # a broken manifest or folder: describe, do not crash the page
         return SystemInfo(id=system_id, label=label, variant=f"not available ({type(e).__name__}: {e})")
     if neural_build_allowed() and _small_builder_present():
-        when = "being built now" if _build.running else "built on first use, a few minutes"
-        return SystemInfo(id=system_id, label=label, variant=f"small local version ({when})", demo=True)
+        return _small_to_build(system_id)
     return SystemInfo(
         id=system_id,
         label=label,
@@ -318,8 +384,33 @@ def _describe_neural(system_id: str) -> SystemInfo:
     )
 
 
+def _small_to_build(system: str) -> SystemInfo:
+    when = "being built now" if _build.running else "built on first use, a few minutes"
+    return SystemInfo(
+        id=SMALL_IDS[system], label=SMALL_LABELS[system], variant=f"small local version ({when})", demo=True
+    )
+
+
+def _describe_small(system: str) -> SystemInfo:
+    """What ``<system>_small`` runs, without loading it (nor building it)."""
+    from crs_backends.neural import sources
+
+    try:
+        source = sources.small_source(system)
+    except Exception as e:  # a broken manifest or folder: describe, do not crash the page
+        source = None
+        log.warning("the small %s cannot be described: %s", system, e)
+    if source is not None:
+        return SystemInfo(id=source.system_id, label=source.label, variant=source.variant, demo=True)
+    if neural_build_allowed() and _small_builder_present():
+        return _small_to_build(system)
+    return SystemInfo(
+        id=SMALL_IDS[system], label=SMALL_LABELS[system], variant=f"not available: not built (run `{SMALL_COMMAND}`)"
+    )
+
+
 def system_infos(*, db_path=None) -> list[SystemInfo]:
-    return [system_info(s, db_path=db_path) for s in systems()]
+    return [system_info(s, db_path=db_path) for s in system_ids()]
 
 
 # The system the Chat tab opens on. Compared by chatting offline (the issue's three messages and the
@@ -341,14 +432,29 @@ ABOUT = {
 }
 
 # What the small local versions really are (the Chat tab's line for a system running one): their shape follows the
-# published system, their parts are small or stand-ins (crs_backends/neural/small.py, text_rec.py)
+# published system, their parts are small or stand-ins (crs_backends/neural/small.py, text_rec.py), and their replies'
+# title and fact slots are filled from the catalog (reply_facts.py); :func:`small_recall_note` adds the measured R@10
 ABOUT_SMALL = {
-    "kbrd": "small KBRD trained here: an R-GCN over the catalog's knowledge graph ranks, a small Transformer writes",
+    "kbrd": "small KBRD trained here: an R-GCN over the catalog's knowledge graph ranks, a small Transformer writes "
+    "replies whose title and fact slots the catalog fills",
     "barcor": "small BARCOR trained here: the pretrained all-MiniLM-L6-v2 encoder ranks (standing in for BART's "
-    "encoder), a small BART writes",
+    "encoder; the same ranker as the small UniCRS's), a small BART writes replies whose slots the catalog fills",
     "unicrs": "small UniCRS trained here: the pretrained all-MiniLM-L6-v2 encoder with the linked knowledge-graph "
-    "entities ranks (standing in for RoBERTa and the KG prompt), a small GPT-2 with KG prompts writes",
+    "entities ranks (standing in for RoBERTa and the KG prompt; the small BARCOR's ranker, reading the entities too), "
+    "a small GPT-2 with KG prompts writes replies whose slots the catalog fills",
 }
+
+
+def small_recall_note(system: str) -> str:
+    """What the running small set's manifest says of the small ``system``'s Recall@10 on real conversations."""
+    from crs_backends.neural import sources
+
+    source = sources.small_source(system)
+    recall = sources.recorded_recall10(source.root, system) if source is not None else None
+    if recall is None:
+        return "its R@10 on real conversations is not measured for this set"
+    return f"R@10 {recall:.2f} on ReDial conversations held out of its training (a validation figure, not test)"
+
 
 _KINDS = ("not available", "published checkpoint", "small local version", "locally trained checkpoint")
 
@@ -380,7 +486,10 @@ def system_line(info: SystemInfo) -> str:
         detail = detail[len(kind) :].strip().removeprefix(":").strip()
         if detail.startswith("(") and detail.endswith(")"):
             detail = detail[1:-1]
-    about = (ABOUT_SMALL if kind == "small local version" else ABOUT).get(info.id, ABOUT.get(info.id, ""))
+    system = SYSTEM_OF_SMALL_ID.get(info.id, info.id)
+    about = (ABOUT_SMALL if kind == "small local version" else ABOUT).get(system, ABOUT.get(system, ""))
+    if kind == "small local version" and system in ABOUT_SMALL:
+        about += f"; {small_recall_note(system)}"
     line = f"{info.label} · {kind}"
     if about:
         line += f" — {about}"

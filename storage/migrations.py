@@ -305,3 +305,35 @@ def m006_human_labels(db: Database) -> None:
     db.table("human_labels").create_index(["conversation_id", "rater", "origin"], unique=True)
     db.table("human_labels").create_index(["battle_id"])
     db.table("battles").add_column("revealed_at", str)
+
+
+@migrations()
+def m007_small_versions_own_ids(db: Database) -> None:
+    """The small local versions of KBRD, BARCOR and UniCRS answer under ids of their own (``kbrd_small``, …; #40), so
+    that their votes and scores never count as the published models'. Before, both ran as ``kbrd``: a conversation
+    recorded under ``kbrd`` (``barcor``, ``unicrs``) whose system turns say a small local version answered (every
+    neural turn records ``metadata.origin``, ``small local`` for those, since the systems came into the app) moves to
+    ``kbrd_small``, with its side of any battle and its people's ratings. A conversation with no such turn keeps its
+    id: an upload or import under ``kbrd`` carries no origin, and a battle side that never answered has no vote.
+    ``sim_dialogues`` keep the id their run asked for (what resuming the run looks up); the board reads the
+    conversation's."""
+    small_answered = (
+        "select conversation_id from turns where role = 'system' and "
+        "(case when json_valid(metadata) then json_extract(metadata, '$.origin') end) = 'small local'"
+    )
+    for system in ("kbrd", "barcor", "unicrs"):
+        args = {"system": system, "small": f"{system}_small"}
+        for side in ("a", "b"):
+            db.execute(
+                f"update battles set system_{side} = :small where system_{side} = :system "
+                f"and conversation_{side} in ({small_answered})",
+                args,
+            )
+        db.execute(
+            f"update human_labels set system_id = :small where system_id = :system and conversation_id in "
+            f"({small_answered})",
+            args,
+        )
+        db.execute(
+            f"update conversations set system_id = :small where system_id = :system and id in ({small_answered})", args
+        )

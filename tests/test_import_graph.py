@@ -1,10 +1,11 @@
-"""Imports point one way. The neural package and the whole tree have no import circle: every import (at the top
-or inside a function, which runs later but still ties the modules together) points one way; ``names`` is the leaf
-the neural package reads. Across packages the layers are the README's: ``ui → arena, evaluators, crs_backends →
-llm_clients, catalog → storage``; no module imports from a layer above its own.
+"""Imports point one way. The neural package and the whole tree have no import circle: every import (at the top,
+inside a function or under ``if __name__ == "__main__":``, which run later but still tie the modules together)
+points one way; ``names`` is the leaf the neural package reads. ``python -m crs_backends.neural.sources`` hands
+over to the command line in ``fetch`` from the package's own ``__main__`` module, which nothing imports. Across
+packages the layers are the README's: ``ui → arena, evaluators, crs_backends → llm_clients, catalog → storage``;
+no module imports from a layer above its own.
 
-Read with ``ast``, nothing is imported. Blocks under ``if __name__ == "__main__":`` are left out: they run only when a
-module is the program (``python -m crs_backends.neural.sources`` hands over to the command line in ``fetch``).
+Read with ``ast``, nothing is imported.
 """
 
 from __future__ import annotations
@@ -30,17 +31,10 @@ def _is_module(name: str) -> bool:
 
 
 def imports_of(path: Path) -> set[str]:
-    """The modules of ours that ``path`` imports anywhere outside its ``__main__`` block."""
+    """The modules of ours that ``path`` imports anywhere."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    skipped: set[int] = set()
-    for node in ast.walk(tree):
-        test = getattr(node, "test", None)
-        if isinstance(node, ast.If) and isinstance(test, ast.Compare) and getattr(test.left, "id", "") == "__name__":
-            skipped.update(id(n) for n in ast.walk(node))
     found: set[str] = set()
     for node in ast.walk(tree):
-        if id(node) in skipped:
-            continue
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             for candidate in [node.module, *(f"{node.module}.{a.name}" for a in node.names)]:
                 if _is_module(candidate):
@@ -52,7 +46,7 @@ def imports_of(path: Path) -> set[str]:
 
 
 def graph() -> dict[str, set[str]]:
-    paths = [*PACKAGE.glob("*.py"), *((ROOT / Path(*m.split("."))).with_suffix(".py") for m in HELD)]
+    paths = [*PACKAGE.rglob("*.py"), *((ROOT / Path(*m.split("."))).with_suffix(".py") for m in HELD)]
     return {module_name(p): imports_of(p) for p in paths}
 
 

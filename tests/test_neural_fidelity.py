@@ -1,18 +1,13 @@
 """The reference rankings and the genre check the fidelity bench prints beside the models (no model is trained
-here)."""
+here); their recall is counted by the one Recall@k (crs_backends.neural.evaluation)."""
 
 from types import SimpleNamespace
 
 from catalog.catalog import Catalog
 from catalog.ievalm_records import Record
 from catalog.items import Item
-from crs_backends.neural.fidelity import (
-    genre_following,
-    named_first_ranking,
-    named_share,
-    popularity_ranking,
-    recall_of_ranking,
-)
+from crs_backends.neural.evaluation import gold_items, recall_at_k
+from crs_backends.neural.fidelity import genre_following, named_first_ranking, named_share, popularity_ranking
 from crs_backends.neural.kg_reader import KGData
 
 NAMES = ["A (2001)", "B (2002)", "C (2003)", "D (2004)", "Horror"]
@@ -40,10 +35,12 @@ def test_recall_of_a_ranking_per_record_and_the_named_share():
         Record(["I liked B (2002)"], ["B (2002)"], ["C (2003)", "Unknown (1999)"], ""),  # unknown gold is not counted
     ]
     popular = [3, 2, 1, 0]
-    fixed = recall_of_ranking(popular, records, model, ks=(1, 2))
-    per_record = recall_of_ranking(lambda r: named_first_ranking(r, popular, model), records, model, ks=(1, 2))
-    assert fixed == {1: 0.0, 2: 0.5}  # C is second in the fixed list; A is last
-    assert per_record == {1: 0.5, 2: 0.5}  # A is first for the record that names it; C falls to third after B
+    gold = [gold_items(r, model.kg) for r in records]
+    assert gold == [[0], [2]]
+    fixed = recall_at_k(((popular, g) for g in gold), ks=(1, 2))
+    per_record = recall_at_k(((named_first_ranking(r, popular, model), g) for r, g in zip(records, gold)), ks=(1, 2))
+    assert fixed.at == {1: 0.0, 2: 0.5} and fixed.samples == 2  # C is second in the fixed list; A is last
+    assert per_record.at == {1: 0.5, 2: 0.5}  # A is first for the record that names it; C falls to third after B
     assert named_share(records, model) == 0.5
     assert named_share([], model) == 0.0
 

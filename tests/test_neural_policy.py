@@ -373,6 +373,29 @@ def test_attribute_linker_finds_genres_by_their_wording_and_people_by_full_name(
     assert link("") == [] and AttributeLinker({}, [])("horror") == []
 
 
+def test_attribute_linker_reads_a_text_as_one_whole_word_expression_of_its_phrases_would():
+    """The linker finds phrases by their first word rather than with one regular expression of all of them (which
+    took a millisecond a message over ReDial's 20,000 names); it must find what that expression finds: whole words,
+    the longest phrase at a place, matches not overlapping."""
+    import re
+
+    from crs_backends.neural.mentions import AttributeLinker
+
+    names = {"Tom Hanks": 0, "Tom Hanks Jr": 1, "Hanks Jr Sr": 2, "Al Pacino": 3, "Sci-Fi": 4, "Horror": 5}
+    link = AttributeLinker(names, [])
+    phrases = sorted(link.phrases, key=len, reverse=True)
+    expression = re.compile(r"(?<!\w)(" + "|".join(map(re.escape, phrases)) + r")(?!\w)")
+    texts = [
+        "tom hanks jr sr and Tom Hanks, Al Pacino's film",
+        "atom hanks; tom hanksy; sci-fiction; sci-fi_; _horror; horror-comedy; (horror)",
+        "Tom  Hanks, tom hanks jr., hanks jr sr",
+        "SCI-FI! al pacino al pacino",
+    ]
+    for text in texts:
+        expected = list(dict.fromkeys(link.phrases[m.group(1)] for m in expression.finditer(text.lower())))
+        assert link(text) == expected, text
+
+
 def test_clauses_with_words_the_training_replies_never_used_are_dropped(catalog):
     """Seen from the shipped small KBRD and UniCRS (6 and 14 of 300 held-back replies): a word ban in decoding
     steers the model into a suffix, "withs", "starringight"; the clause holding such a word goes."""

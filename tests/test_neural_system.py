@@ -130,11 +130,13 @@ def test_info_marks_small_versions(catalog, kg, tmp_path):
     model = ScriptedModel(kg, kg.item_ids, [])
     small = CheckpointSource("unicrs", tmp_path, "bundled", tmp_path, "small local", "v1")
     info = NeuralCRS(model, catalog, source=small).info
-    assert info.id == "unicrs" and info.label == "UniCRS" and info.demo
+    # a small version answers under its own id and name: its votes are not the published UniCRS's (#40)
+    assert info.id == "unicrs_small" and info.label == "UniCRS (small)" and info.demo
     assert info.variant == "small local version (trained here for the bundled catalog, v1)"
     published = CheckpointSource("unicrs", tmp_path, "redial", tmp_path, "archive", "CRS Arena archive")
     info = NeuralCRS(model, catalog, source=published).info
     assert not info.demo and info.variant == "published checkpoint (redial, CRS Arena archive)"
+    assert info.id == "unicrs" and info.label == "UniCRS"
 
 
 # ---------------------------------------------------------------- a tiny real KBRD, end to end
@@ -240,6 +242,16 @@ def test_registry_builds_the_small_versions_once(tmp_path, monkeypatch, kbrd_set
     system = registry.get_system("kbrd")
     assert calls == [1] and system.info.demo and system.source.small
     assert system.info.variant == "small local version (trained here for the bundled catalog, v1)"
+    # what runs is the small version, under its own id and name; "kbrd" offers it, one loaded copy for both
+    assert (system.info.id, system.info.label) == ("kbrd_small", "KBRD (small)")
+    assert registry.get_system("kbrd_small") is system and calls == [1]
+    assert registry.system_info("kbrd_small") == system.info
+    assert "kbrd" in registry.system_ids() and "kbrd_small" not in registry.system_ids()  # one entry to choose
+    ready = registry.ready_system_ids()
+    assert "kbrd_small" in ready and "kbrd" not in ready  # the arena pairs (and records) what runs
+    line = registry.system_line(system.info)
+    assert line.startswith("KBRD (small) · small local version — small KBRD trained here")
+    assert "R@10 on real conversations is not measured for this set" in line  # its manifest records none
 
 
 def test_ready_systems_leave_out_neural_ones_without_checkpoints(tmp_path, monkeypatch, kbrd_set):

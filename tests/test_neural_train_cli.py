@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from commands import cli
+from crs_backends.neural.evaluation import is_validation
 from crs_backends.neural.train_command import load_train_data, resolve_data_dir
 
 
@@ -71,8 +72,12 @@ def test_dataset_records_add_synthetic_dialogues_over_the_dataset_catalog(shared
     from collections import Counter
 
     real = load_train_data(str(shared_data / "redial"))
+    # the validation conversations (a fixed tenth by id) are held out: never among the training records
+    held = {r.dialog_id for r in real.validation}
+    assert held and held.isdisjoint(r.dialog_id for r in real.records) and all(map(is_validation, held))
     data = load_train_data(str(shared_data / "redial"), dialogues=200, seed=3)
     assert data.real_records == real.records and data.synthetic == len(data.records) - len(real.records) > 200
+    assert data.validation == real.validation
     assert "200 synthetic dialogues over the redial catalog (seed 3)" in data.source
     synthetic = data.records[len(real.records) :]
     assert all(data.kg.ids_of(r.rec) for r in synthetic if r.rec)  # every target is a KG item
@@ -131,6 +136,13 @@ def test_train_writes_the_published_layout_and_resumes(tmp_path, shared_data):
     assert code == 0, out
     assert "0.169" in out and "not trained" in out  # published numbers beside ours; barcor/unicrs skipped
     assert re.search(r"^BENCH kbrd_recall_at_10 \d\.\d{3} ratio target >= 0.169$", out, flags=re.M)
+    # recipes are chosen on the validation conversations the training held out: a report, never a BENCH line
+    code, out = run(
+        "report", "--models", str(out_dir), "--data", str(shared_data / "redial"), "--limit", "30", "--quiet",
+        "--split", "validation", "--systems", "kbrd",
+    )  # fmt: skip
+    assert code == 0, out
+    assert "validation: 30 records of redial's validation conversations" in out and "BENCH" not in out
 
 
 def test_small_builder_publishes_atomically_and_once(tmp_path, monkeypatch):

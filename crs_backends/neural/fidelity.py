@@ -1,20 +1,21 @@
-"""Checks that the small local versions behave like their originals: rankings that follow the conversation,
-replies that neither stutter nor contradict the catalog, recall above a popularity list.
-
-Used by ``bench/crs_fidelity.py`` (the figures) and the tests (the same checks on smaller batches).
+"""Checks of the small local versions over the bundled catalog (rankings that follow the conversation, replies that
+neither stutter nor contradict the catalog, written into a set's manifest by its build), and the reference rankings
+that read no text (a popularity list, the titles a conversation names) that ``bench/crs_fidelity.py`` prints beside
+the models. The figures themselves are defined in :mod:`crs_backends.neural.evaluation`.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from catalog.catalog import Catalog
 from catalog.ievalm_records import Record
 from crs_backends.neural import reply_facts
 from crs_backends.neural.engine import ConvInput, NeuralModel
+from crs_backends.neural.evaluation import gold_items
 from crs_backends.neural.synthetic import reply_lexicon
 
 # what an unfilled slot looks like once a reply is shown: a slot token, or a phrase whose item went missing
@@ -31,11 +32,6 @@ def held_back_inputs(records: Sequence[Record], n: int = 300) -> list[Record]:
     return list(last.values())[:n]
 
 
-def distinct_top_ratio(model: NeuralModel, inputs: Iterable[ConvInput], k: int = 3) -> float:
-    """Distinct top-``k`` lists over the inputs, as a share of the inputs (1.0: every list differs)."""
-    return distinct_ratio([model.recommend(inp, k=k) for inp in inputs], k)
-
-
 def distinct_ratio(rankings: Sequence[Sequence[tuple[int, float]]], k: int = 3) -> float:
     """Distinct top-``k`` lists among rankings already computed, as a share of them."""
     tops = [tuple(e for e, _ in ranked[:k]) for ranked in rankings]
@@ -45,8 +41,8 @@ def distinct_ratio(rankings: Sequence[Sequence[tuple[int, float]]], k: int = 3) 
 def popularity_ranking(train: Iterable[Record], model: NeuralModel) -> list[int]:
     """Item entities by how often the training records recommend them (ties: KG order)."""
     counts = Counter(e for r in train for e in model.kg.ids_of(r.rec))
-    items = list(model.kg.item_ids)
-    return sorted(items, key=lambda e: (-counts.get(e, 0), items.index(e)))
+    items = list(dict.fromkeys(model.kg.item_ids))
+    return sorted(items, key=lambda e: -counts.get(e, 0))  # a stable sort: ties keep the KG's order
 
 
 def named_first_ranking(record: Record, popular: list[int], model: NeuralModel) -> list[int]:
@@ -62,34 +58,13 @@ def named_first_ranking(record: Record, popular: list[int], model: NeuralModel) 
 
 def named_share(records: Iterable[Record], model: NeuralModel) -> float:
     """The share of gold items (in the KG's item set) that the record's conversation already names."""
-    items = frozenset(model.kg.item_ids)
     named = total = 0
     for record in records:
         context = set(model.kg.ids_of(record.entity))
-        for g in (g for g in model.kg.ids_of(record.rec) if g in items):
+        for g in gold_items(record, model.kg):
             total += 1
             named += g in context
     return named / total if total else 0.0
-
-
-def recall_of_ranking(
-    ranking: list[int] | Callable[[Record], list[int]],
-    records: Iterable[Record],
-    model: NeuralModel,
-    ks: Sequence[int] = (1, 10, 50),
-) -> dict[int, float]:
-    """Recall@k of a ranking that needs no model (one fixed list, or one per record), counted as
-    :func:`crs_backends.neural.train_command.recall_at_k`."""
-    items = frozenset(model.kg.item_ids)
-    hits: Counter[int] = Counter()
-    samples = 0
-    for record in records:
-        ranked = ranking(record) if callable(ranking) else ranking
-        for g in (g for g in model.kg.ids_of(record.rec) if g in items):
-            samples += 1
-            for k in ks:
-                hits[k] += g in ranked[:k]
-    return {k: hits[k] / samples if samples else 0.0 for k in ks}
 
 
 @dataclass
@@ -255,62 +230,3 @@ def bundled_checks(root, systems: Sequence[str], n: int = 300) -> dict[str, Bund
 def bundled_figures(root, systems: Sequence[str], n: int = 300) -> dict[str, dict]:
     """:func:`bundled_checks` as plain figures (for a manifest)."""
     return {system: check.summary() for system, check in bundled_checks(root, systems, n).items()}
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# fluency: how likely a small language model finds the replies, against people's replies in the same places
-
-
-def reply_nll(llm, context: Sequence[str], reply: str) -> tuple[float, int]:
-    """(summed negative log-likelihood, tokens) of ``reply`` after ``context`` under ``llm`` (a llama_cpp.Llama
-    made with ``logits_all=True``): the last messages as 'User: …' / 'System: …' lines, then 'System: ' + reply."""
-    import numpy as np
-
-    from crs_backends.neural.text_rec import role_lines
-
-    prefix = "\n".join(role_lines(context)[-4:]) + "\nSystem:"
-    head = llm.tokenize(prefix.encode("utf-8"), add_bos=True)
-    body = llm.tokenize((" " + " ".join(reply.split())).encode("utf-8"), add_bos=False)
-    if not body:
-        return 0.0, 0
-    tokens = (head + body)[-(llm.n_ctx() - 1) :]
-    start = len(tokens) - len(body)
-    llm.reset()
-    llm.eval(tokens)
-    logits = np.asarray(llm.scores[: len(tokens)], dtype=np.float64)
-    logits -= logits.max(axis=1, keepdims=True)
-    logp = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))
-    nll = -sum(logp[i - 1, tokens[i]] for i in range(max(start, 1), len(tokens)))
-    return float(nll), len(tokens) - max(start, 1)
-
-
-def reply_fluency(systems: Sequence[str], root, records: Sequence[Record], gguf: str) -> dict[str, float]:
-    """Mean per-token NLL under the GGUF at ``gguf`` of each small version's shown reply, and of the people's
-    replies (``"human"``), over ``records`` (real conversations held back from training)."""
-    from llama_cpp import Llama
-
-    from catalog.catalog import get_catalog
-    from storage.records import Conversation, Turn
-
-    llm = Llama(model_path=gguf, n_ctx=1024, logits_all=True, verbose=False, seed=0)
-    catalog = get_catalog("bundled")
-    totals: dict[str, list[float]] = {"human": [0.0, 0]}
-    replies: dict[str, list[str]] = {}
-    for system in systems:
-        crs = open_small(system, root, catalog)
-        shown = []
-        for r in records:
-            turns = [Turn(role="user" if n % 2 == 0 else "system", text=t) for n, t in enumerate(r.context) if t]
-            turns = turns if turns and turns[-1].role == "user" else turns + [Turn(role="user", text="Any ideas?")]
-            shown.append(crs.respond(Conversation(system_id=system, turns=turns)).text)
-        replies[system] = shown
-        totals[system] = [0.0, 0]
-    try:
-        for n, r in enumerate(records):
-            for who, text in [("human", r.resp), *((s, replies[s][n]) for s in systems)]:
-                nll, count = reply_nll(llm, r.context, text)
-                totals[who][0] += nll
-                totals[who][1] += count
-    finally:
-        llm.close()
-    return {who: (t[0] / t[1] if t[1] else float("nan")) for who, t in totals.items()}

@@ -22,6 +22,9 @@ from crs_backends.chatcrs_embedded import GENRE_WORDS
 from crs_backends.neural.reply_facts import GENRE_ADJECTIVE, GENRE_NOUNS
 
 MIN_PERSON_LENGTH = 6  # "Al Pacino" yes; very short multi-word names match too much ordinary text
+_WORD = re.compile(r"\w")
+_HEAD = re.compile(r"\w*")  # a phrase's (or the text's) leading run of word characters, maybe empty
+_START = re.compile(r"(?<!\w)")  # where a whole-word phrase may start
 
 
 def _singular(phrase: str) -> str:
@@ -67,15 +70,30 @@ class AttributeLinker:
                         self.phrases.setdefault(word, name)
             elif " " in base.strip() and len(base) >= MIN_PERSON_LENGTH:
                 self.phrases.setdefault(base.lower(), name)
-        alternatives = sorted(self.phrases, key=len, reverse=True)  # the longest phrase wins at one place
-        self._pattern = (
-            re.compile(r"(?<!\w)(" + "|".join(map(re.escape, alternatives)) + r")(?!\w)") if alternatives else None
-        )
+        # the phrases by their leading run of word characters, the longest first (the longest wins at one place): a
+        # message is read once, left to right, trying only the phrases that begin as the text does there. One regular
+        # expression of all of them (20,000 names for ReDial) took a millisecond a message
+        self._by_head: dict[str, list[str]] = {}
+        for phrase in sorted(self.phrases, key=len, reverse=True):
+            self._by_head.setdefault(_HEAD.match(phrase).group(), []).append(phrase)  # type: ignore[union-attr]
 
     def __call__(self, text: str) -> list[str]:
-        if not text or self._pattern is None:
+        """The entity names the text names, in text order, once each: each phrase as whole words (no word character
+        just before or after it), any case, the longest at a place, matches not overlapping."""
+        if not text or not self._by_head:
             return []
-        found = [self.phrases[m.group(1)] for m in self._pattern.finditer(text.lower())]
+        low = text.lower()
+        found: list[str] = []
+        resume = 0  # a match ends here: no other starts inside it
+        for start in (m.start() for m in _START.finditer(low)):
+            if start < resume:
+                continue
+            for phrase in self._by_head.get(_HEAD.match(low, start).group(), ()):  # type: ignore[union-attr]
+                end = start + len(phrase)
+                if low.startswith(phrase, start) and not _WORD.match(low, end):
+                    found.append(self.phrases[phrase])
+                    resume = end
+                    break
         return list(dict.fromkeys(found))
 
 

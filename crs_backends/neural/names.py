@@ -16,6 +16,11 @@ from pathlib import Path
 
 KBRD, BARCOR, UNICRS = SYSTEMS = ("kbrd", "barcor", "unicrs")
 LABELS = {KBRD: "KBRD", BARCOR: "BARCOR", UNICRS: "UniCRS"}  # also each model module's class name
+# A small local version is not its namesake: it answers, is stored and is rated under an id and a name of its own
+# ("kbrd_small", "KBRD (small)"), so that its votes and scores never count as the published model's
+SMALL_IDS = {system: f"{system}_small" for system in SYSTEMS}
+SMALL_LABELS = {system: f"{LABELS[system]} (small)" for system in SYSTEMS}
+SYSTEM_OF_SMALL_ID = {small: system for system, small in SMALL_IDS.items()}
 PARTS = ("rec", "conv")
 # a part folder of a checkpoint set, as CRS Arena lays them out: <system>_<part>_<dataset>
 PART_DIR = re.compile(r"^(kbrd|barcor|unicrs)_(rec|conv)_([A-Za-z0-9][\w.-]*)$")

@@ -10,8 +10,8 @@ than :data:`MAX_WORDS` words. People's replies are kept as they wrote them other
 one of my favorites.").
 
 The context stays the real one; its entities are linked in the catalog's KG as the small versions link a chat
-(titles, genres and people by name), and the targets are the named films the catalog holds. Dialogues held back for
-the benchmarks (:func:`crs_backends.neural.text_rec.held_back`) are never used.
+(titles, genres and people by name), and the targets are the named films the catalog holds. The validation
+conversations (:func:`crs_backends.neural.evaluation.is_validation`) are never used.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from catalog.ievalm_records import Record
+from crs_backends.neural.evaluation import split_by_conversation
 from crs_backends.neural.reply_facts import GENRE_ADJECTIVE, MOVIE
 
 MAX_WORDS = 35
@@ -156,11 +157,11 @@ def restate(
 
 def real_replies(data_dir: Path | None, kg) -> RealReplies:
     """ReDial's real conversations in the research data (``redial/valid_data.jsonl``, ``redial_train_partial/``),
-    the held-back tenth left out, restated over ``kg`` (:func:`restate`); no records when the data is not there."""
-    from crs_backends.neural.text_rec import held_back, real_records
+    the validation tenth left out, restated over ``kg`` (:func:`restate`); no records when the data is not there."""
+    from crs_backends.neural.text_rec import real_records
 
     found, info, source = real_records(data_dir)
     if not found:
         return RealReplies([], 0, source)
-    records, seen = restate([r for r in found if not held_back(r.dialog_id)], kg, info)
+    records, seen = restate(split_by_conversation(found)[0], kg, info)
     return RealReplies(records, seen, source)

@@ -90,8 +90,9 @@ DATASET_DIALOGUES = 3000
 # set (small-v6), measured on the bundled catalog first
 DATASET_SETTINGS: dict[str, dict] = {"kbrd": {"rec_clip": None}}
 # bump when the dataset configuration's recipe changes, so that a cached set of the old one is not read as the new
-# (r2: KBRD at the published entity width on a KG of ReDial's size, kbrd.entity_width; r3: its recommender unclipped)
-DATASET_RECIPE = "r3"
+# (r2: KBRD at the published entity width on a KG of ReDial's size, kbrd.entity_width; r3: its recommender unclipped;
+# r4: the validation conversations held out of its training, evaluation.is_validation)
+DATASET_RECIPE = "r4"
 THREADS = int(os.environ.get("CRS_SMALL_THREADS", "0") or 0)  # 0: torch's default
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
@@ -368,15 +369,19 @@ def train_on_dataset(
     retrain: bool = False,
     progress_for: Callable[[str], Progress | None] | None = None,
     log: Callable[[str], None] = _say,
+    dialogues: int = DATASET_DIALOGUES,
+    settings: dict[str, dict] | None = None,
 ):
     """Train the small configurations of ``systems`` (:data:`TRAIN_SETTINGS` with :data:`DATASET_SETTINGS`, seed
-    :data:`SEED`) on the dataset in ``data_dir`` (its real records plus :data:`DATASET_DIALOGUES` synthetic dialogues)
-    into ``models`` (default :func:`dataset_models_dir`), skipping those already there unless ``retrain``; resumable.
-    Returns (models, the TrainData). ``progress_for(system)``: a progress callback for one system's training."""
+    :data:`SEED`) on the dataset in ``data_dir`` (its real training records, the validation conversations held out,
+    plus ``dialogues`` synthetic dialogues) into ``models`` (default :func:`dataset_models_dir`), skipping those
+    already there unless ``retrain``; resumable. Returns (models, the TrainData). ``progress_for(system)``: a progress
+    callback for one system's training; ``settings``: per system, what to change in its recipe (a quick trial's
+    budget; give it its own ``models`` folder)."""
     from crs_backends.neural.engine import TrainConfig
     from crs_backends.neural.train_command import has_published_layout, load_train_data, train_system
 
-    data = load_train_data(str(data_dir), dialogues=DATASET_DIALOGUES, seed=SEED)
+    data = load_train_data(str(data_dir), dialogues=dialogues, seed=SEED)
     models = Path(models) if models is not None else dataset_models_dir(data.dataset)
     todo = [s for s in systems if retrain or not has_published_layout(models, s, data.dataset)]
     if todo:
@@ -388,7 +393,7 @@ def train_on_dataset(
             seed=SEED,
             resume=not retrain,
             progress=progress is not None,
-            **{**TRAIN_SETTINGS[system], **DATASET_SETTINGS.get(system, {})},
+            **{**TRAIN_SETTINGS[system], **DATASET_SETTINGS.get(system, {}), **(settings or {}).get(system, {})},
         )
         train_system(system, data, models, config, progress=progress, log=log)
     return models, data

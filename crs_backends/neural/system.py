@@ -137,9 +137,11 @@ class NeuralCRS(CRSSystem):
     def info(self) -> SystemInfo:
         system = self.model.system
         variant = self._variant or (self.source.variant if self.source else self.model.description)
-        return SystemInfo(
-            id=system, label=LABELS.get(system, system), variant=variant, demo=bool(self.source and self.source.small)
-        )
+        if self.source is not None:  # a small local version answers under its own id and name (kbrd_small)
+            return SystemInfo(
+                id=self.source.system_id, label=self.source.label, variant=variant, demo=self.source.small
+            )
+        return SystemInfo(id=system, label=LABELS.get(system, system), variant=variant)
 
     def warm_up(self) -> None:
         """Build the catalog's matcher and run one turn so that the first real one is quick."""

@@ -44,6 +44,7 @@ from torch import nn
 
 from crs_backends.neural.checkpoints import CheckpointError, part_dir, read_state_dict, save_state_dict
 from crs_backends.neural.engine import TOP_K, ConvInput
+from crs_backends.neural.evaluation import VALIDATION_SHARE, recall_at_k, split_by_conversation
 from crs_backends.neural.kg_reader import KGData
 from llm_clients.sentence_encoder import DIM, ENCODER, ENCODER_PACKAGE, SentenceEncoderMissing, load_sentence_encoder
 
@@ -194,15 +195,16 @@ class TextRecommender:
         return f"{ENCODER} (frozen) reading the {what} and each item's record, head trained on real ReDial"
 
     # -- item rows ---------------------------------------------------------------------------------------------
-    def prepare(self, kg: KGData, records: dict[str, dict]) -> None:
-        """Compute the item rows of ``kg`` (about 7 s for the 450 bundled films, 2 minutes for ReDial's 6,576)."""
+    def prepare(self, kg: KGData, records: dict[str, dict], *, disk: Path | None = None) -> None:
+        """Compute the item rows of ``kg`` (about 7 s for the 450 bundled films, 2 minutes for ReDial's 6,576);
+        ``disk``: a folder where the encodings are kept for the next run (:func:`cached_encode`)."""
         key = id(kg)
         if key in self._rows:
             return
         ids = [i for i in kg.item_ids if 0 <= i < kg.n_entities]
         names = [kg.entity_name(i) for i in ids]
         texts = [_record_text(n, records.get(n)) for n in names]
-        rows = torch.from_numpy(cached_encode(texts))
+        rows = torch.from_numpy(cached_encode(texts, disk=disk))
         log_pop = torch.tensor([math.log1p(self.popularity.get(n, 0)) for n in names], dtype=torch.float32)
         with torch.no_grad():
             item_vectors = self.head.items(rows)
@@ -321,6 +323,7 @@ def _record_text(name: str, record: dict | None) -> str:
 
 # encoder outputs are remembered by text (the same item rows for every system, the same context in one turn)
 _CACHE_SIZE = 50_000
+DISK_PART = 1024  # texts encoded and written to the disk cache at a time
 
 
 @lru_cache(maxsize=1)
@@ -335,17 +338,22 @@ def cached_encode(
     thousands of items and conversations, reused by the next build with the same encoder)."""
     memory = _memory()
     todo = [t for t in dict.fromkeys(texts) if t not in memory]
+    if len(memory) + len(todo) > _CACHE_SIZE:  # make room, keeping what this call asks for
+        kept = {t: memory[t] for t in dict.fromkeys(texts) if t in memory}
+        memory.clear()
+        memory.update(kept)
     stored = _read_disk(disk, todo) if disk is not None and todo else {}
     memory.update(stored)
     todo = [t for t in todo if t not in stored]
-    if todo:
-        if len(memory) + len(todo) > _CACHE_SIZE:
-            memory.clear()
-        vectors = encode(todo, progress=progress)
-        for t, v in zip(todo, vectors):
-            memory[t] = v
+    # on disk a part at a time: an interrupted run (thousands of texts take minutes) keeps what it encoded
+    step = DISK_PART if disk is not None else max(len(todo), 1)
+    for start in range(0, len(todo), step):
+        part = todo[start : start + step]
+        done = (lambda d, _t, _s=start: progress(_s + d, len(todo))) if progress else None
+        vectors = encode(part, progress=done)
+        memory.update(zip(part, vectors))
         if disk is not None:
-            _write_disk(disk, todo, vectors)
+            _write_disk(disk, part, vectors)
     return np.stack([memory[t] for t in texts]) if texts else np.zeros((0, DIM), dtype=np.float32)
 
 
@@ -487,7 +495,8 @@ def recall_of(
     *,
     entities: bool = False,
 ) -> dict[int, float]:
-    """Recall@k of ``head`` (None: the zero-shot ranking, cosine + 0.05 x log popularity) on ``examples``."""
+    """Recall@k (:func:`crs_backends.neural.evaluation.recall_at_k`: one sample per example, an example being one
+    target of one record) of ``head`` (None: the zero-shot ranking, cosine + 0.05 x log popularity) on ``examples``."""
     with torch.no_grad():
         rows = torch.from_numpy(item_rows)
         pop = torch.from_numpy(log_pop.astype(np.float32))
@@ -496,10 +505,9 @@ def recall_of(
             logits = ctx @ rows.T + 0.05 * pop
         else:
             logits = head(ctx, torch.from_numpy(examples.entities) if entities else None, rows, pop)
-        target = torch.from_numpy(examples.target)
-        top = torch.topk(logits, k=max(ks), dim=1).indices
-        hits = top == target[:, None]
-        return {k: round(float(hits[:, :k].any(dim=1).float().mean()), 4) for k in ks}
+        top = torch.topk(logits, k=min(max(ks), logits.shape[1]), dim=1).indices.tolist()
+    recall = recall_at_k(zip(top, ([int(t)] for t in examples.target)), ks)
+    return {k: round(v, 4) for k, v in recall.at.items()}
 
 
 def build_config(system: str, *, dataset: str, data: dict, losses: list[float], figures: dict, settings: dict) -> dict:
@@ -526,8 +534,8 @@ def build_config(system: str, *, dataset: str, data: dict, losses: list[float], 
 # building the small sets' text recommenders
 
 
-HELD_BACK = 0.1  # of the real dialogues, kept out of training for the figures in config.json
-TRAIN_SETTINGS = {"epochs": 2, "batch_size": 256, "lr": 5e-4}  # chosen on held-back dialogues (see README)
+# chosen on the validation conversations (evaluation.is_validation), which it never trains on (see README)
+TRAIN_SETTINGS = {"epochs": 2, "batch_size": 256, "lr": 5e-4}
 
 
 def real_records(data_dir: Path | None) -> tuple[list, dict[str, dict], str]:
@@ -547,11 +555,6 @@ def real_records(data_dir: Path | None) -> tuple[list, dict[str, dict], str]:
     records = [r for f in files for r in read_raw_conversations(f, id2info)]
     by_name = {" ".join(str(v["name"]).split()): v for v in id2info.values() if isinstance(v, dict) and v.get("name")}
     return records, by_name, ", ".join(str(f) for f in files)
-
-
-def held_back(dialog_id: str) -> bool:
-    """Whether a dialogue is held back from training (a fixed tenth, by a hash of its id)."""
-    return int(hashlib.sha256(dialog_id.encode()).hexdigest()[:8], 16) % 100 < HELD_BACK * 100
 
 
 def build_text_recs(
@@ -590,13 +593,13 @@ def build_text_recs(
     item_rows = cached_encode(
         [_record_text(n, records_of.get(n)) for n in names], progress=bar("encoding items"), disk=disk
     )
-    train = [r for r in real if not held_back(r.dialog_id)] + list(synthetic)
-    test = [r for r in real if held_back(r.dialog_id)]
+    train, test = split_by_conversation(real)  # the validation conversations: the figures in config.json
+    train += list(synthetic)
     popularity = popularity_of(train)
     log_pop = np.array([math.log1p(popularity.get(n, 0)) for n in names], dtype=np.float32)
     ex_train = make_examples(train, index, item_rows, progress=bar("encoding conversations"), disk=disk)
     ex_test = make_examples(test, index, item_rows, disk=disk) if test else None
-    order = np.argsort(-log_pop, kind="stable")
+    popular = np.argsort(-log_pop, kind="stable").tolist()  # the items by their training mentions
     figures: dict[str, dict] = {}
     for system in systems:
         entities = KIND.get(system) == "text+entities"
@@ -613,15 +616,13 @@ def build_text_recs(
         )
         figs: dict = {"train_examples": int(len(ex_train.target))}
         if ex_test is not None and len(ex_test.target):
-            rank = {int(t): n for n, t in enumerate(order)}
+            popularity_recall = recall_at_k((popular, [int(t)]) for t in ex_test.target)
             figs.update(
                 {
                     "held_back_examples": int(len(ex_test.target)),
                     "held_back_recall": recall_of(head, ex_test, item_rows, log_pop, entities=entities),
                     "held_back_zero_shot_recall": recall_of(None, ex_test, item_rows, log_pop),
-                    "held_back_popularity_recall": {
-                        k: round(float(np.mean([rank[int(t)] < k for t in ex_test.target])), 4) for k in (1, 10, 50)
-                    },
+                    "held_back_popularity_recall": {k: round(v, 4) for k, v in popularity_recall.at.items()},
                 }
             )
         config = build_config(
@@ -630,7 +631,7 @@ def build_text_recs(
             data={
                 "real": source,
                 "real_records": len(real),
-                "held_back_share": HELD_BACK,
+                "held_back_share": VALIDATION_SHARE,
                 "synthetic_records": len(synthetic),
                 "items": len(names),
             },

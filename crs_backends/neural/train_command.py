@@ -11,7 +11,9 @@ bundled catalog (:mod:`crs_backends.neural.synthetic`); with a dataset, ``--dial
 dialogues over the dataset's own catalog to its real records (as the small configurations train on ReDial in
 ``bench/crs_fidelity.py``). Training records (iEvaLM processed JSONL) come
 from ``--records``, else the first of ``<data>_eval/train_data_processed.jsonl``,
-``<data>/train_data_processed.jsonl``, ``<data>_eval/valid_data_processed.jsonl``.
+``<data>/train_data_processed.jsonl``, ``<data>_eval/valid_data_processed.jsonl``. A fixed tenth of the
+conversations is held out of training as the validation split (:func:`crs_backends.neural.evaluation.is_validation`;
+``train report --split validation`` reports on it): recipes are chosen there, the test split is reported once.
 
 The result is written in the published layout under ``--out`` (``<system>_{rec,conv}_<dataset>/``, the
 dataset being the data directory's name), so it loads through the same code path as the published
@@ -25,25 +27,26 @@ import json
 import math
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from crs_backends.command_line import CommandGroup
+from crs_backends.neural.evaluation import (
+    PUBLISHED_RECALL,
+    RECALL_KS,
+    Recall,
+    gold_items,
+    recall_at_k,
+    split_by_conversation,
+)
 from crs_backends.neural.names import LABELS, SYSTEMS, model_class, training_module
 
 if TYPE_CHECKING:  # the neural modules import torch; they load when training starts
     from crs_backends.neural.kg_reader import KGData
 
-RECALL_KS = (1, 10, 50)
-# iEvaLM (Wang et al., EMNLP 2023), ReDial test set, Recall@1/10/50 of the published checkpoints
-PUBLISHED_RECALL = {
-    "kbrd": (0.028, 0.169, 0.366),
-    "barcor": (0.031, 0.170, 0.372),
-    "unicrs": (0.050, 0.215, 0.413),
-}
 BUNDLED = "bundled"
 
 
@@ -60,6 +63,8 @@ class TrainData:
     records: list  # list[Record]
     source: str  # where the records came from
     synthetic: int = 0  # how many of the records, at the end, are synthetic dialogues added to a dataset's own
+    # the dataset's records of its validation conversations (evaluation.is_validation): never in ``records``
+    validation: list = field(default_factory=list)
 
     @property
     def real_records(self) -> list:
@@ -67,10 +72,16 @@ class TrainData:
 
     def describe(self) -> str:
         with_rec = sum(1 for r in self.records if r.rec)
+        held = (
+            f"; {len(self.validation)} records of {len({r.dialog_id for r in self.validation})} validation "
+            "conversations held out"
+            if self.validation
+            else ""
+        )
         return (
             f"dataset {self.dataset}: {self.kg.n_entities} entities, {len(self.kg.item_ids)} items, "
             f"{self.kg.n_relations} relations; {len(self.records)} records ({with_rec} with a target) "
-            f"from {self.source}"
+            f"from {self.source}{held}"
         )
 
 
@@ -149,7 +160,9 @@ def partial_train_records(kg_dir: Path, kg) -> list:
 def load_train_data(
     data: str, records: str | None = None, *, limit: int | None = None, dialogues: int | None = None, seed: int = 0
 ) -> TrainData:
-    """The KG and training records named by ``--data`` / ``--records``."""
+    """The KG and training records named by ``--data`` / ``--records``. A dataset's real records are parted by
+    conversation (:func:`crs_backends.neural.evaluation.split_by_conversation`): the validation tenth goes to
+    ``TrainData.validation`` and is never trained on; ``limit`` keeps the first N training records."""
     from crs_backends.neural.kg_reader import KGError, kg_from_catalog, load_kg
 
     if data == BUNDLED:
@@ -179,14 +192,19 @@ def load_train_data(
             tried = ", ".join(str(p) for p in record_candidates(kg_dir))
             raise DataError(f"no training records for {kg_dir.name}: looked for {tried}; pass --records FILE")
         path = found
-    real = read_records_file(path, limit)
+    real = read_records_file(path, None)
     source = str(path)
     extra = partial_train_records(kg_dir, kg) if not records and not limit else []
     if extra:  # ReDial's own train conversations, where the data folder holds a part of them
         real += extra
         source += f" and {len(extra)} records of {kg_dir.name}'s train conversations ({kg_dir.name}_train_partial/)"
+    real, validation = split_by_conversation(real)
+    if limit:
+        real = real[:limit]
+    if not real:
+        raise DataError(f"{path} holds no training records outside the validation conversations")
     if not dialogues:
-        return TrainData(kg_dir.name, kg, kg_dir, real, source)
+        return TrainData(kg_dir.name, kg, kg_dir, real, source, validation=validation)
     from crs_backends.neural.synthetic import dataset_records
 
     try:
@@ -194,7 +212,7 @@ def load_train_data(
     except ValueError as e:
         raise DataError(f"--dialogues {dialogues}: {e}") from e
     source = f"{source} and {dialogues} synthetic dialogues over the {kg_dir.name} catalog (seed {seed})"
-    return TrainData(kg_dir.name, kg, kg_dir, real + synthetic, source, synthetic=len(synthetic))
+    return TrainData(kg_dir.name, kg, kg_dir, real + synthetic, source, synthetic=len(synthetic), validation=validation)
 
 
 def record_texts(records) -> list[str]:
@@ -374,29 +392,17 @@ for _system in SYSTEMS:
 
 
 # ------------------------------------------------------------------------------- quality report
-def recall_at_k(model, records, ks=RECALL_KS, *, progress=None) -> tuple[dict[int, float], int, int]:
-    """Recall@k as CRSLab / iEvaLM count it: one sample per (record, gold item in the KG).
-
-    Returns ({k: recall}, records used, samples)."""
-    from crs_backends.neural.engine import TOP_K
-
-    kg = model.kg
-    items = frozenset(kg.item_ids)
-    hits = dict.fromkeys(ks, 0)
-    samples = used = 0
+def model_recall(model, records, ks=RECALL_KS, *, progress=None) -> Recall:
+    """Recall@k of ``model`` (:func:`crs_backends.neural.evaluation.recall_at_k`) on ``records``, each record with a
+    gold item in the model's KG ranked once."""
+    pairs = []
     for n, record in enumerate(records, 1):
-        gold = kg.ids_of(record.rec)
-        gold = [g for g in gold if g in items]
+        gold = gold_items(record, model.kg)
         if gold:
-            ranked = [i for i, _s in model.recommend(record.conv_input(), k=max(max(ks), TOP_K))]
-            used += 1
-            for g in gold:
-                samples += 1
-                for k in ks:
-                    hits[k] += g in ranked[:k]
+            pairs.append(([i for i, _s in model.recommend(record.conv_input(), k=max(ks))], gold))
         if progress:
             progress("eval", n, len(records))
-    return {k: (hits[k] / samples if samples else 0.0) for k in ks}, used, samples
+    return recall_at_k(pairs, ks)
 
 
 def quality_report(
@@ -410,8 +416,10 @@ def quality_report(
     device: str = "cpu",
     progress: bool = True,
     echo=print,
+    split: str = "test",
 ) -> dict:
-    """Recall@1/10/50 of each system trained under ``models`` on the ``test`` records, beside the published numbers."""
+    """Recall@1/10/50 of each system trained under ``models`` on the ``test`` records, beside the published numbers;
+    ``split="validation"``: on the dataset's validation conversations instead (what recipes are chosen on)."""
     from crs_backends.neural.kg_reader import KGError, load_kg
 
     kg_dir = resolve_data_dir(data)
@@ -420,10 +428,14 @@ def quality_report(
     except KGError as e:
         raise DataError(f"--data {data}: {e}") from e
     dataset = dataset or kg_dir.name
-    if test is None:
-        test = kg_dir.parent / f"{kg_dir.name}_eval" / "test_data_processed.jsonl"
-    records = read_records_file(Path(test), limit)
-    echo(f"test: {test} ({len(records)} records); models: {models} (dataset {dataset})")
+    if split == "validation" and test is None:
+        records = load_train_data(str(kg_dir)).validation[:limit]
+        echo(f"validation: {len(records)} records of {kg_dir.name}'s validation conversations; models: {models}")
+    else:
+        if test is None:
+            test = kg_dir.parent / f"{kg_dir.name}_eval" / "test_data_processed.jsonl"
+        records = read_records_file(Path(test), limit)
+        echo(f"test: {test} ({len(records)} records); models: {models} (dataset {dataset})")
     results: dict[str, dict] = {}
     for system in systems:
         if not has_published_layout(Path(models), system, dataset):
@@ -439,13 +451,13 @@ def quality_report(
         bar = TqdmProgress(f"{system} ", enabled=progress)
         t0 = time.monotonic()
         try:
-            recall, used, samples = recall_at_k(model, records, progress=bar)
+            recall = model_recall(model, records, progress=bar)
         finally:
             bar.close()
         results[system] = {
-            "recall": recall,
-            "records": used,
-            "samples": samples,
+            "recall": recall.at,
+            "records": recall.records,
+            "samples": recall.samples,
             "seconds": time.monotonic() - t0,
             "description": getattr(model, "description", system),
         }
@@ -464,8 +476,12 @@ def quality_report(
             )
         for system, r in results.items():
             echo(f"  {LABELS[system]}: {r['description']}; {r['seconds']:.1f} s")
-        for system, r in results.items():
-            echo(f"BENCH {system}_recall_at_10 {r['recall'][10]:.3f} ratio target >= {PUBLISHED_RECALL[system][1]:.3f}")
+        if test is not None:  # the BENCH lines report a test split only
+            for system, r in results.items():
+                echo(
+                    f"BENCH {system}_recall_at_10 {r['recall'][10]:.3f} ratio target >= "
+                    f"{PUBLISHED_RECALL[system][1]:.3f}"
+                )
     return results
 
 
@@ -486,9 +502,16 @@ def quality_report(
 @click.option("--systems", default=",".join(SYSTEMS), show_default=True)
 @click.option("--dataset", default=None, help="dataset name in the layout (default: the data dir's name)")
 @click.option("--limit", type=int, default=None, help="only the first N test records")
+@click.option(
+    "--split",
+    type=click.Choice(["test", "validation"]),
+    default="test",
+    show_default=True,
+    help="validation: the dataset's validation conversations, which training holds out (choose recipes on it)",
+)
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
 @click.option("--quiet", is_flag=True)
-def report_command(models, data, test, systems, dataset, limit, device, quiet):
+def report_command(models, data, test, systems, dataset, limit, split, device, quiet):
     """Recall@1/10/50 of each trained system beside the published full-model numbers (a report, not a gate)."""
     chosen = [s.strip() for s in systems.split(",") if s.strip()]
     unknown = [s for s in chosen if s not in SYSTEMS]
@@ -504,6 +527,7 @@ def report_command(models, data, test, systems, dataset, limit, device, quiet):
         device=device,
         progress=not quiet,
         echo=click.echo,
+        split=split,
     )
 
 

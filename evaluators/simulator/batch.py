@@ -321,7 +321,7 @@ def play_pair(
     persona = persona_for(case.id, config.seed) if config.personas else None
     info = system.info
     conversation = Conversation(
-        system_id=system_id,
+        system_id=info.id,  # what answered: a small local version has its own id (kbrd_small), not the one asked for
         id=cid,
         source="simulation",
         domain=catalog.domain,

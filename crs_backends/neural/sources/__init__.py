@@ -12,15 +12,15 @@ A checkpoint set for ``(system, dataset)`` is looked for, in this order:
    or built into ``<cache>/models/small-v<N>/`` by :mod:`crs_backends.neural.small`; a caller that may build
    passes the builder to :func:`resolve`).
 
-``<cache>`` is ``CRS_ARENA_CACHE`` (default ``~/.cache/crs-arena``). Nothing is downloaded while
-resolving: downloads happen only in :mod:`crs_backends.neural.fetch` (``fetch_archive``, ``fetch_hub``, the
-``fetch`` command, which this module's ``python -m`` form runs). The archive is downloaded and extracted by
-:mod:`crs_backends.download`:
-a progress bar, a partial ``.part`` file resumed with an HTTP Range request (restarted cleanly when
-the server ignores Range or the file changed), the size checked and, when ``CRS_MODELS_SHA256`` (or
-``--sha256``) is given, the SHA-256; the archive is extracted safely (no absolute paths, no ``..``, no
-links, no devices) into a temporary folder and moved into the cache in one rename, so a corrupt archive
-leaves nothing half-extracted.
+``<cache>`` is ``CRS_ARENA_CACHE`` (default ``~/.cache/crs-arena``). Nothing is downloaded while resolving:
+downloads happen only in :mod:`crs_backends.neural.fetch` (``fetch_archive``, ``fetch_hub``, the ``fetch`` command).
+``python -m crs_backends.neural.sources`` runs that command line from this package's ``__main__`` module, which
+nothing imports: the command line sits above this package, never inside it. The archive is downloaded and extracted
+by :mod:`crs_backends.download`: a progress bar, a partial ``.part`` file resumed with an HTTP Range request
+(restarted cleanly when the server ignores Range or the file changed), the size checked and, when
+``CRS_MODELS_SHA256`` (or ``--sha256``) is given, the SHA-256; the archive is extracted safely (no absolute paths,
+no ``..``, no links, no devices) into a temporary folder and moved into the cache in one rename, so a corrupt
+archive leaves nothing half-extracted.
 
 The published checkpoints need the iEvaLM knowledge graph of their dataset:
 ``<set>/kg_<dataset>/`` if the set carries one, else ``CRS_DATA_DIR/<dataset>/``
@@ -46,6 +46,8 @@ from crs_backends.neural.names import (
     PART_DIR,
     PARTS,
     SMALL_COMMAND,
+    SMALL_IDS,
+    SMALL_LABELS,
     SourceError,
     check_system,
     models_dir,
@@ -89,6 +91,17 @@ class CheckpointSource:
         return self.origin == "small local"
 
     @property
+    def system_id(self) -> str:
+        """The id what runs answers and is rated under: the system's (``kbrd``), or its small version's own
+        (``kbrd_small``), never the published model's."""
+        return SMALL_IDS[self.system] if self.small else self.system
+
+    @property
+    def label(self) -> str:
+        """The name people see: ``KBRD``, or ``KBRD (small)`` for a small local version."""
+        return SMALL_LABELS[self.system] if self.small else LABELS[self.system]
+
+    @property
     def variant(self) -> str:
         """What runs, for people: the text shown beside the system's name."""
         if self.small:
@@ -101,6 +114,18 @@ class CheckpointSource:
         if manifest.get("size"):  # written by our trainer; the published sets carry no manifest
             return f"locally trained checkpoint ({manifest['size']} size, {', '.join(details)})"
         return f"published checkpoint ({', '.join(details)})"
+
+
+def recorded_recall10(root: Path, system: str) -> float | None:
+    """The Recall@10 a small set's manifest records for ``system`` on real ReDial conversations held out of its
+    training (its text recommender's validation figure, ``text_rec.figures.<system>.held_back_recall``); None where
+    the set records none (KBRD's ranking is checked there on synthetic dialogues only)."""
+    text_rec = read_manifest_quietly(root).get("text_rec")
+    figures = text_rec.get("figures") if isinstance(text_rec, dict) else None
+    mine = figures.get(system) if isinstance(figures, dict) else None
+    recall = mine.get("held_back_recall") if isinstance(mine, dict) else None
+    value = recall.get("10") if isinstance(recall, dict) else None
+    return float(value) if isinstance(value, (int, float)) else None
 
 
 def read_manifest_quietly(root: Path) -> dict:
@@ -342,11 +367,3 @@ def unavailable_message(system: str, reasons: list[str]) -> str:
         f"folder in the published layout; build the small local versions with `{SMALL_COMMAND}`."
     )
     return "\n".join(lines)
-
-
-if __name__ == "__main__":
-    # the documented command `python -m crs_backends.neural.sources fetch|status|build-small`; the command line
-    # lives above this module, in crs_backends.neural.fetch (it imports this module as itself, so one SourceError)
-    from crs_backends.neural.fetch import main
-
-    raise SystemExit(main())
