@@ -4,7 +4,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: run test lint bench setup browser clean
+.PHONY: run test test-fast lint bench setup browser clean
 
 setup:
 	@bash scripts/setup_venv.sh
@@ -16,9 +16,16 @@ browser:
 run: setup
 	$(PY) app.py
 
-# lint comes first: a lint or type error fails `make test` (and so CI) before pytest starts
+# lint comes first: a lint or type error fails `make test` (and so CI) before pytest starts. Two processes, a test
+# file each at a time (--dist loadfile: a module's app server or model is built once, in one process); the 30
+# slowest tests are listed at the end (docs/operations.md, tests, says where the time goes)
+PYTEST_ARGS ?= -n 2 --dist loadfile --durations=30
 test: setup browser lint
-	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(PY) -m pytest -q
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(PY) -m pytest -q $(PYTEST_ARGS)
+
+# the edit-test loop: no app, no browser, no model (the `slow` marker, tests/conftest.py), no lint
+test-fast: setup
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(PY) -m pytest -q -n 2 -m "not slow"
 
 # settings in pyproject.toml; `.venv/bin/ruff format .` fixes what the format check reports
 lint: setup

@@ -40,6 +40,61 @@ def pytest_report_header(config) -> str:
     )
 
 
+# The slow tier: modules that start the app or a browser, load a model (the embedded LLM, MiniLM, torch training) or
+# run command lines in fresh interpreters. `make test` runs everything; `make test-fast` (pytest -m "not slow") the
+# rest, for the edit-test loop. A new module that does any of these belongs here (its reason beside it).
+SLOW_MODULES = {
+    "test_app": "the app",
+    "test_arena_app": "the app",
+    "test_background_scoring_app": "the app",
+    "test_bad_input": "the app",
+    "test_browser": "the app and a browser",
+    "test_browser_flow": "the app and a browser",
+    "test_chatcrs": "the embedded model",
+    "test_chatcrs_embedded": "the embedded model",
+    "test_chatcrs_reading": "the embedded model",
+    "test_command_lines": "command lines in fresh interpreters",
+    "test_concurrent_loads": "fresh interpreters loading the neural systems",
+    "test_conformance": "workers in fresh interpreters",
+    "test_crash_and_space": "the app, killed and restarted",
+    "test_debate": "the embedded model",
+    "test_download": "command lines in fresh interpreters",
+    "test_factor_judge": "the embedded model",
+    "test_human_ratings": "calibration refits and the research data",
+    "test_judge_app": "the app",
+    "test_llm_embedded": "the embedded model",
+    "test_neural_app": "the app with the small neural systems",
+    "test_neural_barcor": "torch training",
+    "test_neural_kbrd": "torch training",
+    "test_neural_policy": "the small neural systems",
+    "test_neural_served_inputs": "torch models",
+    "test_neural_system": "the small neural systems",
+    "test_neural_train_cli": "torch training",
+    "test_neural_training": "torch training",
+    "test_neural_unicrs": "torch training",
+    "test_pipeline": "the embedded model",
+    "test_preferences": "the embedded model",
+    "test_proxy_minilm": "MiniLM",
+    "test_remote_crs_app": "the app",
+    "test_reporting": "the embedded model",
+    "test_role_precedence": "the embedded model",
+    "test_setup_venv": "the setup script",
+    "test_simulator_app": "the app",
+    "test_simulator_embedded": "the embedded model",
+    "test_systems_file": "command lines in fresh interpreters",
+    "test_text_rec": "MiniLM",
+    "test_uploads_and_limits": "the research data, imported and scored",
+    "test_worker": "workers and the app",
+    "test_worker_asgi": "workers in fresh interpreters",
+}
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    for item in items:
+        if item.path.stem in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)
+
+
 # no test may reach a remote model by accident
 for _var in [v for v in os.environ if v.startswith("CRS_LLM_") or v == "OPENAI_API_KEY"]:
     del os.environ[_var]

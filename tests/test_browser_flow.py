@@ -1,14 +1,33 @@
 """The whole product in a real browser: chat, judge (12 factors and a debate), arena battle, vote, ratings,
-leaderboard."""
+leaderboard.
+
+The judge and the debaters answer from the local fake OpenAI-compatible server (fast and deterministic): this test
+is about the page, not the model. The embedded model judges all twelve factors and debates in its own tests, with no
+page deadline (tests/test_factor_judge.py, tests/test_debate.py, tests/test_pipeline.py).
+"""
 
 import os
 import shutil
 
 from app_server import AppServer
 from browser_support import ARGS, chromium
+from fake_openai import FakeOpenAI, Reply
 
 from evaluators.factors import LABELS
 from storage.db import open_db
+
+# one default answer serves both roles: a factor's reasoned rating and a debater's JSON (as tests/test_judge_app.py)
+JUDGE_ANSWER = '{"evaluator": "x", "statement": "Fine. <rating>3</rating>", "score": 70}'
+
+
+def _judge_env(fake: FakeOpenAI) -> dict[str, str]:
+    """The judge and the four debaters on ``fake``, which answers every call with :data:`JUDGE_ANSWER`."""
+    fake.default = Reply(JUDGE_ANSWER)
+    return {
+        f"CRS_LLM_{role}_{key}": value
+        for role in ("JUDGE", "DEBATE")
+        for key, value in (("MODEL", "fake-judge"), ("BASE_URL", fake.base_url), ("API_KEY", "sk-test"))
+    }
 
 
 def test_chat_judge_arena_vote_leaderboard(tmp_path):
@@ -18,7 +37,7 @@ def test_chat_judge_arena_vote_leaderboard(tmp_path):
     shots = tmp_path / "screenshots"
     shots.mkdir()
     db_path = tmp_path / "flow.db"
-    with AppServer(db_path) as server, sync_playwright() as p:
+    with FakeOpenAI() as fake, AppServer(db_path, env=_judge_env(fake)) as server, sync_playwright() as p:
         browser = p.chromium.launch(executable_path=executable, args=ARGS)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1100})
@@ -31,16 +50,16 @@ def test_chat_judge_arena_vote_leaderboard(tmp_path):
             page.locator("button:visible", has_text="Send").first.click()
             page.wait_for_function("() => document.querySelectorAll('table tbody tr').length > 0")
 
-            # judge with the LLM judge (the embedded model) and a one-round debate
+            # judge with the LLM judge (the fake endpoint) and a one-round debate: 12 factor calls and 4 personas
+            # on loopback, about 2 s quiet; the page's 60 s default deadline is thirty times that
             page.get_by_text("Judge settings").click()
             page.get_by_label("Scorer").click()
             page.get_by_role("option", name="LLM judge (+ debate)").click()
             page.locator("#judge-button").click()
-            page.wait_for_function(
-                "() => (document.querySelector('#judge-status')?.innerText || '').includes('/100')", timeout=240_000
-            )
+            page.wait_for_function("() => (document.querySelector('#judge-status')?.innerText || '').includes('/100')")
             status = page.locator("#judge-status").inner_text()
-            assert "not validated" in status
+            assert "not validated" not in status  # a configured judge, not the embedded demo model
+            assert any((r["json"] or {}).get("model") == "fake-judge" for r in fake.requests)
             factors_text = page.locator("#judge-factors").inner_text()
             for label in LABELS.values():
                 assert label in factors_text, label
