@@ -91,15 +91,22 @@ def cli() -> None:
     type=click.Choice(MODES),
     default=DEFAULT_MODE,
     show_default=True,
-    help="reasoned+probability: CoRE's reasons, then the rating read at the rating token (the written "
-    "rating where the endpoint gives no log-probabilities); reasoned: the written rating; "
-    "probability: the fast rating-only option, no reasons for the debate.",
+    help="reasoned+probability: CoRE's reasons, then G-Eval's reading, the expectation over 0-4 at the rating "
+    "token (the written rating where the endpoint gives no log-probabilities); reasoned: CoRE's method, the "
+    "written rating; probability: the fast rating-only option, no reasons for the debate.",
 )
 @debate_option
 @click.option("--debate-model", default=None, help="One model for all four personas (default: each debate role's own).")
 @click.option("--rounds", default=4, show_default=True, help="Most debate rounds.")
 @click.option("--tolerance", default=0.0, show_default=True, help="Consensus when the scores differ by at most this.")
 @click.option("--sequential", is_flag=True, help="Personas speak one by one within a round.")
+@click.option(
+    "--debate-reading",
+    type=click.Choice(["own", "all"]),
+    default="own",
+    show_default=True,
+    help="own: each persona reads its own factors' reasons and the other scores (CoRE §4.2); all: every reason.",
+)
 @click.option("--persuasiveness", is_flag=True, help="Also ask the simulator role for iEvaLM persuasiveness.")
 @click.option(
     "--catalog",
@@ -129,6 +136,7 @@ def evaluate(
     rounds,
     tolerance,
     sequential,
+    debate_reading,
     persuasiveness,
     catalog_name,
     limit,
@@ -178,6 +186,7 @@ def evaluate(
             rounds=rounds,
             tolerance=tolerance,
             sequential=sequential,
+            debate_reading=debate_reading,
             persuasiveness=persuasiveness,
             catalog_name=catalog_name,
             concurrency=concurrency,

@@ -11,8 +11,10 @@ Empty input, metric by metric (``None`` means "not measurable", never 0):
 
 * session list: empty when no system turn has a list.
 * ``recall@k`` (iEvaLM), ``session_recall@k`` (CoRE's session list), ground-truth hit: ``None``
-  without targets; with targets and no list, 0 / no hit.
-* hallucination rate (CONCEPT's non-existent items): ``None`` when the system recommends nothing.
+  without targets; with targets and no list, 0 / no hit. ``recall@25`` and ``recall@50`` are ``None`` for a
+  system that keeps no ranking (iEvaLM Table 2 marks them "–"; :data:`RANKLESS_MAX_K`).
+* hallucination rate (CONCEPT's non-existent items): ``None`` when the system recommends nothing. CONCEPT
+  reports it pooled per system (:func:`pooled_hallucination`), beside which the per-conversation mean is kept.
 * semantic relevance share: ``None`` when the system text recommends no title; the band is then 0
   (CoRE: "no items recommended in the text" scores 0), or ``None`` with no system turn at all.
 * diversity: counts of 0 with an empty list; the band is ``None`` when no listed item is in the catalog.
@@ -55,6 +57,9 @@ def ievalm_ks(dataset: str | None) -> tuple[int, ...]:
 
 
 DEFAULT_HIT_K = 50  # iEvaLM: a dialogue succeeds when a target is among the recommender's first 50
+# iEvaLM Table 2 (and Table 5): ChatGPT keeps no ranking, so "we only assess Recall@1 and Recall@10 for it, while
+# Recall@50 is marked as '–'". A system that keeps no ranking has no Recall@k beyond this k: None, shown "–".
+RANKLESS_MAX_K = 10
 
 
 # Lexical cues that the user turns down what was just recommended, matched case-insensitively in
@@ -106,7 +111,7 @@ def final_list(conversation: Conversation, hit_k: int = DEFAULT_HIT_K) -> list[I
 
 def recall_at_k(
     conversation: Conversation, ks: tuple[int, ...] = KS, *, hit_k: int = DEFAULT_HIT_K
-) -> dict[int, float] | None:
+) -> dict[int, float | None] | None:
     """iEvaLM's Recall@k: the share of the targets in the top k of the ranking the dialogue ended on.
 
     iEvaLM (§2.2 "Evaluation Metrics" for the metric and its k; §4.4 "Performance Measurement": recall at every
@@ -117,12 +122,17 @@ def recall_at_k(
     the ranking of that first hit, as iEvaLM would have stopped there (:func:`final_list`). Each target counts
     once (iEvaLM's per-label recall); pooled over dialogues, weight each by its number of targets
     (``recall_targets``) to get iEvaLM's mean over (example, label) pairs. ``None`` without targets.
+
+    A system that kept no ranking (no turn has ``Turn.ranking``: ChatCRS, a remote system that sends none) has
+    no Recall@k for k beyond :data:`RANKLESS_MAX_K`: those k are ``None`` (shown "–"), as iEvaLM's Table 2
+    marks ChatGPT's Recall@50, not recall at the shown list's length.
     """
     targets = {t.id for t in conversation.targets}
     if not targets:
         return None
     ranked = [ref.id for ref in final_list(conversation, hit_k)]
-    return {k: len(targets & set(ranked[:k])) / len(targets) for k in ks}
+    rankless = bool(_system_turns(conversation)) and recall_source(conversation) == "items"
+    return {k: None if rankless and k > RANKLESS_MAX_K else len(targets & set(ranked[:k])) / len(targets) for k in ks}
 
 
 def session_recall_at_k(conversation: Conversation, ks: tuple[int, ...] = KS) -> dict[int, float] | None:
@@ -184,12 +194,19 @@ def unmatched_title_share(conversation: Conversation, catalog: Catalog) -> Unmat
 
 @dataclass(frozen=True)
 class Hallucination:
-    """CONCEPT's ratio of non-existent items (Huang et al. 2024, §4.1 "Sincerity" and appendix: "how many
-    items recommended by the CRS do not exist in the dataset"): of the distinct items the system
-    recommends, the share that exist in neither the catalog in use nor the dataset.
+    """CONCEPT's ratio of non-existent items (Huang et al. 2024, §3.2 Cooperation/Sincerity and A.2.4: "how
+    many items recommended by the CRS do not exist in the dataset"): of the distinct items the system
+    recommends, the share that do not exist in **the conversation's dataset** (``metadata["dataset"]``:
+    ReDial's catalog for a ReDial conversation). Existence elsewhere does not rescue an item: a film ReDial
+    holds is non-existent in an OpenDialKG conversation, and so is one only the bundled catalog holds. A
+    conversation with no dataset (a chat on the app's catalog) is checked against the catalog in use and the
+    domain's dataset (:func:`existence_catalogs`).
 
-    Recommended items are the items of each system turn's list and the titles its text offers
-    (:func:`catalog.mentions.find_offered_titles`: titles with or without a year, quoted or emphasised
+    Recommended items are what the system offers in its text. A neural system's turn
+    (``metadata["generated"]``: KBRD, BARCOR, UniCRS) is read from the text the model generated, not from the
+    list the serving policy builds from its ranking (those items exist by construction and are no
+    recommendation of the model's text). Other systems: the items of each system turn's list and the titles
+    its text offers (:func:`catalog.mentions.find_offered_titles`: titles with or without a year, quoted or emphasised
     spans, list lines, "I recommend X"), each matched fuzzily after normalisation (rapidfuzz ≥
     :data:`EXISTS_THRESHOLD`, stricter than entity linking: CONCEPT counts misspellings such as "The
     Prestigige" as non-existent, and so does this). Titles the user wrote earlier are references, not
@@ -211,10 +228,14 @@ EXISTS_THRESHOLD = 95.0  # the dataset a catalog's domain is checked against too
 
 
 def existence_catalogs(conversation: Conversation, catalog: Catalog) -> list[Catalog]:
-    """Where an item may exist: the catalog in use, the conversation's dataset catalog, and the domain's
-    dataset catalogs (ReDial's 6,576 movies) where their files are in the data directory."""
-    found = {catalog.name: catalog}
+    """Where an item may exist. A conversation of a dataset (``metadata["dataset"]``, its catalog loadable):
+    that dataset's catalog alone (CONCEPT A.2.4: items that "do not exist in the dataset"). Otherwise the
+    catalog in use and the domain's dataset catalogs (ReDial's 6,576 movies) where their files are in the
+    data directory."""
     reference = reference_catalog(conversation, catalog)
+    if (conversation.metadata or {}).get("dataset") and reference.name != catalog.name:
+        return [reference]
+    found = {catalog.name: catalog}
     found.setdefault(reference.name, reference)
     for name in EXISTENCE_DATASETS.get(conversation.domain or catalog.domain, ()):
         if name not in found:
@@ -252,17 +273,51 @@ def hallucination_rate(conversation: Conversation, catalog: Catalog) -> Hallucin
         if turn.role == "user":
             said += plain_title(turn.text) + " "
             continue
-        for ref in turn.items:
+        generated = (turn.metadata or {}).get("generated")
+        neural = isinstance(generated, str)  # a neural system: its generated text, not the policy's list
+        offered_text = str(generated) if neural else turn.text
+        for ref in [] if neural else turn.items:
             offer(ref.title or ref.id, any(ref.id in c for c in catalogs) or bool(ref.title and exists(ref.title)))
-        for mention in find_offered_titles(turn.text, catalog.matcher, people=people):
+        for mention in find_offered_titles(offered_text, catalog.matcher, people=people):
             if mention.item is not None and written_right(mention):
-                offer(mention.item.name, True)
+                # found in the catalog in use; it exists only if the conversation's dataset holds it too
+                offer(mention.item.name, any(mention.item.id in c for c in catalogs) or exists(mention.item.name))
             else:
                 written = _as_title(mention.text)
                 offer(written, exists(written))
     missing = tuple(names[k] for k, ok in recommended.items() if not ok)
     rate = len(missing) / len(recommended) if recommended else None
     return Hallucination(rate, len(recommended), missing, tuple(c.name for c in catalogs))
+
+
+@dataclass(frozen=True)
+class PooledHallucination:
+    """One system's hallucination rate over many conversations. ``pooled`` is CONCEPT's figure (§3.2, A.2.4;
+    Table 3 reports one ratio per system): non-existent items over recommended items, summed over its
+    conversations. ``mean`` is the mean of the per-conversation rates (conversations recommending nothing
+    left out), which weighs a conversation with one item as much as one with twenty."""
+
+    pooled: float | None
+    mean: float | None
+    conversations: int
+    recommended: int
+    nonexistent: int
+
+
+def pooled_hallucination(metrics: list[dict[str, Any]]) -> PooledHallucination:
+    """:class:`PooledHallucination` from the stored metrics of one system's conversations
+    (``recommended_items``, ``nonexistent_items`` and ``hallucination_rate`` of :func:`compute_metrics`)."""
+    used = [m for m in metrics if m.get("recommended_items")]
+    recommended = sum(int(m["recommended_items"]) for m in used)
+    nonexistent = sum(len(m.get("nonexistent_items") or ()) for m in used)
+    rates = [float(m["hallucination_rate"]) for m in used if m.get("hallucination_rate") is not None]
+    return PooledHallucination(
+        pooled=nonexistent / recommended if recommended else None,
+        mean=sum(rates) / len(rates) if rates else None,
+        conversations=len(used),
+        recommended=recommended,
+        nonexistent=nonexistent,
+    )
 
 
 _YEAR_AT_END = re.compile(r"^(.*?)\s*\(((?:18|19|20)\d{2})\)\s*$")

@@ -90,6 +90,7 @@ def _llm(
     rounds: int = 4,
     tolerance: float = 0.0,
     sequential: bool = False,
+    debate_reading: str = "own",
     persuasiveness: bool = False,
     concurrency: int = 6,
     domain: str = "movies",
@@ -104,6 +105,7 @@ def _llm(
             tolerance=tolerance,
             sequential=sequential,
             domain=domain,
+            reading=debate_reading,
         )
     return llm_judge(
         JudgeConfig(clients=judges, mode=mode, max_concurrency=concurrency),
@@ -124,6 +126,7 @@ def _llm_options(config: dict[str, Any]) -> list[dict[str, Any]]:
         rounds=(debate or {}).get("max_rounds", 4),
         tolerance=(debate or {}).get("tolerance", 0.0),
         sequential=(debate or {}).get("sequential", False),
+        debate_reading=(debate or {}).get("reading", "all"),  # evaluations stored before the setting read all
         persuasiveness=config.get("persuasiveness") is not None,
     )
     names = tuple(key.split(":", 1)[-1] for key in config.get("judges") or [])
@@ -144,6 +147,7 @@ OPTIONS = frozenset(
         "rounds",
         "tolerance",
         "sequential",
+        "debate_reading",
         "persuasiveness",
         "concurrency",
         "domain",
@@ -159,7 +163,8 @@ def build_setup(*, db_path, scorer: str = "llm", catalog_name: str = "bundled", 
     :param scorer: a name in :data:`SCORER_KINDS`, or ``auto`` (:func:`default_scorer`); a scorer
         ignores the options it has no use for (the proxy: the judge, debate and persuasiveness ones)
     :param options: ``judge_models``, ``mode``, ``debate``, ``debate_model``, ``rounds``,
-        ``tolerance``, ``sequential``, ``persuasiveness``, ``concurrency``, ``domain`` (LLM judge);
+        ``tolerance``, ``sequential``, ``debate_reading`` (``own``: CoRE §4.2; ``all``),
+        ``persuasiveness``, ``concurrency``, ``domain`` (LLM judge);
         ``proxy_calibration`` (the proxy's calibration file; default: the one shipped for its
         version), ``embeddings`` (the proxy uses MiniLM sentence similarity, lexical when it cannot load)
     :raises ValueError: an unknown scorer name

@@ -287,12 +287,12 @@ def test_embedded_model_debate_plumbing(embedded_model):
     assert result.final_score == (sum(valid) / len(valid) if valid else None)
 
 
-def test_every_persona_reads_each_factors_score_with_its_reason(fake_openai):
-    """CoRE §4.2: each role gets the factor scores *and* their reasons, not bare numbers."""
+def test_the_all_factors_reading_gives_every_persona_every_reason(fake_openai):
+    """The named setting ``reading="all"`` (this project's earlier reading): every factor's score with its reason."""
     from evaluators.factors import LABELS
 
     fake_openai.enqueue(*[_answer(50) for _ in ROLES])
-    _debate(fake_openai)
+    _debate(fake_openai, reading="all")
     prompts = [_prompt(r) for r in fake_openai.requests]
     assert len(prompts) == 4
     for text in prompts:
@@ -328,6 +328,7 @@ def test_the_default_evaluation_hands_the_judges_reasons_to_the_debate(fake_open
             Turn("user", "A mystery novel?"),
             Turn("system", "Try The Big Sleep.", items=[ItemRef("b1", "The Big Sleep")]),
         ],
+        targets=[ItemRef("b2", "Gone Girl")],
     )
     client = LLMClient(
         OpenAICompatibleModel("judge", base_url=fake_openai.base_url, api_key="k", max_retries=0, timeout=5),
@@ -343,5 +344,103 @@ def test_the_default_evaluation_hands_the_judges_reasons_to_the_debate(fake_open
     debate_prompts = [_prompt(r) for r in fake_openai.requests[12:]]
     assert len(debate_prompts) == 4
     for text in debate_prompts:
-        assert text.count("Reasons: Reason number") == 12 and "/4. Reasons: Reason number" in text
+        # CoRE §4.2: each persona reads the reasons of its own three factors (the others' scores alone)
+        assert text.count("Reasons: Reason number") == 3 and "/4. Reasons: Reason number" in text
     assert "recommends books" in fake_openai.requests[12]["json"]["messages"][0]["content"]
+    # CoRE App. D: the common user compares the recommendations with the target item
+    by_role = {_speaker(r): _prompt(r) for r in fake_openai.requests[12:]}
+    assert "<groundtruth_item>" in by_role["debate_user"] and "Gone Girl" in by_role["debate_user"]
+    assert all("<groundtruth_item>" not in by_role[role] for role in ROLES if role != "debate_user")
+    assert evaluation.config["debate"]["reading"] == "own"
+
+
+# CoRE §4.2: "The Common User prioritizes ... Effectiveness, Coherence, and Recoverability. The Domain Expert
+# focuses on Novelty, Diversity, and Groundness. The Linguist evaluates ... Appropriateness, Naturalness, and
+# Grammatical Correctness. Lastly, the HCI Expert examines Semantic Relevance, Explainability, and Proactiveness."
+CORE_ROLES = {
+    "debate_user": {"effectiveness", "coherence", "recoverability"},
+    "debate_expert": {"novelty", "diversity", "groundedness"},
+    "debate_linguist": {"appropriateness", "naturalness", "grammatical_correctness"},
+    "debate_hci": {"semantic_relevance", "explainability", "proactiveness"},
+}
+
+
+def test_by_default_each_persona_reads_the_reasons_relevant_to_its_interests(fake_openai):
+    """CoRE §4.2, round 1: "We provide each role with the factor-wise scores and corresponding reasons relevant
+    to their interests". Its own factors: score and reason; the other nine: the score alone."""
+    from evaluators.factors import LABELS
+
+    fake_openai.enqueue(*[_answer(50) for _ in ROLES])
+    _debate(fake_openai, sequential=True)
+    prompts = {_speaker(r): _prompt(r) for r in fake_openai.requests}
+    assert set(prompts) == set(ROLES)
+    for role, text in prompts.items():
+        for f in FACTORS:
+            if f in CORE_ROLES[role]:
+                assert f"- {LABELS[f]}: 3/4. Reasons: The {f} reason." in text
+            else:
+                assert f"- {LABELS[f]}: 3/4.\n" in text + "\n" and f"The {f} reason." not in text
+
+
+def test_reasons_reach_the_personas_whole(fake_openai):
+    """CoRE passes the judge's reasons on as they are: a long one is not cut."""
+    long = "Because " + "the list fits the request well " * 80 + "end."
+    factors = [FactorScore(f, 3.0, "judge", "r1", rationale=long if f == "coherence" else "ok") for f in FACTORS]
+    fake_openai.enqueue(*[_answer(50) for _ in ROLES])
+    _debate(fake_openai, factors=factors, sequential=True)
+    user = next(_prompt(r) for r in fake_openai.requests if _speaker(r) == "debate_user")
+    assert len(long) > 2000 and long in user
+
+
+def test_targets_go_to_the_common_user_only(fake_openai):
+    """CoRE App. D: the Common User checks the recommendations against <groundtruth_item> (Effectiveness)."""
+    fake_openai.enqueue(*[_answer(50) for _ in ROLES] * 2)
+    run_debate(LOG, _factors(), DebateConfig(clients=_clients(fake_openai)), targets="- Heat (1995)")
+    prompts = {_speaker(r): _prompt(r) for r in fake_openai.requests}
+    assert "<groundtruth_item>\n- Heat (1995)\n</groundtruth_item>" in prompts["debate_user"]
+    assert all("Heat (1995)" not in prompts[r] for r in ROLES if r != "debate_user")
+    fake_openai.requests.clear()
+    _debate(fake_openai)  # no targets: no block
+    assert all("<groundtruth_item>" not in _prompt(r) for r in fake_openai.requests)
+
+
+def test_two_agreeing_personas_are_no_consensus_and_the_transcript_says_of_how_many(fake_openai):
+    """CoRE §4.2 ends the debate when *all* roles give the same score: two valid scores out of four
+    never make a consensus, and the summary says the overall is the mean of two."""
+    from evaluators.judge.debate import overall_formed
+
+    fake_openai.enqueue(Error(500), Error(500), _answer(60), _answer(60))
+    result = _debate(fake_openai, sequential=True, max_rounds=1)
+    assert (result.final_score, result.consensus, result.valid) == (60.0, False, 2)
+    assert overall_formed(result.messages) == "the mean of 2 of the 4 personas' scores in round 1"
+    # three agreeing valid scores are the panel's consensus
+    fake_openai.enqueue(Error(500), _answer(60), _answer(60), _answer(60))
+    result = _debate(fake_openai, sequential=True, max_rounds=1)
+    assert (result.final_score, result.consensus, result.valid) == (60.0, True, 3)
+
+
+def test_the_summary_line_says_how_the_overall_was_formed():
+    from evaluators.judge.llm_scorer import debate_summary
+    from storage.records import Evaluation
+
+    messages = [
+        DebateMessage(round=1, role=role, model="m", statement="s", score=70.0 if i else None, error=None if i else "x")
+        for i, role in enumerate(ROLES)
+    ]
+    evaluation = Evaluation(
+        conversation_id="c",
+        scorer="llm:j",
+        status="done",
+        overall=70.0,
+        rounds_used=1,
+        consensus=True,
+        debate=messages,
+        config={"debate": {"max_rounds": 4}},
+    )
+    assert "The overall is the mean of 3 of the 4 personas' scores in round 1." in debate_summary(evaluation)
+
+
+def test_an_unknown_reading_is_refused(fake_openai):
+    with pytest.raises(ValueError, match="reading"):
+        _debate(fake_openai, reading="some")
+    assert fake_openai.requests == []

@@ -120,17 +120,20 @@ def test_session_list_concatenates_and_deduplicates(dialogue):
 
 
 def test_recall_and_hit(dialogue):
-    assert recall_at_k(dialogue) == {1: 0.0, 5: 0.5, 10: 0.5, 25: 0.5, 50: 0.5}
+    # ChatCRS keeps no ranking: iEvaLM Table 2 marks ChatGPT's Recall@50 "–" (only R@1 and R@10 assessed)
+    assert recall_at_k(dialogue) == {1: 0.0, 5: 0.5, 10: 0.5, 25: None, 50: None}
     assert session_recall_at_k(dialogue) == {1: 0.0, 5: 0.5, 10: 0.5, 25: 0.5, 50: 0.5}
     hit = ground_truth_hit(dialogue)
     assert hit.hit is True and hit.turn == 2
 
 
-def _turns(*lists, targets):
-    """A dialogue with one system turn per list of ids (user turns between), and the target ids."""
+def _turns(*lists, targets, ranked=True):
+    """A dialogue with one system turn per list of ids (user turns between), and the target ids. ``ranked``: each
+    list is also the turn's ranking (a system that keeps one, as iEvaLM's CRSs do)."""
     turns = []
     for ids in lists:
-        turns += [Turn("user", "more please"), Turn("system", "here", items=[ItemRef(i, i) for i in ids])]
+        refs = [ItemRef(i, i) for i in ids]
+        turns += [Turn("user", "more please"), Turn("system", "here", items=refs, ranking=refs if ranked else [])]
     return Conversation(system_id="x", turns=turns, targets=[ItemRef(t, t) for t in targets])
 
 
@@ -407,7 +410,7 @@ def test_recall_reads_the_whole_ranking_not_the_named_top_three(db_path):
     assert recall_at_k(conv) == {1: 0.0, 5: 0.0, 10: 0.5, 25: 0.5, 50: 1.0}
     assert session_recall_at_k(conv) == {1: 0.0, 5: 0.0, 10: 0.0, 25: 0.0, 50: 0.0}  # CoRE's: the shown list
     shown_only = Conversation(system_id="kbrd", turns=[Turn("system", "x", items=ranking[:3])], targets=conv.targets)
-    assert recall_at_k(shown_only)[50] == 0.0
+    assert recall_at_k(shown_only)[10] == 0.0 and recall_at_k(shown_only)[50] is None  # no ranking: "–"
     metrics = compute_metrics(conv, load_bundled())
     assert metrics["recall@10"] == 0.5 and metrics["recall@50"] == 1.0
     assert metrics["recall_list"] == "ranking" and metrics["recall_hit_k"] == 50
@@ -437,3 +440,75 @@ def test_recall_uses_the_hit_k_the_simulation_ran_with():
     assert compute_metrics(conv, load_bundled())["recall@1"] == 1.0
     conv.metadata = {}
     assert compute_metrics(conv, load_bundled())["recall@1"] == 0.0  # iEvaLM's 50: it stopped at rank 20
+
+
+def test_a_system_without_a_ranking_has_no_recall_beyond_ten():
+    """iEvaLM Table 2: for ChatGPT, which keeps no ranking, "we only assess Recall@1 and Recall@10 ..., while
+    Recall@50 is marked as '–'". Recall at the shown list's length is not Recall@50."""
+    items = [f"i{rank}" for rank in range(1, 21)]
+    items[11] = "goal"  # rank 12 of a 20-item shown list
+    rankless = _turns(items, targets=["goal"], ranked=False)
+    assert recall_at_k(rankless) == {1: 0.0, 5: 0.0, 10: 0.0, 25: None, 50: None}
+    metrics = compute_metrics(rankless, load_bundled())
+    assert metrics["recall@25"] is None and metrics["recall@50"] is None and metrics["recall@10"] == 0.0
+    assert metrics["recall_list"] == "items"
+    # the same list kept as the system's ranking: Recall@25 reads it
+    assert recall_at_k(_turns(items, targets=["goal"]))[25] == 1.0
+
+
+def test_hallucination_counts_items_missing_from_the_conversations_dataset(shared_data, catalog):
+    """CONCEPT A.2.4: "how many items recommended by the CRS do not exist in the dataset". Pari (1995) is a ReDial
+    movie and Stagecoach (1939) a bundled one, neither in OpenDialKG: in an OpenDialKG conversation both count."""
+    from catalog.catalog import get_catalog
+
+    opendialkg = get_catalog("opendialkg")
+    assert opendialkg.matcher.match("Pari (1995)", threshold=95) is None
+    assert opendialkg.matcher.match("Stagecoach (1939)", threshold=95) is None
+    text = Turn("system", "You should watch Pari (1995) or Stagecoach (1939).")
+    kg = Conversation(system_id="x", turns=[text], metadata={"dataset": "opendialkg"})
+    result = hallucination_rate(kg, catalog)
+    assert result.checked_against == ("opendialkg",)
+    assert result.recommended == 2 and result.rate == 1.0
+    # the same reply in a ReDial conversation: ReDial holds both
+    rd = hallucination_rate(Conversation(system_id="x", turns=[text], metadata={"dataset": "redial"}), catalog)
+    assert rd.checked_against == ("redial",) and rd.rate == 0.0
+
+
+def test_a_neural_turn_is_read_from_its_generated_text_not_the_policys_list(catalog):
+    """Issue #42 point 5: for KBRD/BARCOR/UniCRS the items offered are those of the generated text; the list the
+    serving policy builds from the ranking (metadata["generated"] marks a neural turn) is not the model's text."""
+    listed = [ref(catalog, t) for t in ("Stagecoach", "Shane", "Heat")]
+    neural = Turn(
+        "system",
+        "I would recommend the following items: Stagecoach (1939), Shane (1953), Heat (1995)",
+        items=listed,
+        metadata={"generated": "You will love Zorblax Returns (2011)!", "policy": "crs_arena_exact"},
+    )
+    result = hallucination_rate(Conversation(system_id="kbrd", turns=[Turn("user", "hi"), neural]), catalog)
+    assert result.recommended == 1 and result.nonexistent == ("Zorblax Returns (2011)",) and result.rate == 1.0
+
+
+def test_pooled_hallucination_is_concepts_per_system_ratio_beside_the_mean():
+    """CONCEPT reports one ratio per system: non-existent over recommended items, pooled over conversations."""
+    from evaluators.metrics import pooled_hallucination
+
+    rows = [
+        {"hallucination_rate": 1.0, "recommended_items": 1, "nonexistent_items": ["Zorblax (2011)"]},
+        {"hallucination_rate": 0.0, "recommended_items": 9, "nonexistent_items": []},
+        {"hallucination_rate": None, "recommended_items": 0, "nonexistent_items": []},
+    ]
+    result = pooled_hallucination(rows)
+    assert (result.recommended, result.nonexistent, result.conversations) == (10, 1, 2)
+    assert result.pooled == pytest.approx(1 / 10) and result.mean == pytest.approx(1 / 2)
+    assert pooled_hallucination([]).pooled is None
+
+
+def test_the_simulation_summary_reports_the_pooled_rate_beside_the_mean():
+    from evaluators.simulator.report import DIALOGUE_COLUMNS, summary_rows
+
+    def dialogue(rate, recommended, missing):
+        row = dict.fromkeys(DIALOGUE_COLUMNS) | {"system": "kbrd", "status": "done", "accepted": False}
+        return row | {"hallucination_rate": rate, "recommended_items": recommended, "nonexistent_items": missing}
+
+    (row,) = summary_rows([dialogue(1.0, 1, 1), dialogue(0.0, 9, 0)], ["kbrd"])
+    assert row["hallucination_pooled"] == pytest.approx(0.1) and row["hallucination_mean"] == pytest.approx(0.5)

@@ -9,7 +9,8 @@ the tokenizers' own calls, not with our model files' helpers:
 - ``src/model/BARCOR.py`` L160-207: "User: " / "System: " by position (empty messages skipped), the same lengths;
 - ``src/model/UNICRS.py`` L282-373 + ``unicrs/model_gpt2.py`` L668-696: GPT-2 text joined by ``<|endoftext|>``,
   left-truncated to 128, "System:" appended, left-padded to 136, positions 0 … L-1 across the padding;
-- ``src/model/UNICRS.py`` L38-86 under transformers 4.28: the added token rows drawn after both models were built.
+- ``src/model/UNICRS.py`` L38-86 under transformers 4.28: GPT-2's added token rows drawn once GPT-2 is built and
+  resized, before RoBERTa exists; RoBERTa's once it is built and resized.
 """
 
 from __future__ import annotations
@@ -449,3 +450,112 @@ def test_an_empty_reply_is_said_to_be_one_in_the_chat():
 
     conv = Conversation(system_id="kbrd", turns=[Turn(role="user", text="hi"), Turn(role="system", text="")])
     assert [m["content"] for m in chat_messages(conv)] == ["hi", EMPTY_REPLY]
+
+
+def test_exact_links_the_list_reply_as_sent_and_the_clean_variant_its_stripped_text(catalog, tmp_path):
+    """CRS Arena's ``get_entity`` (iai-group/iEvaLM-CRS at b33b8b3, ``src/model/utils.py`` L138-145) runs
+    ``process.extract(text, entity_list, scorer=fuzz.WRatio, limit=20)`` on each message as sent and keeps the
+    matches scoring >= 90. The list reply (``src/model/KBRD.py`` L321-327: the header and every line end in
+    ``"  \\n"``) is longer untrimmed, and WRatio scales partial matches by the length ratio: here "Casino (1995)"
+    falls below 90 as sent and is linked from the stripped text. The expectation is computed the way
+    ``get_entity`` does, not with our linker."""
+    from rapidfuzz import fuzz, process
+
+    from crs_backends.neural.kg_reader import KGData
+
+    names = ["Scarface (1932)", "Casino (1995)", "The Godfather (1972)", "Heat (1995)"]
+    kg = KGData({n: i for i, n in enumerate(names)}, {}, {}, list(range(len(names))), name="tiny")
+    reply = (
+        "I would recommend the following items:  \n1: Scarface (1932)  \n2: Casino (1995)  \n"
+        "3: The Godfather (1972)  \n"
+    )
+    assert reply == policy.list_reply(["Scarface (1932)", "Casino (1995)", "The Godfather (1972)"])
+
+    def get_entity(text: str) -> list[str]:  # utils.py L138-145, as written there
+        return [e[0] for e in process.extract(text, names, scorer=fuzz.WRatio, limit=20) if e[1] >= 90]
+
+    turns = [Turn(role="user", text="hi"), Turn(role="system", text=reply), Turn(role="user", text="more")]
+    conv = Conversation(system_id="kbrd", turns=turns)
+    crs = {}
+    for variant in (EXACT, CLEAN):
+        model = Recording(kg, "kbrd", "ok", [5.0, 0.0, 0.0, 0.0])
+        crs[variant] = NeuralCRS(model, catalog, source=_source("kbrd", tmp_path, "redial"), policy=variant)
+    exact = crs[EXACT].exact_input(conv)
+    assert exact.entities == [e for text in ["hi", reply, "more", "more"] for e in get_entity(text)]
+    assert "Casino (1995)" not in exact.entities and "Scarface (1932)" in exact.entities
+    clean = crs[CLEAN].arena_input(conv)
+    assert "Casino (1995)" in clean.entities  # the clean variant links the stripped, collapsed text
+
+
+def test_kbrd_inherits_the_generation_settings_its_config_carries(tmp_path):
+    """CRS Arena's KBRD calls ``generate(**gen_inputs, **gen_args)`` (``src/model/KBRD.py`` L241-251 for the reply,
+    L258-266 for get_choice) under transformers 4.28, whose ``generate`` starts from the generation config built
+    from the checkpoint's config.json and overrides only what is passed. So a setting the config carries and the
+    call does not pass (here ``forced_bos_token_id``, and for get_choice ``no_repeat_ngram_size``) applies;
+    the reply's explicit no-repeat sizes (3 and 3) win over the config's; generation_config.json wins over
+    config.json, as in BARCOR's path."""
+    import json
+
+    from crs_backends.neural.kbrd import KBRD
+
+    kg = kbrd_kg()
+    fabricate_kbrd(tmp_path, kg)
+    conv_dir = next(tmp_path.glob("kbrd_conv_*"))
+    config = json.loads((conv_dir / "config.json").read_text(encoding="utf-8"))
+    config.update(forced_bos_token_id=0, no_repeat_ngram_size=4, encoder_no_repeat_ngram_size=5)
+    (conv_dir / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    model = KBRD.load(tmp_path, KBRD_DS, kg)
+    assert model.gen == {"forced_bos_token_id": 0, "no_repeat_ngram_size": 4, "encoder_no_repeat_ngram_size": 5}
+    reply = model.generation_config()
+    assert (reply.forced_bos_token_id, reply.no_repeat_ngram_size, reply.encoder_no_repeat_ngram_size) == (0, 3, 3)
+    choice = model.generation_config(2, 2, True, True, 0)
+    assert (choice.forced_bos_token_id, choice.no_repeat_ngram_size, choice.encoder_no_repeat_ngram_size) == (0, 4, 5)
+    assert choice.forced_eos_token_id is None  # a setting the config does not name stays unset
+    (conv_dir / "generation_config.json").write_text(json.dumps({"forced_bos_token_id": 2}), encoding="utf-8")
+    assert KBRD.load(tmp_path, KBRD_DS, kg).generation_config().forced_bos_token_id == 2
+
+
+@pytest.mark.parametrize(
+    ("exact", "device", "system", "expected"),
+    [
+        # KBRD.py L70/L90/L113 and BARCOR.py L43/L64: Accelerator(mixed_precision="fp16") and prepare(): on a GPU
+        (True, "cuda", "kbrd", "fp16 autocast"),
+        (True, "cuda", "barcor", "fp16 autocast"),
+        (True, "cpu", "kbrd", "fp32"),  # accelerate keeps fp32 on a CPU
+        (False, "cuda", "kbrd", "fp32"),  # the clean variant
+        (True, "cuda", "unicrs", "fp32"),  # only its prompt encoders were prepared: not reproduced, stated
+    ],
+)
+def test_the_precision_follows_crs_arenas_accelerator(exact, device, system, expected):
+    from crs_backends.neural.system import served_precision
+
+    assert served_precision(exact, device, system) == expected
+
+
+def test_a_cpu_turn_records_fp32(catalog, tmp_path):
+    _model, crs = _recording_crs(catalog, "kbrd", "Hello there.", EXACT, tmp_path)
+    turn = crs.respond(Conversation(system_id="kbrd", turns=[Turn(role="user", text="hi")]))
+    assert turn.metadata["precision"] == "fp32"
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+def test_a_gpu_turn_runs_kbrd_under_fp16_autocast(catalog, tmp_path):
+    seen: list[bool] = []
+
+    class OnGPU(Recording):
+        device = "cuda"
+
+        def generate(self, inp, *, items=None):
+            seen.append(torch.is_autocast_enabled("cuda"))
+            return super().generate(inp, items=items)
+
+        def recommend(self, inp, k=TOP_K):
+            seen.append(torch.is_autocast_enabled("cuda"))
+            return super().recommend(inp, k)
+
+    from crs_backends.neural.kg_reader import kg_from_catalog
+
+    model = OnGPU(kg_from_catalog(catalog), "kbrd", "Hello there.", [5.0, 0.0, 0.0, 0.0])
+    crs = NeuralCRS(model, catalog, source=_source("kbrd", tmp_path, "redial"), policy=EXACT)
+    turn = crs.respond(Conversation(system_id="kbrd", turns=[Turn(role="user", text="hi")]))
+    assert turn.metadata["precision"] == "fp16 autocast" and seen and all(seen)

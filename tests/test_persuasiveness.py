@@ -129,3 +129,41 @@ def test_the_rules_are_ievalms_in_its_order(fake_openai, db_path):
         )
     ]
     assert rules == sorted(rules)
+
+
+def test_the_ievalm_released_variant_puts_the_top_50_before_the_hit_turns_text(fake_openai, db_path):
+    """iEvaLM's released code (iai-group/iEvaLM-CRS at b33b8b3, script/chat.py L341-346): on the turn whose top 50
+    holds a target (or the last turn), ``"I would recommend the following items: {}:"`` filled with
+    ``f"{j+1}: {name}\\n"`` for the whole top 50 goes in front of the recommender's text. The default reading shows
+    at most ten shown items; each result names its variant."""
+    from evaluators.judge.persuasiveness import transcript
+
+    ranking = [ItemRef(f"r{i}", f"Film {i} (2000)") for i in range(1, 61)]
+    ranking[29] = ItemRef("goal", "Inside Man (2006)")  # rank 30: a hit within iEvaLM's 50
+    conv = Conversation(
+        system_id="kbrd",
+        turns=[
+            Turn("user", "A heist film?"),
+            Turn("system", "Try Film 1 (2000).", items=ranking[:3], ranking=ranking),
+            Turn("user", "Thanks."),
+            Turn("system", "Enjoy!"),
+        ],
+        targets=[ItemRef("goal", "Inside Man (2006)")],
+    )
+    expected_prefix = "I would recommend the following items: " + "".join(
+        f"{j + 1}: {ref.title}\n" for j, ref in enumerate(ranking[:50])
+    )
+    fake_openai.enqueue(Reply("2", logprobs={"2": math.log(0.9), "1": math.log(0.05), "0": math.log(0.05)}))
+    released = score_persuasiveness(conv, _client(fake_openai, db_path), variant="ievalm_released")
+    assert released.variant == "ievalm_released" and released.explanation.startswith(expected_prefix)
+    assert released.explanation.endswith(":Try Film 1 (2000).") and "30: Inside Man (2006)" in released.explanation
+    assert "51: Film 51" not in released.explanation
+    prompt_text = fake_openai.requests[-1]["json"]["messages"][1]["content"]
+    assert "30: Inside Man (2006)" in prompt_text
+    shown = transcript(conv)
+    assert "Inside Man" not in shown and "[System's recommendation list: Film 1 (2000), Film 2 (2000)" in shown
+    fake_openai.enqueue(Reply("1", logprobs={"1": math.log(0.9), "2": math.log(0.05), "0": math.log(0.05)}))
+    default = score_persuasiveness(conv, _client(fake_openai, db_path))
+    assert default.variant == "shown" and "Inside Man" not in default.explanation
+    with pytest.raises(ValueError, match="variant"):
+        score_persuasiveness(conv, _client(fake_openai, db_path), variant="other")

@@ -352,9 +352,10 @@ def _judge_section() -> tuple[list, list]:
                 list(MODES),
                 value=default_mode(),
                 label="Judge mode",
-                info="reasoned+probability: CoRE's reasons, then the rating; 'probability' is the "
-                "fast rating-only option (no reasons for the debate; preselected for the "
-                "135M demo judge)",
+                info="reasoned: CoRE's method (reasons, then the written rating); reasoned+probability "
+                "(the default): CoRE's reasons, then G-Eval's expectation over 0-4 at the rating token, finer "
+                "than CoRE's integers, with the written rating stored beside it; 'probability' is the fast "
+                "rating-only option (no reasons for the debate; preselected for the 135M demo judge)",
             )
             debate = gr.Checkbox(label="Run the four-persona debate", value=True)
             rounds = gr.Slider(1, 4, value=4, step=1, label="Most debate rounds")

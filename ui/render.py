@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from evaluators.meta.recorded import EMBEDDED_JUDGE_OVERALL
+
 if TYPE_CHECKING:  # types only: rendering needs no catalog, model or database code at run time
     from catalog.catalog import Catalog
     from llm_clients.config import RoleConfig
@@ -143,7 +145,7 @@ def roles_notice(configs: list[RoleConfig]) -> str:
     if any(c.is_embedded and not c.gguf_path for c in configs):
         text += (
             "\n\n⚠️ Roles on the embedded model run **SmolLM2-135M**, a 135-million-parameter demo model: "
-            "its answers are weak and its scores are not meaningful (in our check its ratings ran *against* "
-            "human judgement). Set `CRS_LLM_MODEL` with `CRS_LLM_BASE_URL` or `OPENAI_API_KEY` to use a capable model."
+            f"its answers are weak and its scores are not meaningful ({EMBEDDED_JUDGE_OVERALL.sentence()}). "
+            "Set `CRS_LLM_MODEL` with `CRS_LLM_BASE_URL` or `OPENAI_API_KEY` to use a capable model."
         )
     return text

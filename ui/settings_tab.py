@@ -18,6 +18,7 @@ from pathlib import Path
 import gradio as gr
 import pandas as pd
 
+from evaluators.meta.recorded import EMBEDDED_JUDGE_OVERALL
 from llm_clients.config import RoleConfig
 from ui.configuration import settings_markdown
 from ui.services import Services
@@ -116,7 +117,7 @@ def embedded_notice(configs: list[RoleConfig]) -> str:
     return (
         f"⚠️ **Embedded model.** {roles} run **SmolLM2-135M-Instruct** in-process (llama.cpp, no network, "
         "no key). It is a 135-million-parameter demo model: its answers are weak and its scores are "
-        f"**not validated** (in our check its ratings ran against human judgement). {how}"
+        f"**not validated** ({EMBEDDED_JUDGE_OVERALL.sentence()}). {how}"
     )
 
 

@@ -80,6 +80,37 @@ SIZES: dict[str, dict] = {
 }
 RUNTIME_KEYS = ("context_max_length", "resp_max_length", "max_new_tokens", "entity_max_length")
 NO_REPEAT_NGRAM = 3
+# Generation settings a checkpoint's config.json (or generation_config.json) may carry. CRS Arena's KBRD calls
+# ``generate(**gen_inputs, **gen_args)`` under transformers 4.28, which starts from the model's own generation
+# config (built from config.json) and overrides only the arguments passed (src/model/KBRD.py L241-251 for the
+# reply, L258-266 for the option choice): these are inherited, read as BARCOR's path reads them
+# (barcor_backbone.read_config). Absent keys stay unset, as in a config that does not name them.
+INHERITED_GEN_KEYS = (
+    "forced_bos_token_id",
+    "forced_eos_token_id",
+    "no_repeat_ngram_size",
+    "encoder_no_repeat_ngram_size",
+    "repetition_penalty",
+    "bad_words_ids",
+)
+
+
+def inherited_generation(conv_dir: Path) -> dict:
+    """The generation settings ``conv_dir``'s config.json and generation_config.json carry (the latter wins)."""
+    found: dict = {}
+    for name in ("config.json", "generation_config.json"):
+        path = conv_dir / name
+        if not path.exists():
+            continue
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise CheckpointError(f"cannot read {path}: {e}") from e
+        if isinstance(raw, dict):
+            found.update({k: raw[k] for k in INHERITED_GEN_KEYS if raw.get(k) is not None})
+    return found
+
+
 # the small configuration keeps the published entity width (128) on a KG with more items than this. On ReDial's
 # 6,576 films (first 1,000 test records, 2026-11-26): trained by crs_backends.neural.small.train_on_dataset, Recall@10
 # .164 at width 64, .169 at 128 (gradient clipping at 1.0 in both; .183 at 128 unclipped); by a training script
@@ -117,8 +148,10 @@ class KBRD(NeuralModel):
         settings: dict | None = None,
         device: str = "cpu",
         source: str = "",
+        gen: dict | None = None,
     ):
         self.kg = kg
+        self.gen = dict(gen or {})  # inherited from the checkpoint's config (INHERITED_GEN_KEYS)
         self.rec = rec.to(device).eval()
         # transformers wraps PreTrainedModel.to with functools.wraps, which mypy reads as unbound (self = device)
         self.conv = conv.to(device).eval()  # type: ignore[arg-type]
@@ -229,6 +262,7 @@ class KBRD(NeuralModel):
             settings=settings if isinstance(settings, dict) else None,
             device=device,
             source=str(Path(root)),
+            gen=inherited_generation(conv_dir),
         )
 
     def save(self, root, dataset: str) -> None:
@@ -326,13 +360,21 @@ class KBRD(NeuralModel):
         encoder_no_repeat: int | None = None,
     ) -> GenerationConfig:
         cfg = self.conv.config
+        reply = encoder_no_repeat is None  # the reply passes both no-repeat sizes (KBRD.py L241-247)
+        inherited = dict(self.gen)  # what the checkpoint's config carries, as 4.28's generate inherited it
+        if reply:  # passed explicitly there, so the config's values do not count
+            for key in ("no_repeat_ngram_size", "encoder_no_repeat_ngram_size"):
+                inherited.pop(key, None)
         return GenerationConfig(
+            **{
+                "no_repeat_ngram_size": NO_REPEAT_NGRAM if reply else 0,
+                "encoder_no_repeat_ngram_size": self._encoder_no_repeat if reply else encoder_no_repeat,
+                **inherited,
+            },
             max_new_tokens=max_new_tokens or self.settings["max_new_tokens"],
             min_new_tokens=min_new_tokens,
             num_beams=1,
             do_sample=False,
-            no_repeat_ngram_size=NO_REPEAT_NGRAM,
-            encoder_no_repeat_ngram_size=self._encoder_no_repeat if encoder_no_repeat is None else encoder_no_repeat,
             use_cache=use_cache,
             decoder_start_token_id=cfg.decoder_start_token_id,
             bos_token_id=self.bos_id,

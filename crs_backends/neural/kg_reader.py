@@ -94,10 +94,20 @@ class KGData:
     def _names(self) -> list[str]:
         return list(self.entity2id)
 
-    def link(self, text: str, *, threshold: float = LINK_THRESHOLD, limit: int = LINK_LIMIT) -> list[str]:
-        """Entity names found in ``text`` by fuzzy matching (WRatio >= 90, at most 20), best first."""
-        text = (text or "").strip()
-        if not text:
+    def link(
+        self, text: str, *, threshold: float = LINK_THRESHOLD, limit: int = LINK_LIMIT, as_sent: bool = False
+    ) -> list[str]:
+        """Entity names found in ``text`` by fuzzy matching (WRatio >= 90, at most 20), best first.
+
+        :param as_sent: match the text untrimmed, as CRS Arena's ``get_entity`` does (iai-group/iEvaLM-CRS at
+            b33b8b3, ``src/model/utils.py`` L138-145: ``process.extract(text, …)`` on the message as sent).
+            WRatio scales its partial scores by the length ratio of the two strings, so the list reply's
+            trailing ``"  \n"`` links differently; the ``crs_arena_exact`` policy uses it. Default: stripped.
+        """
+        text = text or ""
+        if not as_sent:
+            text = text.strip()
+        if not text.strip():
             return []
         found = process.extract(text, self._names, scorer=fuzz.WRatio, limit=limit, score_cutoff=threshold)
         return [name for name, _score, _i in found]

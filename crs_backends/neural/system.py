@@ -24,6 +24,7 @@ policy that answered (``metadata["policy"]``).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -103,6 +104,8 @@ class NeuralCRS(CRSSystem):
                 self._by_name.setdefault(str(entity_name), item)
         self._link = lru_cache(maxsize=LINK_CACHE)(self._link_uncached)
         self._fuzzy = lru_cache(maxsize=LINK_CACHE)(lambda text: tuple(self.kg.link(text)))
+        # crs_arena_exact: linked on the text as sent, untrimmed (src/model/utils.py L138-145)
+        self._fuzzy_as_sent = lru_cache(maxsize=LINK_CACHE)(lambda text: tuple(self.kg.link(text, as_sent=True)))
         self._small_links = lru_cache(maxsize=LINK_CACHE)(self._small_links_uncached)
         self._attributes: AttributeLinker | None = None
         self._lexicon: frozenset[str] = frozenset()  # the small versions' reply words over the chat catalog
@@ -256,8 +259,9 @@ class NeuralCRS(CRSSystem):
         - the conversation starts with the user's first message: nothing is put in front when a system turn
           comes first (CRS Arena never lets the system speak first).
 
-        Entities: each utterance linked on its own (L88-91, ``get_entity``), the small versions with their own
-        linking."""
+        Entities: each utterance linked on its own (L88-91, ``get_entity``) on the text as sent, untrimmed
+        (``src/model/utils.py`` L138-145: WRatio's length scaling links a list reply ending in ``"  \n"``
+        differently from its stripped text), the small versions with their own linking."""
         turns = conversation.all_turns
         context = [t.text or "" for t in turns]
         if turns and turns[-1].role == "user":
@@ -265,7 +269,7 @@ class NeuralCRS(CRSSystem):
         entities: list[str] = []
         for text in context:
             if text:
-                entities += list(self._small_links(text)) if self.small else list(self._fuzzy(text))
+                entities += list(self._small_links(text)) if self.small else list(self._fuzzy_as_sent(text))
         return ConvInput(context=context, entities=entities, served=True)
 
     def arena_input(self, conversation: Conversation) -> ConvInput:
@@ -297,6 +301,8 @@ class NeuralCRS(CRSSystem):
         dataset = self.source.dataset if self.source else ""
         notes: list[str] = []
         wishes = self._wishes(conversation) if self.small else None
+        precision = served_precision(exact, _device_type(self.model), self.model.system)
+        amp = _autocast if precision == FP16_AUTOCAST else contextlib.nullcontext
         with self._lock, torch.no_grad():
             inp = self.exact_input(conversation) if exact else self.arena_input(conversation)
             if wishes is not None and wishes.dislikes:
@@ -304,11 +310,13 @@ class NeuralCRS(CRSSystem):
                 # ("I don't like horror" would link Horror and rank horror films first); the turn records it
                 inp = self._without_dislikes(conversation, wishes.dislikes, exact=exact)
                 notes.append("the user's dislike clauses were left out of the model's input")
-            generated = self.model.reply_text(inp)  # get_conv
+            with amp():
+                generated = self.model.reply_text(inp)  # get_conv
             menu = [letter for letter, _ in policy.options_for(dataset)]
             choice = None
             try:  # get_choice
-                scores = self.model.option_scores(inp, menu)
+                with amp():
+                    scores = self.model.option_scores(inp, menu)
                 choice = policy.choose(
                     scores,
                     policy.previous_state(conversation.all_turns, info.id),
@@ -324,7 +332,9 @@ class NeuralCRS(CRSSystem):
                 )
                 notes.append(f"option choice failed ({type(e).__name__}); the generated reply was used")
             n_items = len(self.kg.item_ids)
-            ranked = self.model.recommend(inp, k=min(TOP_K, n_items)) if n_items else []  # get_rec
+            # get_rec: KBRD's recommender is prepared too (KBRD.py L90); BARCOR's is not (only L64's conv model)
+            with amp() if self.model.system == "kbrd" else contextlib.nullcontext():
+                ranked = self.model.recommend(inp, k=min(TOP_K, n_items)) if n_items else []
         names = [self.kg.entity_name(int(e)) for e, _ in ranked]
         ranked_items = [self.item_of(int(e)) for e, _ in ranked]
         model_top = list(zip(ranked_items, names))  # the model's own ranking, kept on the turn as it ranked
@@ -415,6 +425,7 @@ class NeuralCRS(CRSSystem):
                 "entities": list(inp.entities),
                 "generated": generated,
                 "notes": notes,
+                "precision": precision,
                 "latency_ms": int((time.perf_counter() - start) * 1000),
                 "catalog": self.catalog.name,
             },
@@ -607,6 +618,33 @@ def item_catalog_for(source: CheckpointSource, chat_catalog: Catalog) -> Catalog
             f"dataset files with: {fetch_command(source.dataset)}"
         )
     return get_catalog(str(info.parent))
+
+
+FP16_AUTOCAST, FP32 = "fp16 autocast", "fp32"
+
+
+def served_precision(exact: bool, device_type: str, system: str = "kbrd") -> str:
+    """The arithmetic a turn runs in. CRS Arena's three wrappers build ``Accelerator(mixed_precision="fp16")``
+    (iai-group/iEvaLM-CRS at b33b8b3: ``src/model/KBRD.py`` L70, ``BARCOR.py`` L43, ``UNICRS.py`` L43) and
+    ``prepare`` their models, which with accelerate 0.18 wraps each prepared model's forward in fp16 autocast on a
+    GPU (on a CPU mixed precision is off: fp32). KBRD prepares both models (L90, L113): its reply, option
+    choice and recommendation ran under autocast; BARCOR prepares its conversation model only (L64): its reply
+    and option choice. ``crs_arena_exact`` on a GPU does the same. UniCRS prepares only its prompt encoders
+    (L120, L140), whose fp16 output then met an fp32 GPT-2; that mix is not reproduced: UniCRS runs in fp32,
+    as do the clean variant and ``enhanced`` everywhere. Recorded per turn (``metadata["precision"]``)."""
+    return FP16_AUTOCAST if exact and device_type == "cuda" and system in ("kbrd", "barcor") else FP32
+
+
+def _device_type(model) -> str:
+    device = getattr(model, "device", "cpu")
+    try:
+        return torch.device(device).type
+    except (TypeError, RuntimeError):
+        return "cpu"
+
+
+def _autocast():
+    return torch.autocast("cuda", dtype=torch.float16)
 
 
 def policy_setting() -> str | None:

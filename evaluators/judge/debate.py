@@ -2,9 +2,17 @@
 
 Each persona (common user, domain expert, linguist, HCI expert; see
 ``PERSONA_FACTORS``) speaks for three factors. In round 1 every persona reads
-the conversation and the whole factor report and gives an overall score with a
-statement; from round 2 on it also reads the discussion so far and may revise
-its score or argue with the others. The debate stops as soon as all scores agree
+the conversation and the factor report and gives an overall score with a
+statement. What the report holds is ``DebateConfig.reading``: by default
+(``"own"``, CoRE §4.2 round 1: "the factor-wise scores and corresponding reasons
+relevant to their interests") a persona reads its own three factors' scores with
+their reasons and the other nine factors' scores without reasons; ``"all"`` (the
+reading this project used before) gives every persona all twelve scores with
+their reasons. The common user also reads the conversation's target items when
+it has them (simulated conversations do): CoRE App. D has it compare the
+recommendation list with ``<groundtruth_item>`` (Effectiveness). From round 2
+on every persona also reads the discussion so far and may revise its score or
+argue with the others. The debate stops as soon as all scores agree
 within ``tolerance`` or after ``max_rounds``; the final score is the mean of the
 last round's scores.
 
@@ -15,8 +23,12 @@ Rules where the paper is silent:
   repair fails too, or the model call itself fails (the client has already
   retried), the message is kept with ``score=None`` and ``error`` set. Such a
   role is left out of that round's consensus check and mean, and its statement
-  is not shown to the others. Consensus needs at least two valid scores; a round
-  without any valid score ends the debate with ``final_score=None``.
+  is not shown to the others. Consensus needs at least ``MIN_CONSENSUS`` (three)
+  valid scores: CoRE §4.2 ends the debate when "all roles provide the same
+  score", and two agreeing personas out of four are not the panel. The final
+  score is the mean of the last round's valid scores, and ``DebateResult.valid``
+  (and the transcript's summary line) says of how many. A round without any
+  valid score ends the debate with ``final_score=None``.
 * **Order of opinions.** The statements of each finished round are shown in an
   order shuffled by an RNG seeded with (seed, that round), so no persona is
   always read first. Every reader of a round sees the same order, which keeps
@@ -26,8 +38,11 @@ Rules where the paper is silent:
   statements of the current round in speaking order.
 * **Prompt layout.** System text (shared by all calls), then the conversation,
   the factor report, the discussion, the persona with its three factors, and
-  the round's instruction. Each factor rationale is cut to ``RATIONALE_CHARS``
-  characters.
+  the round's instruction. Factor reasons are passed whole: CoRE gives the
+  roles the judge's reasons as they are, and their length is already bounded by
+  the factor judge's answer limit (``factor_judge.MAX_TOKENS``); only runs of
+  white space are folded. With the CoRE reading the report differs per persona,
+  so the prompt prefix shared across roles ends after the conversation.
 """
 
 from __future__ import annotations
@@ -52,7 +67,8 @@ from storage.records import DebateMessage, FactorScore
 ROLES: tuple[str, ...] = tuple(PERSONA_FACTORS)
 MAX_TOKENS = 600
 STATEMENT_CHARS = 300  # statement length the embedded model's grammar allows
-RATIONALE_CHARS = 600
+MIN_CONSENSUS = 3  # CoRE §4.2: consensus is the panel's; fewer than three valid scores never make one
+READINGS = ("own", "all")  # CoRE §4.2 (own factors' reasons, others' scores) / every factor with reasons
 RAW_SEPARATOR = "\n\n--- repair answer ---\n\n"
 
 # JSON answer shape forced on the embedded model: its own evaluator name, a
@@ -78,6 +94,9 @@ class DebateConfig:
         True: one by one, later speakers see the earlier statements of the round
     :param domain: what is recommended (movies, books, music, ...) when the conversation does not say;
         :func:`run_debate` takes the conversation's own domain first
+    :param reading: what each persona reads of the factor report: ``"own"`` (the default, CoRE §4.2
+        round 1) its own factors' scores with reasons and the others' scores alone; ``"all"`` every
+        factor's score with its reasons
     """
 
     clients: dict[str, LLMClient]
@@ -87,6 +106,7 @@ class DebateConfig:
     domain: str = "movies"
     temperature: float = 0.0
     seed: int = 0
+    reading: str = "own"
 
 
 @dataclass
@@ -102,6 +122,7 @@ class DebateResult:
     rounds_used: int
     consensus: bool
     messages: list[DebateMessage]
+    valid: int = 0  # how many valid scores of the last round the final score is the mean of
 
 
 def run_debate(
@@ -111,6 +132,7 @@ def run_debate(
     *,
     on_message: Callable[[DebateMessage], None] | None = None,
     domain: str | None = None,
+    targets: str = "",
 ) -> DebateResult:
     """Run the debate over one rendered conversation and its factor results.
 
@@ -118,13 +140,15 @@ def run_debate(
     :param factor_scores: the factor judge's results, each with its score **and its reasons** (the
         rationale), as CoRE §4.2 gives every role; failed ones are shown as "not scored"
     :param domain: the conversation's domain (``Conversation.domain``); ``config.domain`` when None
+    :param targets: the conversation's target items, one line each (``RenderedLog.target_lines``); the
+        common user reads them (CoRE App. D), and nobody when empty
     :param on_message: called with every message, failed ones included, as soon as
         it is ready. It is always called from the thread that called
         ``run_debate`` (concurrent answers are handed over as they complete), so
         it needs no locking.
     """
     _check(config)
-    debate = _Debate(log_text, factor_scores, config, domain=domain or config.domain)
+    debate = _Debate(log_text, factor_scores, config, domain=domain or config.domain, targets=targets)
     emit = on_message or (lambda message: None)
     messages: list[DebateMessage] = []
     scores: list[float] = []
@@ -146,7 +170,7 @@ def run_debate(
                 current = [by_role[role] for role in ROLES]
             messages.extend(current)
             scores = [m.score for m in current if m.score is not None]
-            consensus = len(scores) >= 2 and max(scores) - min(scores) <= config.tolerance
+            consensus = len(scores) >= MIN_CONSENSUS and max(scores) - min(scores) <= config.tolerance
             if consensus or not scores:
                 break
     return DebateResult(
@@ -154,7 +178,20 @@ def run_debate(
         rounds_used=round_no,
         consensus=consensus,
         messages=messages,
+        valid=len(scores),
     )
+
+
+def overall_formed(messages: list[DebateMessage]) -> str:
+    """How the overall was formed, from a debate's messages: "the mean of 3 of the 4 personas' scores in round 2"."""
+    if not messages:
+        return ""
+    last = max(m.round for m in messages)
+    final = [m for m in messages if m.round == last]
+    valid = sum(m.score is not None for m in final)
+    if not valid:
+        return f"no persona gave a valid score in round {last}"
+    return f"the mean of {valid} of the {len(final)} personas' scores in round {last}"
 
 
 def speaking_order(round_no: int) -> list[str]:
@@ -210,19 +247,37 @@ def _check(config: DebateConfig) -> None:
         raise ValueError("max_rounds must be at least 1")
     if config.tolerance < 0:
         raise ValueError("tolerance must not be negative")
+    if config.reading not in READINGS:
+        raise ValueError(f"reading must be one of: {', '.join(READINGS)}")
 
 
 class _Debate:
     """The prompts of one debate and the single-message exchange with one role."""
 
-    def __init__(self, log_text: str, factor_scores: list[FactorScore], config: DebateConfig, *, domain: str):
+    def __init__(
+        self, log_text: str, factor_scores: list[FactorScore], config: DebateConfig, *, domain: str, targets: str = ""
+    ):
         self.config = config
         items, expert = _domain_words(domain)
-        self.system = prompt("debate", "system").format(items=items)
-        self.report = (
-            f"<conversation>\n{log_text}\n</conversation>\n\n"
-            f"<evaluation_result>\n{_report(factor_scores)}\n</evaluation_result>"
+        self.system = prompt("debate", "system").format(
+            items=items, reading=prompt("debate", f"reading_{config.reading}")
         )
+        conversation = f"<conversation>\n{log_text}\n</conversation>"
+        self.reports = {
+            role: "\n\n".join(
+                part
+                for part in (
+                    conversation,
+                    # CoRE App. D: the common user compares the list with <groundtruth_item> (Effectiveness)
+                    prompt("debate", "targets").format(items=targets) if targets and role == "debate_user" else "",
+                    "<evaluation_result>\n"
+                    + _report(factor_scores, reasons_for=None if config.reading == "all" else PERSONA_FACTORS[role])
+                    + "\n</evaluation_result>",
+                )
+                if part
+            )
+            for role in ROLES
+        }
         self.personas = {
             role: prompt("debate", f"persona_{role}").format(items=items, expert=expert)
             + "\n"
@@ -270,7 +325,7 @@ class _Debate:
         discussion = self.discussion(round_no, earlier, current)
         instruction = prompt("debate", "instruction_discussion" if discussion else "instruction_alone")
         instruction = instruction.format(round=round_no, max_rounds=self.config.max_rounds)
-        parts = [self.report, discussion, self.personas[role], instruction]
+        parts = [self.reports[role], discussion, self.personas[role], instruction]
         return "\n\n".join(part for part in parts if part)
 
     def discussion(self, round_no: int, earlier: list[DebateMessage], current: list[DebateMessage]) -> str:
@@ -295,8 +350,12 @@ def _block(title: str, said: list[DebateMessage]) -> str:
     return "\n".join([title, *lines])
 
 
-def _report(factor_scores: list[FactorScore]) -> str:
-    """The factor results in factor order; a failed factor reads "not scored", never 0."""
+def _report(factor_scores: list[FactorScore], reasons_for: tuple[str, ...] | None = None) -> str:
+    """The factor results in factor order; a failed factor reads "not scored", never 0.
+
+    :param reasons_for: the factors whose reasons are shown (CoRE §4.2: those relevant to the persona);
+        the others show their score alone. None: every factor's reasons.
+    """
     unknown = {fs.factor for fs in factor_scores} - set(FACTORS)
     if unknown:
         raise ValueError(f"unknown factors: {', '.join(sorted(unknown))}")
@@ -306,9 +365,10 @@ def _report(factor_scores: list[FactorScore]) -> str:
         if fs.score is None:
             lines.append(prompt("debate", "factor_failed").format(label=label, error=fs.error or "no score"))
             continue
+        if reasons_for is not None and fs.factor not in reasons_for:
+            lines.append(prompt("debate", "factor_score_only").format(label=label, score=_number(fs.score)))
+            continue
         rationale = " ".join(fs.rationale.split()) or "none given"
-        if len(rationale) > RATIONALE_CHARS:
-            rationale = rationale[: RATIONALE_CHARS - 1] + "…"
         scored = prompt("debate", "factor_scored")
         lines.append(scored.format(label=label, score=_number(fs.score), rationale=rationale))
     return "\n".join(lines)

@@ -2,15 +2,18 @@
 
 API::
 
-    config = JudgeConfig(clients=[judge])          # default mode: reasoned+probability (CoRE)
+    config = JudgeConfig(clients=[judge])  # default: reasoned+probability (CoRE's answer, G-Eval's reading)
     scores = judge_conversation(conversation, config, catalog=catalog,
                                 factors=None, on_result=show)   # -> list[FactorScore]
 
 Modes (``JudgeConfig.mode``):
 
-``reasoned+probability`` (the default: CoRE's procedure, §4.1)
+``reasoned+probability`` (the default: CoRE's answer, G-Eval's reading)
     The judge explains its judgement step by step, then ends with
-    ``<rating>n</rating>``, in one answer. The score is the expected value over
+    ``<rating>n</rating>``, in one answer, as CoRE §4.1 asks ("rationale your
+    rating ... first, then put the score ... in the format of <rating>{score}</rating>").
+    The score is not CoRE's reading of that answer but G-Eval's (Liu et al. 2023:
+    probability-weighted scoring): the expected value over
     "0".."4" read **at the rating token** of that answer
     (:meth:`LLMClient.read_answer`, :mod:`llm_clients.probability`): the endpoint's top-20
     log-probabilities of the token after the last rating tag, or the embedded
@@ -19,8 +22,9 @@ Modes (``JudgeConfig.mode``):
     written rating is the score (``method="explicit"``, the reason in
     ``fallback``) — so on an endpoint without log-probabilities this mode *is*
     ``reasoned``. The reasons are the factor's rationale and reach the debate.
-``reasoned``
-    The same answer; the written rating alone is the score.
+``reasoned`` (CoRE's method, §4.1)
+    The same answer; the written rating alone is the score: CoRE parses the
+    rating the judge wrote.
 ``probability`` (the fast rating-only option)
     The judge answers with the tag only (no reasons); the score is the expected
     value over "0".."4" from :meth:`LLMClient.score` after the prefix
@@ -80,7 +84,17 @@ from llm_clients.types import LLMError, Message
 from storage.records import Conversation, FactorScore
 
 MODES = ("reasoned+probability", "reasoned", "probability")
-DEFAULT_MODE = "reasoned+probability"  # CoRE §4.1: reasons first, then the rating
+# What each mode is, in the words the command line, the Judge settings and the docs use. CoRE §4.1 parses the
+# written <rating>; the expectation over 0-4 at the rating token is G-Eval's (Liu et al. 2023) reading.
+MODE_METHODS: dict[str, str] = {
+    "reasoned+probability": "CoRE's reasons, then G-Eval's reading: the expectation over 0-4 at the rating token",
+    "reasoned": "CoRE's method: reasons, then the written rating",
+    "probability": "no reasons: the expectation over 0-4 after <rating> (fast; the debate gets no reasons)",
+}
+# The default keeps G-Eval's reading: a 0-4 integer scale ties many conversations, which a rank correlation
+# with people punishes, and every score also stores the written rating (``parsed`` in ``FactorScore.metadata``),
+# so CoRE's own figure comes from the same run; on an endpoint without log-probabilities it *is* ``reasoned``.
+DEFAULT_MODE = "reasoned+probability"
 OPTIONS = ("0", "1", "2", "3", "4")
 RATING_PREFIX = "<rating>"
 RATING_GRAMMAR = 'root ::= "<rating>" [0-4] "</rating>"'

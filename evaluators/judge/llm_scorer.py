@@ -15,7 +15,7 @@ from typing import Any
 
 from catalog.catalog import Catalog
 from evaluators.factors import FACTORS
-from evaluators.judge.debate import DebateConfig, DebateResult, run_debate
+from evaluators.judge.debate import DebateConfig, DebateResult, overall_formed, run_debate
 from evaluators.judge.factor_judge import JudgeConfig, judge_conversation, judge_name
 from evaluators.judge.inputs import render_log
 from evaluators.judge.persuasiveness import score_persuasiveness
@@ -79,6 +79,7 @@ class LLMJudge:
                 "tolerance": self.debate.tolerance,
                 "sequential": self.debate.sequential,
                 "domain": self.debate.domain,
+                "reading": self.debate.reading,
                 "prompts": prompts_version("debate"),
             },
             "persuasiveness": None if self.persuasiveness is None else self.persuasiveness.model.key,
@@ -163,7 +164,12 @@ class LLMJudge:
                 max_items=run.judge.max_items,
             )
             debate = run_debate(
-                log.text, factor_scores, run.debate, on_message=record.debate, domain=conversation.domain
+                log.text,
+                factor_scores,
+                run.debate,
+                on_message=record.debate,
+                domain=conversation.domain,
+                targets=log.target_lines,  # CoRE App. D: the common user reads <groundtruth_item>
             )
         elif run.debate is not None and earlier is not None:
             for message in earlier.debate:
@@ -185,6 +191,7 @@ class LLMJudge:
                     "persuasiveness_error": p.error,
                     "persuasiveness_distribution": p.distribution,
                     "persuasiveness_prompts": p.prompt_version,
+                    "persuasiveness_variant": p.variant,  # which list reading produced the figure
                 }
             )
 
@@ -237,4 +244,8 @@ def debate_summary(evaluation: Evaluation) -> str:
         return "The debate produced no valid score."
     rounds = evaluation.rounds_used or 0
     consensus = "consensus reached" if evaluation.consensus else "no consensus (mean of the last round)"
-    return f"Overall {evaluation.overall:.1f}/100 after {rounds} round{'s' if rounds != 1 else ''}, {consensus}."
+    formed = overall_formed(evaluation.debate)
+    formed = f" The overall is {formed}." if formed else ""
+    return (
+        f"Overall {evaluation.overall:.1f}/100 after {rounds} round{'s' if rounds != 1 else ''}, {consensus}.{formed}"
+    )

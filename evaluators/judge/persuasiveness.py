@@ -20,6 +20,16 @@ over examples). Two modes:
   follows an answer without that tag. An answer that still cannot be read is an error (score None),
   never a 0.
 
+What the judge reads of the recommender's lists (``variant``):
+
+* ``shown`` (default): each system turn's text, then the items it showed (at most :data:`LIST_SHOWN`).
+* ``ievalm_released``: iEvaLM's released code (iai-group/iEvaLM-CRS at b33b8b3, ``script/chat.py`` L341-346)
+  puts ``"I would recommend the following items: 1: …\n…50: …\n:"`` — the recommender's whole top 50 — in front
+  of the recommender's text on the turn that succeeds (a target in its top 50), or on the last turn when none
+  does. The turn iEvaLM would have stopped at (:func:`evaluators.metrics.final_list`'s turn) reads so here,
+  its explanation too when no other is given; so the rule "2 when the explanation mentions a target" fires on
+  most successes. Every result says which variant produced it (``Persuasiveness.variant``).
+
 Which explanation: ``explanation`` when the caller has one (iEvaLM asks the system to explain its
 last recommendation after the dialogue); otherwise the text of the last system turn that carries a
 list, or of the last system turn if none does.
@@ -38,6 +48,9 @@ from storage.records import Conversation, Turn
 
 OPTIONS = ("0", "1", "2")
 MODES = ("probability", "reasoned")
+VARIANTS = ("shown", "ievalm_released")
+RELEASED_TOP = 50  # script/chat.py L343: rec_items[0][:50]
+RELEASED_TEMPLATE = "I would recommend the following items: {}:"  # script/chat.py L316
 LIST_SHOWN = 10  # items of a system list written into the transcript
 _SCORE_TAG = re.compile(r"<score>\s*([012])\s*</score>", re.IGNORECASE)
 
@@ -58,6 +71,7 @@ class Persuasiveness:
     error: str | None = None
     expected: float | None = None
     reading: dict | None = None
+    variant: str = "shown"
 
 
 def score_persuasiveness(
@@ -66,20 +80,24 @@ def score_persuasiveness(
     *,
     mode: str = "probability",
     explanation: str | None = None,
+    variant: str = "shown",
 ) -> Persuasiveness:
     """Judge the persuasiveness of the last recommendation's explanation in ``conversation``."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    if variant not in VARIANTS:
+        raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
     version = prompts_version("persuasiveness")
-    result = Persuasiveness(None, mode, client.name, version)
+    result = Persuasiveness(None, mode, client.name, version, variant=variant)
+    released = released_turn(conversation) if variant == "ievalm_released" else None
     if explanation is None:
-        turn = _explained_turn(conversation)
+        turn = released or _explained_turn(conversation)
         if turn is None:
             result.error = "the conversation has no system turn to judge"
             return result
-        explanation = turn.text
+        explanation = released_text(turn) if turn is released else turn.text
     result.explanation = explanation
-    messages = build_messages(conversation, explanation, mode)
+    messages = build_messages(conversation, explanation, mode, released=released)
     try:
         if mode == "probability":
             dist = client.score(messages, OPTIONS)
@@ -95,12 +113,14 @@ def score_persuasiveness(
     return result
 
 
-def build_messages(conversation: Conversation, explanation: str, mode: str) -> list[Message]:
+def build_messages(
+    conversation: Conversation, explanation: str, mode: str, *, released: Turn | None = None
+) -> list[Message]:
     """The prompt: the transcript first, the targets and the explanation next, the question last."""
     targets = escape_data(", ".join(t.title or t.id for t in conversation.targets))
     user = "\n\n".join(
         [
-            f"<conversation>\n{transcript(conversation)}\n</conversation>",
+            f"<conversation>\n{transcript(conversation, released=released)}\n</conversation>",
             prompt("persuasiveness", "targets").format(targets=targets)
             if targets
             else prompt("persuasiveness", "no_targets"),
@@ -113,13 +133,17 @@ def build_messages(conversation: Conversation, explanation: str, mode: str) -> l
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
-def transcript(conversation: Conversation) -> str:
-    """History and interaction as ``User:`` / ``System:`` lines; a system list follows its text.
+def transcript(conversation: Conversation, *, released: Turn | None = None) -> str:
+    """History and interaction as ``User:`` / ``System:`` lines; a system list follows its text. ``released``: that
+    turn reads as iEvaLM's released code wrote it (:func:`released_text`) and has no list line.
 
     Tags in the data are escaped, so a turn cannot close the ``<conversation>`` block.
     """
     lines = []
     for turn in conversation.all_turns:
+        if turn is released:
+            lines.append(f"System: {released_text(turn)}")
+            continue
         lines.append(f"{'User' if turn.role == 'user' else 'System'}: {turn.text}")
         if turn.items:
             shown = ", ".join(ref.title or ref.id for ref in turn.items[:LIST_SHOWN])
@@ -149,6 +173,23 @@ def _reasoned(client: LLMClient, messages: list[Message], result: Persuasiveness
         result.error = "unparseable answer: no <score>0|1|2</score> after one repair request"
     else:
         result.score = score
+
+
+def released_turn(conversation: Conversation) -> Turn | None:
+    """The turn iEvaLM's released code prepends its top 50 to (``script/chat.py`` L341-346): the first system turn
+    whose ranking holds a target among its first 50 (``rec_success``; iEvaLM stops there), else the last one."""
+    targets = {t.id for t in conversation.targets}
+    system_turns = [t for t in conversation.turns if t.role == "system"]
+    for turn in system_turns:
+        if targets & {ref.id for ref in turn.ranked()[:RELEASED_TOP]}:
+            return turn
+    return system_turns[-1] if system_turns else None
+
+
+def released_text(turn: Turn) -> str:
+    """The turn's text behind iEvaLM's template holding its whole top 50 (``f"{j+1}: {name}\n"`` each)."""
+    ranked = "".join(f"{j + 1}: {ref.title or ref.id}\n" for j, ref in enumerate(turn.ranked()[:RELEASED_TOP]))
+    return RELEASED_TEMPLATE.format(ranked) + turn.text
 
 
 def _explained_turn(conversation: Conversation) -> Turn | None:

@@ -336,6 +336,7 @@ def persuasiveness(
         "score": result.score,
         "expected": result.expected,
         "mode": mode,
+        "variant": result.variant,
         "distribution": result.distribution,
         "reading": result.reading,
         "error": result.error,

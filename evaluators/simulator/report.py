@@ -24,7 +24,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from evaluators.factors import FACTORS, LABELS
-from evaluators.metrics import KS, ievalm_ks, recall_at_k, session_recall_at_k
+from evaluators.metrics import KS, ievalm_ks, pooled_hallucination, recall_at_k, session_recall_at_k
 from evaluators.pipeline import factor_mean
 from storage.conversations import get_conversation
 from storage.evaluations import get_evaluation
@@ -42,6 +42,9 @@ DIALOGUE_COLUMNS = (
     "persuasiveness",
     "persuasiveness_expected",
     "persuasiveness_error",
+    "hallucination_rate",
+    "recommended_items",
+    "nonexistent_items",
     "persona",
     "leaks_regenerated",
     "leaks_redacted",
@@ -67,6 +70,8 @@ SUMMARY_COLUMNS = (
     "persuasiveness",
     "persuasiveness_n",
     "persuasiveness_errors",
+    "hallucination_pooled",
+    "hallucination_mean",
     "overall",
     "factor_mean",
     *FACTORS,
@@ -170,6 +175,10 @@ def dialogue_rows(rows: list[dict], db, *, hit_k: int = 50) -> list[dict]:
                     **{f: evaluation["factors"].get(f) for f in FACTORS},
                 }
             )
+            metrics = evaluation["metrics"] or {}
+            record["hallucination_rate"] = metrics.get("hallucination_rate")
+            record["recommended_items"] = metrics.get("recommended_items")
+            record["nonexistent_items"] = len(metrics.get("nonexistent_items") or ())
         out.append(record)
     return out
 
@@ -184,6 +193,20 @@ def _pooled(dialogues: list[dict], column: str) -> float | None:
     pairs = [(d[column], d["targets"] or 1) for d in dialogues if d[column] is not None]
     weight = sum(w for _, w in pairs)
     return sum(v * w for v, w in pairs) / weight if weight else None
+
+
+def _hallucination(dialogues: list[dict]) -> dict[str, float | None]:
+    pooled = pooled_hallucination(
+        [
+            {
+                "hallucination_rate": d.get("hallucination_rate"),
+                "recommended_items": d.get("recommended_items"),
+                "nonexistent_items": [None] * (d.get("nonexistent_items") or 0),
+            }
+            for d in dialogues
+        ]
+    )
+    return {"hallucination_pooled": pooled.pooled, "hallucination_mean": pooled.mean}
 
 
 def summary_rows(dialogues: list[dict], systems: list[str]) -> list[dict]:
@@ -207,6 +230,8 @@ def summary_rows(dialogues: list[dict], systems: list[str]) -> list[dict]:
                 "persuasiveness": _mean(persuasive),
                 "persuasiveness_n": len(persuasive),
                 "persuasiveness_errors": sum(1 for d in done if d.get("persuasiveness_error")),
+                # CONCEPT reports the ratio pooled per system (§3.2, A.2.4); the per-conversation mean beside it
+                **_hallucination(done),
                 "overall": _mean([d["overall"] for d in done]),
                 "factor_mean": _mean([d["factor_mean"] for d in done]),
                 **{f: _mean([d[f] for d in done]) for f in FACTORS},
