@@ -30,7 +30,7 @@ import plotly.graph_objects as go
 from sqlite_utils import Database
 
 from arena.board_cache import read_board
-from arena.board_compute import DATASETS, OTHER, RECALL_COLUMNS, STYLE, is_demo_scorer
+from arena.board_compute import DATASETS, OTHER, PROVISIONAL_BATTLES, RECALL_COLUMNS, STYLE, is_demo_scorer
 from evaluators.factors import FACTORS, LABELS
 from storage.stats import battle_domains
 
@@ -82,7 +82,7 @@ def board_view(
     with ``style``."""
     board = read_board(db, domain=domain, dataset=dataset, scorer=scorer, style=style)
     summary = summary_line(board.rows, board.scorer)
-    extra = [line for line in (trust_line(board.fit), style_markdown(board.fit) if style else "") if line]
+    extra = [line for line in (trust_line(board.fit, board.rows), style_markdown(board.fit) if style else "") if line]
     return BoardView(
         table=display_table(board.rows, style=style),
         figure=board.figures["win_rate"],
@@ -96,11 +96,18 @@ def board_view(
     )
 
 
-def trust_line(fit: dict) -> str:
-    """How sure the board is of its closest pair (Markdown; empty without two rated systems in a group)."""
+def trust_line(fit: dict, rows: list[dict] | None = None) -> str:
+    """How sure the board is of its closest pair (Markdown; empty without two rated systems in a group). While a rated
+    system is provisional the bootstrap rests on too few battles to say (one vote resampled gives 1.00), and the line
+    says so instead of a probability."""
     closest = fit.get("closest")
     if not closest:
         return ""
+    if any(r.get("provisional") and r.get("rating") is not None for r in rows or []):
+        return (
+            f"**How far to trust the order**: not yet: a system with fewer than {PROVISIONAL_BATTLES} battles is "
+            "provisional, and the bootstrap's probabilities rest on too few battles to mean anything."
+        )
     upper, lower = f"`{_escaped(closest['upper'])}`", f"`{_escaped(closest['lower'])}`"
     chance = f"{closest['p_above']:.2f}"
     if closest.get("state") == "resolved":
@@ -184,10 +191,13 @@ def display_table(rows: list[dict], *, style: bool = False) -> pd.DataFrame:
     blanks for missing values; the Group column only when there is more than one group, the plain rank only
     with ``style``."""
     records = []
-    for r in rows:
+    for n, r in enumerate(rows):
+        below = next((b for b in rows[n + 1 :] if b["rating"] is not None and b["group"] == r["group"]), None)
+        # no probability beside a provisional system or above one: its few battles resampled say nothing
+        settled = not r.get("provisional") and not (below and below.get("provisional"))
         record = {
             "Rank": _rank(r),
-            ABOVE_NEXT: _number(r.get("p_above_next"), 2),
+            ABOVE_NEXT: _number(r.get("p_above_next"), 2) if settled else "",
             "Group": r["group"] if r["group"] is not None else "",
             "System": r["system"],
             "Dataset": r["dataset"] or "",

@@ -268,6 +268,8 @@ def test_the_refresher_coalesces_a_burst_of_votes_and_stores_the_last_board(db_p
 def test_each_rank_says_how_sure_the_order_is(populated):
     from arena.board_view import ABOVE_NEXT, board_view
 
+    battle(populated, "x", "y", "a", 3)  # past the provisional 10 battles each (with one the line says "not yet")
+    battle(populated, "y", "x", "a", 1)
     rows, _ = compute_leaderboard(populated, domain="movies")
     x, y = rows
     assert 0.5 < x["p_above_next"] <= 1 and y["p_above_next"] is None  # y is last: nothing below it
@@ -275,3 +277,15 @@ def test_each_rank_says_how_sure_the_order_is(populated):
     assert view.table.loc[0, ABOVE_NEXT] == f"{x['p_above_next']:.2f}" and view.table.loc[1, ABOVE_NEXT] == ""
     assert "How far to trust the order" in view.summary and "`x`" in view.summary
     assert view.fit["method"] == "bradley-terry" and view.fit["closest"]["upper"] == "x"
+
+
+def test_one_vote_gives_no_probability_of_the_order(db_path):
+    """One vote resampled by the bootstrap always gives the same winner (1.00): with a provisional system on the board
+    neither the column nor the line claims how sure the order is."""
+    from arena.board_view import ABOVE_NEXT, board_view
+
+    db = get_db(db_path)
+    battle(db, "x", "y", "a")
+    view = board_view(db)
+    assert list(view.table[ABOVE_NEXT]) == ["", ""]
+    assert "not yet" in view.summary and "95%" not in view.summary
