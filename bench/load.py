@@ -441,12 +441,14 @@ def think_profile(
     return figures
 
 
-def bench_line(name: str, figures: dict[str, float], fmt: str, unit: str, target: str, why: str) -> str:
-    """A ``BENCH`` line, or a sentence saying the figure was not measured (never nan)."""
+def bench_line(name: str, figures: dict[str, float], fmt: str, unit: str, target: str | None, why: str) -> str:
+    """A ``BENCH`` line (``target`` None: a figure reported without one), or a sentence saying the figure was not
+    measured (never nan)."""
     value = figures.get(name)
     if value is None or value != value:
         return f"{name}: not measured ({why})"
-    return f"BENCH {name} {value:{fmt}} {unit} target {target}".replace("  ", " ")
+    line = f"BENCH {name} {value:{fmt}} {unit}" + (f" target {target}" if target else "")
+    return line.replace("  ", " ")
 
 
 def options(argv: list[str]) -> argparse.Namespace:
@@ -588,7 +590,9 @@ def report(figures: dict[str, float], args: argparse.Namespace) -> None:
         need = f">= {smallest / args.think_s:.2g} (what {smallest} sessions pausing {args.think_s:g} s send)"
         lines.append(bench_line("capacity_turns_per_s", figures, ".2f", "turns/s", need, why))
         for n in args.levels:
-            target = f"<= 2 (pauses around {args.think_s:g} s)"
+            # the issue's target is at 50 sessions; beyond capacity (200 pausing 10 s offer 20 turns/s) the p95 is
+            # queueing, a figure to report
+            target = f"<= 2 (pauses around {args.think_s:g} s)" if n == 50 else None
             lines.append(
                 bench_line(f"chat_p95_s_at_{n}_think", figures, ".2f", "s", target, f"no turn answered at N = {n}")
             )

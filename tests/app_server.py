@@ -20,7 +20,9 @@ def free_port() -> int:
 
 
 class AppServer:
-    def __init__(self, db_path: Path, env: dict[str, str] | None = None, startup_timeout: float = 90.0):
+    # the app answers its first page 5-15 s after start on two cores (20-25 s beside the other test process): 180 s
+    # bounds a hang, not the work
+    def __init__(self, db_path: Path, env: dict[str, str] | None = None, startup_timeout: float = 180.0):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/"
         self.db_path = db_path
