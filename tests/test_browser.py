@@ -18,6 +18,7 @@ def test_chat_in_the_browser(tmp_path):
             dialogs = []
             page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
             page.goto(server.url, wait_until="load")
+            # quiet: the page and each answer below appear in 1-3 s (the whole test: 15 s); bounds are 10x or more
             page.locator("#roles-notice").wait_for(timeout=30_000)
             assert "135M" in page.locator("#roles-notice").inner_text()
             box = page.get_by_placeholder("Tell the system what you would like to watch…")

@@ -102,6 +102,7 @@ def test_crs_arena_check_as_a_process(tmp_path):
     with FaultServer("empty_slot") as server:
         done = subprocess.run(
             [sys.executable, str(ROOT / "commands.py"), "check", server.url],  # crs-arena check
+            # quiet: about 1 s; the bound below is 10x that or more
             cwd=ROOT,
             env=env,
             capture_output=True,

@@ -56,6 +56,7 @@ def test_kill_9_during_a_judgement_then_restart_and_resume(tmp_path):
                 *[Delay(60, Reply(JUDGE_ANSWER, logprobs=JUDGE_LOGPROBS))] * 8,
             )
             client.submit(conversation_id, "probability", False, 1, "llm", api_name="/judge")
+            # quiet: the judging starts within a few seconds (the whole test: 17 s); the bound below is 10x that or more
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline:
                 scored = _rows(db_path, "select count(*) as n from factor_scores")[0]["n"]
@@ -146,6 +147,7 @@ def _start(env: dict, tmp_path) -> subprocess.CompletedProcess:
         "GRADIO_SERVER_PORT": "1",
         **env,
     }
+    # quiet: 5 s (importing the app in a fresh interpreter); the bound below is 10x that or more
     return subprocess.run(
         [sys.executable, "-c", "import app"], cwd=ROOT, env=full, capture_output=True, text=True, timeout=120
     )
@@ -219,7 +221,8 @@ def test_bulk_uploads_cannot_starve_live_judging(tmp_path):
                         [handle_file(str(path))], "auto", "probability", False, 1, 0, "llm", api_name="/evaluate"
                     )
                 )
-            deadline = time.monotonic() + 30
+            # quiet: the bulk judging is under way within seconds (the whole test: 11 s); bound 10x
+            deadline = time.monotonic() + 120
             while len(fake.requests) < 2 and time.monotonic() < deadline:  # the bulk judging is under way
                 time.sleep(0.2)
             assert fake.requests

@@ -69,6 +69,7 @@ def test_fetch_command_run_as_a_module_prints_a_message_not_a_traceback(tmp_path
     """``python -m crs_backends.neural.sources``: an error raised in crs_backends.neural.datasets is the same
     SourceError class the command catches, though the command's module also runs as __main__."""
     env = {**os.environ, "CRS_ARENA_CACHE": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT)}
+    # quiet: 2 s; the bound below is 10x that or more
     done = subprocess.run(
         [sys.executable, "-m", "crs_backends.neural.sources", "fetch", "--datasets", "../etc"],
         cwd=ROOT,

@@ -546,6 +546,7 @@ def test_the_running_small_versions_read_their_reply_words_from_their_set(catalo
         "print('crs_backends.neural.synthetic' in sys.modules)"
     )
     root = Path(__file__).resolve().parent.parent
+    # quiet: 22 s (the shipped small set loaded in a fresh interpreter); the bound below is 10x that or more
     done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and done.stdout.strip().splitlines()[-1] == "False", done.stderr[-800:]
     assert ReplyWords.read(tmp_path) is None  # a set without the file: the words are recomputed

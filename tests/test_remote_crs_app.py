@@ -140,6 +140,7 @@ def test_it_is_simulated_and_its_rows_reach_the_leaderboard(setup):
     env = {k: v for k, v in os.environ.items() if not k.startswith("CRS_LLM_")} | server.env
     done = subprocess.run(
         [
+            # quiet: 4 s; the bound below is 10x that or more
             sys.executable,
             "-m",
             "evaluators",

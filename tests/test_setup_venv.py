@@ -71,6 +71,7 @@ def test_two_setups_started_together_build_once_and_share_it(tmp_path, setup_env
     env, log = setup_env
     first, second = _clone(tmp_path, "clone1"), _clone(tmp_path, "clone2")
     procs = [_run(first, env), _run(second, env)]
+    # quiet: 2 s (the environment is reused, nothing is built); the bound below is 10x that or more
     outputs = [p.communicate(timeout=120)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outputs
     assert log.read_text().count("venv ") == 1, log.read_text()  # one build, not two in the same folder

@@ -222,6 +222,7 @@ def _run_module(module, args, env_extra, tmp_path):
             **env_extra,
         }
     )
+    # quiet: 2-8 s per command line (a fresh interpreter); the bound below is 10x that or more
     return subprocess.run(
         [sys.executable, "-m", module, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
     )
@@ -267,6 +268,7 @@ def test_importing_the_package_reads_no_systems_file(tmp_path):
     bad.write_text("not toml [", encoding="utf-8")
     code = "import crs_backends, crs_backends.registry, crs_backends.neural.kbrd; print('imported')"
     env = {**os.environ, "CRS_SYSTEMS_FILE": str(bad)}
+    # quiet: 8 s; the bound below is 10x that or more
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and "imported" in done.stdout, done.stderr
 
@@ -280,6 +282,7 @@ def test_a_pip_installed_plugin_is_found_by_its_entry_point(tmp_path):
     site = tmp_path / "site"
     pip = subprocess.run(
         [
+            # quiet: 3 s; the bound below is 10x that or more
             sys.executable,
             "-m",
             "pip",

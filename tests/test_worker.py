@@ -37,6 +37,7 @@ def post(url: str, payload: dict, headers: dict | None = None) -> tuple[int, dic
         url, data=json.dumps(payload).encode(), headers={"Content-Type": "application/json", **(headers or {})}
     )
     try:
+        # quiet: a turn takes under 1 s (a whole conformance run: 1-9 s); the bound is 60x
         with urllib.request.urlopen(request, timeout=60) as response:
             return response.status, json.loads(response.read())
     except urllib.error.HTTPError as e:
@@ -86,6 +87,7 @@ def test_a_second_worker_on_a_taken_port_is_told_so():
             WorkerServer(registry.get_system("retrieval"), "retrieval", port=port)
         done = subprocess.run(
             [sys.executable, str(ROOT / "commands.py"), "serve", "retrieval", "--port", str(port)],  # crs-arena serve
+            # quiet: 1-9 s per system; the bound below is 10x that or more
             cwd=ROOT,
             capture_output=True,
             text=True,
