@@ -45,13 +45,14 @@ import math
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from sqlite_utils import Database
 
-from arena.ratings import ClosestPair, NoConvergence, RatingFit, fit_ratings, win_rate_matrix
+from arena.ratings import RATING_TABLE_COLUMNS, ClosestPair, NoConvergence, RatingFit, fit_ratings, win_rate_matrix
 from arena.style import FEATURES, LABELS, battle_covariates
 from evaluators.factors import FACTORS
 from evaluators.metrics import KS
@@ -64,19 +65,8 @@ log = logging.getLogger(__name__)
 DATASETS = ("redial", "opendialkg")
 OTHER = "other"  # the dataset filter value for systems whose id names no dataset (e.g. this app's own)
 RECALL_COLUMNS = tuple(f"recall@{k}" for k in KS) + tuple(f"session_recall@{k}" for k in KS)
-RATING_COLUMNS = (
-    "rank",
-    "group",
-    "rating",
-    "ci_low",
-    "ci_high",
-    "battles",
-    "wins",
-    "ties",
-    "losses",
-    "elo",
-    "p_above_next",
-)
+# the ratings table's columns (arena.ratings.RATING_TABLE_COLUMNS), rank and group first
+RATING_COLUMNS = ("rank", "group", *(c for c in RATING_TABLE_COLUMNS if c not in ("system", "rank", "group")))
 PLAIN_COLUMNS = ("plain_rank", "plain_rating")  # with style control: the same system on the plain board
 SCORE_COLUMNS = ("overall_mean", "overall_ci_low", "overall_ci_high", "judged", *FACTORS)
 COLUMNS = (
@@ -209,32 +199,12 @@ class ComputedBoard:
     fit: dict = field(default_factory=dict)
 
 
-def compute_leaderboard(
-    db: Database,
-    *,
-    domain: str | None = None,
-    dataset: str | None = None,
-    scorer: str | None = None,
-    seed: int = 0,
-    rounds: int = 200,
-    uploads: bool | None = None,
-    setups: list[tuple[str, tuple[str, str]]] | None = None,
-    style: bool = False,
-) -> tuple[list[dict], dict[str, go.Figure]]:
+def compute_leaderboard(db: Database, **filters: Any) -> tuple[list[dict], dict[str, go.Figure]]:
     """Rows (see :data:`COLUMNS`; missing values are None) best first, and the figures
-    (``win_rate``: the pairwise win-rate heatmap). Nothing is written. :func:`compute_board` gives the fit too.
+    (``win_rate``: the pairwise win-rate heatmap), for :func:`compute_board`'s filters and options. Nothing is
+    written. :func:`compute_board` gives the fit too.
     """
-    board = compute_board(
-        db,
-        domain=domain,
-        dataset=dataset,
-        scorer=scorer,
-        seed=seed,
-        rounds=rounds,
-        uploads=uploads,
-        setups=setups,
-        style=style,
-    )
+    board = compute_board(db, **filters)
     return board.rows, board.figures
 
 

@@ -33,6 +33,7 @@ import itertools
 import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -556,21 +557,14 @@ def _one_step(n: int, units: _Units, optimum: np.ndarray, hessian: np.ndarray, p
     return step
 
 
-def bootstrap_bt(
-    outcomes: Outcomes,
-    *,
-    rounds: int = 200,
-    seed: int = 0,
-    prior_sd: float = PRIOR_SD,
-    anchor: tuple[str, float] | None = None,
-    weights: np.ndarray | None = None,
-) -> np.ndarray:
-    """Ratings for the data (row 0) and for each bootstrap replicate (rows 1..rounds) (:func:`bootstrap_fit`).
+def bootstrap_bt(outcomes: Outcomes, **options: Any) -> np.ndarray:
+    """Ratings for the data (row 0) and for each bootstrap replicate (rows 1..rounds) (:func:`bootstrap_fit`, whose
+    keyword options it takes: ``rounds``, ``seed``, ``prior_sd``, ``anchor``, ``weights``).
 
     ``weights`` (replicates x outcome rows) replaces the seeded multinomial draw, e.g. to compare
     with another solver on the same replicates.
     """
-    return bootstrap_fit(outcomes, rounds=rounds, seed=seed, prior_sd=prior_sd, anchor=anchor, weights=weights).ratings
+    return bootstrap_fit(outcomes, **options).ratings
 
 
 def rank_by_intervals(low: np.ndarray, high: np.ndarray) -> np.ndarray:
@@ -779,18 +773,10 @@ def _more_votes(estimate: float, replicates: np.ndarray, p_above: float, votes: 
     return max(0.0, needed - votes)
 
 
-def compute_ratings(
-    battles: pd.DataFrame | Iterable[dict],
-    *,
-    rounds: int = 200,
-    seed: int = 0,
-    prior_sd: float = PRIOR_SD,
-    anchor: tuple[str, float] | None = None,
-    k: float = ELO_K,
-    covariates: Sequence[str] = (),
-) -> pd.DataFrame:
+def compute_ratings(battles: pd.DataFrame | Iterable[dict], **options: Any) -> pd.DataFrame:
     """One row per system, best first: ``system, rating, ci_low, ci_high, rank, group, battles, wins,
-    ties, losses, elo, p_above_next`` (:func:`fit_ratings`, which also gives the covariates' coefficients).
+    ties, losses, elo, p_above_next`` (:func:`fit_ratings`, whose keyword options it takes and which also gives the
+    covariates' coefficients).
 
     ``rating`` is the full-data fit; ``ci_low``/``ci_high`` the 2.5% / 97.5% quantiles of ``rounds``
     seeded bootstrap replicates; ``group`` numbers the sets of systems connected by battles
@@ -798,9 +784,7 @@ def compute_ratings(
     ``elo`` is online Elo with ``k``; ``p_above_next`` how sure the bootstrap is that the system is above
     the next one down.
     """
-    return fit_ratings(
-        battles, rounds=rounds, seed=seed, prior_sd=prior_sd, anchor=anchor, k=k, covariates=covariates
-    ).table
+    return fit_ratings(battles, **options).table
 
 
 def _tally(outcomes: Outcomes) -> pd.DataFrame:

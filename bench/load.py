@@ -285,6 +285,16 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
+def print_details(level) -> None:
+    """A level's error samples, then each system's turns with their p50 and p95."""
+    for sample in level.error_samples:
+        print(f"       error: {sample}")
+    for system, values in sorted(level.by_system.items()):
+        print(
+            f"       {system:<10} {len(values):>4} turns, p50 {pct(values, 0.5):.2f} s, p95 {pct(values, 0.95):.2f} s"
+        )
+
+
 def run_level(url: str, db_path: Path, systems: list[str], n: int, turns: int, limit: float) -> tuple[Level, int]:
     """``n`` chat sessions and a few arena sessions at once; prints the level's line and returns it with its count of
     lost and duplicated turns and vote problems."""
@@ -310,12 +320,7 @@ def run_level(url: str, db_path: Path, systems: list[str], n: int, turns: int, l
         f"{duplicated} turns; {level.battles} battles, {level.votes_recorded} votes recorded "
         f"({vote_problems} vote problems); load {os.getloadavg()[0]:.2f}"
     )
-    for sample in level.error_samples:
-        print(f"       error: {sample}")
-    for system, values in sorted(level.by_system.items()):
-        print(
-            f"       {system:<10} {len(values):>4} turns, p50 {pct(values, 0.5):.2f} s, p95 {pct(values, 0.95):.2f} s"
-        )
+    print_details(level)
     return level, lost + duplicated + vote_problems
 
 
@@ -404,12 +409,7 @@ def run_paced_level(
         f"p95 {pct(level.latencies, 0.95):.2f} s, errors {level.errors}; lost {lost}, duplicated {duplicated} turns; "
         f"load {os.getloadavg()[0]:.2f}"
     )
-    for sample in level.error_samples:
-        print(f"       error: {sample}")
-    for system, values in sorted(level.by_system.items()):
-        print(
-            f"       {system:<10} {len(values):>4} turns, p50 {pct(values, 0.5):.2f} s, p95 {pct(values, 0.95):.2f} s"
-        )
+    print_details(level)
     return level, lost + duplicated
 
 

@@ -18,6 +18,7 @@ from functools import lru_cache
 from typing import Any
 
 from catalog.items import Item
+from crs_backends.chatcrs_embedded import GENRE_PHRASES  # how a genre reads in a sentence ("not sci-fi")
 
 # the act of the latest message
 ACTS = ("recommend", "ask_about", "accept", "reject", "goodbye", "none")
@@ -26,16 +27,6 @@ ASPECTS = ("director", "cast", "writer", "year", "genre", "plot", "why", "more")
 # the slots a labelled request names (tests/data/requests_*.jsonl), as :meth:`RequestState.slot_pairs` gives them
 LIST_SLOTS = ("genres", "not_genres", "people", "not_people", "liked", "disliked", "seen")
 VALUE_SLOTS = ("min_year", "max_year", "act", "about", "subject")
-
-# how a genre reads in a sentence ("an animated film", "not sci-fi")
-GENRE_PHRASES: dict[str, str] = {
-    "Sci-Fi": "sci-fi",
-    "Animation": "animated",
-    "Biography": "biographical",
-    "History": "historical",
-    "Sport": "sports",
-    "Family": "family",
-}
 
 
 def genre_word(genre: str) -> str:
