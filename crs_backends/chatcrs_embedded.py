@@ -130,6 +130,20 @@ _WHY = re.compile(
 )
 
 
+def years_fit(year: int | None, min_year: int | None, max_year: int | None) -> bool:
+    """Whether ``year`` is within the asked years (either bound may be open); a film without a year fits only when
+    no year is asked."""
+    if year is None:
+        return min_year is None and max_year is None
+    return (min_year is None or year >= min_year) and (max_year is None or year <= max_year)
+
+
+def genre_rank(item: Item, genres: Sequence[str]) -> int:
+    """0: ``item`` has every genre in ``genres`` (or none is asked), 1: some, 2: none."""
+    shared = sum(1 for g in genres if g in item.genres)
+    return 0 if shared == len(genres) else (1 if shared else 2)
+
+
 @dataclass(frozen=True)
 class Wishes:
     """What the person has asked for, read from their turns."""
@@ -144,18 +158,12 @@ class Wishes:
         return bool(self.genres or self.terms or self.min_year or self.max_year)
 
     def fits(self, item: Item) -> bool:
-        if item.year is None:
-            return self.min_year is None and self.max_year is None
-        return (self.min_year is None or item.year >= self.min_year) and (
-            self.max_year is None or item.year <= self.max_year
-        )
+        return years_fit(item.year, self.min_year, self.max_year)
 
     def rank_key(self, item: Item) -> tuple[int, int]:
         """Sorts items of every asked genre first, then of some, then the rest; within each, those of the asked
         years first (a stable sort keeps any earlier order within a group)."""
-        shared = sum(1 for g in self.genres if g in item.genres)
-        genre_rank = 0 if shared == len(self.genres) else (1 if shared else 2)
-        return genre_rank, 0 if self.fits(item) else 1
+        return genre_rank(item, self.genres), 0 if self.fits(item) else 1
 
     def record(self) -> dict:
         return {

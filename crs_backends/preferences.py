@@ -27,6 +27,7 @@ from functools import lru_cache
 from catalog.catalog import Catalog
 from catalog.items import Item
 from crs_backends.chatcrs_embedded import GENRE_WORDS
+from crs_backends.request_state import record_text, says
 
 # the cue that opens a dislike; its object runs to the end of the clause
 _CUE = (
@@ -90,10 +91,8 @@ class Dislikes:
         if self.people & {*item.directors, *item.cast, *item.writers}:
             return True
         if self.phrases:  # the catalog's record of the item, its description included ("a Stephen King novel")
-            record = " ".join(
-                (item.name, *item.genres, *item.directors, *item.cast, *item.writers, item.description)
-            ).lower()
-            return any(re.search(r"(?<!\w)" + re.escape(p) + r"(?!\w)", record) for p in self.phrases)
+            record = record_text(item)
+            return any(says(record, p) for p in self.phrases)
         return False
 
     def keep(self, items: Iterable[Item]) -> list[Item]:

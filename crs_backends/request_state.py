@@ -18,7 +18,7 @@ from functools import lru_cache
 from typing import Any
 
 from catalog.items import Item
-from crs_backends.chatcrs_embedded import GENRE_PHRASES  # how a genre reads in a sentence ("not sci-fi")
+from crs_backends.chatcrs_embedded import GENRE_PHRASES, genre_rank, years_fit
 
 # the act of the latest message
 ACTS = ("recommend", "ask_about", "accept", "reject", "goodbye", "none")
@@ -101,8 +101,8 @@ class RequestState:
         if self.not_people and any(_credits(item, p) for p in self.not_people):
             return "person ruled out"
         if self.not_phrases:
-            record = _record_text(item)
-            if any(_says(record, p) for p in self.not_phrases):
+            record = record_text(item)
+            if any(says(record, p) for p in self.not_phrases):
                 return "ruled out by name"
         return None
 
@@ -116,13 +116,7 @@ class RequestState:
         return not self.people or any(_credits(item, p) for p in self.people)
 
     def years_ok(self, item: Item) -> bool:
-        if self.min_year is None and self.max_year is None:
-            return True
-        if item.year is None:
-            return False
-        return (self.min_year is None or item.year >= self.min_year) and (
-            self.max_year is None or item.year <= self.max_year
-        )
+        return years_fit(item.year, self.min_year, self.max_year)
 
     def fits(self, item: Item) -> bool:
         """Whether ``item`` is of the people and years asked for (the filters; genres rank within)."""
@@ -130,8 +124,7 @@ class RequestState:
 
     def genre_rank(self, item: Item) -> int:
         """0: every genre asked for (or none asked), 1: some, 2: none."""
-        shared = sum(1 for g in self.genres if g in item.genres)
-        return 0 if shared == len(self.genres) else (1 if shared else 2)
+        return genre_rank(item, self.genres)
 
     def fit_key(self, item: Item) -> tuple[int, int, int]:
         """Sorts the people asked for first, then the years, then the genres (every one, some, none); a stable sort
@@ -238,11 +231,14 @@ def _fold(value: object) -> str:
 
 
 @lru_cache(maxsize=8192)
-def _record_text(item: Item) -> str:
+def record_text(item: Item) -> str:
+    """The catalog's record of ``item`` in lower case (title, genres, credits, description): where a name the catalog
+    has no person for, or a ruled-out word, is looked for."""
     return " ".join((item.name, *item.genres, *item.directors, *item.cast, *item.writers, item.description)).lower()
 
 
-def _says(text: str, phrase: str) -> bool:
+def says(text: str, phrase: str) -> bool:
+    """Whether ``phrase`` (lowered) stands in ``text`` (lower case, as :func:`record_text`) as whole words."""
     return bool(re.search(r"(?<!\w)" + re.escape(phrase.lower()) + r"(?!\w)", text))
 
 
@@ -251,4 +247,4 @@ def _credits(item: Item, person: str) -> bool:
     ("a Stephen King novel")."""
     if person in item.directors or person in item.cast or person in item.writers:
         return True
-    return _says(_record_text(item), person)
+    return says(record_text(item), person)
