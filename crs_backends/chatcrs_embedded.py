@@ -15,9 +15,7 @@ asked "why", otherwise recommend.
 This module holds the pieces that need no model: sampling a choice (:func:`sample`,
 :func:`second_choice`) and writing the reply (:func:`recommendation_text`, :func:`explanation_text`).
 :class:`crs_backends.chatcrs.ChatCRS` puts them together. What the person asked for is read by the request
-reader (:mod:`crs_backends.request_reader`); the older reading here (:func:`read_wishes`, :class:`Wishes`,
-:func:`asks_why`) stays, unchanged, for the small neural versions (``crs_backends/neural/system.py``) until they
-stop using it.
+reader (:mod:`crs_backends.request_reader`); :class:`Wishes` here only carries the asked genres into the reply.
 """
 
 from __future__ import annotations
@@ -105,30 +103,6 @@ GENRE_PHRASES: dict[str, str] = {
     "Family": "family",
 }
 
-# words that say nothing about taste: a message made only of these (and stop words) asks for anything
-GENERIC_WORDS = frozenset(
-    """
-movie movies film films recommend recommendation recommendations suggest suggestion suggestions watch watching
-watched like liked love loved want wanted good great nice best cool hi hello hey please thanks thank tonight today
-help find looking look maybe kind sort anything ideas idea think know really pretty sure ok okay yes yeah just
-new recent recently latest modern older old classic need tell bit lot time day night weekend evening right
-seen saw already different else mood feel feeling year years ago decade decades ten five twenty
-""".split()
-)
-
-_RECENT = re.compile(r"\b(?:recent|newer|new|latest|modern|last|past)\b", re.I)
-_LAST_N = re.compile(r"\b(?:last|past)\s+(few|two|three|five|ten|fifteen|twenty|\d{1,2})\s+years?\b", re.I)
-_DECADE = re.compile(r"(?<![\w'])(?:'|(19|20))?([0-9])0'?s\b")
-_NUMBERS = {"few": 5, "two": 2, "three": 3, "five": 5, "ten": 10, "fifteen": 15, "twenty": 20}
-_NEW_REQUEST = re.compile(r"\b(?:movies?|films?|flicks?)\b", re.I)
-_ADD = re.compile(r"\b(?:too|also|as well|more|both|plus|add|additionally|a bit of|a touch of|some)\b", re.I)
-_CHANGE = re.compile(r"\b(?:instead|actually|rather|different|change|switch|no more|not (?:a|an|any) )", re.I)
-_WHY = re.compile(
-    r"\bwhy\b|\btell me (?:more|about)\b|\bmore about\b|\bwhat(?:'s| is) (?:it|that|this) about\b|"
-    r"\bwhat kind of (?:movie|film) is\b|\bwho (?:is in|stars in|directed)\b",
-    re.I,
-)
-
 
 def years_fit(year: int | None, min_year: int | None, max_year: int | None) -> bool:
     """Whether ``year`` is within the asked years (either bound may be open); a film without a year fits only when
@@ -160,11 +134,6 @@ class Wishes:
     def fits(self, item: Item) -> bool:
         return years_fit(item.year, self.min_year, self.max_year)
 
-    def rank_key(self, item: Item) -> tuple[int, int]:
-        """Sorts items of every asked genre first, then of some, then the rest; within each, those of the asked
-        years first (a stable sort keeps any earlier order within a group)."""
-        return genre_rank(item, self.genres), 0 if self.fits(item) else 1
-
     def record(self) -> dict:
         return {
             "genres": list(self.genres),
@@ -195,60 +164,6 @@ def genres_in(text: str, catalog: Catalog) -> list[str]:
             if name and name not in found:
                 found.append(name)
     return found
-
-
-def read_wishes(texts: Sequence[str], catalog: Catalog, *, user_titles: Iterable[Item] = ()) -> Wishes:
-    """Genres, searchable words and a year range from the person's turns (a later turn's years win; a later request
-    for a film with its own genres replaces the earlier genres unless it adds to them: "too", "as well", "more")."""
-    genres: list[str] = []
-    terms: list[str] = []
-    title_words = {w for item in user_titles for w in re.findall(r"\w+", item.title.lower())}
-    min_year = max_year = None
-    newest = max((i.year for i in catalog.items if i.year), default=None)
-    for text in texts:
-        these = genres_in(text, catalog)
-        if these and (_CHANGE.search(text) or (_NEW_REQUEST.search(text) and not _ADD.search(text))):
-            # "actually, a comedy instead", or a new request for a film ("An animated movie for my kids", then "A
-            # funny movie like Superbad"): the new genres replace the old; "For kids" or "Could it be funny as
-            # well?" refine them
-            genres = these
-        else:
-            genres += [g for g in these if g not in genres]
-        for term in catalog.retriever.known_terms(text):
-            if (
-                term not in GENERIC_WORDS
-                and term not in GENRE_WORDS
-                and term not in title_words
-                and term not in terms
-                and not term.isdigit()
-            ):
-                terms.append(term)
-        years = _years(text, newest)
-        if years != (None, None):
-            min_year, max_year = years
-    return Wishes(tuple(genres), tuple(terms), min_year, max_year)
-
-
-def _years(text: str, newest: int | None) -> tuple[int | None, int | None]:
-    decade = _DECADE.search(text)
-    if decade:
-        century = decade.group(1) or ("19" if decade.group(2) >= "3" else "20")
-        start = int(century + decade.group(2) + "0")
-        return start, start + 9
-    if newest is None:
-        return None, None
-    last = _LAST_N.search(text)
-    if last:
-        n = last.group(1).lower()
-        return newest - (_NUMBERS.get(n) or int(n)), None
-    if _RECENT.search(text) and re.search(r"\b(?:recent|newer|new|latest|modern)\b", text, re.I):
-        return newest - 10, None
-    return None, None
-
-
-def asks_why(text: str) -> bool:
-    """The person asks about the last recommendation ("Why would I like it?", "Tell me more")."""
-    return bool(_WHY.search(text))
 
 
 # -- choosing -------------------------------------------------------------------------------------

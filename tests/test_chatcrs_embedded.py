@@ -195,18 +195,3 @@ def test_choosing_helpers():
     assert cx.second_choice(probs, "a", random.Random(0)) == "b"  # c is under a quarter of a
     with pytest.raises(ValueError):
         cx.sample({}, random.Random(0))
-    wishes = cx.read_wishes(["Something funny and animated from the last five years, like Toy Story"], load_bundled())
-    assert wishes.genres == ("Comedy", "Animation") and wishes.min_year == 2014 and wishes.max_year is None
-    assert not cx.read_wishes(["Hi! Can you recommend a good movie?"], load_bundled()).said_something
-    assert cx.read_wishes(["A funny animated movie", "For kids"], load_bundled()).genres == (
-        "Comedy",
-        "Animation",
-        "Family",
-    )
-    # a new request for a film replaces the genres asked before; "as well" adds to them
-    new_request = ["An animated movie my kids will love", "A funny movie like Superbad"]
-    assert cx.read_wishes(new_request, load_bundled()).genres == ("Comedy",)
-    added = cx.read_wishes(["A horror film", "Could it be funny as well?"], load_bundled())
-    assert added.genres == ("Horror", "Comedy")
-    assert cx.read_wishes(["A horror film", "Actually, a comedy instead"], load_bundled()).genres == ("Comedy",)
-    assert cx.asks_why("Why would I like it?") and cx.asks_why("Tell me more about it") and not cx.asks_why("Hi")

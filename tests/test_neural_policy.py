@@ -1,5 +1,6 @@
-"""CRS Arena's reply policy for KBRD / BARCOR / UniCRS (crs_backends.neural.policy) and the catalog facts of
-the small versions (crs_backends.neural.reply_facts).
+"""CRS Arena's reply policy for KBRD / BARCOR / UniCRS (crs_backends.neural.policy), the only layer between a
+model and the person, for the published sets and the small versions alike; and the reply checks the fidelity
+figures count with (crs_backends.neural.reply_facts).
 
 The policy is pinned three ways: the option maths on its own (the -1e5 penalty, added for KBRD/UniCRS and
 set for BARCOR, as iai-group/iEvaLM-CRS ``src/model/*.py: get_response`` do); the adapter with a scripted
@@ -133,37 +134,6 @@ def test_generated_reply_fills_the_placeholder_with_the_ranking(kg, catalog, tmp
     assert [r.title for r in turn.items] == names and turn.metadata["recommended"] is False
 
 
-def test_a_small_version_whose_reply_fails_the_guards_offers_its_top_unnamed_title(kg, catalog, tmp_path):
-    """Seen from the shipped small UniCRS: "I don't like Jim Carrey. Another one?" got "You're w the movie!" and
-    no title; every clause fails the guards, so the model's best title not yet named is offered instead."""
-    names = ["Alien (1979)", "Heat (1995)"]
-    model = ScriptedModel(kg, _order(kg, catalog, names), "You're w the movie!", [[5, 0, 0, 0]])
-    small = CheckpointSource("unicrs", tmp_path, "bundled", tmp_path, "small local", "v4")
-    crs = NeuralCRS(model, catalog, source=small)
-    conv = Conversation(system_id="unicrs", turns=[Turn(role="user", text="I don't like horror. Another one?")])
-    turn = crs.respond(conv)  # Alien is horror: the dislike still holds for the offered title
-    assert turn.text == "You might like Heat (1995)." and [r.title for r in turn.items] == ["Heat (1995)"]
-    assert any("failed the text guards" in n for n in turn.metadata["notes"])
-    assert turn.metadata["generated"] == "You're w the movie!"
-
-
-def test_a_small_version_says_goodbye_only_to_a_goodbye(kg, catalog, tmp_path):
-    """Seen from the shipped small KBRD: "Something from the 2000s?" got "You're welcome, have fun!". A farewell to
-    a person who asked on is replaced by the best title not yet named, of the asked years where the model ranked one
-    (the model ranks Alien first); to "Thanks, bye!" it is the goodbye."""
-    names = ["Alien (1979)", "Avatar (2009)", "Heat (1995)"]
-    model = ScriptedModel(kg, _order(kg, catalog, names), "You're welcome, have fun!", [[5, 0, 0, 0]])
-    small = CheckpointSource("kbrd", tmp_path, "bundled", tmp_path, "small local", "v5")
-    crs = NeuralCRS(model, catalog, source=small)
-    asked = crs.respond(Conversation(system_id="kbrd", turns=[Turn(role="user", text="Something from the 2000s?")]))
-    assert asked.text == "You might like Avatar (2009)." and [r.title for r in asked.items] == ["Avatar (2009)"]
-    assert any("said goodbye to a person who had not" in n for n in asked.metadata["notes"])
-    assert asked.metadata["asked_years"] == "2000-2009"
-    assert [r.title for r in asked.ranking[:2]] == ["Alien (1979)", "Avatar (2009)"]  # the model's own order
-    leaving = crs.respond(Conversation(system_id="kbrd", turns=[Turn(role="user", text="Thanks, bye!")]))
-    assert leaving.text == "You're welcome, have fun!" and leaving.items == []
-
-
 def test_a_failing_option_choice_falls_back_to_the_generated_reply(kg, catalog, tmp_path):
     model = ScriptedModel(kg, list(kg.item_ids), "Which director do you like?", None)
     crs = NeuralCRS(model, catalog, source=_published(tmp_path))
@@ -242,45 +212,19 @@ def test_real_kbrd_takes_each_option_once_in_its_first_four_turns(kbrd_set, cata
         choice = turn.metadata["choice"]
         letters.append(choice["letter"])
         ranked = [t.title for t in turn.ranking]
-        # a small model: the list is its ranking without the titles the conversation named, the asked genre's
-        # titles first (both ours)
-        unnamed = [t for t in ranked if t not in turn.metadata["entities"]]
-        asked = set(turn.metadata.get("asked_genres", []))
-        fits = [t for t in unnamed if (item := catalog.match_name(t)) is not None and asked & set(item.genres)]
-        top3 = (fits + [t for t in unnamed if t not in fits])[:3]
+        # a small model answers through the policy alone: the list is its own top 3, a reply its generated text
+        # with <movie> filled from its ranking
         if choice["letter"] == "D":
-            assert turn.text == policy.list_reply(top3) and [r.title for r in turn.items] == top3
+            assert turn.text == policy.list_reply(ranked) and [r.title for r in turn.items] == ranked[:3]
         elif turn.metadata["generated"].strip():
-            assert turn.text == turn.metadata["generated"] or "<movie>" in turn.metadata["generated"]
-        else:  # an untrained model may generate nothing: a question is shown, and the turn says so
-            assert turn.text.startswith("Could you tell me") and "empty reply" in turn.metadata["notes"][-1]
+            assert turn.text == policy.fill_placeholders(turn.metadata["generated"], "<movie>", ranked)
+        else:  # an untrained model may generate nothing: shown empty, as CRS Arena showed it, and the turn says so
+            assert turn.text == "" and "empty reply" in turn.metadata["notes"][-1]
         conv.turns.append(turn)
     assert sorted(letters) == ["A", "B", "C", "D"]  # the -1e5 penalty cycles through the menu
 
 
-# ---------------------------------------------------------------- facts of the small versions
-
-
-def test_fact_slots_are_filled_from_the_catalog(catalog):
-    heat = catalog.match_name("Heat (1995)")
-    alien = catalog.match_name("Alien (1979)")
-    text = reply_facts.fill(
-        "You might like <movie>: it is a <genre> film directed by <director>, with <actor>. Or <movie>, from <year>.",
-        [heat, alien],
-        [heat.name, alien.name],
-    )
-    assert text.startswith(f"You might like {heat.name}: it is a") and f"directed by {heat.directors[0]}" in text
-    assert f"with {heat.cast[0]}" in text and f"{alien.name}, from {alien.year}." in text
-    assert not reply_facts.contradictions(text, catalog) and not reply_facts.stutters(text)
-
-
-def test_missing_fact_values_drop_their_phrase(catalog):
-    item = catalog.match_name("Heat (1995)")
-    bare = type(item)(id="x", title="Nameless", year=None)
-    text = reply_facts.fill(
-        "Try <movie>: it is a <genre> film directed by <director>, from <year>.", [bare], ["Nameless"]
-    )
-    assert text == "Try Nameless: it is a film."
+# ---------------------------------------------------------------- the reply checks (they measure, never rewrite)
 
 
 def test_contradictions_and_stutters_are_found(catalog):
@@ -307,33 +251,6 @@ def test_the_simulator_attribute_mode_uses_the_models_own_choice(kg, catalog, tm
     assert crs.choose_action(conv, ["genre", "recommend"]) == "recommend"
 
 
-def test_articles_agree_with_the_filled_genre(catalog):
-    for name in ("Heat (1995)", "Alien (1979)", "Toy Story (1995)"):
-        item = catalog.match_name(name)
-        word = reply_facts.genre_word(item.genres[0])
-        article = "an" if word[0] in "aeiou" else "a"
-        assert (
-            reply_facts.fill("Try <movie>: it is a <genre> film.", [item], [item.name])
-            == f"Try {item.name}: it is {article} {word} film."
-        )
-
-
-def test_the_phrase_decides_what_a_slot_states(catalog):
-    """A small model may write the wrong slot token; 'directed by' still gets the director."""
-    item = catalog.match_name("The Apartment (1960)") or catalog.match_name("Heat (1995)")
-    text = reply_facts.fill(
-        "How about <movie>: it is a <movie> film directed by <actor>, with <genre>.", [item], [item.name]
-    )
-    word = reply_facts.genre_word(item.genres[0])
-    assert f"directed by {item.directors[0]}, with {item.cast[0]}." in text and f" {word} film" in text
-    assert not reply_facts.contradictions(text, catalog)
-    # "it is a <movie>." (seen from the small UniCRS: "it is a Batman (1989).") states the genre, names no film
-    assert (
-        reply_facts.fill("How about <movie>? It is a <movie>.", [item], [item.name])
-        == f"How about {item.name}? It is {'an' if word[0] in 'aeiou' else 'a'} {word}."
-    )
-
-
 def test_a_title_that_repeats_a_word_is_no_stutter_but_a_real_repeat_around_it_is():
     titles = ["La La Land (2016)", "It (2017)"]
     assert reply_facts.stutters("You should watch La La Land (2016): it is a comedy.", titles) == []
@@ -341,16 +258,6 @@ def test_a_title_that_repeats_a_word_is_no_stutter_but_a_real_repeat_around_it_i
     assert reply_facts.stutters("I couldn or that, that, try It (2017).", titles) == ["that"]
     assert reply_facts.stutters("You should watch La La Land (2016).") == ["La"]  # without the titles it would count
     assert reply_facts.stutters("It is a comedy film, from 1939, from you mentioned.") == []  # a year between them
-
-
-def test_a_filled_value_ending_in_a_period_does_not_double_the_stop():
-    from catalog.catalog import Item
-
-    item = Item(id="x", title="Chaplin", year=1992, genres=("Drama",), directors=(), cast=("Robert Downey Jr.",))
-    assert reply_facts.fill("You might like <movie>, with <actor>.", [item], ["Chaplin (1992)"]) == (
-        "You might like Chaplin (1992), with Robert Downey Jr."
-    )
-    assert reply_facts.fill("Hmm... <movie>?", [item], ["Chaplin (1992)"]) == "Hmm... Chaplin (1992)?"
 
 
 def test_attribute_linker_finds_genres_by_their_wording_and_people_by_full_name():
@@ -396,82 +303,6 @@ def test_attribute_linker_reads_a_text_as_one_whole_word_expression_of_its_phras
         assert link(text) == expected, text
 
 
-def test_clauses_with_words_the_training_replies_never_used_are_dropped(catalog):
-    """Seen from the shipped small KBRD and UniCRS (6 and 14 of 300 held-back replies): a word ban in decoding
-    steers the model into a suffix, "withs", "starringight"; the clause holding such a word goes."""
-    from crs_backends.neural.synthetic import reply_lexicon
-
-    lexicon = reply_lexicon(catalog)
-    assert {"with", "starring", "recommend", "léon", "mcconaughey"} <= lexicon and "withs" not in lexicon
-    seen = {
-        "I couldn't find exactly that, but you might like Seven (1995): it is a crime film directed by David Fincher, "
-        "with Brad Pitt, withs you mentioned.": "I couldn't find exactly that, but you might like Seven (1995): it is "
-        "a crime film directed by David Fincher, with Brad Pitt.",
-        "I'd recommend Ghostbusters (1984). It is an action film directed by Ivan Reitman, starring Bill Murray, "
-        "starrings? It is another option.": "I'd recommend Ghostbusters (1984). It is an action film directed by "
-        "Ivan Reitman, starring Bill Murray. It is another option.",
-        "Thun! try Léon: The Professional (1994), so it should be close.": "Try Léon: The Professional (1994), so it "
-        "should be close.",
-        "withs": "",
-    }
-    for garbled, shown in seen.items():
-        assert reply_facts.unknown_words(garbled, lexicon)
-        assert reply_facts.drop_unknown_clauses(garbled, lexicon) == shown
-        assert not reply_facts.unknown_words(shown, lexicon)
-    clean = "How about Mr. Smith Goes to Washington (1939)? It is a drama film, from 1939."
-    assert reply_facts.drop_unknown_clauses(clean, lexicon) == clean  # periods inside a title split nothing away
-
-
-def test_a_clause_with_a_stray_letter_is_dropped_before_the_slots_are_filled():
-    """Seen from the shipped small UniCRS: "I don't like Jim Carrey. Another one?" got "You're w the movie!" (a
-    word ban cut "welcome" short). Titles and initials put every letter in the lexicon, so the lone letter is
-    caught in the generated text itself, before a title such as "V for Vendetta" fills a slot."""
-    assert reply_facts.drop_stray_letters("You're w the movie!") == ""
-    assert reply_facts.drop_stray_letters("I'd suggest <movie>. It is a <genre> film. You're w the movie!") == (
-        "I'd suggest <movie>. It is a <genre> film."
-    )
-    kept = "I don't know, but <movie> is a good one. A classic, I think."
-    assert reply_facts.drop_stray_letters(kept) == kept  # "a", "I" and "don't" are no stray letters
-
-
-def test_a_slot_written_twice_back_to_back_is_filled_once(catalog):
-    """Seen from a small UniCRS: "It is a <genre> <genre>!" filled as "a biographical biographical" (the decoding
-    guard against "The The" cannot see a slot: it is no word until filled)."""
-    from crs_backends.neural.synthetic import reply_lexicon
-
-    seven = catalog.match_name("Seven (1995)")
-    shown = reply_facts.small_reply(
-        "How about <movie>? It is a <genre> <genre>, with <actor><actor>!",
-        [seven],
-        [seven.name],
-        [],
-        reply_lexicon(catalog),
-    )
-    assert shown == f"How about Seven (1995)? It is a {reply_facts.genre_word(seven.genres[0])}, with {seven.cast[0]}!"
-    assert not reply_facts.stutters(shown, [seven.name])
-    # a reply ends with a sentence mark (the small BARCOR wrote "I hope you like John Wick (2014)")
-    lexicon = reply_lexicon(catalog) | {"hope"}
-    assert reply_facts.small_reply("I hope you like <movie>", [seven], [seven.name], [], lexicon) == (
-        "I hope you like Seven (1995)."
-    )
-
-
-def test_a_small_versions_list_skips_titles_the_conversation_named(kg, catalog):
-    names = ["Heat (1995)", "Alien (1979)", "Jaws (1975)"]
-    order = _order(kg, catalog, names)
-    model = ScriptedModel(kg, order, "What genre do you like?", [[0.1, 0.2, 0.3, 4.0]])
-    model.size = "small"
-    crs = NeuralCRS(model, catalog)
-    assert crs.small
-    conv = Conversation(system_id="kbrd", turns=[Turn(role="user", text="I loved Heat (1995). Something like it?")])
-    turn = crs.respond(conv)
-    fourth = kg.entity_name(order[3])
-    assert "Heat (1995)" in turn.metadata["entities"] and turn.metadata["recommended"] is True
-    assert turn.text == policy.list_reply(["Alien (1979)", "Jaws (1975)", fourth])
-    assert [r.title for r in turn.items] == ["Alien (1979)", "Jaws (1975)", fourth]
-    assert [t.title for t in turn.ranking[:3]] == names  # the model's own ranking, as it was
-
-
 def test_published_replies_get_the_decode_clean_up_of_transformers_4_28():
     """CRS Arena pins transformers 4.28, whose BART and GPT-2 tokenizers removed the space before punctuation
     and contractions when decoding; transformers 5 does not, so the published BARCOR and UniCRS would say
@@ -486,67 +317,70 @@ def test_published_replies_get_the_decode_clean_up_of_transformers_4_28():
     assert legacy_cleanup("Fine.") == "Fine."
 
 
-def test_a_small_version_keeps_to_the_genre_the_person_asked_for(kg, catalog, tmp_path):
-    """Seen from the shipped small KBRD: "I'd like a horror movie", then "I don't like Stanley Kubrick. Another
-    one?" got Die Hard; the asked genre's titles now come first (the turn's ranking stays the model's own)."""
-    names = ["Die Hard (1988)", "It (2017)", "Heat (1995)"]
-    small = CheckpointSource("kbrd", tmp_path, "bundled", tmp_path, "small local", "v4")
-    model = ScriptedModel(kg, _order(kg, catalog, names), "You might like <movie>.", [[5, 0, 0, 0]])
-    crs = NeuralCRS(model, catalog, source=small)
-    conv = Conversation(
-        system_id="kbrd",
-        turns=[
-            Turn(role="user", text="I'd like a horror movie, something really scary"),
-            Turn(role="system", text="You might like Psycho (1960)."),
-            Turn(role="user", text="I don't like Stanley Kubrick. Another one?"),
-        ],
+# ---------------------------------------------------------------- the small versions: the policy alone
+
+
+class RecordingModel(ScriptedModel):
+    """A small model (``size`` "small", its placeholder ``<movie>``) that keeps every input it was given."""
+
+    system = "kbrd"
+    size = "small"
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.inputs: list = []
+
+    def generate(self, inp, *, items=None):
+        self.inputs.append(inp)
+        return self.reply
+
+    def recommend(self, inp, k=TOP_K):
+        self.inputs.append(inp)
+        return super().recommend(inp, k)
+
+
+@pytest.mark.parametrize("variant", [policy.CLEAN, policy.EXACT])
+def test_a_small_versions_turn_is_its_model_output_through_the_crs_arena_policy(kg, catalog, tmp_path, variant):
+    """Issue #40: between a small model and the person sits CRS Arena's policy alone. A dislike reaches the model
+    as typed, the ranking is the model's (a title the person named, or one of a disliked genre, is not taken out),
+    a reply is the generated text with <movie> filled from that ranking, a farewell is shown to a person who asked
+    on, and a goodbye gets the list template when the model chooses to recommend."""
+    names = ["Alien (1979)", "Heat (1995)", "Jaws (1975)"]  # Alien: horror, the disliked genre; Heat: named
+    asking = "I loved Heat (1995). No horror please, something else?"
+    small = CheckpointSource("kbrd", tmp_path, "bundled", tmp_path, "small local", "v5")
+    reply, recommend = [5.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 5.0]
+    for said, generated, scores in (
+        (asking, "You might like <movie>. Or <movie>?", reply),
+        (asking, "You're welcome, have fun!", reply),
+        (asking, "What genre do you like?", recommend),
+        ("Thanks, bye!", "You're welcome!", recommend),
+    ):
+        model = RecordingModel(kg, _order(kg, catalog, names), generated, [scores])
+        crs = NeuralCRS(model, catalog, source=small, policy=variant)
+        assert crs.small
+        turn = crs.respond(Conversation(system_id="kbrd", turns=[Turn(role="user", text=said)]))
+        assert model.inputs and all(said in inp.context for inp in model.inputs)  # as typed, nothing left out
+        ranked = [kg.entity_name(e) for e in model.order[:TOP_K]]
+        assert [r.title for r in turn.ranking] == ranked
+        if scores is recommend:
+            assert turn.text == policy.list_reply(ranked) and [r.title for r in turn.items] == names
+            assert turn.metadata["act"] == "recommend"
+        else:
+            assert turn.text == policy.fill_placeholders(generated, "<movie>", ranked)
+            assert turn.metadata["act"] == "reply"
+        assert turn.metadata["generated"] == generated and not turn.metadata["notes"]
+        assert not {"dislikes", "asked_genres", "asked_years"} & set(turn.metadata)
+
+
+def test_a_small_versions_empty_generation_is_shown_as_the_policy_shows_any_models(kg, catalog, tmp_path):
+    """An empty generation is shown empty under both variants, as CRS Arena showed it, and the turn says so."""
+    small = CheckpointSource("kbrd", tmp_path, "bundled", tmp_path, "small local", "v5")
+    conv = Conversation(system_id="kbrd", turns=[Turn(role="user", text="hi")])
+    exact = NeuralCRS(
+        RecordingModel(kg, list(kg.item_ids), "", [[5, 0, 0, 0]]), catalog, source=small, policy="crs_arena_exact"
     )
-    turn = crs.respond(conv)
-    assert turn.text == "You might like It (2017)." and [r.title for r in turn.items] == ["It (2017)"]
-    assert turn.metadata["asked_genres"] == ["Horror"] and any("asked genres" in n for n in turn.metadata["notes"])
-    assert [r.title for r in turn.ranking[:2]] == names[:2]  # the model's order, as it ranked
-    # a disliked genre is no wish, and a genre the person did not ask for reorders nothing
-    conv.turns[0] = Turn(role="user", text="I don't like horror. Something good?")
-    again = crs.respond(conv)
-    assert "asked_genres" not in again.metadata and "It (2017)" not in again.text
-
-
-def test_a_sentence_ends_with_the_mark_its_opening_calls_for():
-    """Seen from the small UniCRS: "You should watch The Conjuring (2013)? It is a horror film…"."""
-    from crs_backends.neural.reply_facts import mend_sentence_marks
-
-    assert mend_sentence_marks("You should watch <movie>? It is a <genre> film.") == (
-        "You should watch <movie>. It is a <genre> film."
-    )
-    assert mend_sentence_marks("Have you seen <movie>. It is great!") == "Have you seen <movie>? It is great!"
-    for kept in ("What a great movie.", "You might like <movie>!", "Why not?", "Is it good?? Really", ""):
-        assert mend_sentence_marks(kept) == kept
-
-
-def test_the_running_small_versions_read_their_reply_words_from_their_set(catalog, tmp_path):
-    """The shipped set holds the words its replies were trained on (reply_words.json, and UniCRS's own file where it
-    trained on other replies; written by the builder); the running system reads them there and never imports the
-    training-data generator."""
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    from crs_backends.neural.names import SHIPPED_SMALL_ROOT
-    from crs_backends.neural.reply_words import ReplyWords
-    from crs_backends.neural.synthetic import training_words
-
-    shipped = ReplyWords.read(SHIPPED_SMALL_ROOT)
-    synthetic = training_words(catalog)
-    assert shipped is not None and shipped.words > synthetic.words  # KBRD and BARCOR learnt people's words too
-    assert ReplyWords.read(SHIPPED_SMALL_ROOT, "kbrd") == shipped  # no file of its own: the set's
-    assert ReplyWords.read(SHIPPED_SMALL_ROOT, "unicrs") == synthetic  # trained on the synthetic replies alone
-    code = (
-        "import sys; from catalog.catalog import get_catalog; from crs_backends.neural.system import "
-        "load_neural_system; [load_neural_system(s, get_catalog('bundled')) for s in ('kbrd', 'unicrs')]; "
-        "print('crs_backends.neural.synthetic' in sys.modules)"
-    )
-    root = Path(__file__).resolve().parent.parent
-    # quiet: 22 s (the shipped small set loaded in a fresh interpreter); the bound below is 10x that or more
-    done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0 and done.stdout.strip().splitlines()[-1] == "False", done.stderr[-800:]
-    assert ReplyWords.read(tmp_path) is None  # a set without the file: the words are recomputed
+    turn = exact.respond(conv)
+    assert turn.text == "" and "shown empty, as CRS Arena showed it" in turn.metadata["notes"][-1]
+    clean = NeuralCRS(RecordingModel(kg, list(kg.item_ids), "", [[5, 0, 0, 0]]), catalog, source=small)
+    turn = clean.respond(conv)
+    assert turn.text == "" and "shown empty, as CRS Arena showed it" in turn.metadata["notes"][-1]

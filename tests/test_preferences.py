@@ -1,11 +1,12 @@
-"""Dislikes and goodbyes: read from the person's words, honoured by every system that writes its own text."""
+"""Goodbyes (crs_backends.preferences.is_goodbye) and dislikes, read by the request reader and honoured by every
+system that writes its own text (ChatCRS offline, the retrieval baseline)."""
 
 from __future__ import annotations
 
 import pytest
 
 from catalog.catalog import load_bundled
-from crs_backends.preferences import dislike_spans, is_goodbye, read_dislikes, without_dislikes
+from crs_backends.preferences import is_goodbye
 from crs_backends.tfidf_baseline import RetrievalCRS
 from storage.records import Conversation, Turn
 
@@ -13,72 +14,6 @@ from storage.records import Conversation, Turn
 @pytest.fixture(scope="module")
 def catalog():
     return load_bundled()
-
-
-@pytest.mark.parametrize(
-    ("text", "span"),
-    [
-        ("I don't like Christopher Nolan films", "Christopher Nolan films"),
-        ("Not a fan of Jonah Hill. Another one?", "Jonah Hill"),
-        ("I hate horror, but I love comedies", "horror"),
-        ("No horror please", "horror"),
-        ("I'm not into musicals anymore", "musicals"),
-        ("i dont really like Tom Cruise", "Tom Cruise"),
-    ],
-)
-def test_the_object_of_a_dislike_is_read(text, span):
-    assert dislike_spans(text) == [span]
-
-
-@pytest.mark.parametrize("text", ["No, I meant a comedy", "No problem!", "I like Heat (1995)", "Nothing yet"])
-def test_what_is_not_a_dislike(text):
-    assert dislike_spans(text) == []
-
-
-def test_dislikes_match_people_genres_and_titles(catalog):
-    d = read_dislikes(
-        ["I don't like Christopher Nolan films", "not a fan of Jonah Hill", "I hated Titanic", "no horror please"],
-        catalog,
-    )
-    assert "Christopher Nolan" in d.people and "Jonah Hill" in d.people
-    assert "Horror" in d.genres
-    assert any(t.startswith("Titanic") for t in d.titles)
-    nolan = [i for i in catalog.items if "Christopher Nolan" in i.directors]
-    assert nolan and all(d.excludes(i) for i in nolan)
-
-
-def test_a_surname_alone_finds_a_person_only_one_catalog_person_has(catalog):
-    assert read_dislikes(["I can't stand Tarantino"], catalog).people == {"Quentin Tarantino"}
-    # two catalog people are called Nolan: the name is honoured as text, which still excludes both Nolans' films
-    nolan = read_dislikes(["I can't stand Nolan"], catalog)
-    assert not nolan.people and nolan.phrases == ("nolan",)
-    assert all(nolan.excludes(i) for i in catalog.items if "Christopher Nolan" in i.directors)
-
-
-def test_a_surname_with_another_given_name_is_another_person(catalog):
-    """Seen: "I don't like Stephen King" was read as the catalog's Adrienne King (the only King), whose films were
-    then left out while Stephen King was not honoured at all."""
-    king = read_dislikes(["I do not like Stephen King. Something scary?"], catalog)
-    assert not king.people and king.phrases == ("stephen king",)
-    assert king.mentions_disliked("It is based on a Stephen King novel.")
-    from catalog.items import Item
-
-    novel = Item(id="misery", title="Misery", year=1990, description="A novelist held captive; a Stephen King book.")
-    assert king.excludes(novel)  # the record read for a phrase includes the item's description
-    assert read_dislikes(["nothing by Tarantino please"], catalog).people == {"Quentin Tarantino"}
-    assert read_dislikes(["I don't like quentin tarantino"], catalog).people == {"Quentin Tarantino"}
-
-
-def test_a_dislike_the_catalog_cannot_match_is_honoured_by_text(catalog):
-    d = read_dislikes(["I don't like Zorblax Quuxington"], catalog)
-    assert d.phrases == ("zorblax quuxington",) and not d.people
-    assert not any(d.excludes(i) for i in catalog.items)  # nobody in the catalog has that name
-    assert d.mentions_disliked("a film starring Zorblax Quuxington")
-
-
-def test_without_dislikes_keeps_what_is_wanted():
-    assert without_dislikes("Not a fan of Jonah Hill. Another one?") == "Another one?"
-    assert "comedies" in without_dislikes("I hate horror, but I love comedies")
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,6 @@
-"""People's replies restated for the small versions (crs_backends.neural.real_replies): titles and facts become
-slots the catalog fills; a reply saying what no slot can hold truly is left out; held-back dialogues never train."""
+"""People's replies restated for the small versions (crs_backends.neural.real_replies): the films a reply names
+become <movie>, every other word stays as written; data cleaning leaves out typos, markup and long replies;
+held-back dialogues never train."""
 
 from __future__ import annotations
 
@@ -11,56 +12,39 @@ from crs_backends.neural.evaluation import is_validation
 from crs_backends.neural.kg_reader import kg_from_catalog
 from crs_backends.neural.real_replies import english_words, real_replies, restate, slot_reply
 
-INFO = {
-    "City Slickers (1991)": {
-        "name": "City Slickers (1991)",
-        "genre": ["comedy", "western"],
-        "director": ["Ron Underwood"],
-        "star": ["Billy Crystal", "Daniel Stern", "Bruno Kirby"],
-    },
-    "The Shining (1980)": {
-        "name": "The Shining (1980)",
-        "genre": ["drama", "horror"],
-        "director": ["Stanley Kubrick"],
-        "star": ["Jack Nicholson", "Shelley Duvall"],
-    },
-}
 WORDS = english_words()
 
 
 def slot(text: str, films=("City Slickers (1991)",)) -> str | None:
-    return slot_reply(text, list(films), INFO, WORDS)
+    return slot_reply(text, list(films), WORDS)
 
 
-def test_titles_and_their_facts_become_slots():
-    assert slot("If you like Billy Crystal, City Slickers (1991) was funny as well") is None  # "funny": a genre claim
-    assert slot("If you like Billy Crystal, City Slickers (1991) was great as well") == (
-        "If you like <actor>, <movie> was great as well"
+def test_only_the_films_become_slots_and_every_other_word_stays():
+    assert slot("If you like Billy Crystal, City Slickers (1991) was funny as well") == (
+        "If you like Billy Crystal, <movie> was funny as well"
     )
-    assert slot("Have you seen The Shining (1980) by Stanley Kubrick?", ["The Shining (1980)"]) == (
-        "Have you seen <movie> by <director>?"
+    assert slot("Have you seen The Shining (1980) by Steven Spielberg?", ["The Shining (1980)"]) == (
+        "Have you seen <movie> by Steven Spielberg?"  # what it says of the film is the person's, true or not
     )
-    assert slot("City Slickers (1991) is a comedy film you'd enjoy.") == "<movie> is a <genre> film you'd enjoy."
+    assert slot("City Slickers (1991) is a comedy film you'd enjoy.") == "<movie> is a comedy film you'd enjoy."
+    assert slot("It's a great comedy. Try City Slickers (1991)") == "It's a great comedy. Try <movie>"
+    assert slot("She also starred in City Slickers (1991)") == "She also starred in <movie>"
+    assert slot("City Slickers (1991) came out in 1991, watch it") == "<movie> came out in 1991, watch it"
     assert slot("Hello! What kind of movies do you like?", []) == "Hello! What kind of movies do you like?"
-    assert slot("Any comedies you liked lately?", []) == "Any comedies you liked lately?"  # no title: no claim
 
 
-def test_replies_that_no_slot_can_make_true_are_left_out():
-    assert slot("City Slickers (1991) is a horror film.") is None  # a genre the film does not have
-    assert slot("It's a great comedy. Try City Slickers (1991)") is None  # a genre said otherwise of a named film
-    assert slot("Try City Slickers (1991), Disney made it") is None  # a name no slot holds
-    assert slot("Try City Slickers (1991) with Tom Hanks") is None  # a person outside the film's record
-    assert slot("She also starred in City Slickers (1991)") is None  # a person by pronoun
-    assert slot("City Slickers (1991) came out in 1991, watch it") is None  # a number
+def test_data_cleaning_leaves_out_typos_markup_and_long_replies():
     assert slot("Its a good horroe movie, City Slickers (1991)") is None  # a typo no vocabulary holds
+    assert slot("Try City Slickers (1991) by Stanley Kubrick") is None  # a name outside the vocabulary given
     assert slot("Have you seen it?", ["City Slickers (1991)"]) is None  # the title it names is not in the text
+    assert slot("Have you seen @12345 ?", []) is None  # an unlinked ReDial movie id
+    assert slot("see https://example.com", []) is None
     assert slot(" ".join(["really"] * 40), []) is None  # too long
 
 
 def test_restate_links_entities_in_the_catalogs_kg_and_keeps_its_targets():
     catalog = load_bundled()
     kg = kg_from_catalog(catalog)
-    info = {"Toy Story (1995)": {"name": "Toy Story (1995)", "genre": ["animation"], "director": [], "star": []}}
     records = [
         Record(
             ["I loved Toy Story (1995), any animated movies?"],
@@ -71,16 +55,18 @@ def test_restate_links_entities_in_the_catalogs_kg_and_keeps_its_targets():
         Record(["Hi"], [], ["Toy Story (1995)"], "You might like Toy Story (1995). It's great!"),
         Record(["Hi"], [], [], "Hi! What kind of movies do you like?"),
         Record(["Hi"], [], [], ""),  # no reply: not a turn to learn from
+        Record(["Hi"], [], [], "Do you like Stanley Kubrick?"),  # a person the catalog knows is no typo
     ]
     records[0].resp = "Toy Story (1995) is one you might like, and Not A Film (2031) too"
-    out, seen = restate(records, kg, info, vocabulary=WORDS)
-    assert seen == 3 and len(out) == 3
+    out, seen = restate(records, kg)  # the default vocabulary: English words and the KG's names
+    assert seen == 4 and len(out) == 4
     first = out[0]
     assert first.resp == "<movie> is one you might like, and <movie> too"
     assert first.rec == ["Toy Story (1995)"]  # the catalog's films only
     assert first.entity == ["Toy Story (1995)", "Animation"]  # the KG's: named films, then what the text links
     assert out[1].resp == "You might like <movie>. It's great!"
     assert out[2].rec == [] and out[2].resp.startswith("Hi!")
+    assert out[3].resp == "Do you like Stanley Kubrick?"
 
 
 def test_real_replies_leave_the_held_back_dialogues_out(tmp_path):

@@ -13,10 +13,9 @@ from dataclasses import dataclass, field
 
 from catalog.catalog import Catalog
 from catalog.ievalm_records import Record
-from crs_backends.neural import reply_facts
+from crs_backends.neural import policy, reply_facts
 from crs_backends.neural.engine import ConvInput, NeuralModel
 from crs_backends.neural.evaluation import gold_items
-from crs_backends.neural.synthetic import reply_lexicon
 
 # what an unfilled slot looks like once a reply is shown: a slot token, or a phrase whose item went missing
 _EMPTY_SLOT = re.compile(r"<(?:movie|genre|director|actor|year|pad|mask)>|\b(?:seen|about)\s*[?.!]", re.IGNORECASE)
@@ -73,7 +72,6 @@ class ReplyCheck:
     stutters: list[str] = field(default_factory=list)
     contradictions: list[str] = field(default_factory=list)
     empty_slots: list[str] = field(default_factory=list)
-    unknown_words: list[str] = field(default_factory=list)  # words its training replies never used ("withs")
     samples: list[str] = field(default_factory=list)
     # different texts the reply model generated (slots unfilled): a model that ignores the conversation writes one
     # (the small BARCOR of v4 answered "Hi!" and a horror request with the same recommendation sentence)
@@ -82,7 +80,7 @@ class ReplyCheck:
 
 def open_small(system: str, root, catalog: Catalog):
     """The small ``system`` of the set at ``root`` as the app runs it (:func:`crs_backends.neural.system.open_system`:
-    its text recommender, its reply words and decoding guard read from the set)."""
+    its text recommender read from the set)."""
     from crs_backends.neural.sources import small_source
     from crs_backends.neural.system import open_system
 
@@ -92,52 +90,36 @@ def open_small(system: str, root, catalog: Catalog):
     return open_system(source, catalog)
 
 
-def shown_reply(
-    model: NeuralModel,
-    inp: ConvInput,
-    catalog: Catalog,
-    item_of,
-    ranked=None,
-    lexicon: frozenset[str] | None = None,
-    generated: str | None = None,
-) -> str:
-    """The reply a small version shows when it does not list: its generated text, slots filled from its ranking
-    (``ranked``: its top 10 when already computed) and the catalog (what the ``crs_arena`` policy does on such
-    turns); ``lexicon``: the words its set's replies were trained on (default: the synthetic generator's);
+def shown_reply(model: NeuralModel, inp: ConvInput, ranked=None, generated: str | None = None) -> str:
+    """The reply a small version shows when it does not list: its generated text with its placeholder filled from
+    its ranking (``ranked``: its top 10 when already computed), what the ``crs_arena`` policy does on such turns;
     ``generated``: its generated text when already generated."""
     ranked = model.recommend(inp, k=10) if ranked is None else ranked
     names = [model.kg.entity_name(int(e)) for e, _ in ranked]
-    items = [item_of(int(e)) for e, _ in ranked]
-    lexicon = reply_lexicon(catalog) if lexicon is None else lexicon
     generated = model.reply_text(inp) if generated is None else generated
-    return reply_facts.small_reply(generated, items, names, inp.entities, lexicon)
+    return policy.fill_placeholders(generated, model.placeholder, names)
 
 
 def check_replies(
     model: NeuralModel,
     inputs: Iterable[ConvInput],
     catalog: Catalog,
-    item_of,
     keep: int = 5,
     rankings: Sequence | None = None,
-    lexicon: frozenset[str] | None = None,
 ) -> ReplyCheck:
-    """``rankings``: each input's top 10 when already computed (else each is ranked here); ``lexicon``: the words the
-    set's replies were trained on (default: the synthetic generator's)."""
+    """``rankings``: each input's top 10 when already computed (else each is ranked here)."""
     out = ReplyCheck()
     titles = [item.name for item in catalog.items]  # "Title (Year)", as the replies name them
-    lexicon = reply_lexicon(catalog) if lexicon is None else lexicon
     generated: set[str] = set()
     for n, inp in enumerate(inputs):
         raw = model.reply_text(inp)  # generated once: counted here, shown below
         generated.add(raw)
-        text = shown_reply(model, inp, catalog, item_of, rankings[n] if rankings is not None else None, lexicon, raw)
+        text = shown_reply(model, inp, rankings[n] if rankings is not None else None, raw)
         out.replies += 1
         out.stutters += [f"{w!r} in {text!r}" for w in reply_facts.stutters(text, titles)]
         out.contradictions += [f"{p} in {text!r}" for p in reply_facts.contradictions(text, catalog)]
         if _EMPTY_SLOT.search(text) or not text.strip():
             out.empty_slots.append(text)
-        out.unknown_words += [f"{w!r} in {text!r}" for w in reply_facts.unknown_words(text, lexicon)]
         if len(out.samples) < keep:
             out.samples.append(text)
     out.distinct_generated = len(generated)
@@ -184,7 +166,6 @@ class BundledCheck:
             "stutters": len(self.check.stutters),
             "contradictions": len(self.check.contradictions),
             "empty_slots": len(self.check.empty_slots),
-            "unknown_words": len(self.check.unknown_words),
             "distinct_generated": self.check.distinct_generated,
             "genre_top10": round(self.genre_share, 3),
             "dialogues": self.dialogues,
@@ -219,7 +200,7 @@ def bundled_checks(root, systems: Sequence[str], n: int = 300) -> dict[str, Bund
         out[system] = BundledCheck(
             distinct=distinct_ratio(rankings),
             hit10=hits / len(held) if held else 0.0,
-            check=check_replies(model, inputs, catalog, crs.item_of, rankings=rankings, lexicon=crs.reply_lexicon),
+            check=check_replies(model, inputs, catalog, rankings=rankings),
             dialogues=len(inputs),
             seconds=time.monotonic() - t0,
             genres=genre_following(model, catalog, crs.item_of),

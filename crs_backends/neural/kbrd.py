@@ -30,7 +30,6 @@ from crs_backends.neural.engine import (
     TOP_K,
     ConvInput,
     NeuralModel,
-    WordRepeatGuard,
     check_vocab_fits,
     fill_movie_slots,
     legacy_cleanup,
@@ -405,26 +404,13 @@ class KBRD(NeuralModel):
                 generation_config=self.generation_config(
                     max_new_tokens, min_new_tokens, use_cache, return_scores, encoder_no_repeat
                 ),
-                logits_processor=self._processors(),
             )
         return out
 
     @property
     def _encoder_no_repeat(self) -> int:
-        """Published: no trigram of the context may be repeated. Our small versions learnt template phrasing
-        ("directed by <director>") that their own earlier turns already hold, so from the second turn on the ban
-        tore their sentences apart ("directed starring …"); they ban repeats within the reply only."""
-        return 0 if self.size == "small" else NO_REPEAT_NGRAM
-
-    def _processors(self):
-        from transformers import LogitsProcessorList
-
-        extra = LogitsProcessorList()
-        if self.size == "small":
-            if getattr(self, "_guard", None) is None:
-                self._guard = WordRepeatGuard(self.tokenizer)
-            extra.append(self._guard)
-        return extra
+        """Published: no trigram of the context may be repeated (every size alike)."""
+        return NO_REPEAT_NGRAM
 
     def reply_text(self, inp: ConvInput) -> str:
         """The reply as KBRD.get_conv decodes it (special tokens skipped; published sizes with the clean-up

@@ -12,9 +12,10 @@ from typing import TypeVar
 import torch
 
 from catalog.ievalm_records import Record
-from crs_backends.neural.engine import ProgressFn, TrainConfig, TrainReport
+from crs_backends.neural.engine import MOVIE_SLOT, ProgressFn, TrainConfig, TrainReport
 from crs_backends.neural.kbrd import KBRD, SYSTEM, encode_text
 from crs_backends.neural.training import Stage, run_stages, split_budget, wanted_steps
+from crs_backends.neural.unicrs_text import replace_names
 
 _Example = TypeVar("_Example")  # a rec or a conv training example (see _mean_loss)
 
@@ -34,7 +35,10 @@ def _conv_examples(model: KBRD, records: list[Record]) -> list[tuple[list[int], 
     for r in records:
         if not r.resp.strip():
             continue
-        resp = [model.bos_id] + encode_text(model.tokenizer, r.resp)[: max(0, n - 2)] + [model.eos_id]
+        # the small size writes the films it recommends as the movie slot (CRS Arena's policy fills it with the
+        # ranking); the published KBRD wrote titles as ReDial's replies do
+        text = replace_names(r.resp, r.rec, MOVIE_SLOT) if model.size == "small" else r.resp
+        resp = [model.bos_id] + encode_text(model.tokenizer, text)[: max(0, n - 2)] + [model.eos_id]
         out.append((model.context_ids(r.context), model.entity_ids(r.entity), resp))
     return out
 

@@ -18,11 +18,12 @@ for the small local versions)
     ``crs_arena_exact`` also reproduces what CRS Arena's serving code did to the input, quirks included (each is
     cited where :mod:`crs_backends.neural.system` and the model files do it): the newest user message is given
     twice (``crs_arena/arena.py`` stores it in the history before ``crs_fighter.py`` appends it again), messages
-    go in as typed, an empty generation is shown empty, only UniCRS fills its placeholder and strips its reply,
-    and UniCRS generates over its left-padded input with positions counted from 0 across the padding (its model
-    file under transformers 4.28). ``crs_arena`` sends each message once, as iEvaLM's own evaluation builds its
-    contexts (``''`` first when the system spoke first), and runs each model with the positions it was trained
-    with; these are the published models without the serving quirks.
+    go in as typed, only UniCRS fills its placeholder and strips its reply, and UniCRS generates over its
+    left-padded input with positions counted from 0 across the padding (its model file under transformers 4.28).
+    ``crs_arena`` sends each message once, as iEvaLM's own evaluation builds its contexts (``''`` first when the
+    system spoke first), runs each model with the positions it was trained with, and fills every model's
+    placeholder (the small versions write ``<movie>`` as UniCRS does); these are the published models without the
+    serving quirks. Under both an empty generation is shown empty, as CRS Arena showed it, and the turn says so.
 
 ``enhanced``
     Our earlier adapter: every turn generates, fills slots with the top items of the chat catalog and

@@ -1,13 +1,11 @@
 """ReDial's real conversations restated over a catalog, so that the small versions learn from people's replies.
 
-The small KBRD, BARCOR and UniCRS write titles and facts as slots that the catalog fills (:mod:`reply_facts`), so a
-real reply is taught in that form: each film the recommender names becomes ``<movie>``, the director or a star of
-one of those films becomes ``<director>`` / ``<actor>``, and "a comedy film" about one of them becomes "a <genre>
-film". A reply that says what no slot can hold truly is left out: another person or a name ("Disney", "Billy"
-alone), a person by pronoun ("She also voiced …"), a number or year, a genre word said otherwise about a named film
-("it's a great comedy", which the filled title may not be), a word no English vocabulary holds ("horroe"), or more
-than :data:`MAX_WORDS` words. People's replies are kept as they wrote them otherwise ("Have you seen <movie>? It is
-one of my favorites.").
+A real reply is taught as the person wrote it, with one change: each film the recommender names becomes the movie
+slot (``<movie>``, :data:`~crs_backends.neural.engine.MOVIE_SLOT`), which CRS Arena's policy fills with the model's
+ranking when the reply is shown. Every other word stays as written (people, genres, opinions). Data cleaning leaves
+a reply out when it names a film the text does not hold by name, holds markup or a link (``@``, ``<``, ``>``, ``*``,
+``#``, ``http:``), has a word that neither an English vocabulary nor the catalog's names (titles, genres, people)
+hold (a typo: "horroe"), or runs over :data:`MAX_WORDS` words.
 
 The context stays the real one; its entities are linked in the catalog's KG as the small versions link a chat
 (titles, genres and people by name), and the targets are the named films the catalog holds. The validation
@@ -17,39 +15,19 @@ conversations (:func:`crs_backends.neural.evaluation.is_validation`) are never u
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
 from catalog.ievalm_records import Record
+from crs_backends.neural.engine import MOVIE_SLOT
 from crs_backends.neural.evaluation import split_by_conversation
-from crs_backends.neural.reply_facts import GENRE_ADJECTIVE, MOVIE
 
 MAX_WORDS = 35
-# a capitalised word that is no name: sentence openers are handled by position, these anywhere
-_NOT_NAMES = frozenset({"I", "I'm", "I'd", "I've", "I'll", "OK", "Ok", "Oh", "Hi", "Hello", "Bye", "Yes", "No"})
 _WORD = re.compile(r"[A-Za-z]+(?:['’][A-Za-z]+)?")
-_CAPITALISED = re.compile(r"(?<![<\w'’])[A-Z][\w'’-]*")
-_SENTENCE_START = re.compile(r"(?:^|[.!?]\s+|\n)\s*$")
-_GENRE_WORDS = {w: g for g, w in GENRE_ADJECTIVE.items()} | {
-    "comedies": "Comedy",
-    "funny": "Comedy",
-    "scary": "Horror",
-    "thrillers": "Thriller",
-    "dramas": "Drama",
-    "documentaries": "Documentary",
-    "romantic": "Romance",
-    "animation": "Animation",
-    "cartoon": "Animation",
-    "musicals": "Musical",
-    "westerns": "Western",
-    "science": "Sci-Fi",
-    "scifi": "Sci-Fi",
-}
-# a person the reply speaks of by pronoun ("She also voiced a character in <movie>"): no slot can make it true
-_PERSON_PRONOUN = re.compile(r"\b(?:he|she|his|her|him|hers|himself|herself)\b", re.IGNORECASE)
-_GENRE_FILM = re.compile(r"\b(an?) ([A-Za-z-]+) (film|movie)\b", re.IGNORECASE)
+_MARKUP = re.compile(r"@|https?:|<|>|\*|#")
+_CLITICS = ("s", "t", "m", "d", "ll", "re", "ve")
 
 
 @lru_cache(maxsize=1)
@@ -63,55 +41,22 @@ def english_words() -> frozenset[str]:
     return frozenset(w for w in words if w.isalpha() and not w.startswith("##"))
 
 
-def _replace_phrase(text: str, phrase: str, slot: str) -> str:
-    return re.sub(rf"(?<![\w]){re.escape(phrase)}(?![\w])", slot, text) if phrase else text
-
-
-def _names_left(text: str) -> bool:
-    """A capitalised word that does not open a sentence (a name the slots cannot hold)."""
-    for m in _CAPITALISED.finditer(text):
-        word = m.group(0).rstrip("'’")
-        if word in _NOT_NAMES or _SENTENCE_START.search(text[: m.start()]):
-            continue
-        return True
-    return False
-
-
-def slot_reply(text: str, films: Sequence[str], info: Mapping[str, dict], vocabulary: frozenset[str]) -> str | None:
-    """The reply with its ``films`` (the titles it names) and their facts as slots, or None when it says something
-    the slots cannot hold (see the module's docstring). ``info``: ReDial's ``id2info`` records by film name."""
+def slot_reply(text: str, films: Sequence[str], vocabulary: frozenset[str]) -> str | None:
+    """The reply with each of its ``films`` (the titles it names) as ``<movie>`` and every other word as written, or
+    None when data cleaning leaves it out (see the module's docstring)."""
     out = " ".join(text.split())
     for name in sorted(set(films), key=len, reverse=True):
-        out = out.replace(name, MOVIE)
-    out = re.sub(r"\s+([,.;:!?])", r"\1", out)  # "Have you seen <movie> ?" as the slots are filled
-    if films and MOVIE not in out:
+        out = out.replace(name, MOVIE_SLOT)
+    out = re.sub(r"\s+([,.;:!?])", r"\1", out)  # "Have you seen <movie> ?" as the slot is filled
+    if films and MOVIE_SLOT not in out:
         return None
-    genres: set[str] = set()
-    for name in films:
-        record = info.get(name) or {}
-        for person in sorted(record.get("director") or [], key=len, reverse=True):
-            out = _replace_phrase(out, str(person), "<director>")
-        for person in sorted(record.get("star") or [], key=len, reverse=True):
-            out = _replace_phrase(out, str(person), "<actor>")
-        genres |= {g.lower() for g in record.get("genre") or []}
-
-    def genre_frame(m: re.Match) -> str:
-        genre = _GENRE_WORDS.get(m.group(2).lower())
-        return f"{m.group(1)} <genre> {m.group(3)}" if genre and genre.lower() in genres else m.group(0)
-
-    if MOVIE in out:
-        out = _GENRE_FILM.sub(genre_frame, out)
-        if any(w.lower() in _GENRE_WORDS for w in _WORD.findall(out)):
-            return None  # a genre said of a named film otherwise than "a <genre> film"
-    bare = re.sub(r"<(?:movie|director|actor|genre)>", " ", out)
+    bare = out.replace(MOVIE_SLOT, " ")
     words = _WORD.findall(bare)
-    if not words or len(words) > MAX_WORDS or re.search(r"\d|@|https?:|<|>|\*|#", bare):
-        return None
-    if _names_left(bare) or _PERSON_PRONOUN.search(bare):
+    if not words or len(words) > MAX_WORDS or _MARKUP.search(bare):
         return None
     for word in words:
         parts = re.split(r"['’]", word.lower())
-        if any(p not in vocabulary and p not in ("s", "t", "m", "d", "ll", "re", "ve") for p in parts):
+        if any(p not in vocabulary and p not in _CLITICS for p in parts):
             return None
     return out
 
@@ -133,35 +78,53 @@ class RealReplies:
         }
 
 
-def restate(
-    records: Iterable[Record], kg, info: Mapping[str, dict], *, vocabulary: frozenset[str] | None = None
-) -> tuple[list[Record], int]:
+def restate(records: Iterable[Record], kg, *, vocabulary: frozenset[str] | None = None) -> tuple[list[Record], int]:
     """``records`` (real ReDial turns) over the catalog whose KG is ``kg``: entities linked in its KG, targets the
-    films it holds, the reply slotted (:func:`slot_reply`); turns whose reply cannot be slotted are left out.
-    Returns (records, replies seen)."""
+    films it holds, the reply with its films as ``<movie>`` (:func:`slot_reply`); turns whose reply data cleaning
+    leaves out are left out. ``vocabulary``: the words a kept reply may use (default: :func:`english_words` and the
+    words of the KG's entity names, so that a person the catalog knows is no typo). Returns (records, replies
+    seen)."""
     from crs_backends.neural.mentions import link_conversations
 
-    vocabulary = english_words() if vocabulary is None else vocabulary
+    if vocabulary is None:
+        vocabulary = english_words() | {w.lower() for name in kg.entity2id for w in _WORD.findall(str(name))}
     kept: list[Record] = []
     seen = 0
     for r in records:
         if not r.resp.strip():
             continue
         seen += 1
-        reply = slot_reply(r.resp, r.rec, info, vocabulary)
+        reply = slot_reply(r.resp, r.rec, vocabulary)
         if reply is not None:
             kept.append(replace(r, resp=reply))
     out = link_conversations(kept, kg)
     return out, seen
 
 
+def real_records(data_dir: Path | None) -> tuple[list[Record], str]:
+    """ReDial's real conversations in the data folder (``redial/valid_data.jsonl`` and
+    ``redial_train_partial/train_partial.jsonl``) as records, and where they were read; ([], why) when they are not
+    there."""
+    import json
+
+    from catalog.redial_raw import read_raw_conversations
+
+    if data_dir is None:
+        return [], "no research data folder (CRS_DATA_DIR or ../shared/data)"
+    info_path = data_dir / "redial" / "id2info.json"
+    files = [data_dir / "redial" / "valid_data.jsonl", data_dir / "redial_train_partial" / "train_partial.jsonl"]
+    files = [f for f in files if f.exists()]
+    if not info_path.exists() or not files:
+        return [], f"ReDial's conversations are not in {data_dir}"
+    id2info = json.loads(info_path.read_text(encoding="utf-8"))
+    return [r for f in files for r in read_raw_conversations(f, id2info)], ", ".join(str(f) for f in files)
+
+
 def real_replies(data_dir: Path | None, kg) -> RealReplies:
     """ReDial's real conversations in the research data (``redial/valid_data.jsonl``, ``redial_train_partial/``),
     the validation tenth left out, restated over ``kg`` (:func:`restate`); no records when the data is not there."""
-    from crs_backends.neural.text_rec import real_records
-
-    found, info, source = real_records(data_dir)
+    found, source = real_records(data_dir)
     if not found:
         return RealReplies([], 0, source)
-    records, seen = restate(split_by_conversation(found)[0], kg, info)
+    records, seen = restate(split_by_conversation(found)[0], kg)
     return RealReplies(records, seen, source)

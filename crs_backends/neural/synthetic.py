@@ -11,9 +11,11 @@ Heat (1995): it is a crime film directed by Michael Mann."), and closes politely
 Every system turn becomes one :class:`~catalog.ievalm_records.Record` in the
 iEvaLM processed layout: ``context`` (all earlier utterances, user first),
 ``entity`` (KG entity names mentioned so far, in order, each once), ``rec`` (the items
-named in the reply; empty for questions and closings) and ``resp``. Only recommended
-items are named in system replies, so :func:`movie_template` (titles → ``<movie>``)
-gives the slot-filled training target UniCRS uses, with slots in ``rec`` order.
+named in the reply; empty for questions and closings) and ``resp``: the reply with each
+recommended title as ``<movie>`` (the slot CRS Arena's policy fills with the ranking) and
+every fact as written ("You might like <movie>: it is a crime film directed by Michael
+Mann."). Only recommended items are named in system replies, so :func:`movie_template`
+(titles → ``<movie>``) gives that target, with slots in ``rec`` order.
 
 Deterministic for a seed (no hash-order iteration anywhere); 2,000 dialogues take
 well under a second.
@@ -33,7 +35,6 @@ from pathlib import Path
 from catalog.ievalm_records import Record
 from crs_backends.neural.engine import MOVIE_SLOT
 from crs_backends.neural.reply_facts import GENRE_ADJECTIVE, GENRE_NOUNS, genre_word
-from crs_backends.neural.reply_words import ReplyWords
 
 KINDS = ("genre", "director", "actor", "decade", "similar")
 N_DIALOGUES = 2000
@@ -189,7 +190,7 @@ class Turn:
     text: str
     entities: list[str] = field(default_factory=list)  # KG entity names mentioned in this turn, in order
     items: list[str] = field(default_factory=list)  # recommended item names (system turns)
-    template: str = ""  # the reply with titles and facts as slots (<movie>, <genre>, …): the training target
+    template: str = ""  # the reply with its titles as <movie> (facts as written): the training target
 
 
 @dataclass
@@ -242,53 +243,6 @@ def record_texts(records: Iterable[Record]) -> list[str]:
             if t:
                 seen.setdefault(t, None)
     return list(seen)
-
-
-def training_replies(catalog) -> tuple[str, ...]:
-    """The system side of the shipped recipe's dialogues over ``catalog`` (:data:`N_DIALOGUES` at seed 0, slots
-    kept), generated once per catalog: what :func:`reply_lexicon` and :func:`reply_pairs` read."""
-    key = (catalog.name, len(catalog.items))
-    cached = _REPLIES.get(key)
-    if cached is None:
-        cached = _REPLIES[key] = tuple(r.resp for r in synthetic_records(catalog, N_DIALOGUES, 0))
-    return cached
-
-
-_REPLIES: dict[tuple[str, int], tuple[str, ...]] = {}
-
-
-def training_words(catalog) -> ReplyWords:
-    """The words and word pairs of :func:`training_replies` (what the builder writes into a small set, see
-    :mod:`crs_backends.neural.reply_words`), computed once per catalog."""
-    key = (catalog.name, len(catalog.items))
-    cached = _WORDS.get(key)
-    if cached is None:
-        cached = _WORDS[key] = ReplyWords.of(training_replies(catalog))
-    return cached
-
-
-_WORDS: dict[tuple[str, int], ReplyWords] = {}
-
-
-def reply_lexicon(catalog) -> frozenset[str]:
-    """Every word a small version's training replies use over ``catalog`` (the system side of the shipped
-    recipe's dialogues, :data:`N_DIALOGUES` at seed 0, with every slot value: the catalog's titles, people,
-    genres), lower case. A reply word outside it is one the model made up. (The running system reads the
-    training replies' words from its set instead: :class:`~crs_backends.neural.reply_words.ReplyWords`.)"""
-    key = (catalog.name, len(catalog.items))
-    cached = _LEXICONS.get(key)
-    if cached is None:
-        cached = _LEXICONS[key] = training_words(catalog).lexicon(catalog)
-    return cached
-
-
-_LEXICONS: dict[tuple[str, int], frozenset[str]] = {}
-
-
-def reply_pairs(catalog) -> dict[str, frozenset[str]]:
-    """Word -> what follows it in the training replies (a word, a slot such as ``<movie>``, or a punctuation mark;
-    the shipped recipe's dialogues, as :func:`reply_lexicon`), lower case."""
-    return training_words(catalog).pairs
 
 
 def write_synthetic(path: str | os.PathLike, records: Iterable[Record]) -> Path:
@@ -417,14 +371,12 @@ class _Generator:
         return sorted(rng.sample(head, min(k, len(head))), key=lambda n: cands.index(n))
 
     # ------------------------------------------------------------ explanations
-    def reason(self, n: int, cons: dict, rng: random.Random) -> tuple[str, str, list[str]]:
-        """Why item ``n`` fits: the text, the same text with each fact as a slot, and the entities it mentions.
-
-        Facts are one genre, a director, an actor and a year; the slots are filled from the catalog at answer
-        time (:mod:`crs_backends.neural.reply_facts`), preferring the value the user asked for, as here."""
+    def reason(self, n: int, cons: dict, rng: random.Random) -> tuple[str, list[str]]:
+        """Why item ``n`` fits, and the entities the text mentions: one genre, a director, an actor and a year of
+        the item, preferring the value the user asked for, written out (a reply's facts are its own words)."""
         item = self.items[n]
         ents: list[str] = []
-        bits: list[tuple[str, str]] = []
+        bits: list[str] = []
         genres = [g for g in cons.get("genre", ()) if g in item.genres]
         if "like" in cons:
             seed = self.items[cons["like"]]
@@ -439,26 +391,25 @@ class _Generator:
         directors = directors or (list(item.directors[:1]) if rng.random() < 0.6 else [])
         if genres:
             word = genre_word(genres[0])
-            bits.append((f"it is {_article(word)} {word} film", "it is a <genre> film"))
+            bits.append(f"it is {_article(word)} {word} film")
             ents += [e for e in [self.ent("genre", genres[0])] if e]
         else:
-            bits.append(("it is a film", "it is a film"))
+            bits.append("it is a film")
         if directors:
-            bits[-1] = (bits[-1][0] + f" directed by {directors[0]}", bits[-1][1] + " directed by <director>")
+            bits[-1] += f" directed by {directors[0]}"
             ents += [e for e in [self.ent("director", directors[0])] if e]
         if stars:
-            bits.append((f"starring {stars[0]}", "starring <actor>"))
+            bits.append(f"starring {stars[0]}")
             ents += [e for e in [self.ent("star", stars[0])] if e]
         elif rng.random() < 0.4 and item.cast and item.cast[0] not in directors:
-            bits.append((f"with {item.cast[0]}", "with <actor>"))
+            bits.append(f"with {item.cast[0]}")
             ents += [e for e in [self.ent("star", item.cast[0])] if e]
         if "decade" in cons and item.decade in cons["decade"]:
-            bits.append((f"from {item.year}", "from <year>"))
-        text, template = ", ".join(b[0] for b in bits), ", ".join(b[1] for b in bits)
+            bits.append(f"from {item.year}")
+        text = ", ".join(bits)
         if "like" in cons:
-            tail = rng.choice((", like the one you mentioned", ", much like your favorite", ", so it should be close"))
-            text, template = text + tail, template + tail
-        return text, template, ents
+            text += rng.choice((", like the one you mentioned", ", much like your favorite", ", so it should be close"))
+        return text, ents
 
     def recommend(
         self, cons: dict, exclude: set[int], rng: random.Random, templates=REC_ONE, two: bool = True
@@ -478,13 +429,13 @@ class _Generator:
             return None
         k = 2 if two and templates is REC_ONE and len(cands) >= 2 and rng.random() < 0.25 else 1
         chosen = self.pick(cands, rng, k)
-        reason, reason_slots, ents = self.reason(chosen[0], cons, rng)
+        reason, ents = self.reason(chosen[0], cons, rng)
         if relaxed:
             templates = REC_RELAXED
         pattern = rng.choice(REC_TWO if k == 2 else templates)
         names = [self.items[n].name for n in chosen]
         text = pattern.format(t=names[0], t2=names[-1], r=reason, R=_cap(reason))
-        template = pattern.format(t=MOVIE_SLOT, t2=MOVIE_SLOT, r=reason_slots, R=_cap(reason_slots))
+        template = pattern.format(t=MOVIE_SLOT, t2=MOVIE_SLOT, r=reason, R=_cap(reason))
         entities = list(dict.fromkeys(names + ents))
         return Turn("system", text, entities, names, template)
 

@@ -17,8 +17,9 @@ Three reply policies (:mod:`crs_backends.neural.policy`):
   entities; the ranking mapped to the chat catalog (items the user mentioned skipped), a top-10 list every
   turn, and the reply's movie slots filled by those items with no empty slot left (:func:`repair_text`).
 
-The small local versions emit fact slots as well as movie slots; both policies fill them from the catalog
-(:mod:`crs_backends.neural.reply_facts`), so what their replies say about a title is true. Every turn records the
+The small local versions answer through the same code as the published sets: nothing of ours sits between their
+model and the person but the policy (no input edited, no ranking reordered, no text rewritten); their movie slot
+(``<movie>``) is filled with the ranking as the ``crs_arena`` variant fills every model's. Every turn records the
 policy that answered (``metadata["policy"]``).
 """
 
@@ -30,7 +31,6 @@ import os
 import re
 import threading
 import time
-from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -38,16 +38,13 @@ import torch
 
 from catalog.catalog import Catalog, get_catalog
 from catalog.items import Item
-from crs_backends import preferences
 from crs_backends.base import DEFAULT_LIST_SIZE, CRSSystem, SystemInfo
-from crs_backends.chatcrs_embedded import Wishes, read_wishes
-from crs_backends.neural import policy, reply_facts
+from crs_backends.neural import policy
 from crs_backends.neural.engine import MOVIE_SLOT, TOP_K, ConvInput, NeuralModel
 from crs_backends.neural.kg_reader import KGData, load_kg
 from crs_backends.neural.mentions import AttributeLinker
 from crs_backends.neural.names import LABELS, SourceError, model_class
 from crs_backends.neural.policy import EXACT, check_policy, default_policy
-from crs_backends.neural.reply_words import FILE, ReplyWords
 from crs_backends.neural.sources import CheckpointSource, resolve
 from storage.records import Conversation, ItemRef, Turn
 
@@ -108,32 +105,6 @@ class NeuralCRS(CRSSystem):
         self._fuzzy_as_sent = lru_cache(maxsize=LINK_CACHE)(lambda text: tuple(self.kg.link(text, as_sent=True)))
         self._small_links = lru_cache(maxsize=LINK_CACHE)(self._small_links_uncached)
         self._attributes: AttributeLinker | None = None
-        self._lexicon: frozenset[str] = frozenset()  # the small versions' reply words over the chat catalog
-        if self.small:  # built once per catalog, here rather than in the first reply
-            trained = self._trained_words()
-            self._lexicon = trained.lexicon(catalog)
-            model.keep_to_lexicon(self._lexicon, trained.pairs, trained.triples)
-        if model.text_rec is not None:  # the item rows of this KG, read from the catalog's records (once)
-            from crs_backends.neural.text_rec import catalog_records
-
-            model.text_rec.prepare(self.kg, catalog_records(catalog))
-
-    @property
-    def reply_lexicon(self) -> frozenset[str]:
-        """The words a small version's shown replies may use over the chat catalog (empty for published sets)."""
-        return self._lexicon
-
-    def _trained_words(self) -> ReplyWords:
-        """The words the small set's replies were trained on, read from the set; a set built before the builder
-        wrote them (or a model given without its set) has them recomputed by the training-data generator."""
-        found = ReplyWords.read(self.source.root, self.model.system) if self.source is not None else None
-        if found is not None:
-            return found
-        from crs_backends.neural.synthetic import training_words
-
-        where = self.source.root if self.source is not None else "(no set)"
-        log.info("the small set in %s has no %s: its reply words are recomputed", where, FILE)
-        return training_words(self.catalog)
 
     # ------------------------------------------------------------------ identity
     @property
@@ -295,21 +266,15 @@ class NeuralCRS(CRSSystem):
 
     def _respond_crs_arena(self, conversation: Conversation, *, exact: bool) -> Turn:
         """One turn of CRS Arena's policy (see :mod:`crs_backends.neural.policy`); ``exact``: with its serving
-        code's input quirks (:meth:`exact_input`)."""
+        code's input quirks (:meth:`exact_input`). The same code answers for the small and the published sets."""
         start = time.perf_counter()
         info = self.info
         dataset = self.source.dataset if self.source else ""
         notes: list[str] = []
-        wishes = self._wishes(conversation) if self.small else None
         precision = served_precision(exact, _device_type(self.model), self.model.system)
         amp = _autocast if precision == FP16_AUTOCAST else contextlib.nullcontext
         with self._lock, torch.no_grad():
             inp = self.exact_input(conversation) if exact else self.arena_input(conversation)
-            if wishes is not None and wishes.dislikes:
-                # ours, for the small versions: they cannot read a negation, so a dislike clause is not given to them
-                # ("I don't like horror" would link Horror and rank horror films first); the turn records it
-                inp = self._without_dislikes(conversation, wishes.dislikes, exact=exact)
-                notes.append("the user's dislike clauses were left out of the model's input")
             with amp():
                 generated = self.model.reply_text(inp)  # get_conv
             menu = [letter for letter, _ in policy.options_for(dataset)]
@@ -337,91 +302,33 @@ class NeuralCRS(CRSSystem):
                 ranked = self.model.recommend(inp, k=min(TOP_K, n_items)) if n_items else []
         names = [self.kg.entity_name(int(e)) for e, _ in ranked]
         ranked_items = [self.item_of(int(e)) for e, _ in ranked]
-        model_top = list(zip(ranked_items, names))  # the model's own ranking, kept on the turn as it ranked
-        if wishes is not None and wishes.dislikes:
-            # ours, for the small versions: nothing the person said they dislike is offered (list or reply slot)
-            kept = [
-                (i, n) for i, n in model_top if not (wishes.dislikes.excludes(i) if i else n in wishes.dislikes.titles)
-            ]
-            ranked_items, names = [i for i, _ in kept], [n for _, n in kept]
-        if wishes is not None and (wishes.genres or wishes.years):
-            # ours, for the small versions: their rankings lose a genre the person asked for once the talk moves on
-            # ("I'd like a horror movie", then "Another one?" got Die Hard) and cannot read a year ("Something from
-            # the 2000s?" got Toy Story 2 (1999)); titles of every asked genre come first (horror asked, then "Could
-            # it be funny as well?": Zombieland before The Exorcist), then those of some, within each (and alone
-            # when no genre was asked) those of the asked years, each group in the model's order. The turn's
-            # ranking stays the model's own.
-            def group(n: int) -> tuple[int, int]:
-                item = ranked_items[n]
-                return (3, 1) if item is None else wishes.asked.rank_key(item)
-
-            order = sorted(range(len(names)), key=group)
-            ranked_items, names = [ranked_items[n] for n in order], [names[n] for n in order]
-            if wishes.genres:
-                notes.append(f"titles of the asked genres ({', '.join(wishes.genres)}) were offered first")
-            if wishes.years:
-                notes.append(f"titles from the asked years ({wishes.years}) were offered first")
-        leaving = wishes is not None and wishes.leaving
         act = "recommend" if choice is not None and choice.recommend else "reply"
-        if leaving:  # ours: a goodbye gets a goodbye, whatever option the model chose
-            act = "goodbye"
-            text = reply_facts.small_reply(generated, [], [], inp.entities, self._lexicon)
-            if not text.strip() or reply_facts.has_slot(generated) or not preferences.is_farewell_reply(text):
-                text = SMALL_GOODBYE
-            listed = []
-        elif act == "recommend":
-            # ours, for the small versions: like their reply slots, the list skips titles already named
-            order = reply_facts.unnamed_positions(names, inp.entities) if self.small else list(range(len(names)))
-            order = order[: policy.LIST_SIZE]
-            text = policy.list_reply([names[n] for n in order])
-            listed = [item for item in (ranked_items[n] for n in order) if item is not None]
+        if act == "recommend":
+            text = policy.list_reply(names)
+            listed = [item for item in ranked_items[: policy.LIST_SIZE] if item is not None]
         else:
             text = generated
-            if self.small:  # ours: fact slots from the catalog, movie slots skip titles already named, no made-up words
-                text = reply_facts.small_reply(text, ranked_items, names, inp.entities, self._lexicon)
-            elif exact and not self.model.fills_placeholder:
+            if exact and not self.model.fills_placeholder:
                 pass  # src/model/KBRD.py L334, BARCOR.py L298-299: the generated text as it is, nothing filled
             else:
                 text = policy.fill_placeholders(text, self.model.placeholder, names)
                 if exact:  # src/model/UNICRS.py L513: response = generated_response.strip()
                     text = text.strip()
             listed = self._named_items(text, ranked_items)
-            failed = bool(self.small and not text.strip() and generated.strip())
-            # ours, for the small versions: a farewell is said only to a goodbye (the small KBRD answered "Something
-            # from the 2000s?" with "You're welcome, have fun!")
-            farewell = self.small and not listed and preferences.is_farewell_reply(text)
-            if failed or farewell:
-                # every clause of the generated reply failed the guards (a made-up word, a stray letter), or it took
-                # leave of someone who asked on: rather than a stock question, offer the best title not yet named
-                unnamed = [
-                    (names[n], item)
-                    for n in reply_facts.unnamed_positions(names, inp.entities)
-                    if (item := ranked_items[n]) is not None
-                ]
-                if unnamed:
-                    text, listed = fallback_sentence([unnamed[0][0]]), [unnamed[0][1]]
-                    why = "failed the text guards" if failed else "said goodbye to a person who had not"
-                    notes.append(f"the generated reply {why}; the top unnamed title was offered")
-        if exact and not text.strip() and not self.small:
+        if not text.strip():
             # CRS Arena shows what get_response returned, an empty reply included, and keeps it in the history
             notes.append("the model generated an empty reply; it is shown empty, as CRS Arena showed it")
-        elif not text.strip():  # CRS Arena would show an empty bubble; we ask instead, and say so on the turn
-            text = fallback_sentence([])
-            notes.append("the model generated an empty reply; a question was shown instead")
         return Turn(
             role="system",
             text=text,
             items=[i.ref() for i in listed],
-            ranking=[i.ref() if i is not None else ItemRef("", n) for i, n in model_top],  # the model's, as it ranked
+            ranking=[i.ref() if i is not None else ItemRef("", n) for i, n in zip(ranked_items, names)],
             metadata={
                 **self._identity_metadata(info),
                 "policy": self.policy,
                 "choice": choice.record() if choice is not None else None,
                 "recommended": act == "recommend",
                 "act": act,
-                **({"dislikes": wishes.dislikes.record()} if wishes is not None and wishes.dislikes else {}),
-                **({"asked_genres": list(wishes.genres)} if wishes is not None and wishes.genres else {}),
-                **({"asked_years": wishes.years} if wishes is not None and wishes.years else {}),
                 "entities": list(inp.entities),
                 "generated": generated,
                 "notes": notes,
@@ -430,35 +337,6 @@ class NeuralCRS(CRSSystem):
                 "catalog": self.catalog.name,
             },
         )
-
-    def _wishes(self, conversation: Conversation) -> _Wishes:
-        """What the person dislikes, the genres they asked for (a later "instead" replaces them; a disliked genre is
-        no wish) and whether they are leaving: the small versions honour all three."""
-        texts = [t.text or "" for t in conversation.all_turns if t.role == "user"]
-        dislikes = preferences.read_dislikes(texts, self.catalog)
-        said = read_wishes([preferences.without_dislikes(t) for t in texts], self.catalog)
-        return _Wishes(
-            dislikes,
-            bool(texts) and preferences.is_goodbye(texts[-1]),
-            Wishes(
-                genres=tuple(g for g in said.genres if g not in dislikes.genres),
-                min_year=said.min_year,
-                max_year=said.max_year,
-            ),
-        )
-
-    def _without_dislikes(
-        self, conversation: Conversation, dislikes: preferences.Dislikes, *, exact: bool = False
-    ) -> ConvInput:
-        """The model's input with the user's dislike clauses removed and no disliked title, genre or person linked."""
-        turns = [
-            replace(t, text=preferences.without_dislikes(t.text or "")) if t.role == "user" else t
-            for t in conversation.all_turns
-        ]
-        edited = Conversation(system_id=conversation.system_id, turns=turns)
-        inp = self.exact_input(edited) if exact else self.arena_input(edited)
-        unwanted = {*dislikes.people, *dislikes.genres, *dislikes.titles}
-        return replace(inp, entities=[e for e in inp.entities if e not in unwanted])
 
     def choose_action(self, conversation: Conversation, options: list[str]) -> str:
         """iEvaLM attribute mode (``script/ask.py``) with the model's own choice: the option letters scored as
@@ -507,8 +385,6 @@ class NeuralCRS(CRSSystem):
             shown = items[: self.list_size]
             names = [i.name for i in shown]
             generated = self.model.generate(inp, items=names)
-        if self.small:
-            generated = reply_facts.fill(generated, shown, names, reply_facts.mentioned_values(inp.entities))
         text, repaired = repair_text(generated, names)
         info = self.info
         return Turn(
@@ -528,30 +404,6 @@ class NeuralCRS(CRSSystem):
                 "catalog": self.catalog.name,
             },
         )
-
-
-SMALL_GOODBYE = "You're welcome, enjoy the movie!"
-
-
-@dataclass(frozen=True)
-class _Wishes:
-    dislikes: preferences.Dislikes
-    leaving: bool
-    asked: Wishes = Wishes()  # the asked genres (none disliked) and years; no search terms
-
-    @property
-    def genres(self) -> tuple[str, ...]:
-        return self.asked.genres
-
-    @property
-    def years(self) -> str:
-        """The asked years as a person would write them ("2000-2009", "from 1990", "until 1980"); '' if none."""
-        low, high = self.asked.min_year, self.asked.max_year
-        if low is not None and high is not None:
-            return f"{low}-{high}"
-        if low is not None:
-            return f"from {low}"
-        return f"until {high}" if high is not None else ""
 
 
 def repair_text(text: str, items: list[str]) -> tuple[str, bool]:
@@ -594,8 +446,8 @@ def fallback_sentence(items: list[str]) -> str:
 
 
 def load_model(source: CheckpointSource, *, device: str = "cpu") -> NeuralModel:
-    """Load the model of ``source`` (its KG, then the checkpoints, strictly checked; the small sets' BARCOR and
-    UniCRS with their text recommender, see :func:`crs_backends.neural.text_rec.attach`)."""
+    """Load the model of ``source`` (its KG, then the checkpoints, strictly checked; a small set's pretrained parts
+    from the installed packages, checked against the set's fingerprints)."""
     kg = load_kg(source.kg_dir)
     return model_class(source.system).load(source.root, source.dataset, kg, device=device)
 
