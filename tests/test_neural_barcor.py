@@ -58,7 +58,7 @@ def tokenizer():
 
 @pytest.fixture(scope="module")
 def small(kg, tokenizer) -> BARCOR:
-    model = BARCOR.create(kg, size="small", seed=3, tokenizer=tokenizer)
+    model = BARCOR.create(kg, size="tiny", seed=3, tokenizer=tokenizer)
     model.max_new_tokens = 24
     return model
 
@@ -309,7 +309,7 @@ def test_save_load_round_trip_identical(tmp_path, small, kg):
     assert conv_cfg["forced_bos_token_id"] == 0 and conv_cfg["architectures"] == ["BartForConditionalGeneration"]
     saved = torch.load(part_dir(tmp_path, "barcor", "rec", "tiny") / "pytorch_model.bin", weights_only=True)
     assert "model.encoder.embed_tokens.weight" in saved and "classification_head.out_proj.weight" in saved
-    assert BARCOR.load(tmp_path, "tiny", kg).max_new_tokens == barcor.SIZES["small"]["max_new_tokens"]
+    assert BARCOR.load(tmp_path, "tiny", kg).max_new_tokens == barcor.SIZES["tiny"]["max_new_tokens"]
     loaded = BARCOR.load(tmp_path, "tiny", kg, max_new_tokens=small.max_new_tokens)
     for inp in CONVS + [ConvInput([])]:
         assert loaded.recommend(inp) == small.recommend(inp)
@@ -401,7 +401,7 @@ def test_bad_input_long_empty_non_english(small):
 
 
 def test_full_vocab_beyond_tokenizer_is_never_generated(kg, tokenizer):
-    model = BARCOR.create(kg, size="small", seed=1, tokenizer=tokenizer, vocab_size=len(tokenizer) + 300)
+    model = BARCOR.create(kg, size="tiny", seed=1, tokenizer=tokenizer, vocab_size=len(tokenizer) + 300)
     model.max_new_tokens = 30
     ids = model.generate_ids(CONVS[0])
     assert max(ids) < len(tokenizer)
@@ -422,10 +422,10 @@ def redial(shared_data):
 def test_training_lowers_loss_resumes_and_loads(tmp_path, redial):
     kg, records = redial
     texts = [u for r in records for u in r.context] + [r.resp for r in records]
-    model = BARCOR.create(kg, texts, size="small", seed=0)
+    model = BARCOR.create(kg, texts, size="tiny", seed=0)
     model.max_new_tokens = 12
     seen = []
-    config = TrainConfig(size="small", epochs=3, max_steps=10, batch_size=8, lr=2e-3, seed=0)
+    config = TrainConfig(size="tiny", epochs=3, max_steps=10, batch_size=8, lr=2e-3, seed=0)
     report = barcor_training.train(model, records, tmp_path, "redial", config, progress=lambda *a: seen.append(a))
     assert report.system == "barcor" and report.steps == 10
     assert len(report.losses["rec"]) + len(report.losses["conv"]) == 10
@@ -449,7 +449,7 @@ def test_training_lowers_loss_resumes_and_loads(tmp_path, redial):
 
 
 def test_records_without_known_targets_still_train_conv(tmp_path, kg, tokenizer):
-    model = BARCOR.create(kg, size="small", seed=2, tokenizer=tokenizer)
+    model = BARCOR.create(kg, size="tiny", seed=2, tokenizer=tokenizer)
     records = [
         Record(
             context=["Hi", "Hello! What do you like?", "Horror"],

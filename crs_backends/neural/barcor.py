@@ -29,33 +29,44 @@ one conversation is run unpadded (same numbers, less work).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
+from typing import cast
 
 import torch
+from torch import nn
 
 from crs_backends.neural.barcor_backbone import (
     ARCH_KEYS,
     BART_BASE_GEN,
     CONV_ALIASES,
+    MINILM_ARCH,
+    MINILM_GEN,
     REC_ALIASES,
+    SMALL_FILE,
     VocabLimit,
     bart_config,
     build_bart,
+    decoder_state,
     load_part,
+    minilm_conv_model,
+    minilm_fingerprint,
+    minilm_tokenizer,
     read_config,
     write_config,
 )
 from crs_backends.neural.checkpoints import (
     CheckpointError,
+    load_strict,
     load_tokenizer,
     part_dir,
+    read_state_dict,
     save_state_dict,
 )
 from crs_backends.neural.engine import (
     TOP_K,
     ConvInput,
     NeuralModel,
-    WordRepeatGuard,
     check_vocab_fits,
     fill_movie_slots,
     legacy_cleanup,
@@ -72,8 +83,12 @@ NO_REPEAT_NGRAM = 3
 CHOICE_NEW_TOKENS = 5  # get_choice: exactly 5 new tokens, scores of the 4th step
 
 SIZES: dict[str, dict] = {
-    # local versions: trained in about a minute on 2 CPU cores; new tokens per turn capped for interactive use
-    "small": {
+    # ours (issue #40): one encoder-decoder whose encoder is the packaged all-MiniLM-L6-v2 mapped onto BART's encoder
+    # (barcor_backbone.MINILM_ARCH, frozen), a two-layer reply decoder attending to it and a classification head on
+    # its mean-pooled states; new tokens per turn capped for interactive use
+    "small": {**MINILM_ARCH, "vocab_size": 30523, "max_new_tokens": 40, "context_max_length": 128},
+    # random BART weights at a tiny size, for the tests of the published code path (seconds on a CPU)
+    "tiny": {
         "d_model": 128,
         "encoder_layers": 2,
         "decoder_layers": 2,
@@ -146,25 +161,34 @@ class BARCOR(NeuralModel):
         dataset: str = "",
         max_new_tokens: int | None = None,
         device: str = "cpu",
+        rec_head: nn.Module | None = None,
     ):
         self.kg = kg
         self.tokenizer = tokenizer
         self.tokenizer.truncation_side = "left"
-        # None in the small sets: their recommender is the text recommender (text_rec.py), attached on load
+        # the published sets: a BartForSequenceClassification; the small ones: ``rec_head`` over the reply model's
+        # encoder (one encoder-decoder), no rec_model
         self.rec_model = rec_model.to(device).eval() if rec_model is not None else None
+        self.rec_head = rec_head.to(device).eval() if rec_head is not None else None
         self.conv_model = conv_model.to(device).eval()
         self.gen = dict(BART_BASE_GEN if gen is None else gen)
         self.size = size
         self.dataset = dataset
         self.max_new_tokens = max_new_tokens
         self.device = device
-        # the published 200, unless a (tiny) config has fewer positions
+        # the published 200, unless a (tiny) config has fewer positions; the small size's 128
         positions = [conv_model.config.max_position_embeddings]
         if rec_model is not None:
             positions.append(rec_model.config.max_position_embeddings)
-        self.context_max_length = min(CONTEXT_MAX_LENGTH, *positions)
+        limit = SIZES["small"]["context_max_length"] if size == "small" else CONTEXT_MAX_LENGTH
+        self.context_max_length = min(limit, *positions)
         self.resp_max_length = RESP_MAX_LENGTH
-        n = rec_model.config.num_labels if rec_model is not None else kg.n_entities
+        if rec_model is not None:
+            n = rec_model.config.num_labels
+        elif rec_head is not None:
+            n = cast(nn.Linear, rec_head.get_submodule("out_proj")).out_features
+        else:
+            raise ValueError("BARCOR needs a recommender: a BART classifier or a head on its encoder")
         if n != kg.n_entities:
             raise ValueError(f"rec model has {n} labels but the KG has {kg.n_entities} entities")
         items = [i for i in kg.item_ids if 0 <= i < n]
@@ -182,24 +206,37 @@ class BARCOR(NeuralModel):
         seed: int = 0,
         tokenizer=None,
         vocab_size: int | None = None,
-        bart_rec: bool = True,
     ) -> BARCOR:
-        """Random weights at ``size``; a local byte-level BPE tokenizer trained on ``texts`` unless given.
-        ``bart_rec=False``: no BART recommender (the small sets rank with the text recommender instead)."""
+        """A new model at ``size``. ``small``: MiniLM's encoder (pretrained, frozen), a random reply decoder and
+        recommendation head (``texts``, ``tokenizer``, ``vocab_size`` do not apply: the vocabulary is MiniLM's);
+        other sizes: random BART weights and a local byte-level BPE tokenizer trained on ``texts`` unless given."""
         from transformers import BartForConditionalGeneration, BartForSequenceClassification
 
         arch = size_settings(SIZES, size)
+        if size == "small":
+            tokenizer = minilm_tokenizer()
+            conv = minilm_conv_model(len(tokenizer), seed=seed + 1)
+            torch.manual_seed(seed)
+            head = rec_head(conv.config.d_model, kg.n_entities)
+            return cls(
+                kg,
+                tokenizer,
+                None,
+                conv,
+                gen=dict(MINILM_GEN),
+                size=size,
+                max_new_tokens=arch["max_new_tokens"],
+                rec_head=head,
+            )
         if tokenizer is None:
             tokenizer = _make_tokenizer(kg, texts, vocab_size=arch["vocab_size"] if vocab_size is None else vocab_size)
         if vocab_size is None:
-            vocab_size = len(tokenizer) if size == "small" else max(arch["vocab_size"], len(tokenizer))
+            vocab_size = len(tokenizer) if size == "tiny" else max(arch["vocab_size"], len(tokenizer))
         check_vocab_fits(vocab_size, tokenizer)
         rec_cfg = bart_config(arch, vocab_size=vocab_size, num_labels=kg.n_entities)
         conv_cfg = bart_config(arch, vocab_size=vocab_size)
         rec = build_bart(BartForSequenceClassification, rec_cfg, init=True, seed=seed)
         conv = build_bart(BartForConditionalGeneration, conv_cfg, init=True, seed=seed + 1)
-        if not bart_rec:
-            rec = None
         return cls(kg, tokenizer, rec, conv, gen=dict(BART_BASE_GEN), size=size, max_new_tokens=arch["max_new_tokens"])
 
     @classmethod
@@ -215,29 +252,25 @@ class BARCOR(NeuralModel):
 
         if isinstance(max_new_tokens, str) and max_new_tokens != AUTO:
             raise ValueError(f"max_new_tokens must be an int, None or {AUTO!r}, not {max_new_tokens!r}")
-        from crs_backends.neural.text_rec import attach, textrec_dir
-
         rec_dir = part_dir(root, SYSTEM, "rec", dataset)
         conv_dir = part_dir(root, SYSTEM, "conv", dataset)
-        # a small set ranks with its text recommender (barcor_textrec_<ds>/) and has no BART recommender
-        text_ranked = not rec_dir.is_dir() and textrec_dir(root, SYSTEM, dataset).is_dir()
-        for d in (conv_dir,) if text_ranked else (rec_dir, conv_dir):
+        for d in (rec_dir, conv_dir):
             if not d.is_dir():
                 raise CheckpointError(f"checkpoint directory missing: {d}")
+        if (conv_dir / SMALL_FILE).exists():
+            return cls._load_small(rec_dir, conv_dir, dataset, kg, device=device, max_new_tokens=max_new_tokens)
         conv_cfg, gen, _ = read_config(conv_dir)
-        rec = None
-        if not text_ranked:
-            rec_cfg, _, _ = read_config(rec_dir, num_labels=kg.n_entities)
-            if rec_cfg.vocab_size != conv_cfg.vocab_size:
-                raise CheckpointError(
-                    f"{rec_dir / 'config.json'} (vocab {rec_cfg.vocab_size}) and "
-                    f"{conv_dir / 'config.json'} (vocab {conv_cfg.vocab_size}) disagree"
-                )
-            rec = build_bart(BartForSequenceClassification, rec_cfg, init=False)
-            load_part(rec, rec_dir, REC_ALIASES)
+        rec_cfg, _, _ = read_config(rec_dir, num_labels=kg.n_entities)
+        if rec_cfg.vocab_size != conv_cfg.vocab_size:
+            raise CheckpointError(
+                f"{rec_dir / 'config.json'} (vocab {rec_cfg.vocab_size}) and "
+                f"{conv_dir / 'config.json'} (vocab {conv_cfg.vocab_size}) disagree"
+            )
+        rec = build_bart(BartForSequenceClassification, rec_cfg, init=False)
+        load_part(rec, rec_dir, REC_ALIASES)
         conv = build_bart(BartForConditionalGeneration, conv_cfg, init=False)
         load_part(conv, conv_dir, CONV_ALIASES)
-        tok_dir = conv_dir if (conv_dir / "tokenizer.json").exists() or text_ranked else rec_dir
+        tok_dir = conv_dir if (conv_dir / "tokenizer.json").exists() else rec_dir
         tokenizer = load_tokenizer(tok_dir, HUB_TOKENIZER)
         if len(tokenizer) > conv_cfg.vocab_size:
             raise CheckpointError(
@@ -246,20 +279,74 @@ class BARCOR(NeuralModel):
             )
         size = _size_name(conv_cfg)
         if isinstance(max_new_tokens, str):  # AUTO (checked above)
-            max_new_tokens = SIZES["small"]["max_new_tokens"] if size == "small" else LOADED_MAX_NEW_TOKENS
-        model = cls(
+            max_new_tokens = SIZES["tiny"]["max_new_tokens"] if size == "tiny" else LOADED_MAX_NEW_TOKENS
+        return cls(
             kg, tokenizer, rec, conv, gen=gen, size=size, dataset=dataset, max_new_tokens=max_new_tokens, device=device
         )
-        return attach(model, root, dataset) if text_ranked else model
+
+    @classmethod
+    def _load_small(
+        cls, rec_dir, conv_dir, dataset: str, kg: KGData, *, device: str, max_new_tokens: int | None | str
+    ) -> BARCOR:
+        """A small set: the decoder and the head from the set, the encoder from the installed MiniLM package, which
+        must be the one the set was trained on (its fingerprint)."""
+        from crs_backends.neural.names import SMALL_BUILD_COMMAND
+
+        meta = _read_json(conv_dir / SMALL_FILE)
+        installed = minilm_fingerprint()
+        if meta.get("encoder_sha256") != installed:
+            raise CheckpointError(
+                f"{conv_dir} was trained on another all-MiniLM-L6-v2 (weights {str(meta.get('encoder_sha256'))[:12]}, "
+                f"installed {installed[:12]}): rebuild the set with `{SMALL_BUILD_COMMAND}`"
+            )
+        tokenizer = minilm_tokenizer()
+        conv = minilm_conv_model(len(tokenizer))
+        own = decoder_state(conv)
+        state = read_state_dict(conv_dir / "decoder.pt")
+        holder = nn.Module()  # a strict check of the decoder's keys and shapes alone
+        for k, v in own.items():
+            holder.register_buffer(k.replace(".", "__"), torch.empty_like(v))
+        load_strict(holder, {k.replace(".", "__"): v for k, v in state.items()}, source=conv_dir / "decoder.pt")
+        with torch.no_grad():
+            for k, v in state.items():
+                target = conv.get_buffer(k) if k == "final_logits_bias" else conv.get_parameter(k)
+                target.copy_(v)
+        head = rec_head(conv.config.d_model, kg.n_entities)
+        load_strict(head, read_state_dict(rec_dir / "head.pt"), source=rec_dir / "head.pt")
+        cap = SIZES["small"]["max_new_tokens"] if isinstance(max_new_tokens, str) else max_new_tokens
+        return cls(
+            kg,
+            tokenizer,
+            None,
+            conv,
+            gen=dict(MINILM_GEN),
+            size="small",
+            dataset=dataset,
+            max_new_tokens=cap,
+            device=device,
+            rec_head=head,
+        )
 
     def save(self, root, dataset: str) -> None:
         """``barcor_rec_<ds>/`` and ``barcor_conv_<ds>/``: config.json + pytorch_model.bin (all published keys,
-        tied aliases included, as transformers 4.28 wrote them) + our tokenizer files."""
+        tied aliases included, as transformers 4.28 wrote them) + our tokenizer files. A small set holds what it
+        learned only (``conv``: ``decoder.pt``; ``rec``: ``head.pt``), the encoder's fingerprint in
+        :data:`SMALL_FILE` and the config; the encoder comes from the installed package."""
+        if self.size == "small" and self.rec_head is not None:
+            meta = {"encoder": "all-MiniLM-L6-v2", "encoder_sha256": minilm_fingerprint(), "pooling": "mean"}
+            conv_dir = part_dir(root, SYSTEM, "conv", dataset)
+            rec_dir = part_dir(root, SYSTEM, "rec", dataset)
+            write_config(self.conv_model.config, conv_dir, architecture="BartForConditionalGeneration", gen=self.gen)
+            save_state_dict(decoder_state(self.conv_model), conv_dir / "decoder.pt")
+            save_state_dict(self.rec_head.state_dict(), rec_dir / "head.pt")
+            for d in (conv_dir, rec_dir):
+                _write_json(d / SMALL_FILE, meta)
+            return
         for part, module, arch, gen in (
             ("rec", self.rec_model, "BartForSequenceClassification", None),
             ("conv", self.conv_model, "BartForConditionalGeneration", self.gen),
         ):
-            if module is None:  # no BART recommender: the set's text recommender ranks
+            if module is None:
                 continue
             d = part_dir(root, SYSTEM, part, dataset)
             d.mkdir(parents=True, exist_ok=True)
@@ -272,10 +359,18 @@ class BARCOR(NeuralModel):
 
     # ---- inputs ---------------------------------------------------------------------------------------------
     @property
+    def backbone_fingerprint(self) -> str:
+        """The small size's pretrained encoder (sha256 of the packaged MiniLM weights); '' for other sizes."""
+        return minilm_fingerprint() if self.rec_head is not None else ""
+
+    @property
     def description(self) -> str:
-        if self.text_rec is not None:
-            replies = f"BART {self.conv_model.config.d_model} replies"
-            return f"BARCOR ({self.size}: {replies}; recommender: {self.text_rec.description})"
+        if self.rec_head is not None:
+            dec = self.conv_model.config.decoder_layers
+            return (
+                f"BARCOR (small: all-MiniLM-L6-v2 as BART's encoder, frozen; a {dec}-layer reply decoder and a "
+                "recommendation head on the encoder's mean state, trained on ReDial)"
+            )
         return f"BARCOR ({self.size}{', ' + self.dataset if self.dataset else ''})"
 
     def context_ids(self, context: list[str]) -> list[int]:
@@ -287,11 +382,15 @@ class BARCOR(NeuralModel):
 
     # ---- recommendation -------------------------------------------------------------------------------------
     def rec_logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        """Entity logits (B, n_entities) with the published pooling (right-padded batches)."""
+        """Entity logits (B, n_entities): the published pooling (the rec model's decoder state at the final
+        ``</s>``, right-padded batches), or the small head over the encoder's mean state."""
         from transformers.models.bart.modeling_bart import shift_tokens_right
 
-        if self.rec_model is None:
-            raise CheckpointError("this BARCOR has no BART recommender (its set ranks with the text recommender)")
+        if self.rec_head is not None:
+            states = self.conv_model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask)
+            return self.rec_head(mean_state(states.last_hidden_state, attention_mask))
+        if self.rec_model is None:  # pragma: no cover - __init__ requires one of the two
+            raise CheckpointError("this BARCOR has no recommender")
         cfg = self.rec_model.config
         decoder_input_ids = shift_tokens_right(input_ids, cfg.pad_token_id, cfg.decoder_start_token_id)
         out = self.rec_model.model(
@@ -304,14 +403,15 @@ class BARCOR(NeuralModel):
 
     @torch.inference_mode()
     def recommend(self, inp: ConvInput, k: int = TOP_K) -> list[tuple[int, float]]:
-        if self.text_rec is not None:
-            return self.text_rec.recommend(self.kg, inp, k)
-        if self.rec_model is None:
-            raise CheckpointError("this BARCOR has no recommender: neither a BART classifier nor a text recommender")
         if k <= 0 or self._item_ids.numel() == 0:
             return []
-        ids = self._tensor(self.context_ids(inp.context))
-        logits = self.rec_logits(ids, torch.ones_like(ids))[0]
+        if self.rec_head is not None:  # the encoder already read this context for the reply: reuse it
+            ids = self.context_ids(inp.context)
+            enc = self._encoder_outputs(ids, [1] * len(ids))
+            logits = self.rec_head(mean_state(enc.last_hidden_state, self._tensor([1] * len(ids))))[0]
+        else:
+            t = self._tensor(self.context_ids(inp.context))
+            logits = self.rec_logits(t, torch.ones_like(t))[0]
         scores = logits[self._item_ids]
         top = torch.topk(scores, k=min(k, scores.numel()))
         return [(int(self._item_ids[i]), float(s)) for s, i in zip(top.values.tolist(), top.indices.tolist())]
@@ -342,10 +442,6 @@ class BARCOR(NeuralModel):
         extra = LogitsProcessorList()
         if len(self.tokenizer) < self.conv_model.config.vocab_size:
             extra.append(VocabLimit(len(self.tokenizer)))
-        if self.size == "small":
-            if getattr(self, "_guard", None) is None:
-                self._guard = WordRepeatGuard(self.tokenizer)
-            extra.append(self._guard)
         return extra
 
     def _generation_config(self, **overrides):
@@ -361,9 +457,7 @@ class BARCOR(NeuralModel):
             do_sample=False,
             min_length=0,
             no_repeat_ngram_size=NO_REPEAT_NGRAM,
-            # published: no trigram of the context repeated; our small versions' template phrasing
-            # recurs in their own earlier turns, so they ban repeats within the reply only
-            encoder_no_repeat_ngram_size=0 if self.size == "small" else NO_REPEAT_NGRAM,
+            encoder_no_repeat_ngram_size=NO_REPEAT_NGRAM,
             forced_bos_token_id=self.gen.get("forced_bos_token_id"),
             forced_eos_token_id=self.gen.get("forced_eos_token_id"),
             use_cache=True,
@@ -398,8 +492,10 @@ class BARCOR(NeuralModel):
     def reply_text(self, inp: ConvInput) -> str:
         """The reply as BARCOR.get_response shows it: decoded (published sizes with transformers 4.28's clean-up,
         :func:`legacy_cleanup`), then ``lstrip("System;:").strip()``."""
-        text = self.tokenizer.decode(self.generate_ids(inp), skip_special_tokens=True)
-        return strip_system(text if self.size == "small" else legacy_cleanup(text))
+        ids = self.generate_ids(inp)
+        if self.size == "small":
+            return strip_system(wordpiece_text(self.tokenizer.decode(ids, skip_special_tokens=True)))
+        return strip_system(legacy_cleanup(self.tokenizer.decode(ids, skip_special_tokens=True)))
 
     def generate(self, inp: ConvInput, *, items: list[str] | None = None) -> str:
         return fill_movie_slots(self.reply_text(inp), items)
@@ -432,6 +528,48 @@ class BARCOR(NeuralModel):
             enc = self.tokenizer.encode(f" {op}", add_special_tokens=False)
             option_ids.append(enc[0] if enc else self.tokenizer.unk_token_id)
         return [float(step[i]) for i in option_ids]
+
+
+_SPACE_BEFORE = re.compile(r" ([.,!?:;)%]|n't\b)")
+_APOSTROPHE = re.compile(r"(\w) ' (s|t|re|ve|ll|d|m)\b")
+
+
+def wordpiece_text(text: str) -> str:
+    """BERT's decoded WordPiece text written as text: no space before punctuation or inside a contraction
+    ("system : it ' s" -> "system: it's"); the words are the model's (lower case: MiniLM's vocabulary is uncased)."""
+    return _SPACE_BEFORE.sub(r"\1", _APOSTROPHE.sub(r"\1'\2", text)).replace("( ", "(")
+
+
+def rec_head(d_model: int, n_entities: int) -> nn.Module:
+    """BART's classification head (dense, tanh, out_proj) over the KG's entities: BARCOR's recommender head."""
+    from transformers.models.bart.modeling_bart import BartClassificationHead
+
+    return BartClassificationHead(d_model, d_model, n_entities, 0.0)
+
+
+def mean_state(states: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The encoder's mean state over the real tokens (MiniLM's own sentence pooling)."""
+    m = mask.unsqueeze(-1).to(states.dtype)
+    return (states * m).sum(dim=1) / m.sum(dim=1).clamp_min(1.0)
+
+
+def _read_json(path) -> dict:
+    import json
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise CheckpointError(f"cannot read {path}: {e}") from e
+    if not isinstance(data, dict):
+        raise CheckpointError(f"{path} is not a JSON object")
+    return data
+
+
+def _write_json(path, data: dict) -> None:
+    import json
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2), encoding="utf-8")
 
 
 def _size_name(cfg) -> str:

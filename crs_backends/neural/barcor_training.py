@@ -1,10 +1,14 @@
-"""Training BARCOR through the one training engine: its BART recommender (cross-entropy over the KG's entities,
-when the set has one) and its reply model (teacher-forced LM loss on ``System: <reply>``); writes the published
-layout."""
+"""Training BARCOR through the one training engine: its recommender (cross-entropy over the KG's entities) and its
+reply model (teacher-forced LM loss on ``System: <reply>``); writes the published layout.
+
+The small size (one encoder-decoder on MiniLM's frozen encoder, :mod:`crs_backends.neural.barcor`) reads each
+context with the encoder once (:func:`encode_contexts`, no gradient): the reply decoder trains on those states, the
+recommendation head on their mean."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -12,8 +16,9 @@ from torch import nn
 
 from catalog.ievalm_records import Record
 from crs_backends.neural.barcor import BARCOR, RESP_MAX_LENGTH, SYSTEM, response_prefix
-from crs_backends.neural.engine import ProgressFn, TrainConfig, TrainReport
-from crs_backends.neural.training import Stage, log_prior, run_stages, split_budget, wanted_steps
+from crs_backends.neural.engine import MOVIE_SLOT, ProgressFn, TrainConfig, TrainReport
+from crs_backends.neural.training import Stage, run_stages, split_budget, wanted_steps
+from crs_backends.neural.unicrs_text import replace_names
 
 
 def rec_examples(model: BARCOR, records: list[Record]) -> list[tuple[list[int], int]]:
@@ -34,11 +39,61 @@ def conv_examples(model: BARCOR, records: list[Record]) -> list[tuple[list[int],
     for r in records:
         if not r.resp.strip():
             continue
-        target = tok(response_prefix(r.context) + r.resp)["input_ids"]
-        if len(target) > RESP_MAX_LENGTH:  # right truncation keeping the final </s>
-            target = target[: RESP_MAX_LENGTH - 1] + [tok.eos_token_id]
+        # the small size writes the films it recommends as the movie slot, which CRS Arena's policy fills with the
+        # ranking (UniCRS's way: unicrs_text.replace_names); the published size writes titles as ReDial's replies do
+        resp = replace_names(r.resp, r.rec, MOVIE_SLOT) if model.size == "small" else r.resp
+        target = tok(response_prefix(r.context) + resp)["input_ids"]
+        if len(target) > RESP_MAX_LENGTH:  # right truncation keeping the final </s> (BERT's [SEP] in the small size)
+            target = target[: RESP_MAX_LENGTH - 1] + [model.conv_model.config.eos_token_id]
         out.append((model.context_ids(r.context), target))
     return out
+
+
+def encode_contexts(model: BARCOR, contexts: list[list[int]], batch_size: int = 64) -> list[torch.Tensor]:
+    """The frozen encoder's states of each context (float16, one tensor per context, in order): what the small
+    size's decoder and head train on. Contexts of like length are encoded together."""
+    order = sorted(range(len(contexts)), key=lambda i: len(contexts[i]))
+    out: list[torch.Tensor | None] = [None] * len(contexts)
+    encoder = model.conv_model.get_encoder()
+    with torch.inference_mode():
+        for start in range(0, len(order), batch_size):
+            chunk = order[start : start + batch_size]
+            ids, mask = _pad([contexts[i] for i in chunk], model.tokenizer.pad_token_id, model.device)
+            states = encoder(input_ids=ids, attention_mask=mask).last_hidden_state
+            for row, i in enumerate(chunk):
+                out[i] = states[row, : len(contexts[i])].to(torch.float16).cpu()
+    return [t for t in out if t is not None]
+
+
+def _pad_states(states: list[torch.Tensor], device: str) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(t.shape[0] for t in states)
+    out = torch.zeros((len(states), width, states[0].shape[1]), dtype=torch.float32)
+    mask = torch.zeros((len(states), width), dtype=torch.long)
+    for i, t in enumerate(states):
+        out[i, : t.shape[0]] = t.float()
+        mask[i, : t.shape[0]] = 1
+    return out.to(device), mask.to(device)
+
+
+def small_conv_loss(model: BARCOR, batch: list[tuple[torch.Tensor, list[int]]]) -> torch.Tensor:
+    """The reply decoder's loss over the cached encoder states (the small size)."""
+    from transformers.modeling_outputs import BaseModelOutput
+
+    states, mask = _pad_states([b[0] for b in batch], model.device)
+    labels, lmask = _pad([b[1] for b in batch], model.tokenizer.pad_token_id, model.device)
+    labels = labels.masked_fill(lmask == 0, -100)
+    out = model.conv_model(
+        encoder_outputs=BaseModelOutput(last_hidden_state=states), attention_mask=mask, labels=labels, use_cache=False
+    )
+    return out.loss
+
+
+def small_rec_loss(model: BARCOR, batch: list[tuple[torch.Tensor, int]]) -> torch.Tensor:
+    """Cross-entropy of the head over the encoder's mean state (the small size)."""
+    assert model.rec_head is not None
+    pooled = torch.stack([b[0] for b in batch]).float().to(model.device)
+    labels = torch.tensor([b[1] for b in batch], dtype=torch.long, device=model.device)
+    return nn.functional.cross_entropy(model.rec_head(pooled), labels)
 
 
 def _pad(rows: list[list[int]], pad: int, device: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -51,28 +106,12 @@ def _pad(rows: list[list[int]], pad: int, device: str) -> tuple[torch.Tensor, to
     return ids.to(device), mask.to(device)
 
 
-def rec_loss(model: BARCOR, batch: list[tuple[list[int], int]], prior: torch.Tensor | None = None) -> torch.Tensor:
-    """Cross-entropy over entity labels; with ``prior`` (log prior), logit-adjusted (the small versions)."""
+def rec_loss(model: BARCOR, batch: list[tuple[list[int], int]]) -> torch.Tensor:
+    """Cross-entropy over entity labels (the published BART recommender)."""
     ids, mask = _pad([b[0] for b in batch], model.tokenizer.pad_token_id, model.device)
     labels = torch.tensor([b[1] for b in batch], dtype=torch.long, device=model.device)
     logits = model.rec_logits(ids, mask)
-    if prior is not None:
-        logits = logits + prior.to(logits.device)
     return nn.functional.cross_entropy(logits, labels)
-
-
-# Measured on 300 held-back synthetic dialogues (small BARCOR, 200 rec steps): plain cross-entropy gave one top-3
-# list for every dialogue (hit@10 .07, popularity's level); logit-adjusted training with the prior added back at
-# 0.5 gave 120 different lists and hit@10 .13 (at 0: 193 lists, .05; at 1: 74 lists, .14)
-PRIOR_WEIGHT = 0.5
-REC_SHARE = {"conv": 0.35, "rec": 0.65}  # the small size: the recommender needs the steps, the reply model learns fast
-
-
-def _conv_only_steps(wanted: int, config: TrainConfig, size: str) -> int:
-    if config.max_steps is None:
-        return wanted
-    share = REC_SHARE["conv"] if size == "small" else 1.0
-    return min(wanted, max(1, round(config.max_steps * share)))
 
 
 def conv_loss(model: BARCOR, batch: list[tuple[list[int], list[int]]]) -> torch.Tensor:
@@ -97,65 +136,71 @@ def train(
     progress: ProgressFn | None = None,
 ) -> TrainReport:
     """Train conv (seq2seq loss on ``"System: " + resp``), then rec (cross-entropy over entity labels, one example
-    per target item; in the small size logit-adjusted, see ``PRIOR_WEIGHT``), through the one training
-    engine (:mod:`crs_backends.neural.training`: resumable); saved in the published layout under ``out_root``."""
+    per target item), through the one training engine (:mod:`crs_backends.neural.training`: resumable); saved in
+    the published layout under ``out_root``. The published size trains both BART models (the recommender
+    logit-adjusted in no size any more); the small size trains its reply decoder and its head over the frozen
+    encoder's states (:func:`encode_contexts`)."""
     t0 = time.monotonic()
     out_root = Path(out_root)
     model.device = config.device
-    if model.rec_model is not None:
-        model.rec_model.to(config.device)
-    model.conv_model.to(config.device)
+    for module in (model.rec_model, model.rec_head, model.conv_model):
+        if module is not None:
+            module.to(config.device)
     model._item_ids = model._item_ids.to(config.device)
     model._enc_cache = None
-    bart_rec = model.rec_model is not None  # without one, only the reply model trains (text_rec.py ranks)
-    conv_data, rec_data = conv_examples(model, records), rec_examples(model, records) if bart_rec else []
-    budget = (
-        split_budget(
+    conv_data: list
+    rec_data: list
+    if model.rec_head is not None:
+        conv_raw, rec_raw = conv_examples(model, records), rec_examples(model, records)
+        # each part its own budget: the head's steps cost little beside the decoder's (max_steps 0: the decoder is
+        # not trained here, see crs_backends.neural.small: the app's set takes the one trained on ReDial)
+        budget = {
+            "conv": min(wanted_steps(len(conv_raw), config), 10**9 if config.max_steps is None else config.max_steps),
+            "rec": wanted_steps(len(rec_raw), config),
+        }
+        if not budget["conv"]:
+            conv_raw = []
+        keys = sorted({tuple(ids) for ids, _ in conv_raw} | {tuple(ids) for ids, _ in rec_raw})
+        states = dict(zip(keys, encode_contexts(model, [list(k) for k in keys])))
+        conv_data = [(states[tuple(ids)], target) for ids, target in conv_raw]
+        pooled = {k: v.float().mean(dim=0) for k, v in states.items()}
+        rec_data = [(pooled[tuple(ids)], label) for ids, label in rec_raw]
+        conv_lengths = [len(ids) + len(target) for ids, target in conv_raw]
+        rec_lengths = None
+        conv_fn: Callable[[BARCOR, list], torch.Tensor] = small_conv_loss
+        rec_fn: Callable[[BARCOR, list], torch.Tensor] = small_rec_loss
+        rec_module: nn.Module = model.rec_head
+    else:
+        assert model.rec_model is not None
+        conv_data, rec_data = conv_examples(model, records), rec_examples(model, records)
+        conv_lengths = [_example_length(e) for e in conv_data]
+        rec_lengths = [_example_length(e) for e in rec_data]
+        conv_fn, rec_fn = conv_loss, rec_loss
+        rec_module = model.rec_model
+        budget = split_budget(
             config.max_steps,
             {"conv": wanted_steps(len(conv_data), config), "rec": wanted_steps(len(rec_data), config)},
-            shares=REC_SHARE if model.size == "small" else None,
         )
-        if bart_rec
-        # the reply model keeps the steps it had beside a BART recommender (its replies were checked at that budget)
-        else {"conv": _conv_only_steps(wanted_steps(len(conv_data), config), config, model.size), "rec": 0}
-    )
-    # the small versions' recommender: logit-adjusted training, the prior added back into the head's bias at the end
-    small = model.size == "small"
-    prior = (
-        log_prior([label for _, label in rec_data], model.rec_model.config.num_labels)
-        if small and model.rec_model is not None
-        else None
-    )
-
-    def fold_prior() -> None:
-        if prior is not None and model.rec_model is not None:
-            with torch.no_grad():
-                model.rec_model.classification_head.out_proj.bias += PRIOR_WEIGHT * prior.to(model.device)
-
     stages = [
         Stage(
             "conv",
             conv_data,
-            lambda batch: conv_loss(model, batch),
+            lambda batch: conv_fn(model, batch),
             [model.conv_model],
             budget["conv"],
             config.reply_rate,
-            lengths=[_example_length(e) for e in conv_data],
+            lengths=conv_lengths,
+        ),
+        Stage(
+            "rec",
+            rec_data,
+            lambda batch: rec_fn(model, batch),
+            [rec_module],
+            budget["rec"],
+            config.lr,
+            lengths=rec_lengths,
         ),
     ]
-    if model.rec_model is not None:
-        stages.append(
-            Stage(
-                "rec",
-                rec_data,
-                lambda batch: rec_loss(model, batch, prior),
-                [model.rec_model],
-                budget["rec"],
-                config.lr / 2 if small else config.lr,
-                lengths=[_example_length(e) for e in rec_data],
-                end=fold_prior,
-            )
-        )
     steps, losses = run_stages(SYSTEM, dataset, out_root, stages, config, progress)
     model._enc_cache = None
     model.dataset = dataset
