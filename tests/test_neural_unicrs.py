@@ -277,37 +277,11 @@ def test_kv_cache_generation_equals_full_recompute(small):
         assert len(cached) >= 1
 
 
-def test_a_small_reply_never_starts_a_new_speaker_turn(small):
-    """The small UniCRS wrote "I'd" then "System:" and began again in word salad (the published decoding keeps the
-    text after the last "System:"): its replies may not write a speaker prefix's first token."""
-    tok = small.tokenizer
-    role = small.role_start_ids
-    assert set(tok.convert_tokens_to_ids([tok.tokenize("System:")[0], tok.tokenize("User:")[0]])) <= set(role)
-    head = small.gpt2.lm_head
-
-    class Pushy(torch.nn.Module):  # a model that wants nothing more than to start a speaker turn
-        def forward(self, hidden):
-            out = head(hidden)
-            out[..., role] += 1e4
-            return out
-
-    small.gpt2.lm_head = Pushy()  # (a submodule: monkeypatch would delete it on undo)
-    try:
-        for conv in CONVS:
-            new = small.generate_ids(conv, max_new_tokens=8)
-            assert new and not set(new) & set(role), tok.decode(new)
-    finally:
-        small.gpt2.lm_head = head
-
-
 def test_kv_cache_equals_hf_style_manual_loop(small):
     """Independent loop: every step a NEW prefix cache over the whole sequence, through GPT2LMHeadModel itself."""
     from transformers import DynamicCache
 
-    from crs_backends.neural.engine import WordRepeatGuard
-
     conv = CONVS[0]
-    guard = WordRepeatGuard(small.tokenizer)  # the small versions' guard against "The The"
     with torch.no_grad():
         prefix = small._prefix("conv", conv)
         seq = small.conv_context(conv)
@@ -322,9 +296,8 @@ def test_kv_cache_equals_hf_style_manual_loop(small):
                 position_ids=torch.arange(len(seq))[None],
             )
             logits = out.logits[0, -1].clone()
-            # the small versions ban repeated trigrams within the reply only (the published ban spans the context)
-            # and a reply does not start a new speaker turn ("System:" mid-reply)
-            banned = small._ban_repeats(seq[start:], 3) + guard.banned(seq[-1]) + small.role_start_ids
+            # the small size bans repeated trigrams within the reply only (the published ban spans the context)
+            banned = small._ban_repeats(seq[start:], 3)
             logits[banned] = -float("inf")
             seq.append(int(logits.argmax()))
             if seq[-1] == small.eos_id:

@@ -26,9 +26,11 @@ Deviations from the 2023 code, on purpose:
   :attr:`UniCRS.max_new_tokens` (small 40, full 32) to keep a CPU turn short.
   Measured on 2 CPU cores (random weights, which never stop early): full 1.23 s/turn median with 32 new
   tokens, 4.23 s with the published 128; small 0.07 s with 40.
-- Small size: the backbones are tiny GPT-2 / RoBERTa models trained from scratch together with the
-  prompts (no pretrained weights offline), without dropout, and the context is 64 tokens instead of 128
-  (RoBERTa always runs on the full padded length, so this halves the cost of a training step); the full
+- Small size (a cheap configuration of this architecture, for tests; the small local version of UniCRS is
+  :mod:`crs_backends.neural.unicrs_smollm`, frozen SmolLM2 with input-level prompts, and sets saved with
+  ``unicrs_conv_<ds>/smollm.json`` load as that): the backbones are tiny GPT-2 / RoBERTa models trained from
+  scratch together with the prompts (no pretrained weights offline), without dropout, and the context is 64 tokens
+  instead of 128 (RoBERTa always runs on the full padded length, so this halves the cost of a training step); the full
   size freezes the backbones and keeps every published length.
 - Training is joint: one optimizer step adds the rec and the conv loss (the small backbones are shared).
 - ``generate`` never returns an empty slot: slots beyond the given items drop their sentence; an empty
@@ -59,9 +61,7 @@ from crs_backends.neural.engine import (
     MOVIE_SLOT,
     TOP_K,
     ConvInput,
-    LexiconGuard,
     NeuralModel,
-    WordRepeatGuard,
     check_vocab_fits,
     legacy_cleanup,
     pad_as_published,
@@ -94,7 +94,6 @@ N_BLOCK = 2  # key + value
 NUM_BASES = 8  # published default (script/chat.py, arena YAMLs)
 BOT_PROMPT = "System:"
 SETTINGS_FILE = "unicrs.json"
-DEAD_END_RETRIES = 3  # ours, small size: decodings again after a dead end of the lexicon guard (generate_ids)
 
 SIZES: dict[str, dict] = {
     "small": {  # tiny backbones trained from scratch with the prompts (CPU minutes)
@@ -193,13 +192,6 @@ class UniCRS(NeuralModel):
         self.eos_id = tokenizer.eos_token_id
         self.pad_id = tokenizer.pad_token_id
         self.bot_ids = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(BOT_PROMPT))
-        # Ours, for the small versions: the first token of a speaker prefix ("System:", "User:", as the context
-        # writes them), which a reply may not start again. Seen in a retrained small UniCRS (v4, not shipped): it
-        # wrote "I'd", then "System:", then word salad ("Then exactlyun!"); the published decoding keeps only the
-        # text after the last "System:", an empty reply once its made-up words were dropped. With the ban, one of
-        # that set's 6 empty held-back replies (of 300) became "I'd recommend …"; the shipped v3 has none either way.
-        firsts = sorted({tokenizer.tokenize(prefix)[0] for prefix in (BOT_PROMPT, " " + BOT_PROMPT, "User:")})
-        self.role_start_ids = [i for i in tokenizer.convert_tokens_to_ids(firsts) if i is not None]
         self._tables: dict[str, torch.Tensor] = {}
         self._token_cache: tuple[tuple[int, ...], torch.Tensor] | None = None
         if self.frozen:
@@ -273,10 +265,14 @@ class UniCRS(NeuralModel):
 
     @classmethod
     def load(cls, root, dataset: str, kg: KGData, *, device: str = "cpu") -> UniCRS:
-        """The published layout under ``root`` (see the module docstring); nothing is half-loaded on error."""
+        """The published layout under ``root`` (see the module docstring); nothing is half-loaded on error. A small
+        set's UniCRS (:mod:`crs_backends.neural.unicrs_smollm`) is loaded as what it is."""
         from crs_backends.neural.checkpoints import load_strict
+        from crs_backends.neural.unicrs_smollm import UniCRSSmall, is_smollm_set
 
         root = Path(root)
+        if is_smollm_set(root, dataset):
+            return UniCRSSmall.load(root, dataset, kg, device=device)  # type: ignore[return-value]
         rec_file = part_dir(root, SYSTEM, "rec", dataset) / "model.pt"
         conv_file = part_dir(root, SYSTEM, "conv", dataset) / "model.pt"
         rec_state = read_state_dict(rec_file)
@@ -348,9 +344,7 @@ class UniCRS(NeuralModel):
         load_strict(model.rec_prompt, rec_state, source=rec_file)
         load_strict(model.conv_prompt, conv_state, source=conv_file)
         model.invalidate()
-        from crs_backends.neural.text_rec import attach
-
-        return attach(model, root, dataset).to(device)
+        return model.to(device)
 
     def save(self, root, dataset: str) -> None:
         """``unicrs_{rec,conv}_<ds>/model.pt`` (+ backbones, tokenizers and settings unless they come from the Hub)."""
@@ -399,8 +393,6 @@ class UniCRS(NeuralModel):
         base = (
             f"UniCRS ({self.size}; GPT-2 {self.gpt2.config.n_layer}x{self.gpt2.config.n_embd}, {self.backbone_source}"
         )
-        if self.text_rec is not None:
-            return f"{base} replies; recommender: {self.text_rec.description})"
         return base + ")"
 
     # ---- inputs ----
@@ -473,10 +465,6 @@ class UniCRS(NeuralModel):
         )
         return out.last_hidden_state, out.past_key_values
 
-    def keep_to_lexicon(self, lexicon, pairs, triples) -> None:
-        if self.size == "small" and self.lexicon_guard is None:
-            self.lexicon_guard = LexiconGuard(self.tokenizer, lexicon, pairs, triples, end_id=self.eos_id)
-
     # ---- recommendation ----
     @torch.inference_mode()
     def scores(self, inp: ConvInput) -> torch.Tensor:
@@ -486,8 +474,6 @@ class UniCRS(NeuralModel):
         return hidden[0, -1] @ self._table("rec").T
 
     def recommend(self, inp: ConvInput, k: int = TOP_K) -> list[tuple[int, float]]:
-        if self.text_rec is not None:  # the small sets: the pretrained text encoder with the linked entities
-            return self.text_rec.recommend(self.kg, inp, k)
         item_scores = self.scores(inp)[self.item_ids]
         top = torch.topk(item_scores, k=min(k, item_scores.numel()))
         return [(int(self.item_ids[i]), float(v)) for v, i in zip(top.values, top.indices)]
@@ -529,31 +515,7 @@ class UniCRS(NeuralModel):
         no_repeat_ngram_size: int = 3,
         use_cache: bool = True,
     ) -> list[int]:
-        """Greedy reply ids (eos included when produced). ``use_cache=False`` recomputes everything each step.
-
-        Ours, for the small size: where the lexicon guard leaves the reply nothing to write and no place to end
-        ("I could" + nothing its training replies put after "I could" at a reply's start), the token that led
-        there is forbidden at its position and the reply is decoded again, at most :data:`DEAD_END_RETRIES` times
-        (seen in the shipped v5 UniCRS: 15 of 300 held-back replies were "I could.")."""
-        forbidden: dict[int, set[int]] = {}
-        new: list[int] = []
-        for _ in range(1 + (DEAD_END_RETRIES if self.lexicon_guard is not None else 0)):
-            new, dead_end = self._greedy(inp, max_new_tokens, no_repeat_ngram_size, use_cache, forbidden)
-            if dead_end is None:
-                break
-            forbidden.setdefault(dead_end, set()).add(new[dead_end])
-        return new
-
-    def _greedy(
-        self,
-        inp: ConvInput,
-        max_new_tokens: int | None,
-        no_repeat_ngram_size: int,
-        use_cache: bool,
-        forbidden: dict[int, set[int]],
-    ) -> tuple[list[int], int | None]:
-        """One greedy decoding with the tokens of ``forbidden`` (position in the reply -> token ids) banned; and
-        the position of the last token before a dead end of the lexicon guard (None: the reply ended well)."""
+        """Greedy reply ids (eos included when produced). ``use_cache=False`` recomputes everything each step."""
         limit = self.max_new_tokens if max_new_tokens is None else max_new_tokens
         prefix = self._prefix("conv", inp)
         seq, n_pad = self.reply_input(inp)
@@ -570,36 +532,18 @@ class UniCRS(NeuralModel):
                 full = torch.tensor([seq], device=self.device)
                 hidden, _ = self.run_gpt2(full, mask, prefix, positions=torch.arange(n, device=self.device)[None])
             logits = self.gpt2.lm_head(hidden[0, -1])
-            # published: HF's no_repeat_ngram_size over context + reply; our small versions (template phrasing
-            # that recurs in their own earlier turns) ban repeats within the reply only
+            # published: HF's no_repeat_ngram_size over context + reply; the small test size (template phrasing
+            # that recurs in its own earlier turns) bans repeats within the reply only
             banned = self._ban_repeats(new if self.size == "small" else seq, no_repeat_ngram_size)
-            if self.size == "small":
-                if getattr(self, "_guard", None) is None:
-                    self._guard = WordRepeatGuard(self.tokenizer)
-                banned = banned + self._guard.banned(seq[-1]) + self.role_start_ids + list(forbidden.get(len(new), ()))
             if banned:
                 logits[banned] = -math.inf
-            token = -1
-            if self.size == "small" and self.lexicon_guard is not None:  # ours: no made-up word ("I'dun!")
-                text = self.tokenizer.decode(new, skip_special_tokens=False)
-                off = self.lexicon_guard.banned(text, logits)
-                if off is None:  # nothing it may write next: the reply ends here (its end is tidied when shown)
-                    if new and not self.lexicon_guard.may_end(text):
-                        last = len(new) - 1  # the last token that wrote something (not a space)
-                        while last > 0 and not self.tokenizer.decode([new[last]]).strip():
-                            last -= 1
-                        return new, last
-                    token = self.eos_id
-                elif off:
-                    logits[off] = -math.inf
-            if token < 0:
-                token = int(torch.argmax(logits))
+            token = int(torch.argmax(logits))
             seq.append(token)
             new.append(token)
             if token == self.eos_id:
                 break
             step_ids = torch.tensor([[token]], device=self.device)
-        return new, None
+        return new
 
     def raw_reply(self, new_ids: list[int]) -> str:
         """Published decoding (CRS Arena fix #19): specials kept, the text after the last ``System:`` with its
@@ -615,8 +559,6 @@ class UniCRS(NeuralModel):
             skip = 1 if self.size != "small" or text[start : start + 1] == " " else 0
             text = text[start + skip :]
         text = text.replace(self.tokenizer.eos_token, "")
-        if self.size == "small" and self.lexicon_guard is not None:  # ours: a reply the guard ended mid-sentence
-            text = self.lexicon_guard.finish(text)
         return text
 
     def decode_reply(self, new_ids: list[int], items: Sequence[str] | None) -> str:

@@ -1,0 +1,669 @@
+"""The small UniCRS: UniCRS's knowledge-enhanced prompts (Wang et al., KDD 2022) on a frozen, pretrained decoder.
+
+The pieces, as UniCRS has them (iai-group/iEvaLM-CRS ``src/model/unicrs/``, RUCAIBox/UniCRS):
+
+- an R-GCN (8 bases) over the catalog's knowledge graph gives every entity an embedding (``node_embeds`` + the
+  R-GCN, then a residual MLP and a projection to the language model's width);
+- a frozen text encoder reads the conversation: all-MiniLM-L6-v2 (the package the app already loads, see
+  :mod:`llm_clients.sentence_encoder`) stands in for UniCRS's RoBERTa; its token states are projected the same way;
+- the two are fused as UniCRS's prompt encoder fuses them (a bilinear cross interaction between token states and the
+  context's entity embeddings, softmax-weighted mixing, then a residual MLP and a projection): for recommendation
+  one prompt position per linked entity (the entity plus the context tokens that attend to it), for conversation
+  one per context token (the token plus the entities it attends to);
+- learned task-specific prompt vectors (UniCRS's ``rec_prefix`` / ``conv_prefix``) are put in front, one set for
+  recommendation, one for conversation;
+- recommendation is the decoder's final hidden state at the last position, under the recommendation prompt, scored
+  against the entity embeddings of the items; conversation is the decoder's greedy continuation under the
+  conversation prompt, trained on the records' replies with their films written as ``<movie>``, which the serving
+  fills with the ranking, as UniCRS's serving fills its slots.
+
+The decoder is SmolLM2-135M-Instruct (:mod:`crs_backends.neural.smollm_backbone`), frozen and never modified; only
+the two prompt modules (:class:`SoftPrompt`: R-GCN, fusion, task vectors, projections) train
+(:mod:`crs_backends.neural.unicrs_smollm_training`).
+
+Deviations from UniCRS, on purpose:
+
+- **prompt tuning at the input layer, not per-layer prefixes**: UniCRS turns its prompt into past keys and values
+  for every GPT-2 layer; here the prompt vectors are input embeddings put in front of the context's token
+  embeddings. One set of vectors of the decoder's width (576) instead of 30 layers x 2 x 576 per position, and a
+  decoder input llama.cpp can take as it is (a batch of embeddings, then tokens), so the replies are decoded on the
+  GGUF file itself (see "Decoding" below).
+- the conversation prompt's token positions are averaged into :data:`SIZES` ``conv_slots`` contiguous groups
+  (UniCRS keeps one position per RoBERTa token, 128), and the recommendation prompt keeps the last
+  ``entity_max_length`` linked entities (UniCRS 43): a few prompt vectors keep a CPU step and a turn short;
+- the task vectors start as the token embeddings of a short instruction in SmolLM2's chat form (a system turn:
+  "You are a movie recommender. … write <movie> for each film you suggest.", :data:`SIZES`), one vector per token,
+  and go to the decoder as they are (plus a residual MLP that starts at zero), not through ``prompt_proj``: prompt
+  tuning initialised from words (Lester et al., 2021). With randomly initialised task vectors, the conversation loss
+  of SmolLM2 did not move in 25 steps at learning rates 1e-3 and 1e-2 (3.3 -> 3.2 on 4 replies seen 10 times): a
+  135M decoder heeds a few free input vectors little, and it starts here from an instruction it understands;
+- attention masks are honoured in the fusion (UniCRS lets pads take part), so a conversation's prompt does not
+  depend on what it is batched with; the knowledge vectors are RMS-normalised with a learned gain that starts at the
+  scale of SmolLM2's token embeddings, so an untrained prompt does not swamp the context;
+- the recommendation score passes the hidden state, standardised per dimension with statistics taken from the
+  training contexts, through a learned linear map before the dot product with the item embeddings (the decoder is
+  frozen: it cannot move its hidden state towards the entity space itself, and SmolLM2's final hidden state has a few
+  dimensions tens of times larger than the rest); the cross-entropy runs over the items only;
+- the context is SmolLM2's chat form (``<|im_start|>user`` … ``<|im_end|>``, ending with the assistant header),
+  left-truncated to ``context_max_length`` tokens; ``no_repeat_ngram_size`` 3 is applied within the reply, and never
+  to the pieces of a ``<movie>`` slot (the tokenizer writes it as three ordinary tokens, so a second slot would
+  otherwise be a repeated trigram).
+
+Decoding: the prompt module always runs in torch; the decoder runs either in torch (the dequantized copy, with a
+KV cache) or in llama.cpp on the GGUF file itself, the prompt vectors given as input embeddings
+(:mod:`crs_backends.neural.smollm_llamacpp`); :data:`DECODER_ENV` / the ``decoder`` argument choose, and llama.cpp
+falls back to torch where it cannot start or run. ``bench/unicrs_backends.py`` measures both (2026-11-27, 2 cores
+never quiet: load about 3 from a training run beside it): a 30-token turn took 0.86 s median through llama.cpp (one
+thread) against 2.45 s through torch (one thread), and 1.54 s against 12.7 s with torch at two threads; the first
+reply token agreed in 7 of 8 turns, 20 of 30 leading tokens (median), and the top-10 items from llama.cpp's hidden
+state overlapped torch's by 0.96 (the GGUF multiplies in its quantized formats; the torch copy is its dequantized
+weights, random prompt modules). Recommendation and the option letters are one prefill each and stay in torch (the
+ranking is then exactly what training optimised). Training is torch only.
+
+Saved layout (:meth:`UniCRSSmall.save`): ``unicrs_rec_<ds>/model.pt`` and ``unicrs_conv_<ds>/model.pt`` (the two
+:class:`SoftPrompt` state dicts, no edge tensors, loaded strictly) and ``unicrs_conv_<ds>/smollm.json`` (the
+settings and the backbone's fingerprint). A set whose ``unicrs_conv_<ds>/`` holds ``smollm.json`` is this model
+(:func:`is_smollm_set`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from crs_backends.neural.checkpoints import CheckpointError, load_strict, part_dir, read_state_dict, save_state_dict
+from crs_backends.neural.engine import MOVIE_SLOT, TOP_K, ConvInput, NeuralModel, size_settings
+from crs_backends.neural.kg_reader import KGData
+from crs_backends.neural.smollm_backbone import NAME as BACKBONE_NAME
+from crs_backends.neural.smollm_backbone import Backbone, check_fingerprint, fingerprint, gguf_path, load_backbone
+from crs_backends.neural.unicrs_prompt import RGCN
+from crs_backends.neural.unicrs_text import FALLBACK_REPLY, fill_slot_tokens, tidy
+
+log = logging.getLogger(__name__)
+
+SYSTEM = "unicrs"
+# which decoder writes the replies: "llamacpp" (the GGUF through llama.cpp, prompt vectors as input embeddings) or
+# "torch" (the dequantized copy with a KV cache); llama.cpp falls back to torch when it cannot run
+DECODERS = ("llamacpp", "torch")
+DECODER_ENV = "CRS_UNICRS_SMALL_DECODER"
+DEFAULT_DECODER = "llamacpp"
+# llama.cpp's threads for a reply. One: its worker threads spin while they wait, so two threads on a 2-core machine
+# busy with anything else (another model's turn, a training run) were far slower than one (2026-11-27, 2 cores, load
+# about 3: a 30-token turn took 0.7-0.9 s with one thread, 3.9 to 20 s with two; torch's took 2.2-2.5 s with one)
+LLAMA_THREADS = 1
+SETTINGS_FILE = "smollm.json"
+NUM_BASES = 8  # UniCRS's default
+TEXT_ENCODER = "all-MiniLM-L6-v2"
+FORMAT = 1  # of smollm.json: bump when the prompt modules change shape or meaning
+
+SIZES: dict[str, dict] = {
+    "small": {
+        "context_max_length": 80,  # decoder tokens of the conversation (chat form, left-truncated)
+        "text_max_length": 64,  # text-encoder word pieces of the conversation (left-truncated)
+        "entity_max_length": 8,  # the last linked entities the recommendation prompt reads
+        # the task vectors in front of each prompt start as the token embeddings of these instructions (a system turn
+        # in SmolLM2's chat form), then train freely: one vector per token
+        "rec_instruction": (
+            "<|im_start|>system\nYou are a movie recommender. Think of the film to suggest next.<|im_end|>\n"
+        ),
+        "conv_instruction": (
+            "<|im_start|>system\nYou are a movie recommender. Answer in one or two sentences and write <movie> for "
+            "each film you suggest.<|im_end|>\n"
+        ),
+        "conv_slots": 8,  # the conversation prompt's token positions, averaged into this many groups
+        "resp_max_length": 40,  # reply tokens trained on
+        "max_new_tokens": 40,  # reply tokens generated in a turn
+    }
+}
+
+
+def is_smollm_set(root, dataset: str) -> bool:
+    """Whether the set under ``root`` holds this model for ``dataset`` (``unicrs_conv_<ds>/smollm.json``)."""
+    return (part_dir(root, SYSTEM, "conv", dataset) / SETTINGS_FILE).is_file()
+
+
+def chat_text(context: Sequence[str]) -> str:
+    """The conversation in SmolLM2's chat form (user first, alternating; empty utterances skipped but counted),
+    ending with the assistant header the reply follows."""
+    turns = [
+        f"<|im_start|>{'user' if i % 2 == 0 else 'assistant'}\n{u}<|im_end|>\n" for i, u in enumerate(context) if u
+    ]
+    return "".join(turns) + "<|im_start|>assistant\n"
+
+
+def encoder_text(context: Sequence[str]) -> str:
+    """What the text encoder reads: ``User: …`` / ``System: …`` turns joined by spaces."""
+    return " ".join(("User: " if i % 2 == 0 else "System: ") + u for i, u in enumerate(context) if u)
+
+
+def _mlp(width: int, inner: int, out: int) -> nn.Sequential:
+    return nn.Sequential(nn.Linear(width, inner), nn.ReLU(), nn.Linear(inner, out))
+
+
+class SoftPrompt(nn.Module):
+    """UniCRS's prompt encoder for one task (``rec`` or ``conv``), giving prompt vectors of the decoder's width.
+
+    Parameters as UniCRS's ``KGPrompt`` names them (``node_embeds``, ``kg_encoder``, ``entity_proj1/2``,
+    ``token_proj1/2``, ``cross_attn``, ``prompt_proj1/2``), plus ``task_embeds`` / ``task_proj`` (UniCRS's task
+    prefix), ``out_gain`` (the output's RMS gain) and, for ``rec``, ``hidden_proj`` (the decoder's hidden state before
+    it is scored against the items)."""
+
+    edge_index: torch.Tensor
+    edge_type: torch.Tensor
+    hidden_mean: torch.Tensor
+    hidden_std: torch.Tensor
+
+    def __init__(
+        self,
+        task: str,
+        *,
+        hidden_size: int,
+        token_hidden_size: int,
+        n_entity: int,
+        num_relations: int,
+        edge_index: torch.Tensor,
+        edge_type: torch.Tensor,
+        task_init: torch.Tensor,
+        conv_slots: int,
+        embed_scale: float,
+        num_bases: int = NUM_BASES,
+    ):
+        super().__init__()
+        if task not in ("rec", "conv"):
+            raise ValueError(f"unknown task {task!r}")
+        self.task = task
+        self.hidden_size = hidden_size
+        self.conv_slots = conv_slots
+        entity_hidden = hidden_size // 2
+        self.node_embeds = nn.Parameter(torch.empty(n_entity, entity_hidden))
+        bound = (6.0 / (n_entity + entity_hidden)) ** 0.5
+        nn.init.uniform_(self.node_embeds, -bound, bound)
+        self.kg_encoder = RGCN(entity_hidden, entity_hidden, num_relations=max(1, num_relations), num_bases=num_bases)
+        self.register_buffer("edge_index", edge_index.long(), persistent=False)
+        self.register_buffer("edge_type", edge_type.long(), persistent=False)
+        self.entity_proj1 = _mlp(entity_hidden, entity_hidden // 2, entity_hidden)
+        self.entity_proj2 = nn.Linear(entity_hidden, hidden_size)
+        self.token_proj1 = _mlp(token_hidden_size, token_hidden_size // 2, token_hidden_size)
+        self.token_proj2 = nn.Linear(token_hidden_size, hidden_size)
+        self.cross_attn = nn.Linear(hidden_size, hidden_size, bias=False)
+        self.task_embeds = nn.Parameter(task_init.detach().clone().float())
+        last = nn.Linear(hidden_size // 2, hidden_size)
+        nn.init.zeros_(last.weight)  # the task vectors start as the instruction's token embeddings
+        nn.init.zeros_(last.bias)
+        self.task_proj = nn.Sequential(nn.Linear(hidden_size, hidden_size // 2), nn.ReLU(), last)
+        self.prompt_proj1 = _mlp(hidden_size, hidden_size // 2, hidden_size)
+        self.prompt_proj2 = nn.Linear(hidden_size, hidden_size)
+        self.out_gain = nn.Parameter(torch.full((hidden_size,), float(embed_scale)))
+        if task == "rec":
+            self.hidden_proj = nn.Linear(hidden_size, hidden_size)
+            # the decoder's final hidden state, standardised per dimension before ``hidden_proj`` (SmolLM2's has a
+            # few dimensions tens of times larger than the rest, nearly the same for every input): set from the
+            # training contexts before the first step (unicrs_smollm_training.calibrate_hidden), saved with the module
+            self.register_buffer("hidden_mean", torch.zeros(hidden_size))
+            self.register_buffer("hidden_std", torch.ones(hidden_size))
+
+    def query(self, hidden: torch.Tensor) -> torch.Tensor:
+        """The recommendation query of the decoder's final hidden state (``rec`` only)."""
+        return self.hidden_proj((hidden - self.hidden_mean) / self.hidden_std)
+
+    def entity_table(self) -> torch.Tensor:
+        """Every entity's embedding (n_entity, hidden): e = RGCN(node) + node; e = proj1(e) + e; e = proj2(e)."""
+        nodes = self.node_embeds
+        if self.edge_index.numel():
+            e = self.kg_encoder(nodes, self.edge_index, self.edge_type) + nodes
+        else:  # a KG without edges: the R-GCN's self-connection alone
+            e = nodes @ self.kg_encoder.root + self.kg_encoder.bias + nodes
+        e = self.entity_proj1(e) + e
+        return self.entity_proj2(e)
+
+    def forward(
+        self,
+        entity_ids: torch.Tensor,
+        entity_mask: torch.Tensor,
+        token_states: torch.Tensor,
+        token_mask: torch.Tensor,
+        table: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Prompt vectors (batch, n_task + positions, hidden) and their mask (1: a real position).
+
+        ``entity_ids`` / ``entity_mask`` (batch, n_entity): the linked entities (at least one real entry per row, the
+        pad entity when none is linked); ``token_states`` / ``token_mask``: the text encoder's output."""
+        table = self.entity_table() if table is None else table
+        entities = table[entity_ids]  # (bs, n_ent, H)
+        t = self.token_proj1(token_states) + token_states
+        tokens = self.token_proj2(t)  # (bs, n_tok, H)
+        scores = self.cross_attn(tokens) @ entities.transpose(1, 2) / self.hidden_size  # (bs, n_tok, n_ent)
+        tok_ok = token_mask.bool()
+        ent_ok = entity_mask.bool()
+        if self.task == "rec":  # one position per entity: the entity plus the tokens that attend to it
+            weights = F.softmax(scores.masked_fill(~tok_ok[:, :, None], float("-inf")), dim=1)
+            positions = weights.transpose(1, 2) @ tokens + entities
+            mask = ent_ok
+        else:  # one position per token: the token plus the entities it attends to, then averaged into groups
+            weights = F.softmax(scores.masked_fill(~ent_ok[:, None, :], float("-inf")), dim=2)
+            fused = weights @ entities + tokens
+            pool = _group_weights(tok_ok, self.conv_slots)  # (bs, slots, n_tok)
+            positions = pool @ fused
+            mask = pool.sum(-1) > 0
+        positions = self.prompt_proj1(positions) + positions
+        positions = self.prompt_proj2(positions)
+        positions = positions * torch.rsqrt(positions.pow(2).mean(-1, keepdim=True) + 1e-6) * self.out_gain
+        task = (self.task_proj(self.task_embeds) + self.task_embeds).expand(positions.shape[0], -1, -1)
+        prompt = torch.cat([task, positions], dim=1)
+        full_mask = torch.cat([mask.new_ones(mask.shape[0], task.shape[1]), mask], dim=1)
+        return prompt, full_mask
+
+
+def _group_weights(mask: torch.Tensor, groups: int) -> torch.Tensor:
+    """(bs, groups, n) averaging weights: each row's real positions split into ``groups`` contiguous runs as even as
+    they go (a run with no position gets no weight: fewer positions than groups leave groups empty)."""
+    bs, n = mask.shape
+    counts = mask.sum(-1, keepdim=True).clamp_min(1)  # (bs, 1)
+    rank = mask.long().cumsum(-1) - 1  # the real positions' order
+    group = torch.div(rank * groups, counts, rounding_mode="floor")  # (bs, n)
+    onehot = (group[:, None, :] == torch.arange(groups, device=mask.device)[None, :, None]) & mask.bool()[:, None, :]
+    w = onehot.float()
+    return w / w.sum(-1, keepdim=True).clamp_min(1.0)
+
+
+class UniCRSSmall(NeuralModel):
+    """The small UniCRS (see the module docstring); ``create`` / ``load`` build it, ``save`` writes it."""
+
+    system = SYSTEM
+    size = "small"
+
+    def __init__(self, kg: KGData, backbone: Backbone, encoder: Any, settings: dict, *, decoder: str | None = None):
+        self.kg = kg
+        self.decoder = decoder or os.environ.get(DECODER_ENV) or DEFAULT_DECODER
+        if self.decoder not in DECODERS:
+            raise ValueError(f"unknown decoder {self.decoder!r}; choose one of {', '.join(DECODERS)}")
+        self._llama: Any = None  # the LlamaCppDecoder, started on the first reply; False once it failed
+        self.backbone = backbone
+        self.lm = backbone.model
+        self.tokenizer = backbone.tokenizer
+        self.encoder_model = encoder[0].auto_model.eval()  # the SentenceTransformer's transformer
+        self.encoder_tokenizer = encoder.tokenizer
+        for p in self.encoder_model.parameters():
+            p.requires_grad_(False)
+        self.settings = dict(settings)
+        self.context_max_length = int(settings["context_max_length"])
+        self.text_max_length = int(settings["text_max_length"])
+        self.entity_max_length = int(settings["entity_max_length"])
+        self.resp_max_length = int(settings["resp_max_length"])
+        self.max_new_tokens = int(settings["max_new_tokens"])
+        hidden = int(self.lm.config.hidden_size)
+        edge_index, edge_type = kg.edges
+        embed_scale = float(self.lm.get_input_embeddings().weight.std())
+        common = dict(
+            hidden_size=hidden,
+            token_hidden_size=int(self.encoder_model.config.hidden_size),
+            n_entity=kg.n_entities_with_pad,
+            num_relations=kg.n_relations,
+            edge_index=edge_index,
+            edge_type=edge_type,
+            conv_slots=int(settings["conv_slots"]),
+            embed_scale=embed_scale,
+        )
+        embed = self.lm.get_input_embeddings().weight
+
+        def instruction(text: str) -> torch.Tensor:
+            return embed[self.tokenizer(text, add_special_tokens=False)["input_ids"]].detach()
+
+        self.rec_prompt = SoftPrompt(
+            "rec",
+            task_init=instruction(settings["rec_instruction"]),
+            **common,  # type: ignore[arg-type]
+        ).eval()
+        self.conv_prompt = SoftPrompt(
+            "conv",
+            task_init=instruction(settings["conv_instruction"]),
+            **common,  # type: ignore[arg-type]
+        ).eval()
+        self.item_ids = torch.tensor(kg.item_ids, dtype=torch.long)
+        self.end_ids = {
+            i
+            for i in (self.tokenizer.convert_tokens_to_ids("<|im_end|>"), self.tokenizer.eos_token_id)
+            if isinstance(i, int) and i >= 0
+        }
+        self.end_id = self.tokenizer.convert_tokens_to_ids("<|im_end|>")
+        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.end_id
+        # the pieces of a <movie> slot (ordinary tokens: "<" / " <", "movie", ">" / ">." …), exempt from the n-gram ban
+        self.slot_open = {
+            self.tokenizer(s, add_special_tokens=False)["input_ids"][0] for s in (MOVIE_SLOT, " " + MOVIE_SLOT)
+        }
+        self.slot_word = self.tokenizer(MOVIE_SLOT, add_special_tokens=False)["input_ids"][1]
+        self._tables: dict[str, torch.Tensor] = {}
+        self._states_cache: tuple[tuple[int, ...], tuple[torch.Tensor, torch.Tensor]] | None = None
+        self._lock = threading.Lock()
+
+    # ---- construction ----
+    @classmethod
+    def create(
+        cls, kg: KGData, texts: Any = None, *, size: str = "small", seed: int = 0, decoder: str | None = None
+    ) -> UniCRSSmall:
+        """Fresh prompt modules (seeded) on the installed backbone and text encoder. ``texts`` (the builder's corpus)
+        is not needed: the backbone's tokenizer is fixed."""
+        settings = dict(size_settings(SIZES, size))
+        backbone, encoder = _load_frozen()
+        torch.manual_seed(seed)
+        return cls(kg, backbone, encoder, settings, decoder=decoder)
+
+    @classmethod
+    def load(cls, root, dataset: str, kg: KGData, *, device: str = "cpu", decoder: str | None = None) -> UniCRSSmall:
+        """The set under ``root`` (strict: a wrong key or shape, or another backbone, raises CheckpointError)."""
+        root = Path(root)
+        conv_dir = part_dir(root, SYSTEM, "conv", dataset)
+        meta_path = conv_dir / SETTINGS_FILE
+        try:
+            meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        except FileNotFoundError as e:
+            raise CheckpointError(f"{meta_path} is missing: {conv_dir} is not a small UniCRS") from e
+        except (OSError, ValueError) as e:
+            raise CheckpointError(f"cannot read {meta_path}: {e}") from e
+        if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+            raise CheckpointError(
+                f"{meta_path} is of another format ({meta.get('format') if isinstance(meta, dict) else meta!r}, "
+                f"this code reads {FORMAT})"
+            )
+        check_fingerprint(meta.get("backbone_sha256"), fingerprint(gguf_path()), meta_path)
+        if meta.get("kg_entities") != kg.n_entities_with_pad:
+            raise CheckpointError(
+                f"{meta_path}: trained on a KG of {meta.get('kg_entities')} entities (with pad), given "
+                f"{kg.n_entities_with_pad}"
+            )
+        settings = dict(SIZES["small"])
+        settings.update({k: type(v)(meta[k]) for k, v in settings.items() if k in meta})
+        rec_file = part_dir(root, SYSTEM, "rec", dataset) / "model.pt"
+        conv_file = conv_dir / "model.pt"
+        rec_state, conv_state = read_state_dict(rec_file), read_state_dict(conv_file)
+        backbone, encoder = _load_frozen()
+        model = cls(kg, backbone, encoder, settings, decoder=decoder)
+        load_strict(model.rec_prompt, rec_state, source=rec_file)
+        load_strict(model.conv_prompt, conv_state, source=conv_file)
+        return model.to(device)
+
+    def save(self, root, dataset: str) -> None:
+        """``unicrs_rec_<ds>/model.pt``, ``unicrs_conv_<ds>/model.pt`` and ``unicrs_conv_<ds>/smollm.json``."""
+        root = Path(root)
+        save_state_dict(self.rec_prompt.state_dict(), part_dir(root, SYSTEM, "rec", dataset) / "model.pt")
+        conv_dir = part_dir(root, SYSTEM, "conv", dataset)
+        save_state_dict(self.conv_prompt.state_dict(), conv_dir / "model.pt")
+        meta = dict(
+            self.settings,
+            format=FORMAT,
+            size=self.size,
+            backbone=BACKBONE_NAME,
+            backbone_gguf=self.backbone.gguf.name,
+            backbone_sha256=self.backbone.fingerprint,
+            text_encoder=TEXT_ENCODER,
+            movie_token=MOVIE_SLOT,
+            kg_entities=self.kg.n_entities_with_pad,
+        )
+        path = conv_dir / SETTINGS_FILE
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(meta, indent=2), encoding="utf-8")
+        os.replace(tmp, path)
+
+    def to(self, device) -> UniCRSSmall:
+        for m in (self.rec_prompt, self.conv_prompt, self.lm):  # the text encoder is shared: it stays where it is
+            m.to(device)
+        self.item_ids = self.item_ids.to(device)
+        self.invalidate()
+        return self
+
+    def invalidate(self) -> None:
+        self._tables.clear()
+        self._states_cache = None
+
+    def set_training(self, on: bool) -> None:
+        for m in (self.rec_prompt, self.conv_prompt):
+            m.train(on)
+        self.invalidate()
+
+    def trainable_parameters(self) -> list[nn.Parameter]:
+        return [p for m in (self.rec_prompt, self.conv_prompt) for p in m.parameters() if p.requires_grad]
+
+    def frozen_parameters(self) -> list[nn.Parameter]:
+        return list(self.lm.parameters()) + list(self.encoder_model.parameters())
+
+    @property
+    def device(self) -> torch.device:
+        return self.rec_prompt.node_embeds.device
+
+    @property
+    def description(self) -> str:
+        return (
+            f"UniCRS (small): knowledge-graph soft prompts (an R-GCN over {self.kg.n_entities} entities fused with "
+            f"{TEXT_ENCODER}'s reading of the conversation) on a frozen {BACKBONE_NAME}, which ranks the items and "
+            f"writes the reply (decoded with {'llama.cpp' if self.decoder == 'llamacpp' else 'torch'})"
+        )
+
+    # ---- inputs ----
+    def context_ids(self, context: Sequence[str]) -> list[int]:
+        """The decoder's ids of the chat-form conversation, the last ``context_max_length``."""
+        ids = self.tokenizer(chat_text(context), add_special_tokens=False)["input_ids"]
+        return ids[-self.context_max_length :]
+
+    def text_ids(self, context: Sequence[str]) -> list[int]:
+        """The text encoder's ids ``[CLS] … [SEP]``, the conversation left-truncated to ``text_max_length``."""
+        tok = self.encoder_tokenizer
+        text = encoder_text(context)
+        body = tok(text, add_special_tokens=False)["input_ids"][-(self.text_max_length - 2) :] if text else []
+        return [tok.cls_token_id, *body, tok.sep_token_id]
+
+    def entity_ids(self, entities: Sequence[str]) -> list[int]:
+        """The last ``entity_max_length`` linked names that are in the KG; the pad entity when none is."""
+        ids = self.kg.ids_of(list(entities))[-self.entity_max_length :]
+        return ids or [self.kg.pad_id]
+
+    def token_states(self, text_ids: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        """The frozen text encoder's token states (right-padded) and mask for a batch of :meth:`text_ids`."""
+        width = max(len(t) for t in text_ids)
+        pad = self.encoder_tokenizer.pad_token_id or 0
+        dev = next(self.encoder_model.parameters()).device
+        ids = torch.tensor([t + [pad] * (width - len(t)) for t in text_ids], device=dev)
+        mask = torch.tensor([[1] * len(t) + [0] * (width - len(t)) for t in text_ids], device=dev)
+        with torch.no_grad():
+            states = self.encoder_model(input_ids=ids, attention_mask=mask).last_hidden_state
+        return states.to(self.device), mask.to(self.device)
+
+    def entity_batch(self, entity_ids: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        width = max(len(e) for e in entity_ids)
+        pad = self.kg.pad_id
+        ids = torch.tensor([e + [pad] * (width - len(e)) for e in entity_ids], device=self.device)
+        mask = torch.tensor([[1] * len(e) + [0] * (width - len(e)) for e in entity_ids], device=self.device)
+        return ids, mask
+
+    def table(self, which: str) -> torch.Tensor:
+        """The prompt's entity table (cached outside training)."""
+        prompt = self.rec_prompt if which == "rec" else self.conv_prompt
+        if prompt.training or torch.is_grad_enabled():
+            return prompt.entity_table()
+        if which not in self._tables:
+            self._tables[which] = prompt.entity_table()
+        return self._tables[which]
+
+    def prompts(
+        self, which: str, entity_ids: list[list[int]], text_ids: list[list[int]], table: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Prompt vectors and mask of a batch for ``which`` task."""
+        prompt = self.rec_prompt if which == "rec" else self.conv_prompt
+        key = tuple(text_ids[0]) if len(text_ids) == 1 else None
+        cached = self._states_cache
+        if key is not None and cached is not None and cached[0] == key and not torch.is_grad_enabled():
+            states = cached[1]
+        else:
+            states = self.token_states(text_ids)
+            if key is not None and not torch.is_grad_enabled():
+                self._states_cache = (key, states)
+        ents, emask = self.entity_batch(entity_ids)
+        return prompt(ents, emask, states[0], states[1], self.table(which) if table is None else table)
+
+    def assemble(
+        self, prompt: torch.Tensor, prompt_mask: torch.Tensor, ids: list[list[int]]
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The decoder's input: per row its real prompt vectors then the embeddings of ``ids``, left-padded; with the
+        attention mask and the positions (0 at each row's first real position)."""
+        embed = self.lm.get_input_embeddings()
+        rows = []
+        for i, seq in enumerate(ids):
+            tokens = embed(torch.tensor(seq, dtype=torch.long, device=self.device))
+            rows.append(torch.cat([prompt[i][prompt_mask[i].bool()], tokens], dim=0))
+        width = max(r.shape[0] for r in rows)
+        hidden = prompt.shape[-1]
+        padded = torch.stack(
+            [torch.cat([r.new_zeros(width - r.shape[0], hidden), r], dim=0) if r.shape[0] < width else r for r in rows]
+        )
+        mask = torch.tensor(
+            [[0] * (width - r.shape[0]) + [1] * r.shape[0] for r in rows], dtype=torch.long, device=self.device
+        )
+        positions = (mask.cumsum(-1) - 1).clamp_min(0)
+        return padded, mask, positions
+
+    def run(self, embeds: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor, cache=None):
+        """The decoder's trunk (no vocabulary projection): last hidden states and the KV cache."""
+        out = self.lm.model(
+            inputs_embeds=embeds, attention_mask=mask, position_ids=positions, past_key_values=cache, use_cache=True
+        )
+        return out.last_hidden_state, out.past_key_values
+
+    # ---- recommendation ----
+    def rec_scores(
+        self, entity_ids: list[list[int]], text_ids: list[list[int]], context_ids: list[list[int]]
+    ) -> torch.Tensor:
+        """Scores (batch, n_items) over ``kg.item_ids``: the decoder's last hidden state under the recommendation
+        prompt, through ``hidden_proj``, times the items' entity embeddings."""
+        table = self.table("rec")
+        prompt, pmask = self.prompts("rec", entity_ids, text_ids, table)
+        embeds, mask, positions = self.assemble(prompt, pmask, context_ids)
+        hidden, _ = self.run(embeds, mask, positions)
+        query = self.rec_prompt.query(hidden[:, -1])
+        return query @ table[self.item_ids].T
+
+    @torch.inference_mode()
+    def item_scores(self, inp: ConvInput) -> torch.Tensor:
+        return self.rec_scores(
+            [self.entity_ids(inp.entities)], [self.text_ids(inp.context)], [self.context_ids(inp.context)]
+        )[0]
+
+    def recommend(self, inp: ConvInput, k: int = TOP_K) -> list[tuple[int, float]]:
+        with self._lock:
+            scores = self.item_scores(inp)
+        top = torch.topk(scores, k=min(k, scores.numel()))
+        return [(int(self.item_ids[i]), float(v)) for v, i in zip(top.values, top.indices)]
+
+    # ---- conversation ----
+    def _banned(self, new: list[int], n: int = 3) -> list[int]:
+        """Tokens that would repeat a trigram of the reply (HF's ``no_repeat_ngram_size``), the pieces of a
+        ``<movie>`` slot excepted."""
+        if len(new) >= 2 and new[-2] in self.slot_open and new[-1] == self.slot_word:
+            return []  # finishing a slot
+        if len(new) < n - 1:
+            return []
+        tail = tuple(new[len(new) - (n - 1) :])
+        banned = {new[i + n - 1] for i in range(len(new) - n + 1) if tuple(new[i : i + n - 1]) == tail}
+        return [t for t in banned if t not in self.slot_open and t != self.slot_word]
+
+    @torch.inference_mode()
+    def generate_ids(
+        self, inp: ConvInput, *, max_new_tokens: int | None = None, decoder: str | None = None
+    ) -> list[int]:
+        """Greedy reply ids (the end token excluded): the conversation prompt and the context in one prefill, then one
+        token a step with the KV cache, through :attr:`decoder` (``decoder`` overrides it for this call)."""
+        limit = self.max_new_tokens if max_new_tokens is None else max_new_tokens
+        prompt, pmask = self.prompts("conv", [self.entity_ids(inp.entities)], [self.text_ids(inp.context)])
+        context = self.context_ids(inp.context)
+        llama = self.llama_decoder() if (decoder or self.decoder) == "llamacpp" else None
+        if llama is not None:
+            from crs_backends.neural.smollm_llamacpp import LlamaCppError
+
+            vectors = prompt[0][pmask[0].bool()].float().cpu().numpy()
+            try:
+                return llama.greedy(vectors, context, limit, end_ids=self.end_ids, banned=self._banned)
+            except LlamaCppError as e:  # this reply is written by torch instead
+                log.warning("small UniCRS: llama.cpp failed (%s); this reply is decoded with torch", e)
+        embeds, mask, positions = self.assemble(prompt, pmask, [context])
+        hidden, cache = self.run(embeds, mask, positions)
+        n = embeds.shape[1]
+        new: list[int] = []
+        for _ in range(limit):
+            logits = self.lm.lm_head(hidden[0, -1])
+            banned = self._banned(new)
+            if banned:
+                logits[banned] = float("-inf")
+            token = int(torch.argmax(logits))
+            if token in self.end_ids:
+                break
+            new.append(token)
+            step = self.lm.get_input_embeddings()(torch.tensor([[token]], device=self.device))
+            mask = torch.ones(1, n + 1, dtype=torch.long, device=self.device)
+            hidden, cache = self.run(step, mask, torch.tensor([[n]], device=self.device), cache)
+            n += 1
+        return new
+
+    def llama_decoder(self) -> Any:
+        """The llama.cpp decoder over the backbone's GGUF, started once; None (torch decodes) where it cannot run,
+        said once in the log."""
+        if self._llama is None:
+            from crs_backends.neural.smollm_llamacpp import LlamaCppDecoder, LlamaCppError
+
+            try:
+                self._llama = LlamaCppDecoder(
+                    self.backbone.gguf, int(self.lm.config.hidden_size), threads=LLAMA_THREADS
+                )
+            except LlamaCppError as e:
+                log.warning("small UniCRS: llama.cpp cannot decode (%s); replies are decoded with torch", e)
+                self._llama = False
+        return self._llama or None
+
+    def reply_text(self, inp: ConvInput) -> str:
+        with self._lock:
+            ids = self.generate_ids(inp)
+        return tidy(self.tokenizer.decode(ids, skip_special_tokens=True))
+
+    def generate(self, inp: ConvInput, *, items: list[str] | None = None) -> str:
+        text = fill_slot_tokens(self.reply_text(inp), items, (MOVIE_SLOT,))
+        return text or FALLBACK_REPLY
+
+    @property
+    def placeholder(self) -> str:
+        return MOVIE_SLOT
+
+    @property
+    def fills_placeholder(self) -> bool:
+        return True
+
+    @torch.inference_mode()
+    def option_scores(self, inp: ConvInput, options: list[str]) -> list[float]:
+        """UniCRS's ``get_choice``: one new token from the reply's input (conversation prompt, context, assistant
+        header); the logit of each option letter's first token."""
+        if not options:
+            raise ValueError("no options to choose from")
+        with self._lock:
+            prompt, pmask = self.prompts("conv", [self.entity_ids(inp.entities)], [self.text_ids(inp.context)])
+            embeds, mask, positions = self.assemble(prompt, pmask, [self.context_ids(inp.context)])
+            hidden, _ = self.run(embeds, mask, positions)
+            logits = self.lm.lm_head(hidden[0, -1])
+        letters = [self.tokenizer(o, add_special_tokens=False)["input_ids"][0] for o in options]
+        return [float(logits[t]) for t in letters]
+
+
+def _load_frozen() -> tuple[Backbone, Any]:
+    """The shared backbone and text encoder (frozen); missing packages raise CheckpointError naming them."""
+    from llm_clients.sentence_encoder import SentenceEncoderMissing, load_sentence_encoder
+
+    backbone = load_backbone()
+    try:
+        encoder = load_sentence_encoder()
+    except SentenceEncoderMissing as e:
+        raise CheckpointError(str(e)) from e
+    return backbone, encoder

