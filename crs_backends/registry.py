@@ -431,17 +431,18 @@ ABOUT = {
     "unicrs": "prompt-learning recommender over DialoGPT and RoBERTa (UniCRS)",
 }
 
-# What the small local versions really are (the Chat tab's line for a system running one): their shape follows the
-# published system, their parts are small or stand-ins (crs_backends/neural/small.py, text_rec.py), and their replies'
-# title and fact slots are filled from the catalog (reply_facts.py); :func:`small_recall_note` adds the measured R@10
+# What the small local versions really are (the Chat tab's line for a system running one): each its namesake's
+# architecture at small size (crs_backends/neural/small.py), their replies shown through CRS Arena's policy alone, the
+# title slot filled with the ranking; :func:`small_recall_note` adds the R@10 measured on ReDial's test split
 ABOUT_SMALL = {
-    "kbrd": "small KBRD trained here: an R-GCN over the catalog's knowledge graph ranks, a small Transformer writes "
-    "replies whose title and fact slots the catalog fills",
-    "barcor": "small BARCOR trained here: the pretrained all-MiniLM-L6-v2 encoder ranks (standing in for BART's "
-    "encoder; the same ranker as the small UniCRS's), a small BART writes replies whose slots the catalog fills",
-    "unicrs": "small UniCRS trained here: the pretrained all-MiniLM-L6-v2 encoder with the linked knowledge-graph "
-    "entities ranks (standing in for RoBERTa and the KG prompt; the small BARCOR's ranker, reading the entities too), "
-    "a small GPT-2 with KG prompts writes replies whose slots the catalog fills",
+    "kbrd": "small KBRD trained here: an R-GCN over the catalog's knowledge graph reads the linked entities and ranks; "
+    "a small Transformer, its words biased by that user vector, writes replies whose title slot the ranking fills",
+    "barcor": "small BARCOR trained here: one encoder-decoder on the pretrained all-MiniLM-L6-v2 (frozen, standing in "
+    "for BART's encoder); a head on the encoder's state ranks, with no knowledge graph, and a two-layer decoder writes "
+    "lower-case replies (MiniLM's vocabulary is uncased) whose title slot the ranking fills",
+    "unicrs": "small UniCRS trained here: the frozen SmolLM2-135M-Instruct driven by knowledge-enhanced soft prompts "
+    "(R-GCN entities fused with MiniLM's reading of the conversation); its hidden state ranks and it writes replies "
+    "whose title slot the ranking fills",
 }
 
 
@@ -453,7 +454,7 @@ def small_recall_note(system: str) -> str:
     recall = sources.recorded_recall10(source.root, system) if source is not None else None
     if recall is None:
         return "its R@10 on real conversations is not measured for this set"
-    return f"R@10 {recall:.2f} on ReDial conversations held out of its training (a validation figure, not test)"
+    return f"R@10 {recall:.3f} on ReDial's test split (the same recipe trained on ReDial; bench/crs_fidelity.py)"
 
 
 _KINDS = ("not available", "published checkpoint", "small local version", "locally trained checkpoint")

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -33,9 +32,9 @@ NEURAL = ("kbrd", "barcor", "unicrs")
 # the builder's own test: every stage of the recipe, at a budget that only checks the plumbing
 TINY_SETTINGS = {
     "kbrd": {"epochs": 1, "max_steps": 80, "batch_size": 32, "lr": 3e-3, "reply_lr": 5e-4},
-    "barcor": {"epochs": 1, "max_steps": 250, "batch_size": 32, "lr": 2e-3, "reply_lr": 5e-4},
-    "unicrs": {"epochs": 1, "max_steps": 80, "batch_size": 32, "lr": 2e-3},
-    "text_rec": {"epochs": 1, "real_records": 60, "synthetic_records": 120},
+    "barcor": {"epochs": 1, "max_steps": 20, "batch_size": 32, "lr": 1e-3, "reply_lr": 1e-3},
+    "unicrs": {"epochs": 1, "max_steps": 4, "batch_size": 8, "lr": 1e-3},
+    "data": {"real_records": 300, "synthetic_records": 300},
 }
 NO_SOURCE = {"CRS_MODELS_DIR": "", "CRS_MODELS_HUB_REPO": "", "CRS_MODELS_URL": "", "CRS_MODELS_SHA256": ""}
 
@@ -173,23 +172,20 @@ def test_small_rankings_follow_the_conversation(small_models, system):
 
 
 @pytest.mark.parametrize("system", NEURAL)
-def test_small_replies_never_stutter_contradict_or_leave_a_slot(small_models, system):
+def test_small_replies_are_the_models_with_no_slot_left(small_models, system):
+    """What the small versions say is their own (issue #40: no rule fills a fact, drops a clause or confines the
+    decoding): the fidelity check measures the replies as shown, the <movie> slot filled by the policy's fill, which
+    leaves none; they write replies, and not one sentence for every conversation. Stutters and contradicted facts
+    are counted, not required to be zero: they are the model's."""
     from crs_backends.neural.fidelity import check_replies, held_back_inputs
     from crs_backends.neural.names import SMALL_SEED as SEED
     from crs_backends.neural.synthetic import synthetic_records
-    from crs_backends.neural.system import NeuralCRS
 
     models, catalog, kg = small_models
     held = held_back_inputs(synthetic_records(catalog, 80, SEED + 7, kg=kg), 30)
-    crs = NeuralCRS(models[system], catalog)
-    check = check_replies(models[system], [r.conv_input() for r in held], catalog, crs.item_of)
-    assert check.replies == 30
-    assert not check.stutters and not check.contradictions and not check.empty_slots, check
-    assert not check.unknown_words, check
-    guard = models[system].lexicon_guard  # the small UniCRS's: its replies keep to its training replies' triples
-    if guard is not None:
-        off = [t for t in (models[system].reply_text(r.conv_input()) for r in held) if not guard.keeps_to(t)]
-        assert not off, off
+    check = check_replies(models[system], [r.conv_input() for r in held], catalog)
+    assert check.replies == 30 and not check.empty_slots, check.empty_slots[:3]
+    assert check.distinct_generated > 3, check.samples
 
 
 # ---------------------------------------------------------------- the builder itself, on a clean cache
@@ -216,7 +212,7 @@ def test_the_builder_trains_a_set_that_loads_and_answers(tmp_path, monkeypatch):
         settings=TINY_SETTINGS,
     )
     assert root == small.small_models_dir() and root.is_relative_to(cache)
-    assert phases == {*NEURAL, "text_rec"}  # the text recommenders are built first, then each system
+    assert phases == set(NEURAL)
     manifest = read_manifest(root)
     assert manifest["complete"] is True and manifest["version"] == names.SMALL_SET
     assert not list(root.parent.glob(".small-v*"))  # no build or old folder left behind
@@ -224,7 +220,7 @@ def test_the_builder_trains_a_set_that_loads_and_answers(tmp_path, monkeypatch):
     horror = ConvInput(["I love scary horror movies like The Shining (1980)"], ["The Shining (1980)", "Horror"])
     for system in NEURAL:
         model = model_class(system).load(root, names.SMALL_DATASET, kg)
-        assert (model.text_rec is not None) == (system in names.TEXT_RANKED), system
+        assert type(model) is model_class(system, "small"), system  # each its own architecture
         items = model.recommend(horror, k=5)
         assert len(items) == 5, system
         reply = model.generate(horror, items=[kg.entity_name(i) for i, _ in items[:3]])
@@ -235,7 +231,7 @@ def test_the_builder_trains_a_set_that_loads_and_answers(tmp_path, monkeypatch):
 def test_small_versions_link_what_a_person_types(small_models, system):
     """CRS Arena's whole-message fuzzy linking finds nothing in a message that names titles without their year or a
     genre in passing; the small versions (trained on annotated entities) link titles, genres and people, so their
-    rankings follow such a conversation, and their replies do not offer back a title the user named."""
+    rankings follow such a conversation."""
     from crs_backends.neural.system import NeuralCRS
     from storage.records import Conversation, Turn
 
@@ -255,83 +251,3 @@ def test_small_versions_link_what_a_person_types(small_models, system):
     assert {"Toy Story (1995)", "Animation", "Tom Hanks"} <= set(kids.entities)
     tops = [[e for e, _ in models[system].recommend(inp, k=3)] for inp in (scifi, kids)]
     assert tops[0] != tops[1]
-    turn = crs.respond(conversation(message))
-    if not turn.metadata["recommended"]:  # the list template shows the model's own top 3, as published
-        assert "Inception" not in turn.text and "The Matrix" not in turn.text, turn.text
-
-
-@pytest.mark.parametrize("system", NEURAL)
-def test_small_versions_honour_dislikes_and_goodbyes(small_models, system):
-    """Ours, for the small versions' generated replies and lists: a person the user dislikes is never offered again
-    (list, reply slot or fact), and a goodbye gets a goodbye with no items, whatever option the model chose."""
-    from crs_backends.neural.system import NeuralCRS
-    from storage.records import Conversation, Turn
-
-    models, catalog, kg = small_models
-    crs = NeuralCRS(models[system], catalog)
-    conversation = Conversation(system_id=system, turns=[])
-    turns = []
-    for text in ("I want a mind-bending sci-fi movie", "I don't like Christopher Nolan films", "Another one?"):
-        conversation.turns.append(Turn(role="user", text=text))
-        turns.append(crs.respond(conversation))
-        conversation.turns.append(turns[-1])
-    nolan = {i.name for i in catalog.items if "Christopher Nolan" in i.directors}
-    for turn in turns[1:]:
-        assert turn.metadata["dislikes"]["people"] == ["Christopher Nolan"]
-        assert "Nolan" not in turn.text, turn.text
-        assert not nolan & {r.title for r in turn.items}, turn.items
-        assert not any(name in turn.text for name in nolan), turn.text
-    for leaving in ("Great, thanks!", "Thanks, bye!"):  # a plain thanks gets "you're welcome", not more films
-        goodbye = crs.respond(replace(conversation, turns=[*conversation.turns, Turn(role="user", text=leaving)]))
-        assert goodbye.metadata["act"] == "goodbye" and not goodbye.metadata["recommended"]
-        assert goodbye.items == [] and "?" not in goodbye.text and not catalog.mentions(goodbye.text), goodbye.text
-
-
-@pytest.mark.parametrize("system", NEURAL)
-def test_small_versions_offer_the_asked_years_first(small_models, system):
-    """Ours, for the small versions, which cannot read a year: "Something from the 2000s?" once got Zootopia (2016)
-    and Toy Story 2 (1999). Titles of the asked years come first (within the asked genres when there are any); the
-    turn records the years and says it reordered."""
-    from crs_backends.neural.system import NeuralCRS
-    from storage.records import Conversation, Turn
-
-    models, catalog, _kg = small_models
-    crs = NeuralCRS(models[system], catalog)
-    for texts, genre in ((["Something from the 2000s?"], None), (["Any good comedies?", "From the 2000s?"], "Comedy")):
-        conversation = Conversation(system_id=system, turns=[])
-        for text in texts:
-            conversation.turns.append(Turn(role="user", text=text))
-            turn = crs.respond(conversation)
-            conversation.turns.append(turn)
-        assert turn.metadata["asked_years"] == "2000-2009"
-        assert any("asked years" in note for note in turn.metadata["notes"])
-        shown = [catalog.get(r.id) for r in turn.items]
-        assert shown, turn.text
-        assert all(2000 <= item.year <= 2009 for item in shown), [i.name for i in shown]
-        if genre:
-            assert all(genre in item.genres for item in shown), [i.name for i in shown]
-
-
-@pytest.mark.parametrize("system", NEURAL)
-def test_small_versions_offer_titles_of_every_asked_genre_first(small_models, system):
-    """Horror asked, then "Could it be funny as well?": a horror comedy the model ranked anywhere in its list comes
-    before horror-only titles (the small BARCOR once answered with It (2017), UniCRS with The Exorcist)."""
-    from crs_backends.neural.system import NeuralCRS
-    from storage.records import Conversation, Turn
-
-    models, catalog, _kg = small_models
-    crs = NeuralCRS(models[system], catalog)
-    conversation = Conversation(system_id=system, turns=[])
-    for text in ("I want a horror film", "Could it be funny as well?"):
-        conversation.turns.append(Turn(role="user", text=text))
-        turn = crs.respond(conversation)
-        conversation.turns.append(turn)
-    assert turn.metadata["asked_genres"] == ["Horror", "Comedy"]
-    both = {"Horror", "Comedy"}
-    ranked = [catalog.get(r.id) for r in turn.ranking if r.id]
-    earlier = conversation.turns[1]  # a title already offered is not offered again
-    fitting = [i for i in ranked if both <= set(i.genres) and i.name not in earlier.text]
-    shown = [catalog.get(r.id) for r in turn.items]
-    assert shown, turn.text
-    if fitting:
-        assert both <= set(shown[0].genres), ([i.name for i in shown], [i.name for i in fitting])

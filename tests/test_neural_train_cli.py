@@ -161,7 +161,6 @@ def test_small_builder_publishes_atomically_and_once(tmp_path, monkeypatch):
         "kbrd_rec_bundled",
         "kg_bundled",
         "manifest.json",
-        "reply_words.json",  # the words its replies were trained on, read by the running system
     ]
     assert not list(root.parent.glob(".small-v*"))  # no temp or old dirs left behind
     manifest = read_manifest(root)

@@ -25,9 +25,9 @@ def test_a_small_source_has_its_own_id_and_name(tmp_path):
     assert SYSTEM_OF_SMALL_ID["barcor_small"] == "barcor"
 
 
-def test_the_recorded_recall_is_read_from_the_manifest_where_there_is_one(tmp_path):
-    manifest = {"text_rec": {"figures": {"barcor": {"held_back_recall": {"1": 0.05, "10": 0.2057, "50": 0.38}}}}}
-    (tmp_path / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+def test_the_recorded_recall_is_read_from_the_benchs_record_where_there_is_one(tmp_path):
+    figures = {"recall": {"barcor": {"1": 0.05, "10": 0.2057, "50": 0.38}}}
+    (tmp_path / "redial_test.json").write_text(json.dumps(figures), encoding="utf-8")
     assert recorded_recall10(tmp_path, "barcor") == 0.2057
     assert recorded_recall10(tmp_path, "kbrd") is None  # the set records none for it
     assert recorded_recall10(tmp_path / "nowhere", "barcor") is None

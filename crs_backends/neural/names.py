@@ -46,14 +46,27 @@ def model_module(system: str):
     return importlib.import_module(f"crs_backends.neural.{system}")
 
 
-def training_module(system: str):
-    """``crs_backends.neural.<system>_training``, imported on demand: its ``train``."""
+# the small size of a system whose architecture differs from the published one's model class (#40): UniCRS on a
+# frozen SmolLM2 with input-level prompts, where the published UniCRS is a GPT-2 with per-layer prefixes
+SMALL_MODULES = {UNICRS: ("unicrs_smollm", "UniCRSSmall")}
+
+
+def training_module(system: str, size: str = ""):
+    """``crs_backends.neural.<system>_training`` (the small size's own where :data:`SMALL_MODULES` names one),
+    imported on demand: its ``train``."""
     check_system(system)
-    return importlib.import_module(f"crs_backends.neural.{system}_training")
+    name = SMALL_MODULES[system][0] if size == "small" and system in SMALL_MODULES else system
+    return importlib.import_module(f"crs_backends.neural.{name}_training")
 
 
-def model_class(system: str):
-    """The :class:`~crs_backends.neural.engine.NeuralModel` subclass of ``system``, named like the published class."""
+def model_class(system: str, size: str = ""):
+    """The :class:`~crs_backends.neural.engine.NeuralModel` subclass of ``system``, named like the published class
+    (the small size's own where :data:`SMALL_MODULES` names one). Loading through the published class finds a small
+    set's model too."""
+    if size == "small" and system in SMALL_MODULES:
+        check_system(system)
+        module, cls = SMALL_MODULES[system]
+        return getattr(importlib.import_module(f"crs_backends.neural.{module}"), cls)
     return getattr(model_module(system), LABELS[system])
 
 
@@ -69,10 +82,9 @@ def models_dir() -> Path:
 
 
 # the small local versions (built by crs_backends.neural.small)
-SMALL_VERSION = 5  # bump when the data, the settings or a model's small size changes: the shipped set is retrained
+SMALL_VERSION = 6  # bump when the data, the settings or a model's small size changes: the shipped set is retrained
 SMALL_DATASET = "bundled"  # the item space the small sets are trained on (the bundled catalog)
 SMALL_SEED = 0
-TEXT_RANKED = (BARCOR, UNICRS)  # rank with the pretrained text encoder (text_rec.py); KBRD's parts are its own
 SMALL_SET = f"small-v{SMALL_VERSION}"
 SHIPPED_SMALL_ROOT = Path(
     os.environ.get("CRS_SMALL_MODELS") or Path(__file__).resolve().parents[2] / "assets" / "models" / SMALL_SET

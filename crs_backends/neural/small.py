@@ -48,7 +48,7 @@ from pathlib import Path
 from crs_backends.neural import names
 from crs_backends.neural.names import SMALL_DATASET as DATASET
 from crs_backends.neural.names import SMALL_SEED as SEED
-from crs_backends.neural.names import SYSTEMS, TEXT_RANKED, small_models_dir, small_models_root, small_set_complete
+from crs_backends.neural.names import SYSTEMS, small_models_dir, small_models_root, small_set_complete
 
 N_DIALOGUES = 2000
 # the models that also learn from people's replies (crs_backends.neural.real_replies) when the research data is here.
@@ -65,34 +65,37 @@ REAL_REPLIES = ("kbrd", "barcor")
 # crs_backends.neural.training.lr_factor); each reply model about two epochs of its records.
 TRAIN_SETTINGS: dict[str, dict] = {
     "kbrd": {"epochs": 10, "max_steps": 2900, "batch_size": 32, "lr": 3e-3, "reply_lr": 5e-4},
-    "barcor": {"epochs": 10, "max_steps": 3900, "batch_size": 32, "lr": 2e-3, "reply_lr": 5e-4},
-    "unicrs": {"epochs": 10, "max_steps": 1500, "batch_size": 32, "lr": 2e-3},  # v4's: synthetic replies only
+    # BARCOR (small-v6): max_steps bounds its reply decoder (1.7 s a step of 32 on 2 cores); its head trains for the
+    # epochs over the frozen encoder's states (seconds a step)
+    "barcor": {"epochs": 3, "max_steps": 500, "batch_size": 32, "lr": 1e-3, "reply_lr": 1e-3},
+    # UniCRS (small-v6): max_steps shared by its two prompt stages (unicrs_smollm_training.STAGE_SHARES); a step of 8
+    # through the frozen SmolLM2 takes about 4 s (rec) and 6 s (conv) on one core
+    "unicrs": {"epochs": 1, "max_steps": 300, "batch_size": 8, "lr": 1e-3},
 }
 # ``build --quick``: the same recipe at the budget that fits 5 minutes on 2 idle cores (the v2 shipped budget);
 # for trying a change of the recipe and for the builder's own tests, not for the app
 QUICK_SETTINGS: dict[str, dict] = {
     "kbrd": {"epochs": 3, "max_steps": 360, "batch_size": 32, "lr": 3e-3, "reply_lr": 5e-4},
-    # BARCOR's reply model at 5e-4 wrote nothing after the 105 steps of a 300-step budget: 400 steps it gets here
-    "barcor": {"epochs": 3, "max_steps": 1150, "batch_size": 32, "lr": 2e-3, "reply_lr": 5e-4},
-    "unicrs": {"epochs": 3, "max_steps": 400, "batch_size": 32, "lr": 2e-3},
-    # the first 300 real and 600 synthetic records only, and ReDial's films only where they occur in them: encoding
-    # every ReDial film and conversation takes minutes on two cores
-    "text_rec": {"epochs": 3, "real_records": 300, "synthetic_records": 600},
+    "barcor": {"epochs": 3, "max_steps": 100, "batch_size": 32, "lr": 1e-3, "reply_lr": 1e-3},
+    "unicrs": {"epochs": 1, "max_steps": 40, "batch_size": 8, "lr": 1e-3},
+    # the first 3,000 real and 1,200 synthetic records only: MiniLM reads every context once (about 50 a second)
+    "data": {"real_records": 3000, "synthetic_records": 1200},
 }
 # The same small configurations trained on a research dataset (the benches' ReDial figures): its real records plus
 # this many synthetic dialogues over the dataset's own catalog (synthetic.dataset_records). ReDial's training split
 # is not in the data folder; its 2,716 `redial_eval/valid` records alone left the small rankings near a popularity
 # list (R@10 over popularity: KBRD 1.26, BARCOR 0.75, UniCRS 1.03, at the v2 budget). With them (v3 budget, first
 # 1,000 test records): KBRD 1.58; BARCOR 0.69 and UniCRS 0.75, whose text-reading rankings stay below popularity.
-DATASET_DIALOGUES = 3000
+DATASET_DIALOGUES = 0  # r5: people's conversations only (the replies are written by the models, #40)
 # what the dataset configuration changes in TRAIN_SETTINGS: KBRD's recommender unclipped, as CRSLab's
 # (TrainConfig.rec_clip). The shipped bundled set keeps the clipping it was built with; dropping it there means a new
 # set (small-v6), measured on the bundled catalog first
 DATASET_SETTINGS: dict[str, dict] = {"kbrd": {"rec_clip": None}}
 # bump when the dataset configuration's recipe changes, so that a cached set of the old one is not read as the new
 # (r2: KBRD at the published entity width on a KG of ReDial's size, kbrd.entity_width; r3: its recommender unclipped;
-# r4: the validation conversations held out of its training, evaluation.is_validation)
-DATASET_RECIPE = "r4"
+# r4: the validation conversations held out of its training, evaluation.is_validation; r5: each its own architecture,
+# real conversations only, #40)
+DATASET_RECIPE = "r5"
 THREADS = int(os.environ.get("CRS_SMALL_THREADS", "0") or 0)  # 0: torch's default
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
@@ -197,15 +200,16 @@ def build(
 
     ``measure``: check the result on 300 held-back synthetic dialogues (:func:`fidelity.bundled_figures`) and
     write the figures into the manifest; ``command``: how the set was made, for the manifest."""
+    import dataclasses
+
     import torch
 
     from catalog.catalog import data_dir, load_bundled
-    from crs_backends.neural import text_rec
     from crs_backends.neural.checkpoints import write_manifest
     from crs_backends.neural.engine import ConvInput, TrainConfig
     from crs_backends.neural.kg_reader import kg_from_catalog
     from crs_backends.neural.names import model_class, training_module
-    from crs_backends.neural.real_replies import RealReplies, real_replies
+    from crs_backends.neural.real_replies import real_replies
     from crs_backends.neural.synthetic import describe, record_texts, synthetic_records
     from crs_backends.neural.train_command import TqdmProgress
 
@@ -220,16 +224,25 @@ def build(
     catalog = load_bundled()
     kg = kg_from_catalog(catalog)
     kg.save(root / f"kg_{DATASET}")
-    records = synthetic_records(catalog, N_DIALOGUES, SEED, kg=kg)
-    # people's replies (ReDial's real conversations restated over the catalog, titles and facts as slots) beside the
-    # synthetic ones: what the models of REAL_REPLIES train on; the text recommenders read the real conversations
-    real = real_replies(data_dir(), kg) if REAL_REPLIES else RealReplies([], 0, "not used (REAL_REPLIES empty)")
-    training = records + real.records  # the tokenizers read every reply; each model trains on its own records
+    # people's conversations (ReDial's, restated over the catalog: the films they name are the catalog's, written
+    # as the movie slot in replies) teach both parts; the synthetic dialogues only what to recommend (their replies
+    # are templates: none is trained on)
+    real = real_replies(data_dir(), kg)
+    if not real.records:
+        raise SmallBuildError(
+            f"the small versions learn to reply from ReDial's conversations, which were not found ({real.source}); "
+            "give the research data folder with CRS_DATA_DIR"
+        )
+    synthetic = [dataclasses.replace(r, resp="") for r in synthetic_records(catalog, N_DIALOGUES, SEED, kg=kg)]
+    limits = settings.get("data") or {}  # a trial's or a test's build: the first records of each kind only
+    people = real.records[: limits["real_records"]] if "real_records" in limits else real.records
+    synthetic = synthetic[: limits["synthetic_records"]] if "synthetic_records" in limits else synthetic
+    training = people + synthetic
     texts = record_texts(training)
     seconds["data"] = round(time.monotonic() - t0, 2)
     log(
-        f"small local versions: {len(records)} records from {N_DIALOGUES} synthetic dialogues and "
-        f"{len(real.records)} real ReDial turns ({real.source}), KG of {kg.n_entities} entities "
+        f"small local versions: {len(people)} real ReDial turns ({real.source}) and {len(synthetic)} "
+        f"records of {N_DIALOGUES} synthetic dialogues (recommendation only), KG of {kg.n_entities} entities "
         f"({seconds['data']:.1f} s)"
     )
     probe = ConvInput(
@@ -239,34 +252,11 @@ def build(
     losses: dict[str, dict] = {}
     sizes: dict[str, dict] = {}
     descriptions: dict[str, str] = {}
-    # BARCOR's and UniCRS's recommenders: the pretrained text encoder with heads trained on real ReDial conversations
-    # (text_rec.py), built first so that each system answers through it once trained
-    text_ranked = [s for s in systems if s in TEXT_RANKED]
-    text_rec_figures: dict[str, dict] = {}
-    if text_ranked:
+    backbones: dict[str, str] = {}
+    notes: dict[str, str] = {}
+    # BARCOR last: its reply decoder is the ReDial configuration's, which may be training when the build starts
+    for n, system in enumerate(sorted(systems, key=lambda s: s == "barcor"), 1):
         t0 = time.monotonic()
-        try:
-            text_rec_figures = text_rec.build_text_recs(
-                root,
-                text_ranked,
-                DATASET,
-                text_rec.catalog_records(catalog),
-                records,
-                data_dir=data_dir(),
-                settings=(settings.get("text_rec") if isinstance(settings.get("text_rec"), dict) else None),
-                seed=SEED,
-                log=log,
-                progress=progress,
-            )
-        except Exception as e:
-            raise SmallBuildError(f"training the text recommender failed: {type(e).__name__}: {e}") from e
-        seconds["text_rec"] = round(time.monotonic() - t0, 1)
-    for n, system in enumerate(systems, 1):
-        t0 = time.monotonic()
-        try:
-            module = training_module(system)
-        except Exception as e:
-            raise SmallBuildError(f"no model code for {system!r}: {e}") from e
         cfg = TrainConfig(size="small", seed=SEED, resume=False, progress=show_bar, **settings.get(system, {}))
         bar = TqdmProgress(f"[{n}/{len(systems)}] {system} ", enabled=show_bar)
 
@@ -276,12 +266,14 @@ def build(
                 progress(f"{_system} {phase}", done, total)
 
         try:
-            extra = {"bart_rec": False} if system == "barcor" else {}  # BARCOR's recommender is its text recommender
-            model = model_class(system).create(kg, texts, size="small", seed=SEED, **extra)
-            result = module.train(model, training if system in REAL_REPLIES else records, root, DATASET, cfg, report)
-            if system in text_ranked:
-                text_rec.attach(model, root, DATASET)
-                model.text_rec.prepare(kg, text_rec.catalog_records(catalog))
+            module = training_module(system, "small")
+            model = model_class(system, "small").create(kg, texts, size="small", seed=SEED)
+            if system == "barcor":  # its reply decoder reads no KG: the one trained on ReDial, the head trained here
+                notes["barcor"] = _redial_reply_decoder(model, settings, limits, root, log)
+                cfg = dataclasses.replace(cfg, max_steps=0)
+            result = module.train(model, training, root, DATASET, cfg, report)
+        except SmallBuildError:
+            raise
         except Exception as e:
             raise SmallBuildError(f"training the small {system} failed: {type(e).__name__}: {e}") from e
         finally:
@@ -297,18 +289,13 @@ def build(
             for part, v in result.losses.items()
             if v
         }
-        sizes[system] = dict(getattr(module, "SIZES", {}).get("small", {}))
+        sizes[system] = dict(getattr(sys.modules[type(model).__module__], "SIZES", {}).get("small", {}))
         descriptions[system] = model.description
+        if getattr(model, "backbone_fingerprint", ""):  # a pretrained part the set is checked against when loaded
+            backbones[system] = model.backbone_fingerprint
         loss_text = ", ".join(f"{p} {d['first']:.2f}->{d['last']:.2f}" for p, d in losses[system].items())
         log(f"  {system}: {seconds[system]:.0f} s, {result.steps} steps ({loss_text}); reply: {reply[:70]!r}")
     shutil.rmtree(root / ".train", ignore_errors=True)  # trainer state: not needed once published
-    # the words and word pairs the replies were trained on: the running system reads them from the set
-    from crs_backends.neural.reply_words import ReplyWords
-
-    ReplyWords.of(r.resp for r in training).write(root)
-    for system in systems:  # a system trained on the synthetic replies alone keeps to their words (UniCRS's guard)
-        if system not in REAL_REPLIES and real.records:
-            ReplyWords.of(r.resp for r in records).write(root, system)
     seconds["total"] = round(time.monotonic() - t_start, 1)
     figures: dict[str, dict] = {}
     if measure:
@@ -329,31 +316,54 @@ def build(
         seconds=seconds,
         losses=losses,
         train_settings={s: settings[s] for s in systems},
-        text_rec={
-            "systems": text_ranked,
-            "encoder": text_rec.ENCODER,
-            "encoder_package": text_rec.ENCODER_PACKAGE,
-            "settings": {**text_rec.TRAIN_SETTINGS, **(settings.get("text_rec") or {})},
-            "figures": text_rec_figures,
-        },
+        **({"data_limits": limits} if limits else {}),
+        notes=notes,
+        backbones=backbones,
         threads=torch.get_num_threads(),
         data={
-            **describe(records),
+            **describe(synthetic),
             "dialogues": N_DIALOGUES,
             "seed": SEED,
             "catalog": "bundled",
             "generator": "crs_backends.neural.synthetic.synthetic_records(catalog, dialogues, seed)",
-            "real": {
-                **real.describe(),
-                "restated_by": "crs_backends.neural.real_replies.real_replies(data_dir, kg)",
-                "trains": [s for s in systems if s in REAL_REPLIES],
-            },
+            "synthetic_replies": "not trained on (recommendation only)",
+            "real": {**real.describe(), "restated_by": "crs_backends.neural.real_replies.real_replies(data_dir, kg)"},
         },
         kg=f"kg_{DATASET}",
         figures=figures,
         complete=True,
     )
     return {"seconds": seconds, "losses": losses, "figures": figures}
+
+
+def _redial_reply_decoder(model, settings: dict, limits: dict, root: Path, log: Callable[[str], None]) -> str:
+    """Put into the small BARCOR ``model`` the reply decoder of the same recipe trained on ReDial
+    (:func:`train_on_dataset`, cached: the one ``bench/crs_fidelity.py`` measures): BARCOR's decoder reads the
+    encoder's states of the conversation and nothing of the catalog, so one decoder serves both item spaces and the
+    app shows the replies the bench scores. A trial's recipe (``settings`` other than :data:`TRAIN_SETTINGS`) trains
+    its own into ``root/.train``. Returns what the manifest says of it."""
+    from catalog.catalog import data_dir
+    from crs_backends.neural.barcor import BARCOR
+
+    base = data_dir()
+    if base is None or not (base / "redial" / "entity2id.json").exists():
+        raise SmallBuildError("the small BARCOR's reply decoder is trained on ReDial, which was not found")
+    shipped = settings is TRAIN_SETTINGS
+    models = dataset_models_dir("redial") if shipped else root / ".train" / "redial"
+    trained, data = train_on_dataset(
+        base / "redial",
+        ["barcor"],
+        models,
+        log=log,
+        settings=None if shipped else {"barcor": settings["barcor"]},
+        limit=None if shipped else limits.get("real_records"),
+    )
+    redial = BARCOR.load(trained, "redial", data.kg)
+    model.conv_model.load_state_dict(redial.conv_model.state_dict())
+    return (
+        f"reply decoder: the one trained on ReDial ({data.describe()}; {models.name if shipped else 'a trial'}), "
+        "the recommendation head trained on this set's records"
+    )
 
 
 def dataset_models_dir(dataset: str) -> Path:
@@ -371,17 +381,18 @@ def train_on_dataset(
     log: Callable[[str], None] = _say,
     dialogues: int = DATASET_DIALOGUES,
     settings: dict[str, dict] | None = None,
+    limit: int | None = None,
 ):
     """Train the small configurations of ``systems`` (:data:`TRAIN_SETTINGS` with :data:`DATASET_SETTINGS`, seed
     :data:`SEED`) on the dataset in ``data_dir`` (its real training records, the validation conversations held out,
     plus ``dialogues`` synthetic dialogues) into ``models`` (default :func:`dataset_models_dir`), skipping those
     already there unless ``retrain``; resumable. Returns (models, the TrainData). ``progress_for(system)``: a progress
-    callback for one system's training; ``settings``: per system, what to change in its recipe (a quick trial's
-    budget; give it its own ``models`` folder)."""
+    callback for one system's training; ``settings``: per system, what to change in its recipe, and ``limit``: the
+    first N training records only (a quick trial; give it its own ``models`` folder)."""
     from crs_backends.neural.engine import TrainConfig
     from crs_backends.neural.train_command import has_published_layout, load_train_data, train_system
 
-    data = load_train_data(str(data_dir), dialogues=dialogues, seed=SEED)
+    data = load_train_data(str(data_dir), dialogues=dialogues, seed=SEED, limit=limit)
     models = Path(models) if models is not None else dataset_models_dir(data.dataset)
     todo = [s for s in systems if retrain or not has_published_layout(models, s, data.dataset)]
     if todo:

@@ -269,8 +269,8 @@ def train_system(system: str, data: TrainData, out: Path, config, *, progress=No
     """Create (or, when resuming, load the saved) model and train it; returns (model, TrainReport)."""
     from crs_backends.neural.checkpoints import CheckpointError
 
-    cls = model_class(system)
-    module = training_module(system)
+    cls = model_class(system, config.size)
+    module = training_module(system, config.size)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     if data.kg_dir is None:  # the bundled catalog: keep its KG beside the models so they can be loaded later

@@ -31,6 +31,7 @@ whose message names ``fetch --datasets <dataset>``. The small versions carry the
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from collections.abc import Callable
@@ -116,16 +117,20 @@ class CheckpointSource:
         return f"published checkpoint ({', '.join(details)})"
 
 
+REDIAL_FIGURES = "redial_test.json"  # in a small set: what bench/crs_fidelity.py --record measured for its recipe
+
+
 def recorded_recall10(root: Path, system: str) -> float | None:
-    """The Recall@10 a small set's manifest records for ``system`` on real ReDial conversations held out of its
-    training (its text recommender's validation figure, ``text_rec.figures.<system>.held_back_recall``); None where
-    the set records none (KBRD's ranking is checked there on synthetic dialogues only)."""
-    text_rec = read_manifest_quietly(root).get("text_rec")
-    figures = text_rec.get("figures") if isinstance(text_rec, dict) else None
-    mine = figures.get(system) if isinstance(figures, dict) else None
-    recall = mine.get("held_back_recall") if isinstance(mine, dict) else None
+    """The Recall@10 on ReDial's test split that ``bench/crs_fidelity.py --record`` wrote beside a small set
+    (:data:`REDIAL_FIGURES`: the set's recipe trained on ReDial, its test split read once); None where the set
+    records none."""
+    try:
+        data = json.loads((Path(root) / REDIAL_FIGURES).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    recall = data.get("recall", {}).get(system) if isinstance(data, dict) else None
     value = recall.get("10") if isinstance(recall, dict) else None
-    return float(value) if isinstance(value, (int, float)) else None
+    return float(value) if isinstance(value, int | float) else None
 
 
 def read_manifest_quietly(root: Path) -> dict:
@@ -170,14 +175,13 @@ def published_dataset() -> str:
 
 
 def has_parts(root: Path, system: str, dataset: str) -> bool:
-    """Whether ``root`` holds both parts of ``system`` for ``dataset`` (non-empty directories); a small set's
-    ``<system>_textrec_<ds>/`` (its text recommender, :mod:`crs_backends.neural.text_rec`) stands for the rec part."""
+    """Whether ``root`` holds both parts of ``system`` for ``dataset`` (non-empty directories)."""
 
     def there(part: str) -> bool:
         d = part_dir(root, system, part, dataset)
         return d.is_dir() and any(d.iterdir())
 
-    return all(there(part) or (part == "rec" and there("textrec")) for part in PARTS)
+    return all(there(part) for part in PARTS)
 
 
 def find_set_root(tree: Path, max_depth: int = 3) -> Path | None:
