@@ -14,9 +14,6 @@ and the modules it trains; :func:`run_stage` does the rest the same way for all 
 - the state (trained modules, optimizer, step, losses, torch RNG) in
   ``<out>/.train/<system>_<stage>_<dataset>/trainer_state.pt``, written atomically every 50 steps or
   60 seconds and at the end of the stage;
-- logit adjustment (:func:`log_prior`), for the small versions' recommenders: trained on logits plus the log
-  prior of the training labels, a model cannot lower its loss by predicting popularity, only by reading the
-  conversation (Menon et al., 2021); the prior is added back, scaled, where the architecture has a bias;
 - resume: a readable state for the same modules continues where it stopped (a finished stage does
   nothing); a damaged or foreign state is reported with a warning and the stage starts again from step 0.
 """
@@ -247,12 +244,3 @@ def run_stages(
         for name, values in stage.losses.items():
             losses.setdefault(name, []).extend(values)
     return steps, losses
-
-
-def log_prior(labels: list[int], size: int, smoothing: float = 1.0) -> torch.Tensor:
-    """log p(label) over ``size`` classes from training labels (add-``smoothing`` counts)."""
-    counts = torch.full((size,), float(smoothing))
-    for label in labels:
-        if 0 <= label < size:
-            counts[label] += 1
-    return (counts / counts.sum()).log()

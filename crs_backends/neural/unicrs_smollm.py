@@ -440,6 +440,11 @@ class UniCRSSmall(NeuralModel):
         return self.rec_prompt.node_embeds.device
 
     @property
+    def backbone_fingerprint(self) -> str:
+        """sha256 of the packaged GGUF the prompts were trained on (the set is refused on another)."""
+        return self.backbone.fingerprint
+
+    @property
     def description(self) -> str:
         return (
             f"UniCRS (small): knowledge-graph soft prompts (an R-GCN over {self.kg.n_entities} entities fused with "

@@ -12,7 +12,7 @@ from torch import nn
 
 from catalog.ievalm_records import Record
 from crs_backends.neural.engine import ProgressFn, TrainConfig, TrainReport
-from crs_backends.neural.training import Stage, log_prior, run_stages, split_budget, wanted_steps
+from crs_backends.neural.training import Stage, run_stages, split_budget, wanted_steps
 from crs_backends.neural.unicrs import SYSTEM, UniCRS, left_pad
 from crs_backends.neural.unicrs_text import replace_names
 
@@ -48,7 +48,6 @@ def rec_loss(
     model: UniCRS,
     batch: list[dict],
     inputs: tuple[torch.Tensor, torch.Tensor] | None = None,
-    prior: torch.Tensor | None = None,
 ) -> torch.Tensor | None:
     """Cross-entropy of each target entity from the last hidden state (None when no example has a target)."""
     rows = [i for i, b in enumerate(batch) if b["targets"]]
@@ -62,8 +61,6 @@ def rec_loss(
     ids, mask = left_pad([batch[i]["context"] for i in rows], model.pad_id, dev)
     hidden, _ = model.run_gpt2(ids, mask, prefix)
     logits = hidden[:, -1] @ table.T
-    if prior is not None:  # the small versions: logit-adjusted (see train)
-        logits = logits + prior.to(logits.device)[: logits.shape[1]]
     pair_rows = [r for r, i in enumerate(rows) for _ in batch[i]["targets"]]
     pair_targets = [t for i in rows for t in batch[i]["targets"]]
     return F.cross_entropy(logits[torch.tensor(pair_rows, device=dev)], torch.tensor(pair_targets, device=dev))
@@ -89,12 +86,10 @@ def conv_loss(
     return F.cross_entropy(logits, targets)
 
 
-def joint_losses(
-    model: UniCRS, batch: list[dict], prior: torch.Tensor | None = None
-) -> tuple[torch.Tensor | None, torch.Tensor]:
+def joint_losses(model: UniCRS, batch: list[dict]) -> tuple[torch.Tensor | None, torch.Tensor]:
     """(rec loss or None when no example has a known target, conv LM loss) for a batch of :func:`example` dicts."""
     inputs = batch_inputs(model, batch)
-    return rec_loss(model, batch, inputs, prior), conv_loss(model, batch, inputs)
+    return rec_loss(model, batch, inputs), conv_loss(model, batch, inputs)
 
 
 # of max_steps: the recommendation path's pre-training stage, the joint stage, and the conversation prompt alone
@@ -102,7 +97,6 @@ def joint_losses(
 # (300 held-back synthetic dialogues): after prompt 480 + joint 720 steps, about a quarter of its replies ran
 # together ("It you prefer recent movies or that, have fun recent movies or that ..."), its conv loss 0.67
 STAGE_SHARES = {"prompt": 0.32, "joint": 0.48, "reply": 0.2}
-PRIOR_WEIGHT = 0.5  # the small versions' logit adjustment (see crs_backends.neural.training.log_prior)
 
 
 def train(
@@ -144,22 +138,16 @@ def train(
         shares=STAGE_SHARES,
     )
     rec_modules: list[nn.Module] = [model.rec_prompt] if model.frozen else [model.rec_prompt, model.gpt2, model.roberta]
-    prior: torch.Tensor | None = None
-    if model.size == "small":
-        # logit adjustment with half the log prior: the ranking cannot lower its loss by predicting popularity alone,
-        # and keeps the other half in its own logits (UniCRS has no bias to add a prior back into)
-        n = model.rec_prompt.get_entity_embeds().shape[0]
-        prior = PRIOR_WEIGHT * log_prior([t for e in with_targets for t in e["targets"]], n)
     all_modules = [model.rec_prompt, model.conv_prompt] + ([] if model.frozen else [model.gpt2, model.roberta])
 
     def prompt_loss(batch: list[dict]) -> torch.Tensor:
-        loss = rec_loss(model, batch, prior=prior)
+        loss = rec_loss(model, batch)
         if loss is None:  # the prompt stage holds only examples with targets
             raise ValueError("prompt stage: a batch without a target item")
         return loss
 
     def joint_loss(batch: list[dict]) -> dict[str, torch.Tensor]:
-        rec, conv = joint_losses(model, batch, prior)
+        rec, conv = joint_losses(model, batch)
         return {"conv": conv} if rec is None else {"rec": rec, "conv": conv}
 
     stages = [
