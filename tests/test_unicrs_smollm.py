@@ -170,20 +170,25 @@ def test_a_missing_gguf_or_package_names_what_to_install(tmp_path, monkeypatch):
             smollm_backbone._check_dequant_packages()
 
 
-def test_the_recommender_reads_the_entities_and_never_the_text_recommender(model, names):
-    class NoTextRec:
-        def recommend(self, *args, **kwargs):
-            raise AssertionError("the small UniCRS must rank with its own model")
+def test_the_recommender_reads_the_entities(model, names):
+    context = ["I want something for tonight."]
+    plain = model.item_scores(ConvInput(context, []))
+    linked = model.item_scores(ConvInput(context, [names[2], names[5]]))
+    assert not torch.allclose(plain, linked)
+    assert model.recommend(ConvInput(context, [names[2]]), k=3)
 
-    model.text_rec = NoTextRec()
-    try:
-        context = ["I want something for tonight."]
-        plain = model.item_scores(ConvInput(context, []))
-        linked = model.item_scores(ConvInput(context, [names[2], names[5]]))
-        assert not torch.allclose(plain, linked)
-        assert model.recommend(ConvInput(context, [names[2]]), k=3)
-    finally:
-        model.text_rec = None
+
+def test_batched_ranking_is_each_conversations_own(model, names):
+    inps = [
+        ConvInput(["I want something for tonight."], []),
+        ConvInput(["A long one, please: something with a great score and big battles, from the nineties?"], [names[1]]),
+        ConvInput(["hi"], [names[3], names[4]]),
+    ]
+    batched = model.recommend_many(inps, k=5, batch_size=3)
+    for inp, ranked in zip(inps, batched):
+        alone = model.recommend(inp, k=5)
+        assert [e for e, _ in ranked] == [e for e, _ in alone]
+        assert [s for _, s in ranked] == pytest.approx([s for _, s in alone], rel=1e-3, abs=1e-3)
 
 
 def test_the_context_is_the_chat_form_ending_with_the_assistant_header(model):

@@ -136,6 +136,10 @@ class NeuralModel(ABC):
     def recommend(self, inp: ConvInput, k: int = TOP_K) -> list[tuple[int, float]]:
         """The top-``k`` item entity ids (restricted to ``kg.item_ids``) with scores, best first."""
 
+    def recommend_many(self, inps: list[ConvInput], k: int = TOP_K) -> list[list[tuple[int, float]]]:
+        """:meth:`recommend` of each input (a model that ranks faster in batches overrides it; a bench's loop)."""
+        return [self.recommend(inp, k) for inp in inps]
+
     @abstractmethod
     def generate(self, inp: ConvInput, *, items: list[str] | None = None) -> str:
         """The reply text. ``items`` (top recommended item names) fill movie slots when the model emits them;

@@ -566,6 +566,25 @@ class UniCRSSmall(NeuralModel):
         top = torch.topk(scores, k=min(k, scores.numel()))
         return [(int(self.item_ids[i]), float(v)) for v, i in zip(top.values, top.indices)]
 
+    def recommend_many(
+        self, inps: list[ConvInput], k: int = TOP_K, batch_size: int = 16
+    ) -> list[list[tuple[int, float]]]:
+        """:meth:`recommend` of each input, ``batch_size`` at a time (left-padded; positions count from each row's
+        first real position, so a row's scores are those it gets alone, up to float rounding)."""
+        out: list[list[tuple[int, float]]] = []
+        for start in range(0, len(inps), batch_size):
+            chunk = inps[start : start + batch_size]
+            with self._lock, torch.inference_mode():
+                scores = self.rec_scores(
+                    [self.entity_ids(i.entities) for i in chunk],
+                    [self.text_ids(i.context) for i in chunk],
+                    [self.context_ids(i.context) for i in chunk],
+                )
+            top = torch.topk(scores, k=min(k, scores.shape[1]), dim=1)
+            for values, indices in zip(top.values, top.indices):
+                out.append([(int(self.item_ids[i]), float(v)) for v, i in zip(values, indices)])
+        return out
+
     # ---- conversation ----
     def _banned(self, new: list[int], n: int = 3) -> list[int]:
         """Tokens that would repeat a trigram of the reply (HF's ``no_repeat_ngram_size``), the pieces of a
