@@ -18,7 +18,7 @@ from crs_backends.neural import barcor, barcor_training
 from crs_backends.neural.barcor import BARCOR, context_text, strip_system
 from crs_backends.neural.barcor_backbone import bart_config
 from crs_backends.neural.checkpoints import CheckpointError, part_dir
-from crs_backends.neural.engine import MOVIE_SLOT, ConvInput, TrainConfig, fill_movie_slots
+from crs_backends.neural.engine import MOVIE_SLOT, ConvInput, TrainConfig, fill_slots
 from crs_backends.neural.kg_reader import KGData, load_kg
 from crs_backends.neural.tokenizer import train_tokenizer
 
@@ -330,8 +330,8 @@ def test_context_format_as_published():
     assert strip_system("System: Have you seen it?") == "Have you seen it?"
     assert strip_system("System:; Sure thing ") == "Sure thing"
     assert strip_system("Sure thing") == "ure thing"  # the published character-set strip, quirk included
-    assert fill_movie_slots(f"Try {MOVIE_SLOT} or {MOVIE_SLOT}!", ["Up (2009)"]) == "Try Up (2009) or Up (2009)!"
-    assert fill_movie_slots(f"Try {MOVIE_SLOT}", None) == f"Try {MOVIE_SLOT}"
+    assert fill_slots(f"Try {MOVIE_SLOT} or {MOVIE_SLOT}!", MOVIE_SLOT, ["Up (2009)"]) == "Try Up (2009) or !"
+    assert fill_slots(f"Try {MOVIE_SLOT}", MOVIE_SLOT, None) == f"Try {MOVIE_SLOT}"
 
 
 def test_kv_cache_and_encoder_reuse_equal_plain_generation(small):

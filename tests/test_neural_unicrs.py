@@ -16,7 +16,7 @@ from crs_backends.neural.checkpoints import CheckpointError, part_dir
 from crs_backends.neural.engine import MOVIE_SLOT, ConvInput, TrainConfig
 from crs_backends.neural.kg_reader import KGData, load_kg
 from crs_backends.neural.tokenizer import train_tokenizer
-from crs_backends.neural.unicrs import UniCRS, fill_slot_tokens, turn_texts
+from crs_backends.neural.unicrs import UniCRS, turn_texts
 from crs_backends.neural.unicrs_prompt import RGCN, KGPrompt
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -361,39 +361,15 @@ def test_choose_skips_used_options(small):
 # slots
 
 
-def test_fill_slot_tokens_in_order():
-    assert (
-        fill_slot_tokens("Have you seen <movie>? Or <pad>?", ["Heat (1995)", "Up (2009)", "Jaws (1975)"])
-        == "Have you seen Heat (1995)? Or Up (2009)?"
-    )
-    assert fill_slot_tokens("try<movie>now", ["Up (2009)"]) == "try Up (2009) now"
-    assert fill_slot_tokens("Have you seen <mask>?", None, ("<mask>",)) == f"Have you seen {MOVIE_SLOT}?"
-
-
-@pytest.mark.parametrize(
-    "text,items",
-    [
-        ("Have you seen <movie>?", []),
-        ("I liked it. Have you seen <movie>? What about <movie>!", ["Heat (1995)"]),
-        ("<movie> <movie> <movie>", ["Up (2009)"]),
-        ("<pad>", []),
-        ("You would like <movie>, <movie> and <pad>. Enjoy!", ["Alien (1979)", "Heat (1995)"]),
-    ],
-)
-def test_never_an_empty_slot(text, items):
-    out = fill_slot_tokens(text, items)
-    assert out.strip()
-    assert "<movie>" not in out and "<pad>" not in out
-    assert "seen ?" not in out and "seen?" not in out and " ," not in out and "like ," not in out
-    assert out not in ("?", "!", ".")
-
-
 def test_model_fills_its_own_slot_tokens(small):
     movie = small.tokenizer.convert_tokens_to_ids(MOVIE_SLOT)
+    space = small.tokenizer(" ", add_special_tokens=False)["input_ids"]  # written before a slot, as in ReDial
     ids = (  # a trained reply starts with the space the published decoding drops after "System:"
         small.tokenizer(" Have you seen", add_special_tokens=False)["input_ids"]
+        + space
         + [movie]
         + small.tokenizer("? It is great, like", add_special_tokens=False)["input_ids"]
+        + space
         + [small.pad_id]
         + small.tokenizer(".", add_special_tokens=False)["input_ids"]
         + [small.eos_id]
@@ -403,11 +379,10 @@ def test_model_fills_its_own_slot_tokens(small):
         == "Have you seen Heat (1995)? It is great, like Up (2009)."
     )
     assert small.decode_reply(ids, None) == f"Have you seen {MOVIE_SLOT}? It is great, like {MOVIE_SLOT}."
-    one = small.decode_reply(ids, ["Heat (1995)"])
-    assert one == "Have you seen Heat (1995)?"
-    none = small.decode_reply(ids, [])
-    assert none.strip() and "seen ?" not in none and "<" not in none
-    assert small.decode_reply([small.eos_id], ["Up (2009)"]).strip()  # empty generation → a fallback line
+    # CRS Arena's rule: a slot past the last ranked item is removed (policy.fill_placeholders)
+    assert small.decode_reply(ids, ["Heat (1995)"]) == "Have you seen Heat (1995)? It is great, like ."
+    # an immediate end of text, decoded as published: the character after "System:" dropped blindly leaves the rest
+    assert small.decode_reply([small.eos_id], ["Up (2009)"]) == small.tokenizer.eos_token[1:]
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -68,7 +68,7 @@ from crs_backends.neural.engine import (
     ConvInput,
     NeuralModel,
     check_vocab_fits,
-    fill_movie_slots,
+    fill_slots,
     legacy_cleanup,
     pad_as_published,
     size_settings,
@@ -498,7 +498,7 @@ class BARCOR(NeuralModel):
         return strip_system(legacy_cleanup(self.tokenizer.decode(ids, skip_special_tokens=True)))
 
     def generate(self, inp: ConvInput, *, items: list[str] | None = None) -> str:
-        return fill_movie_slots(self.reply_text(inp), items)
+        return fill_slots(self.reply_text(inp), self.placeholder, items)
 
     @torch.inference_mode()
     def option_scores(self, inp: ConvInput, options: list[str]) -> list[float]:

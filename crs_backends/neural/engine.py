@@ -10,7 +10,7 @@ filling and storage live in :mod:`crs_backends.neural.system`.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,17 +58,13 @@ def pad_as_published(ids: list[int], length: int, pad_id: int, *, left: bool = F
     return ids + [pad_id] * fill, [1] * len(ids) + [0] * fill
 
 
-def fill_movie_slots(text: str, items: list[str] | None) -> str:
-    """Replace each ``MOVIE_SLOT`` with the next of ``items`` (cycling when there are more slots than items);
-    the text is left as it is without items (the adapter then rephrases, see ``system.repair_text``)."""
-    if MOVIE_SLOT not in text or not items:
-        return text
-    pieces = text.split(MOVIE_SLOT)
-    out = [pieces[0]]
-    for i, rest in enumerate(pieces[1:]):
-        out.append(items[i % len(items)])
-        out.append(rest)
-    return "".join(out)
+def fill_slots(text: str, token: str, items: Sequence[str] | None) -> str:
+    """The one slot filler: each ``token`` in turn becomes the next of ``items``, CRS Arena's rule
+    (:func:`crs_backends.neural.policy.fill_placeholders`: a slot past the last item is removed); ``items=None``
+    leaves the text as it is."""
+    from crs_backends.neural.policy import fill_placeholders
+
+    return text if items is None else fill_placeholders(text, token, list(items))
 
 
 @dataclass

@@ -31,7 +31,7 @@ from crs_backends.neural.engine import (
     ConvInput,
     NeuralModel,
     check_vocab_fits,
-    fill_movie_slots,
+    fill_slots,
     legacy_cleanup,
     pad_as_published,
     size_settings,
@@ -423,7 +423,7 @@ class KBRD(NeuralModel):
         return text if inp.served else " ".join(text.split())
 
     def generate(self, inp: ConvInput, *, items: list[str] | None = None) -> str:
-        return fill_movie_slots(self.reply_text(inp), items)
+        return fill_slots(self.reply_text(inp), self.placeholder, items)
 
     def option_scores(self, inp: ConvInput, options: list[str]) -> list[float]:
         """get_choice as iai-group/iEvaLM-CRS ``src/model/KBRD.py`` L268-286 computes it: exactly 2 new tokens from

@@ -33,8 +33,7 @@ Deviations from the 2023 code, on purpose:
   instead of 128 (RoBERTa always runs on the full padded length, so this halves the cost of a training step); the full
   size freezes the backbones and keeps every published length.
 - Training is joint: one optimizer step adds the rec and the conv loss (the small backbones are shared).
-- ``generate`` never returns an empty slot: slots beyond the given items drop their sentence; an empty
-  reply becomes a short question (:data:`FALLBACK_REPLY`).
+- ``generate(items=...)`` fills the slots by CRS Arena's rule (:func:`engine.fill_slots`), the one slot filler.
 """
 
 from __future__ import annotations
@@ -63,6 +62,7 @@ from crs_backends.neural.engine import (
     ConvInput,
     NeuralModel,
     check_vocab_fits,
+    fill_slots,
     legacy_cleanup,
     pad_as_published,
     size_settings,
@@ -80,7 +80,7 @@ from crs_backends.neural.unicrs_backbone import (
     without_prefix,
 )
 from crs_backends.neural.unicrs_prompt import KGPrompt, prefix_sizes
-from crs_backends.neural.unicrs_text import FALLBACK_REPLY, fill_slot_tokens, turn_texts
+from crs_backends.neural.unicrs_text import turn_texts
 
 if TYPE_CHECKING:  # transformers is imported where it is used, so importing this module stays cheap
     from transformers import GPT2LMHeadModel, RobertaModel
@@ -555,9 +555,12 @@ class UniCRS(NeuralModel):
         return text
 
     def decode_reply(self, new_ids: list[int], items: Sequence[str] | None) -> str:
-        """The published decoding with every slot filled by ``items`` (the ``enhanced`` policy)."""
-        text = fill_slot_tokens(self.raw_reply(new_ids), items, (self.movie_token, MOVIE_SLOT, "<pad>"))
-        return text or FALLBACK_REPLY
+        """The published decoding with its slots (its movie token, ``<pad>``) written as ``<movie>`` and filled by
+        ``items`` in order (:func:`engine.fill_slots`; ``None``: left as slots)."""
+        text = self.raw_reply(new_ids)
+        for token in {self.movie_token, "<pad>"} - {MOVIE_SLOT}:
+            text = text.replace(token, MOVIE_SLOT)
+        return fill_slots(text, MOVIE_SLOT, items)
 
     def reply_text(self, inp: ConvInput) -> str:
         return self.raw_reply(self.generate_ids(inp))

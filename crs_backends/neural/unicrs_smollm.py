@@ -81,12 +81,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from crs_backends.neural.checkpoints import CheckpointError, load_strict, part_dir, read_state_dict, save_state_dict
-from crs_backends.neural.engine import MOVIE_SLOT, TOP_K, ConvInput, NeuralModel, size_settings
+from crs_backends.neural.engine import MOVIE_SLOT, TOP_K, ConvInput, NeuralModel, fill_slots, size_settings
 from crs_backends.neural.kg_reader import KGData
 from crs_backends.neural.smollm_backbone import NAME as BACKBONE_NAME
 from crs_backends.neural.smollm_backbone import Backbone, check_fingerprint, fingerprint, gguf_path, load_backbone
 from crs_backends.neural.unicrs_prompt import RGCN
-from crs_backends.neural.unicrs_text import FALLBACK_REPLY, fill_slot_tokens, tidy
+from crs_backends.neural.unicrs_text import tidy
 
 log = logging.getLogger(__name__)
 
@@ -655,8 +655,7 @@ class UniCRSSmall(NeuralModel):
         return tidy(self.tokenizer.decode(ids, skip_special_tokens=True))
 
     def generate(self, inp: ConvInput, *, items: list[str] | None = None) -> str:
-        text = fill_slot_tokens(self.reply_text(inp), items, (MOVIE_SLOT,))
-        return text or FALLBACK_REPLY
+        return fill_slots(self.reply_text(inp), MOVIE_SLOT, items)
 
     @property
     def placeholder(self) -> str:
