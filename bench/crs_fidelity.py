@@ -166,7 +166,12 @@ def record(recall, references, overlap, generated, people, n_test: int, seconds:
         },
         "people_distinct": {str(n): round(v, 3) for n, v in people["distinct"].items()},
     }
-    path = SHIPPED_SMALL_ROOT / REDIAL_FIGURES
+    from crs_backends.neural.names import cache_dir
+
+    # beside the shipped set; where it is not built yet, in the cache (copy it beside the set once it is)
+    folder = SHIPPED_SMALL_ROOT if SHIPPED_SMALL_ROOT.is_dir() else cache_dir()
+    path = folder / REDIAL_FIGURES
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     print(f"figures written to {path}")
 
