@@ -217,17 +217,7 @@ class BARCOR(NeuralModel):
             tokenizer = minilm_tokenizer()
             conv = minilm_conv_model(len(tokenizer), seed=seed + 1)
             torch.manual_seed(seed)
-            head = rec_head(conv.config.d_model, kg.n_entities)
-            return cls(
-                kg,
-                tokenizer,
-                None,
-                conv,
-                gen=dict(MINILM_GEN),
-                size=size,
-                max_new_tokens=arch["max_new_tokens"],
-                rec_head=head,
-            )
+            return cls._small(kg, tokenizer, conv, rec_head(conv.config.d_model, kg.n_entities), "", arch, "cpu")
         if tokenizer is None:
             tokenizer = _make_tokenizer(kg, texts, vocab_size=arch["vocab_size"] if vocab_size is None else vocab_size)
         if vocab_size is None:
@@ -313,7 +303,11 @@ class BARCOR(NeuralModel):
                 target.copy_(v)
         head = rec_head(conv.config.d_model, kg.n_entities)
         load_strict(head, read_state_dict(rec_dir / "head.pt"), source=rec_dir / "head.pt")
-        cap = SIZES["small"]["max_new_tokens"] if isinstance(max_new_tokens, str) else max_new_tokens
+        arch = {**SIZES["small"], **({} if isinstance(max_new_tokens, str) else {"max_new_tokens": max_new_tokens})}
+        return cls._small(kg, tokenizer, conv, head, dataset, arch, device)
+
+    @classmethod
+    def _small(cls, kg: KGData, tokenizer, conv, head: nn.Module, dataset: str, arch: dict, device: str) -> BARCOR:
         return cls(
             kg,
             tokenizer,
@@ -322,7 +316,7 @@ class BARCOR(NeuralModel):
             gen=dict(MINILM_GEN),
             size="small",
             dataset=dataset,
-            max_new_tokens=cap,
+            max_new_tokens=arch["max_new_tokens"],
             device=device,
             rec_head=head,
         )

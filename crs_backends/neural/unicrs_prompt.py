@@ -62,11 +62,50 @@ class RGCN(RGCNConv):
         return out
 
 
-def _mlp(width: int, inner: int, out: int) -> nn.Sequential:
+class KGTokenParts(nn.Module):
+    """UniCRS's knowledge and text parts of a prompt encoder, under the published names: entity rows through an
+    R-GCN over the KG's edges, the entity and token projections, and the bilinear cross interaction (the published
+    :class:`KGPrompt` and the small UniCRS's prompt both have them; :meth:`add_kg_and_token_parts` adds them)."""
+
+    node_embeds: nn.Parameter
+    kg_encoder: RGCN
+    edge_index: torch.Tensor
+    edge_type: torch.Tensor
+    entity_proj1: nn.Sequential
+    entity_proj2: nn.Linear
+    token_proj1: nn.Sequential
+    token_proj2: nn.Linear
+    cross_attn: nn.Linear
+
+    def add_kg_and_token_parts(
+        self,
+        n_entity: int,
+        entity_hidden: int,
+        token_hidden_size: int,
+        hidden_size: int,
+        num_relations: int,
+        num_bases: int,
+        edge_index: torch.Tensor,
+        edge_type: torch.Tensor,
+    ) -> None:
+        self.node_embeds = nn.Parameter(torch.empty(n_entity, entity_hidden))
+        bound = math.sqrt(6.0 / (n_entity + entity_hidden))
+        nn.init.uniform_(self.node_embeds, -bound, bound)
+        self.kg_encoder = RGCN(entity_hidden, entity_hidden, num_relations=max(1, num_relations), num_bases=num_bases)
+        self.register_buffer("edge_index", edge_index.long(), persistent=False)
+        self.register_buffer("edge_type", edge_type.long(), persistent=False)
+        self.entity_proj1 = mlp(entity_hidden, entity_hidden // 2, entity_hidden)
+        self.entity_proj2 = nn.Linear(entity_hidden, hidden_size)
+        self.token_proj1 = mlp(token_hidden_size, token_hidden_size // 2, token_hidden_size)
+        self.token_proj2 = nn.Linear(token_hidden_size, hidden_size)
+        self.cross_attn = nn.Linear(hidden_size, hidden_size, bias=False)
+
+
+def mlp(width: int, inner: int, out: int) -> nn.Sequential:
     return nn.Sequential(nn.Linear(width, inner), nn.ReLU(), nn.Linear(inner, out))
 
 
-class KGPrompt(nn.Module):
+class KGPrompt(KGTokenParts):
     """Entity + context-token prompt → per-layer key/value prefixes for GPT-2."""
 
     def __init__(
@@ -96,27 +135,25 @@ class KGPrompt(nn.Module):
         self.n_prefix_conv = n_prefix_conv
         entity_hidden = hidden_size // 2
 
-        self.node_embeds = nn.Parameter(torch.empty(n_entity, entity_hidden))
-        bound = math.sqrt(6.0 / (n_entity + entity_hidden))
-        nn.init.uniform_(self.node_embeds, -bound, bound)
-        self.kg_encoder = RGCN(entity_hidden, entity_hidden, num_relations=num_relations, num_bases=num_bases)
-        self.register_buffer("edge_index", edge_index.long(), persistent=False)
-        self.register_buffer("edge_type", edge_type.long(), persistent=False)
-
-        self.entity_proj1 = _mlp(entity_hidden, entity_hidden // 2, entity_hidden)
-        self.entity_proj2 = nn.Linear(entity_hidden, hidden_size)
-        self.token_proj1 = _mlp(token_hidden_size, token_hidden_size // 2, token_hidden_size)
-        self.token_proj2 = nn.Linear(token_hidden_size, hidden_size)
-        self.cross_attn = nn.Linear(hidden_size, hidden_size, bias=False)
-        self.prompt_proj1 = _mlp(hidden_size, hidden_size // 2, hidden_size)
+        self.add_kg_and_token_parts(
+            n_entity,
+            entity_hidden,
+            token_hidden_size,
+            hidden_size,
+            num_relations,
+            num_bases,
+            edge_index,
+            edge_type,
+        )
+        self.prompt_proj1 = mlp(hidden_size, hidden_size // 2, hidden_size)
         self.prompt_proj2 = nn.Linear(hidden_size, n_layer * n_block * hidden_size)
 
         if n_prefix_rec:
             self.rec_prefix_embeds = nn.Parameter(torch.randn(n_prefix_rec, hidden_size))
-            self.rec_prefix_proj = _mlp(hidden_size, hidden_size // 2, hidden_size)
+            self.rec_prefix_proj = mlp(hidden_size, hidden_size // 2, hidden_size)
         if n_prefix_conv:
             self.conv_prefix_embeds = nn.Parameter(torch.randn(n_prefix_conv, hidden_size))
-            self.conv_prefix_proj = _mlp(hidden_size, hidden_size // 2, hidden_size)
+            self.conv_prefix_proj = mlp(hidden_size, hidden_size // 2, hidden_size)
 
     def get_entity_embeds(self) -> torch.Tensor:
         """The entity table (n_entity, hidden): e = RGCN(node) + node; e = proj1(e) + e; e = proj2(e)."""

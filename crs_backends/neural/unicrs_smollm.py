@@ -85,7 +85,7 @@ from crs_backends.neural.engine import MOVIE_SLOT, TOP_K, ConvInput, NeuralModel
 from crs_backends.neural.kg_reader import KGData
 from crs_backends.neural.smollm_backbone import NAME as BACKBONE_NAME
 from crs_backends.neural.smollm_backbone import Backbone, check_fingerprint, fingerprint, gguf_path, load_backbone
-from crs_backends.neural.unicrs_prompt import RGCN
+from crs_backends.neural.unicrs_prompt import KGTokenParts, mlp
 from crs_backends.neural.unicrs_text import tidy
 
 log = logging.getLogger(__name__)
@@ -145,11 +145,7 @@ def encoder_text(context: Sequence[str]) -> str:
     return " ".join(("User: " if i % 2 == 0 else "System: ") + u for i, u in enumerate(context) if u)
 
 
-def _mlp(width: int, inner: int, out: int) -> nn.Sequential:
-    return nn.Sequential(nn.Linear(width, inner), nn.ReLU(), nn.Linear(inner, out))
-
-
-class SoftPrompt(nn.Module):
+class SoftPrompt(KGTokenParts):
     """UniCRS's prompt encoder for one task (``rec`` or ``conv``), giving prompt vectors of the decoder's width.
 
     Parameters as UniCRS's ``KGPrompt`` names them (``node_embeds``, ``kg_encoder``, ``entity_proj1/2``,
@@ -184,23 +180,22 @@ class SoftPrompt(nn.Module):
         self.hidden_size = hidden_size
         self.conv_slots = conv_slots
         entity_hidden = hidden_size // 2
-        self.node_embeds = nn.Parameter(torch.empty(n_entity, entity_hidden))
-        bound = (6.0 / (n_entity + entity_hidden)) ** 0.5
-        nn.init.uniform_(self.node_embeds, -bound, bound)
-        self.kg_encoder = RGCN(entity_hidden, entity_hidden, num_relations=max(1, num_relations), num_bases=num_bases)
-        self.register_buffer("edge_index", edge_index.long(), persistent=False)
-        self.register_buffer("edge_type", edge_type.long(), persistent=False)
-        self.entity_proj1 = _mlp(entity_hidden, entity_hidden // 2, entity_hidden)
-        self.entity_proj2 = nn.Linear(entity_hidden, hidden_size)
-        self.token_proj1 = _mlp(token_hidden_size, token_hidden_size // 2, token_hidden_size)
-        self.token_proj2 = nn.Linear(token_hidden_size, hidden_size)
-        self.cross_attn = nn.Linear(hidden_size, hidden_size, bias=False)
+        self.add_kg_and_token_parts(
+            n_entity,
+            entity_hidden,
+            token_hidden_size,
+            hidden_size,
+            num_relations,
+            num_bases,
+            edge_index,
+            edge_type,
+        )
         self.task_embeds = nn.Parameter(task_init.detach().clone().float())
         last = nn.Linear(hidden_size // 2, hidden_size)
         nn.init.zeros_(last.weight)  # the task vectors start as the instruction's token embeddings
         nn.init.zeros_(last.bias)
         self.task_proj = nn.Sequential(nn.Linear(hidden_size, hidden_size // 2), nn.ReLU(), last)
-        self.prompt_proj1 = _mlp(hidden_size, hidden_size // 2, hidden_size)
+        self.prompt_proj1 = mlp(hidden_size, hidden_size // 2, hidden_size)
         self.prompt_proj2 = nn.Linear(hidden_size, hidden_size)
         self.out_gain = nn.Parameter(torch.full((hidden_size,), float(embed_scale)))
         if task == "rec":
