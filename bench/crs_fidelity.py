@@ -146,12 +146,12 @@ def record(recall, references, overlap, generated, people, n_test: int, seconds:
         return {str(k): round(v, 4) for k, v in r.at.items()}
 
     data = {
-        "command": "python bench/crs_fidelity.py --record",
+        "command": " ".join(["python", *sys.argv]),
         "date": datetime.now(UTC).strftime("%Y-%m-%d"),
         "machine": f"{os.cpu_count()} cores, load average {load:.1f} at start",
         "seconds": round(seconds),
         "test_records": n_test,
-        "recall": {s: at(r) for s, r in recall.items()},
+        "recall": {s: {**at(r), "records": n_test} for s, r in recall.items()},
         "references": {name: at(r) for name, r in references.items()},
         "published_recall": {s: list(PUBLISHED_RECALL[s]) for s in recall},
         "top10_overlap": {f"{a}/{b}": round(v, 4) for (a, b), v in overlap.items()},
@@ -172,7 +172,14 @@ def record(recall, references, overlap, generated, people, n_test: int, seconds:
     folder = SHIPPED_SMALL_ROOT if SHIPPED_SMALL_ROOT.is_dir() else cache_dir()
     path = folder / REDIAL_FIGURES
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    try:  # a run of some systems keeps what earlier runs recorded for the others, each system with its own run
+        runs = json.loads(path.read_text(encoding="utf-8")).get("runs", [])
+    except (OSError, ValueError):
+        runs = []
+    mine = set(data["recall"])
+    runs = [r for r in runs if not set(r.get("recall", {})) <= mine] + [data]
+    merged = {"runs": runs, "recall": {s: r for run in runs for s, r in run.get("recall", {}).items()}}
+    path.write_text(json.dumps(merged, indent=2) + "\n", encoding="utf-8")
     print(f"figures written to {path}")
 
 
@@ -262,7 +269,7 @@ def main() -> int:
     note = f" (--quick: {len(test)} records, a few training steps; not a measurement)"
     note = note if args.quick else ""
     print(f"\nseconds: {time.monotonic() - started:.0f}")
-    if args.record and not args.quick and not limit:
+    if args.record and not args.quick:
         record(recall, references, overlap, generated, people, len(test), time.monotonic() - started, load)
     if recall:
         worst = min(r.at[10] / PUBLISHED_RECALL[s][1] for s, r in recall.items())

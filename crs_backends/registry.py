@@ -446,15 +446,20 @@ ABOUT_SMALL = {
 }
 
 
+REDIAL_TEST_RECORDS = 3341  # redial_eval/test_data_processed.jsonl
+
+
 def small_recall_note(system: str) -> str:
     """What the running small set's manifest says of the small ``system``'s Recall@10 on real conversations."""
     from crs_backends.neural import sources
 
     source = sources.small_source(system)
     recall = sources.recorded_recall10(source.root, system) if source is not None else None
-    if recall is None:
+    if source is None or recall is None:
         return "its R@10 on real conversations is not measured for this set"
-    return f"R@10 {recall:.3f} on ReDial's test split (the same recipe trained on ReDial; bench/crs_fidelity.py)"
+    records = sources.recorded_recall(source.root, system).get("records")
+    part = f", its first {records} records" if isinstance(records, int) and records < REDIAL_TEST_RECORDS else ""
+    return f"R@10 {recall:.3f} on ReDial's test split{part} (the same recipe trained on ReDial; bench/crs_fidelity.py)"
 
 
 _KINDS = ("not available", "published checkpoint", "small local version", "locally trained checkpoint")

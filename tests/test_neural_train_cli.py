@@ -199,14 +199,13 @@ def test_the_shipped_set_is_used_as_it_is_and_its_manifest_says_how_it_was_made(
     assert small.ensure_small_models(show_bar=False, log=lambda m: None) == names.SHIPPED_SMALL_ROOT
     assert not (tmp_path / "cache" / "models").exists()
     manifest = read_manifest(names.SHIPPED_SMALL_ROOT)
-    assert manifest["command"] == names.SMALL_BUILD_COMMAND
+    assert manifest["command"].startswith(names.SMALL_BUILD_COMMAND)
     assert manifest["version"] == names.SMALL_SET
     assert manifest["train_settings"] == {s: small.TRAIN_SETTINGS[s] for s in small.SYSTEMS}
     assert manifest["data"]["seed"] == small.SEED and manifest["data"]["dialogues"] == small.N_DIALOGUES
-    for system in small.SYSTEMS:
+    for system in small.SYSTEMS:  # measured on the set (fidelity.bundled_figures); stutters are the model's, counted
         figures = manifest["figures"][system]
-        assert figures["dialogues"] == 300 and figures["replies"] == 300
-        assert figures["stutters"] == figures["contradictions"] == figures["empty_slots"] == 0
+        assert figures["dialogues"] == 300 and figures["replies"] == 300 and figures["empty_slots"] == 0
 
 
 def test_build_command_trains_a_set_into_a_new_directory_only(tmp_path, monkeypatch):
@@ -221,7 +220,7 @@ def test_build_command_trains_a_set_into_a_new_directory_only(tmp_path, monkeypa
     fresh = tmp_path / "fresh"
     assert small.main(["build", "--out", str(fresh), "--quick", "--no-measure", "--quiet"]) == 0
     manifest = json.loads((fresh / "manifest.json").read_text())
-    assert manifest["command"] == f"python -m crs_backends.neural.small build --out {fresh} --quick"
+    assert manifest["command"] == f"python -m crs_backends.neural.small build --out {fresh} --quick --no-measure"
     assert manifest["complete"] is True and manifest["systems"] == ["kbrd"]
     assert not list(tmp_path.glob(".fresh.build-*"))
 

@@ -17,8 +17,8 @@ from catalog.catalog import Catalog
 
 MOVIE = "<movie>"
 # the slot tokens the small versions' tokenizers reserve (crs_backends.neural.tokenizer): ``<movie>``, which the
-# policy fills with the ranking, and the fact slots the shipped small-v5 set was trained to write (nothing fills
-# them now, and the training data writes none any more)
+# policy fills with the ranking, and four fact slots that no training reply writes any more (kept reserved so that a
+# tokenizer trained now matches small-v6's KBRD; nothing fills them)
 SLOT_TOKENS = (MOVIE, "<genre>", "<director>", "<actor>", "<year>")
 
 # how a genre reads in "a ___ film" (the synthetic dialogues use the same words)

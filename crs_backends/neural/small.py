@@ -1,26 +1,26 @@
 """The small local versions of KBRD, BARCOR and UniCRS: trained by this project, shipped with it.
 
-No published checkpoint can be downloaded without network access, so the project trains its own
-small configurations (``size="small"`` of each model module) on synthetic dialogues over the bundled
-catalog (:mod:`crs_backends.neural.synthetic`), with locally trained tokenizers; BARCOR and UniCRS rank with
-the pretrained all-MiniLM-L6-v2 and a head trained on ReDial's real conversations plus those synthetic ones
-(:mod:`crs_backends.neural.text_rec`, built first). The result is a checkpoint set in the published layout
-(the text recommenders beside it), loaded by the same code as the published checkpoints::
+No published checkpoint can be downloaded without network access, so the project trains each system's own
+architecture at small size (#40; docs/neural-systems.md): KBRD from scratch (R-GCN recommender, a small Transformer
+with its vocabulary bias for replies), BARCOR as one encoder-decoder on the packaged all-MiniLM-L6-v2 (frozen) with
+BART's classification head and a small reply decoder, UniCRS as knowledge-enhanced soft prompts on the frozen
+SmolLM2-135M-Instruct. They learn from ReDial's real conversations restated over the bundled catalog
+(:mod:`crs_backends.neural.real_replies`); synthetic dialogues over the catalog (:mod:`crs_backends.neural.synthetic`)
+teach what to recommend among the titles ReDial rarely names, never how to reply. The result is a checkpoint set in
+the published layout, loaded by the same code as the published checkpoints (the pretrained parts from the installed
+packages, checked against the set's fingerprints)::
 
     small-v<N>/
         kg_bundled/                       the KG of the bundled catalog (iEvaLM layout)
-        kbrd_{rec,conv}_bundled/, barcor_conv_bundled/, unicrs_{rec,conv,gpt2,roberta}_bundled/
-        {barcor,unicrs}_textrec_bundled/  the text recommenders' heads (config.json, head.pt, popularity.json)
-        manifest.json                     version, command, data, seed, settings, seconds, losses, figures
+        kbrd_{rec,conv}_bundled/, barcor_{rec,conv}_bundled/, unicrs_{rec,conv}_bundled/
+        manifest.json                     version, command, data, seed, settings, seconds, losses, backbones
+        redial_test.json                  the recipe's figures on ReDial's test split (bench/crs_fidelity.py --record)
 
 **Shipped, not built at start.** The set in ``assets/models/small-v<N>/`` was produced by
-``python -m crs_backends.neural.small build --out assets/models/small-v<N>`` (:data:`TRAIN_SETTINGS`,
-seed :data:`SEED`), which takes about 25 minutes on 2 CPU cores (v4: 1,390 s, 739 of them encoding ReDial's
-films and conversations, kept in ``<cache>/text-encodings/`` for the next build). We chose shipping over a build under
-``make run`` because the 5-minute build budget left BARCOR and UniCRS undertrained: with a fifth of the
-steps, BARCOR's recommender gave one top-3 list for 83% of 300 held-back dialogues (distinct ratio .17);
-trained to the shipped budget it gives a different list to almost every one (see the manifest's
-``figures``). The manifest records the command, data, seed and those figures.
+``python -m crs_backends.neural.small build --out assets/models/small-v<N>`` (:data:`TRAIN_SETTINGS`, seed
+:data:`SEED`): v6 took 1,352 s on one thread beside the ReDial bench, after the ReDial configuration had trained
+BARCOR's reply decoder (:func:`_redial_reply_decoder`; about 20 minutes on two cores, cached). UniCRS's 150 steps
+through the 135M-parameter decoder are most of the build.
 
 When the shipped set is missing (a trimmed copy of the repository), :func:`ensure_small_models` trains the
 same recipe into ``<cache>/models/small-v<N>/`` (``<cache>`` is ``CRS_ARENA_CACHE``, default
@@ -31,6 +31,7 @@ absent; a lock file keeps two processes from building at once.
     python -m crs_backends.neural.small ensure                # the shipped set, or train it when absent
     python -m crs_backends.neural.small build --out DIR       # train a set (the shipped recipe)
     python -m crs_backends.neural.small build --out DIR --quick   # the same recipe at a fifth of the steps
+    python -m crs_backends.neural.small measure --set DIR         # the held-back check of a set built --no-measure
 """
 
 from __future__ import annotations
@@ -441,10 +442,14 @@ def main(argv: list[str] | None = None, *, prog: str = "python -m crs_backends.n
     build_cmd.add_argument("--no-measure", action="store_true", help="skip the held-back check written to manifest")
     build_cmd.add_argument("--quiet", action="store_true", help="no progress bar")
     sub.add_parser("info", help="which set runs and what it holds")
+    measure_cmd = sub.add_parser("measure", help="the held-back check of a built set, written to its manifest")
+    measure_cmd.add_argument("--set", dest="root", required=True, type=Path, help="the set's directory")
     args = parser.parse_args(argv)
     if args.command == "info":
         print(json.dumps(info(), indent=2))
         return 0
+    if args.command == "measure":
+        return _measure_command(args.root)
     if args.command == "build":
         return _build_command(args.out, quick=args.quick, measure=not args.no_measure, quiet=args.quiet)
     if not args.force and small_models_root() is not None:
@@ -486,12 +491,32 @@ def command():
     return small
 
 
+def _measure_command(root: Path) -> int:
+    """What ``build`` measures unless ``--no-measure`` (:func:`fidelity.bundled_figures`), for a set built without
+    it: written to its manifest with the command that measured it."""
+    from crs_backends.neural.checkpoints import read_manifest, write_manifest
+    from crs_backends.neural.fidelity import bundled_figures
+
+    if not small_set_complete(root):
+        _say(f"ERROR: {root} holds no complete small set")
+        return 2
+    figures = bundled_figures(root, read_manifest(root).get("systems") or SYSTEMS)
+    write_manifest(root, figures=figures, figures_command=f"python -m crs_backends.neural.small measure --set {root}")
+    for system, f in figures.items():
+        print(f"{system}: {f}")
+    return 0
+
+
 def _build_command(out: Path, *, quick: bool, measure: bool, quiet: bool) -> int:
     if out.exists():
         _say(f"ERROR: {out} exists; give a new directory (a set is never trained over another)")
         return 2
     settings = QUICK_SETTINGS if quick else TRAIN_SETTINGS
-    command = f"python -m crs_backends.neural.small build --out {out}" + (" --quick" if quick else "")
+    command = (
+        f"python -m crs_backends.neural.small build --out {out}"
+        + (" --quick" if quick else "")
+        + ("" if measure else " --no-measure")
+    )
     try:
         summary = _build_in_place(
             out, systems=SYSTEMS, settings=settings, measure=measure, command=command, show_bar=not quiet

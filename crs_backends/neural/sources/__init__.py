@@ -124,13 +124,19 @@ def recorded_recall10(root: Path, system: str) -> float | None:
     """The Recall@10 on ReDial's test split that ``bench/crs_fidelity.py --record`` wrote beside a small set
     (:data:`REDIAL_FIGURES`: the set's recipe trained on ReDial, its test split read once); None where the set
     records none."""
+    value = recorded_recall(root, system).get("10")
+    return float(value) if isinstance(value, int | float) else None
+
+
+def recorded_recall(root: Path, system: str) -> dict:
+    """What :data:`REDIAL_FIGURES` records of ``system``'s Recall (``{"1": …, "10": …, "50": …, "records": n}``:
+    ``records`` is how many test records the run read); {} where it records none."""
     try:
         data = json.loads((Path(root) / REDIAL_FIGURES).read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return None
+        return {}
     recall = data.get("recall", {}).get(system) if isinstance(data, dict) else None
-    value = recall.get("10") if isinstance(recall, dict) else None
-    return float(value) if isinstance(value, int | float) else None
+    return recall if isinstance(recall, dict) else {}
 
 
 def read_manifest_quietly(root: Path) -> dict:
