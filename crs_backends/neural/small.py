@@ -293,8 +293,9 @@ def build(
         }
         sizes[system] = dict(getattr(sys.modules[type(model).__module__], "SIZES", {}).get("small", {}))
         descriptions[system] = model.description
-        if getattr(model, "backbone_fingerprint", ""):  # a pretrained part the set is checked against when loaded
-            backbones[system] = model.backbone_fingerprint
+        fingerprint = getattr(model, "backbone_fingerprint", "")  # a pretrained part the set is checked against
+        if fingerprint:
+            backbones[system] = fingerprint
         loss_text = ", ".join(f"{p} {d['first']:.2f}->{d['last']:.2f}" for p, d in losses[system].items())
         log(f"  {system}: {seconds[system]:.0f} s, {result.steps} steps ({loss_text}); reply: {reply[:70]!r}")
     shutil.rmtree(root / ".train", ignore_errors=True)  # trainer state: not needed once published
