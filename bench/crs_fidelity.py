@@ -68,8 +68,8 @@ QUICK = {
 
 
 def rankers(systems, base: Path, quick: bool, models: Path | None):
-    """(system -> its small configuration trained on ReDial, the training data): each its own architecture,
-    trained on ReDial's training conversations with the validation tenth held out
+    """(system -> its small configuration trained on ReDial, the training data, the folder they are in): each its own
+    architecture, trained on ReDial's training conversations with the validation tenth held out
     (:func:`crs_backends.neural.small.train_on_dataset`, cached; ``quick``: a few steps on a few records)."""
     from crs_backends.neural.names import model_class
     from crs_backends.neural.small import train_on_dataset
@@ -78,7 +78,7 @@ def rankers(systems, base: Path, quick: bool, models: Path | None):
     models, data = train_on_dataset(base / "redial", systems, models, log=lambda line: print(line, flush=True), **extra)
     print(f"ReDial-trained small configurations: {models}")
     print(data.describe())
-    return {system: model_class(system).load(models, "redial", data.kg) for system in systems}, data
+    return {system: model_class(system).load(models, "redial", data.kg) for system in systems}, data, models
 
 
 def recall_section(models: dict, data, test: list) -> tuple[dict, dict, dict, float]:
@@ -133,7 +133,29 @@ def generation_section(models: dict, test: list, n: int, kg) -> dict:
     return out
 
 
-def record(recall, references, overlap, generated, people, n_test: int, seconds: float, load: float) -> None:
+def trained_steps(models_root: Path, systems) -> dict[str, dict[str, int]]:
+    """Per system, the optimizer steps each stage of its ReDial configuration took (from its training states), so
+    that the app's line can say where that budget differs from the shipped set's."""
+    import torch
+
+    from crs_backends.neural.training import STATE_FILE
+
+    out: dict[str, dict[str, int]] = {}
+    for system in systems:
+        for path in sorted((Path(models_root) / ".train").glob(f"{system}_*_redial/{STATE_FILE}")):
+            try:
+                state = torch.load(path, map_location="cpu", weights_only=False)
+            except Exception:  # a damaged state says nothing (unpickling raises what it likes)
+                continue
+            stage = path.parent.name[len(system) + 1 : -len("_redial")]
+            if isinstance(state, dict) and isinstance(state.get("step"), int):
+                out.setdefault(system, {})[stage] = int(state["step"])
+    return out
+
+
+def record(
+    recall, references, overlap, generated, people, n_test: int, seconds: float, load: float, steps: dict
+) -> None:
     """The figures as ``redial_test.json`` beside the shipped small set (what the app's line for each small system
     reads: :func:`crs_backends.neural.sources.recorded_recall10`)."""
     import json
@@ -151,7 +173,9 @@ def record(recall, references, overlap, generated, people, n_test: int, seconds:
         "machine": f"{os.cpu_count()} cores, load average {load:.1f} at start",
         "seconds": round(seconds),
         "test_records": n_test,
-        "recall": {s: {**at(r), "records": n_test} for s, r in recall.items()},
+        "recall": {
+            s: {**at(r), "records": n_test, **({"steps": steps[s]} if s in steps else {})} for s, r in recall.items()
+        },
         "references": {name: at(r) for name, r in references.items()},
         "published_recall": {s: list(PUBLISHED_RECALL[s]) for s in recall},
         "top10_overlap": {f"{a}/{b}": round(v, 4) for (a, b), v in overlap.items()},
@@ -215,9 +239,10 @@ def main() -> int:
     test = read_records_file(base / "redial_eval" / "test_data_processed.jsonl", limit or None)
     with tempfile.TemporaryDirectory(prefix="crs-fidelity-quick-") as scratch:
         models = args.models or (Path(scratch) if args.quick else None)  # quick models never land in the cache
-        ranking_models, data = rankers(systems, base, args.quick, models)
+        ranking_models, data, models_root = rankers(systems, base, args.quick, models)
         rankings, recall, references, named = recall_section(ranking_models, data, test)
         generated = generation_section(ranking_models, test, replies, data.kg)
+        steps = trained_steps(models_root, systems)
     n_gold = next(iter(recall.values())).samples if recall else 0
     print(f"\nRecall over all items ({len(data.kg.item_ids)}), {len(test)} ReDial test records ({n_gold} gold items)")
     print(f"{'':<14} {'R@1':>6} {'R@10':>6} {'R@50':>6}   {'published R@1/10/50':>20}   {'R@10/published':>14}")
@@ -270,7 +295,7 @@ def main() -> int:
     note = note if args.quick else ""
     print(f"\nseconds: {time.monotonic() - started:.0f}")
     if args.record and not args.quick:
-        record(recall, references, overlap, generated, people, len(test), time.monotonic() - started, load)
+        record(recall, references, overlap, generated, people, len(test), time.monotonic() - started, load, steps)
     if recall:
         worst = min(r.at[10] / PUBLISHED_RECALL[s][1] for s, r in recall.items())
         print(f"BENCH recall10_vs_published_min {worst:.2f} ratio target >= 0.8{note}")

@@ -457,9 +457,35 @@ def small_recall_note(system: str) -> str:
     recall = sources.recorded_recall10(source.root, system) if source is not None else None
     if source is None or recall is None:
         return "its R@10 on real conversations is not measured for this set"
-    records = sources.recorded_recall(source.root, system).get("records")
+    recorded = sources.recorded_recall(source.root, system)
+    records = recorded.get("records")
     part = f", its first {records} records" if isinstance(records, int) and records < REDIAL_TEST_RECORDS else ""
-    return f"R@10 {recall:.3f} on ReDial's test split{part} (the same recipe trained on ReDial; bench/crs_fidelity.py)"
+    there, here = recorded.get("steps"), _manifest_steps(source.root, system)
+    if isinstance(there, dict) and there and here and there != here:
+        order = [*here, *(k for k in there if k not in here)]
+        how = (
+            f"the same architecture trained on ReDial for {_stage_steps(there, order)} steps, "
+            f"this set for {_stage_steps(here, order)}"
+        )
+    else:
+        how = "the same recipe trained on ReDial"
+    return f"R@10 {recall:.3f} on ReDial's test split{part} ({how}; bench/crs_fidelity.py)"
+
+
+def _manifest_steps(root, system: str) -> dict:
+    """The steps per stage the set's manifest records for ``system``'s training ({} where it records none)."""
+    from crs_backends.neural import sources
+
+    losses = sources.read_manifest_quietly(root).get("losses", {})
+    stages = losses.get(system, {}) if isinstance(losses, dict) else {}
+    if not isinstance(stages, dict):
+        return {}
+    return {k: v["steps"] for k, v in stages.items() if isinstance(v, dict) and isinstance(v.get("steps"), int)}
+
+
+def _stage_steps(steps: dict, order: list[str]) -> str:
+    """``{"rec": 1334, "conv": 150}`` as "rec 1,334 + conv 150", stages in ``order``."""
+    return " + ".join(f"{stage} {steps[stage]:,}" for stage in order if isinstance(steps.get(stage), int))
 
 
 _KINDS = ("not available", "published checkpoint", "small local version", "locally trained checkpoint")

@@ -100,3 +100,28 @@ def test_the_migration_moves_what_a_small_version_answered_to_its_own_id():
     assert labels == {"small-kbrd": "kbrd_small", "published-kbrd": "kbrd"}
     assert db.execute("select count(*) from votes").fetchone()[0] == 2  # the votes stay; who they are about moved
     assert db.execute("select version from board_state").fetchone()[0] > version  # the board is computed again
+
+
+def test_the_line_says_when_the_redial_figure_comes_from_another_budget(tmp_path, monkeypatch):
+    """The app's line for a small system quotes the R@10 its recipe reached on ReDial; where the ReDial configuration
+    trained for other steps than the running set (UniCRS's prompts: an epoch there, 150 steps in the shipped set),
+    the line says both."""
+    from crs_backends import registry
+    from crs_backends.neural import sources
+
+    source = CheckpointSource("unicrs", tmp_path, "bundled", tmp_path, "small local", "v6")
+    monkeypatch.setattr(sources, "small_source", lambda system, root=None: source)
+    manifest = {"losses": {"unicrs": {"rec": {"steps": 75}, "conv": {"steps": 75}}, "kbrd": {"rec": {"steps": 9}}}}
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    recall = {"1": 0.03, "10": 0.1234, "50": 0.3, "records": 3341}
+    figures = {
+        "recall": {
+            "unicrs": {**recall, "steps": {"conv": 150, "rec": 1334}},
+            "kbrd": {**recall, "steps": {"rec": 9}},
+        }
+    }
+    (tmp_path / "redial_test.json").write_text(json.dumps(figures), encoding="utf-8")
+    line = registry.small_recall_note("unicrs")
+    assert line.startswith("R@10 0.123 on ReDial's test split (")
+    assert "trained on ReDial for rec 1,334 + conv 150 steps, this set for rec 75 + conv 75" in line
+    assert "the same recipe trained on ReDial" in registry.small_recall_note("kbrd")

@@ -95,6 +95,50 @@ def test_a_finished_training_resumes_to_nothing_and_keeps_its_result(model, reco
     assert all(torch.equal(v, model.conv_prompt.state_dict()[k]) for k, v in state.items())
 
 
+def test_a_stage_cap_bounds_that_stage_alone(kg, records, tmp_path):
+    """``stage_steps`` caps the named stage (UniCRS's dataset configuration: the conversation prompt 150 steps) and
+    leaves the other its epochs."""
+    m = UniCRSSmall.create(kg, seed=1)
+    cfg = TrainConfig(
+        size="small", epochs=2, max_steps=None, stage_steps={"conv": 1}, batch_size=2, progress=False, resume=False
+    )
+    report = unicrs_smollm_training.train(m, records, tmp_path, DS, cfg)
+    assert len(report.losses["rec"]) == 2 * 2  # 3 records with a target item in KG: 2 batches of 2, two epochs
+    assert len(report.losses["conv"]) == 1
+
+
+def test_the_decoder_computes_in_bfloat16_only_while_a_prompt_trains(model, names, monkeypatch):
+    """Mixed precision while training (unicrs_smollm.train_autocast), float32 for every answer: the states the
+    decoder returns are float32 either way; a CPU without bfloat16 trains in float32."""
+    from crs_backends.neural import unicrs_smollm
+
+    seen: list[torch.dtype] = []
+    trunk = model.lm.model
+    original = trunk.forward
+
+    def spy(*args, **kwargs):
+        seen.append(torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else torch.float32)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(trunk, "forward", spy)
+    inp = ConvInput(["I loved " + names[1]], [names[1]])
+    model.set_training(True)
+    try:
+        scores = model.rec_scores([model.entity_ids(inp.entities)], [model.text_ids(inp.context)], [[1, 2, 3]])
+    finally:
+        model.set_training(False)
+    model.recommend(inp, k=3)
+    monkeypatch.setattr(unicrs_smollm, "_cpu_bf16", lambda: False)
+    model.set_training(True)
+    try:
+        model.rec_scores([model.entity_ids(inp.entities)], [model.text_ids(inp.context)], [[1, 2, 3]])
+    finally:
+        model.set_training(False)
+    expected = torch.bfloat16 if torch.ops.mkldnn._is_mkldnn_bf16_supported() else torch.float32
+    assert seen == [expected, torch.float32, torch.float32]
+    assert scores.dtype == torch.float32
+
+
 def test_a_trained_tiny_set_saves_loads_strictly_and_answers(kg, trained, model, names):
     out = trained[0]
     assert is_smollm_set(out, DS)

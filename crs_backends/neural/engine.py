@@ -85,6 +85,9 @@ class TrainConfig:
     # ReDial (23,183 rec examples, two epochs, first 1,000 test records, width 128) clipping at 1.0 held the small
     # KBRD's R@10 at .169 (.171 with plainly shuffled batches), unclipped it reached .183 (2026-11-26)
     rec_clip: float | None = 1.0
+    # steps of a named stage at most, taken before ``max_steps`` is shared out (UniCRS's dataset configuration: its
+    # recommendation prompt an epoch, its conversation prompt 150 steps; see small.DATASET_SETTINGS)
+    stage_steps: dict[str, int] | None = None
     seed: int = 0
     device: str = "cpu"
     resume: bool = True  # continue each stage from its state (training.state_path: <out>/.train/.../trainer_state.pt)

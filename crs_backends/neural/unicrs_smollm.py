@@ -68,6 +68,7 @@ settings and the backbone's fingerprint). A set whose ``unicrs_conv_<ds>/`` hold
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -256,6 +257,23 @@ class SoftPrompt(KGTokenParts):
         prompt = torch.cat([task, positions], dim=1)
         full_mask = torch.cat([mask.new_ones(mask.shape[0], task.shape[1]), mask], dim=1)
         return prompt, full_mask
+
+
+def train_autocast(device: torch.device, training: bool):
+    """Mixed precision for the frozen decoder while the prompts train: bfloat16 matrix products (the weights stay
+    float32, the prompt modules and the losses too) on a GPU or on a CPU with native bfloat16 (AVX512-BF16/AMX).
+    A training step of 8 records through SmolLM2 took 2.8 s instead of 4.2 s on one thread here (AMD EPYC with
+    avx512_bf16, 2026-11-27); inference keeps float32, as llama.cpp's replies and the tests' golden rankings do."""
+    if training and (device.type == "cuda" or (device.type == "cpu" and _cpu_bf16())):
+        return torch.autocast(device.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def _cpu_bf16() -> bool:
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        return False
 
 
 def _group_weights(mask: torch.Tensor, groups: int) -> torch.Tensor:
@@ -530,11 +548,13 @@ class UniCRSSmall(NeuralModel):
         return padded, mask, positions
 
     def run(self, embeds: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor, cache=None):
-        """The decoder's trunk (no vocabulary projection): last hidden states and the KV cache."""
-        out = self.lm.model(
-            inputs_embeds=embeds, attention_mask=mask, position_ids=positions, past_key_values=cache, use_cache=True
-        )
-        return out.last_hidden_state, out.past_key_values
+        """The decoder's trunk (no vocabulary projection): last hidden states (float32) and the KV cache. While a
+        prompt trains, the frozen decoder computes in bfloat16 where the hardware has it (:func:`train_autocast`)."""
+        with train_autocast(self.device, self.rec_prompt.training or self.conv_prompt.training):
+            out = self.lm.model(
+                inputs_embeds=embeds, attention_mask=mask, position_ids=positions, past_key_values=cache, use_cache=True
+            )
+        return out.last_hidden_state.float(), out.past_key_values
 
     # ---- recommendation ----
     def rec_scores(

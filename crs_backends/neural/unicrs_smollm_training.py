@@ -144,11 +144,9 @@ def train(
     examples = [example(model, r) for r in records]
     with_targets = [e for e in examples if e["targets"]]
     with_reply = [e for e in examples if len(e["resp"]) > 1]  # more than the end token
-    budget = split_budget(
-        config.max_steps,
-        {"rec": wanted_steps(len(with_targets), config), "conv": wanted_steps(len(with_reply), config)},
-        shares=STAGE_SHARES,
-    )
+    wanted = {"rec": wanted_steps(len(with_targets), config), "conv": wanted_steps(len(with_reply), config)}
+    wanted = {k: min(n, (config.stage_steps or {}).get(k, n)) for k, n in wanted.items()}
+    budget = split_budget(config.max_steps, wanted, shares=STAGE_SHARES)
     stages = [
         Stage(
             "rec",

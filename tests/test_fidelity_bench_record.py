@@ -1,0 +1,33 @@
+"""bench/crs_fidelity.py's record of what it measured: with each system's Recall it keeps how many optimizer steps
+each stage of the ReDial configuration took (read from the training states), which the app's line compares with the
+running set's."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _load_bench():
+    spec = importlib.util.spec_from_file_location("crs_fidelity_bench", ROOT / "bench" / "crs_fidelity.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["crs_fidelity_bench"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_steps_of_each_stage_are_read_from_the_training_states(tmp_path):
+    bench = _load_bench()
+    for name, step in (("unicrs_rec_redial", 1334), ("unicrs_conv_redial", 150), ("kbrd_rec_redial", 7)):
+        folder = tmp_path / ".train" / name
+        folder.mkdir(parents=True)
+        torch.save({"stage": name.split("_")[1], "step": step}, folder / "trainer_state.pt")
+    (tmp_path / ".train" / "barcor_rec_redial").mkdir()
+    (tmp_path / ".train" / "barcor_rec_redial" / "trainer_state.pt").write_bytes(b"not a state")
+    steps = bench.trained_steps(tmp_path, ["unicrs", "barcor"])
+    assert steps == {"unicrs": {"conv": 150, "rec": 1334}}  # a damaged state says nothing; kbrd was not asked
