@@ -227,7 +227,8 @@ def test_build_command_trains_a_set_into_a_new_directory_only(tmp_path, monkeypa
 
 def test_the_dataset_configuration_trains_the_shipped_recipe_with_kbrd_s_recommender_unclipped(tmp_path, monkeypatch):
     """train_on_dataset (the benches' ReDial configuration) hands each system TRAIN_SETTINGS, with DATASET_SETTINGS
-    on top: KBRD's recommender unclipped, as CRSLab's; the other systems as shipped."""
+    on top: KBRD's recommender unclipped, as CRSLab's; UniCRS's recommendation prompt an epoch (no overall cap), its
+    conversation prompt 150 steps; BARCOR as shipped."""
     from crs_backends.neural import small, train_command
     from crs_backends.neural.engine import TrainConfig
 
@@ -239,6 +240,7 @@ def test_the_dataset_configuration_trains_the_shipped_recipe_with_kbrd_s_recomme
     assert models == tmp_path / "models" and data.dataset == "bundled"
     assert set(configs) == set(small.SYSTEMS)
     assert configs["kbrd"].rec_clip is None and TrainConfig().rec_clip == 1.0
+    assert configs["unicrs"].max_steps is None and configs["unicrs"].stage_steps == {"conv": 150}
     for system, config in configs.items():
         wanted = {**small.TRAIN_SETTINGS[system], **small.DATASET_SETTINGS.get(system, {})}
         assert {k: getattr(config, k) for k in wanted} == wanted
