@@ -153,6 +153,16 @@ def trained_steps(models_root: Path, systems) -> dict[str, dict[str, int]]:
     return out
 
 
+def dataset_budget(system: str) -> dict:
+    """The training budget of ``system``'s ReDial configuration (:data:`crs_backends.neural.names.BUDGET_KEYS` of its
+    settings), which the app's line compares with the running set's."""
+    from crs_backends.neural.names import BUDGET_KEYS
+    from crs_backends.neural.small import DATASET_SETTINGS, TRAIN_SETTINGS
+
+    settings = {**TRAIN_SETTINGS[system], **DATASET_SETTINGS.get(system, {})}
+    return {k: settings.get(k) for k in BUDGET_KEYS}
+
+
 def record(
     recall, references, overlap, generated, people, n_test: int, seconds: float, load: float, steps: dict
 ) -> None:
@@ -174,7 +184,8 @@ def record(
         "seconds": round(seconds),
         "test_records": n_test,
         "recall": {
-            s: {**at(r), "records": n_test, **({"steps": steps[s]} if s in steps else {})} for s, r in recall.items()
+            s: {**at(r), "records": n_test, "budget": dataset_budget(s), **({"steps": steps[s]} if s in steps else {})}
+            for s, r in recall.items()
         },
         "references": {name: at(r) for name, r in references.items()},
         "published_recall": {s: list(PUBLISHED_RECALL[s]) for s in recall},

@@ -24,6 +24,7 @@ from catalog.catalog import get_catalog
 from crs_backends import health
 from crs_backends.base import CRSSystem, SystemInfo
 from crs_backends.neural.names import (
+    BUDGET_KEYS,
     FETCH_COMMAND,
     SMALL_COMMAND,
     SMALL_IDS,
@@ -460,26 +461,33 @@ def small_recall_note(system: str) -> str:
     recorded = sources.recorded_recall(source.root, system)
     records = recorded.get("records")
     part = f", its first {records} records" if isinstance(records, int) and records < REDIAL_TEST_RECORDS else ""
-    there, here = recorded.get("steps"), _manifest_steps(source.root, system)
-    if isinstance(there, dict) and there and here and there != here:
-        order = [*here, *(k for k in there if k not in here)]
-        how = (
-            f"the same architecture trained on ReDial for {_stage_steps(there, order)} steps, "
-            f"this set for {_stage_steps(here, order)}"
-        )
+    manifest = sources.read_manifest_quietly(source.root)
+    budget = recorded.get("budget")
+    settings = _of_system(manifest.get("train_settings"), system)
+    if isinstance(budget, dict) and settings and budget != {k: settings.get(k) for k in BUDGET_KEYS}:
+        # the ReDial configuration trained with another budget than this set (UniCRS's prompts, #40): say both
+        there, here = recorded.get("steps"), _manifest_steps(manifest, system)
+        if isinstance(there, dict) and there and here:
+            order = [*here, *(k for k in there if k not in here)]
+            how = (
+                f"the same architecture trained on ReDial for {_stage_steps(there, order)} steps, "
+                f"this set for {_stage_steps(here, order)}"
+            )
+        else:
+            how = "the same architecture trained on ReDial with another budget than this set"
     else:
         how = "the same recipe trained on ReDial"
     return f"R@10 {recall:.3f} on ReDial's test split{part} ({how}; bench/crs_fidelity.py)"
 
 
-def _manifest_steps(root, system: str) -> dict:
-    """The steps per stage the set's manifest records for ``system``'s training ({} where it records none)."""
-    from crs_backends.neural import sources
+def _of_system(table, system: str) -> dict:
+    value = table.get(system) if isinstance(table, dict) else None
+    return value if isinstance(value, dict) else {}
 
-    losses = sources.read_manifest_quietly(root).get("losses", {})
-    stages = losses.get(system, {}) if isinstance(losses, dict) else {}
-    if not isinstance(stages, dict):
-        return {}
+
+def _manifest_steps(manifest: dict, system: str) -> dict:
+    """The steps per stage a set's manifest records for ``system``'s training ({} where it records none)."""
+    stages = _of_system(manifest.get("losses"), system)
     return {k: v["steps"] for k, v in stages.items() if isinstance(v, dict) and isinstance(v.get("steps"), int)}
 
 

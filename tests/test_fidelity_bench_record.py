@@ -31,3 +31,14 @@ def test_the_steps_of_each_stage_are_read_from_the_training_states(tmp_path):
     (tmp_path / ".train" / "barcor_rec_redial" / "trainer_state.pt").write_bytes(b"not a state")
     steps = bench.trained_steps(tmp_path, ["unicrs", "barcor"])
     assert steps == {"unicrs": {"conv": 150, "rec": 1334}}  # a damaged state says nothing; kbrd was not asked
+
+
+def test_the_budget_recorded_is_the_dataset_configurations():
+    bench = _load_bench()
+    assert bench.dataset_budget("unicrs") == {
+        "epochs": 1,
+        "max_steps": None,
+        "stage_steps": {"conv": 150},
+        "batch_size": 8,
+    }
+    assert bench.dataset_budget("kbrd")["max_steps"] == 2900

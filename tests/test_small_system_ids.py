@@ -111,17 +111,25 @@ def test_the_line_says_when_the_redial_figure_comes_from_another_budget(tmp_path
 
     source = CheckpointSource("unicrs", tmp_path, "bundled", tmp_path, "small local", "v6")
     monkeypatch.setattr(sources, "small_source", lambda system, root=None: source)
-    manifest = {"losses": {"unicrs": {"rec": {"steps": 75}, "conv": {"steps": 75}}, "kbrd": {"rec": {"steps": 9}}}}
+    shipped = {"epochs": 1, "max_steps": 150, "batch_size": 8, "lr": 1e-3}
+    kbrd = {"epochs": 10, "max_steps": 2900, "batch_size": 32, "lr": 3e-3}
+    manifest = {
+        "train_settings": {"unicrs": shipped, "kbrd": kbrd},
+        "losses": {"unicrs": {"rec": {"steps": 75}, "conv": {"steps": 75}}, "kbrd": {"rec": {"steps": 1450}}},
+    }
     (tmp_path / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
     recall = {"1": 0.03, "10": 0.1234, "50": 0.3, "records": 3341}
+    longer = {"epochs": 1, "max_steps": None, "stage_steps": {"conv": 150}, "batch_size": 8}
+    same = {"epochs": 10, "max_steps": 2900, "stage_steps": None, "batch_size": 32}
     figures = {
         "recall": {
-            "unicrs": {**recall, "steps": {"conv": 150, "rec": 1334}},
-            "kbrd": {**recall, "steps": {"rec": 9}},
+            "unicrs": {**recall, "budget": longer, "steps": {"conv": 150, "rec": 1334}},
+            # the same budget over another dataset's records: other step counts, the same recipe
+            "kbrd": {**recall, "budget": same, "steps": {"rec": 2000}},
         }
     }
     (tmp_path / "redial_test.json").write_text(json.dumps(figures), encoding="utf-8")
     line = registry.small_recall_note("unicrs")
     assert line.startswith("R@10 0.123 on ReDial's test split (")
     assert "trained on ReDial for rec 1,334 + conv 150 steps, this set for rec 75 + conv 75" in line
-    assert "the same recipe trained on ReDial" in registry.small_recall_note("kbrd")
+    assert "(the same recipe trained on ReDial;" in registry.small_recall_note("kbrd")

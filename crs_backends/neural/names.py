@@ -85,6 +85,9 @@ def models_dir() -> Path:
 SMALL_VERSION = 6  # bump when the data, the settings or a model's small size changes: the shipped set is retrained
 SMALL_DATASET = "bundled"  # the item space the small sets are trained on (the bundled catalog)
 SMALL_SEED = 0
+# the training settings that make a recipe's budget (what the app's line compares between the running small set and
+# the ReDial configuration its figures come from)
+BUDGET_KEYS = ("epochs", "max_steps", "stage_steps", "batch_size")
 SMALL_SET = f"small-v{SMALL_VERSION}"
 SHIPPED_SMALL_ROOT = Path(
     os.environ.get("CRS_SMALL_MODELS") or Path(__file__).resolve().parents[2] / "assets" / "models" / SMALL_SET
