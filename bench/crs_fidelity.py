@@ -154,20 +154,19 @@ def trained_steps(models_root: Path, systems) -> dict[str, dict[str, int]]:
 
 
 def dataset_budget(system: str) -> dict:
-    """The training budget of ``system``'s ReDial configuration (:data:`crs_backends.neural.names.BUDGET_KEYS` of its
-    settings), which the app's line compares with the running set's."""
-    from crs_backends.neural.names import BUDGET_KEYS
-    from crs_backends.neural.small import DATASET_SETTINGS, TRAIN_SETTINGS
+    """The training budget of ``system``'s ReDial configuration (:func:`crs_backends.neural.names.budget`), which the
+    app's line compares with the running set's."""
+    from crs_backends.neural.names import budget
+    from crs_backends.neural.small import dataset_settings
 
-    settings = {**TRAIN_SETTINGS[system], **DATASET_SETTINGS.get(system, {})}
-    return {k: settings.get(k) for k in BUDGET_KEYS}
+    return budget(dataset_settings(system))
 
 
 def record(
     recall, references, overlap, generated, people, n_test: int, seconds: float, load: float, steps: dict
 ) -> None:
     """The figures as ``redial_test.json`` beside the shipped small set (what the app's line for each small system
-    reads: :func:`crs_backends.neural.sources.recorded_recall10`)."""
+    reads: :func:`crs_backends.neural.sources.recorded_recall`)."""
     import json
     from datetime import datetime
 

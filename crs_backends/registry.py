@@ -24,7 +24,6 @@ from catalog.catalog import get_catalog
 from crs_backends import health
 from crs_backends.base import CRSSystem, SystemInfo
 from crs_backends.neural.names import (
-    BUDGET_KEYS,
     FETCH_COMMAND,
     SMALL_COMMAND,
     SMALL_IDS,
@@ -34,6 +33,7 @@ from crs_backends.neural.names import (
 )
 from crs_backends.neural.names import LABELS as LABELS_NEURAL
 from crs_backends.neural.names import SYSTEMS as SYSTEMS_NEURAL
+from crs_backends.neural.names import budget as neural_budget
 from crs_backends.plugins import missing_package
 from llm_clients.registry import client_for
 from llm_clients.sentence_encoder import MODEL_LOAD_LOCK
@@ -455,16 +455,16 @@ def small_recall_note(system: str) -> str:
     from crs_backends.neural import sources
 
     source = sources.small_source(system)
-    recall = sources.recorded_recall10(source.root, system) if source is not None else None
-    if source is None or recall is None:
+    recorded = sources.recorded_recall(source.root, system) if source is not None else {}
+    recall = recorded.get("10")
+    if source is None or not isinstance(recall, int | float):
         return "its R@10 on real conversations is not measured for this set"
-    recorded = sources.recorded_recall(source.root, system)
     records = recorded.get("records")
     part = f", its first {records} records" if isinstance(records, int) and records < REDIAL_TEST_RECORDS else ""
     manifest = sources.read_manifest_quietly(source.root)
     budget = recorded.get("budget")
     settings = _of_system(manifest.get("train_settings"), system)
-    if isinstance(budget, dict) and settings and budget != {k: settings.get(k) for k in BUDGET_KEYS}:
+    if isinstance(budget, dict) and settings and budget != neural_budget(settings):
         # the ReDial configuration trained with another budget than this set (UniCRS's prompts, #40): say both
         there, here = recorded.get("steps"), _manifest_steps(manifest, system)
         if isinstance(there, dict) and there and here:

@@ -9,7 +9,7 @@ import json
 from sqlite_utils import Database
 
 from crs_backends.neural.names import SMALL_IDS, SMALL_LABELS, SYSTEM_OF_SMALL_ID
-from crs_backends.neural.sources import CheckpointSource, recorded_recall10
+from crs_backends.neural.sources import CheckpointSource, recorded_recall
 from storage.migrations import migrations
 
 T0 = "2026-11-27T10:00:00+00:00"
@@ -28,9 +28,9 @@ def test_a_small_source_has_its_own_id_and_name(tmp_path):
 def test_the_recorded_recall_is_read_from_the_benchs_record_where_there_is_one(tmp_path):
     figures = {"recall": {"barcor": {"1": 0.05, "10": 0.2057, "50": 0.38}}}
     (tmp_path / "redial_test.json").write_text(json.dumps(figures), encoding="utf-8")
-    assert recorded_recall10(tmp_path, "barcor") == 0.2057
-    assert recorded_recall10(tmp_path, "kbrd") is None  # the set records none for it
-    assert recorded_recall10(tmp_path / "nowhere", "barcor") is None
+    assert recorded_recall(tmp_path, "barcor")["10"] == 0.2057
+    assert recorded_recall(tmp_path, "kbrd") == {}  # the set records none for it
+    assert recorded_recall(tmp_path / "nowhere", "barcor") == {}
 
 
 def _conversation(db: Database, cid: str, system: str, origin: str | None, *, source: str = "arena") -> None:

@@ -88,11 +88,17 @@ SMALL_SEED = 0
 # the training settings that make a recipe's budget (what the app's line compares between the running small set and
 # the ReDial configuration its figures come from)
 BUDGET_KEYS = ("epochs", "max_steps", "stage_steps", "batch_size")
+
 SMALL_SET = f"small-v{SMALL_VERSION}"
 SHIPPED_SMALL_ROOT = Path(
     os.environ.get("CRS_SMALL_MODELS") or Path(__file__).resolve().parents[2] / "assets" / "models" / SMALL_SET
 )
 SMALL_BUILD_COMMAND = f"python -m crs_backends.neural.small build --out assets/models/{SMALL_SET}"
+
+
+def budget(settings: dict) -> dict:
+    """The :data:`BUDGET_KEYS` of a recipe's settings (None for a key it does not set)."""
+    return {k: settings.get(k) for k in BUDGET_KEYS}
 
 
 def small_models_dir() -> Path:

@@ -381,6 +381,11 @@ def dataset_models_dir(dataset: str) -> Path:
     return names.models_dir() / f"quality-{dataset}-{names.SMALL_SET}-d{DATASET_DIALOGUES}-{DATASET_RECIPE}"
 
 
+def dataset_settings(system: str) -> dict:
+    """``system``'s recipe in the dataset configuration: :data:`TRAIN_SETTINGS` with :data:`DATASET_SETTINGS` on top."""
+    return {**TRAIN_SETTINGS[system], **DATASET_SETTINGS.get(system, {})}
+
+
 def train_on_dataset(
     data_dir: Path,
     systems,
@@ -414,7 +419,7 @@ def train_on_dataset(
             seed=SEED,
             resume=not retrain,
             progress=progress is not None,
-            **{**TRAIN_SETTINGS[system], **DATASET_SETTINGS.get(system, {}), **(settings or {}).get(system, {})},
+            **{**dataset_settings(system), **(settings or {}).get(system, {})},
         )
         train_system(system, data, models, config, progress=progress, log=log)
     return models, data

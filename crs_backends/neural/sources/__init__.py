@@ -120,17 +120,11 @@ class CheckpointSource:
 REDIAL_FIGURES = "redial_test.json"  # in a small set: what bench/crs_fidelity.py --record measured for its recipe
 
 
-def recorded_recall10(root: Path, system: str) -> float | None:
-    """The Recall@10 on ReDial's test split that ``bench/crs_fidelity.py --record`` wrote beside a small set
-    (:data:`REDIAL_FIGURES`: the set's recipe trained on ReDial, its test split read once); None where the set
-    records none."""
-    value = recorded_recall(root, system).get("10")
-    return float(value) if isinstance(value, int | float) else None
-
-
 def recorded_recall(root: Path, system: str) -> dict:
-    """What :data:`REDIAL_FIGURES` records of ``system``'s Recall (``{"1": …, "10": …, "50": …, "records": n}``:
-    ``records`` is how many test records the run read); {} where it records none."""
+    """What ``bench/crs_fidelity.py --record`` wrote beside a small set of ``system``'s Recall on ReDial's test split
+    (:data:`REDIAL_FIGURES`: the set's recipe trained on ReDial, its test split read once): ``{"1": …, "10": …,
+    "50": …, "records": n, "budget": …, "steps": …}``, ``records`` how many test records the run read; {} where the
+    set records none."""
     try:
         data = json.loads((Path(root) / REDIAL_FIGURES).read_text(encoding="utf-8"))
     except (OSError, ValueError):
