@@ -1,6 +1,6 @@
-"""The small BARCOR is BARCOR's architecture: one encoder-decoder whose encoder is the packaged all-MiniLM-L6-v2
-(pretrained, frozen), a recommendation head on the encoder's state that reads no knowledge graph, and a reply decoder
-attending to the same encoding. Real MiniLM weights, real training on a handful of records."""
+"""The small BARCOR is BARCOR's architecture: the packaged all-MiniLM-L6-v2 as its pretrained (frozen) encoder, a reply
+decoder attending to that encoding, and a recommender that reads no knowledge graph: its own fine-tuned copy of the
+encoder's top layers under BART's classification head. Real MiniLM weights, real training on a handful of records."""
 
 from __future__ import annotations
 
@@ -45,10 +45,11 @@ def trained(tmp_path_factory, kg, records):
     before = {k: v.clone() for k, v in model.conv_model.model.encoder.state_dict().items()}
     shared = model.conv_model.model.shared.weight.detach().clone()
     decoder = {k: v.clone() for k, v in barcor_backbone.decoder_state(model.conv_model).items()}
+    rec = {k: v.clone() for k, v in model.rec_top.state_dict().items()}
     root = tmp_path_factory.mktemp("barcor-small")
     config = TrainConfig(size="small", epochs=2, max_steps=4, batch_size=8, lr=1e-3, reply_lr=1e-3, progress=False)
     report = barcor_training.train(model, records, root, "bundled", config)
-    return model, root, report, before, shared, decoder
+    return model, root, report, before, shared, decoder, rec
 
 
 def test_minilm_weights_compute_what_minilm_computes():
@@ -65,8 +66,8 @@ def test_minilm_weights_compute_what_minilm_computes():
     assert torch.allclose(ours[mask], theirs[mask], atol=1e-4)
 
 
-def test_encoder_frozen_decoder_and_head_learn(trained):
-    model, _root, report, before, shared, decoder = trained
+def test_encoder_frozen_decoder_and_recommender_learn(trained):
+    model, _root, report, before, shared, decoder, rec = trained
     after = model.conv_model.model.encoder.state_dict()
     assert all(torch.equal(before[k], after[k]) for k in before)
     assert torch.equal(shared, model.conv_model.model.shared.weight)
@@ -74,6 +75,28 @@ def test_encoder_frozen_decoder_and_head_learn(trained):
     assert any(not torch.equal(decoder[k], changed[k]) for k in decoder)
     assert report.losses["conv"][-1] < report.losses["conv"][0]
     assert len(report.losses["rec"]) > 0
+    # the recommender's own copy of the top layers trained (the encoder's originals did not: above), and its head
+    learned = model.rec_top.state_dict()
+    assert any(not torch.equal(rec[k], learned[k]) for k in rec if k.startswith("layers."))
+    assert any(not torch.equal(rec[k], learned[k]) for k in rec if k.startswith("head."))
+
+
+def test_recommender_copies_the_encoders_top_layers(kg):
+    model = BARCOR.create(kg, size="small", seed=0)
+    top = model.rec_top
+    encoder = model.conv_model.get_encoder()
+    assert len(top.layers) == 2 and top.split == len(encoder.layers) - 2
+    for copy, original in zip(top.layers, encoder.layers[top.split :]):
+        assert copy is not original
+        assert all(torch.equal(a, b) for a, b in zip(copy.state_dict().values(), original.state_dict().values()))
+    # before training it computes the encoder's own top: the head reads what the frozen encoder's mean state would be
+    ids = model.context_ids(["I like space movies with robots"])
+    t = torch.tensor([ids])
+    mask = torch.ones_like(t)
+    with torch.no_grad():
+        out = encoder(input_ids=t, attention_mask=mask, output_hidden_states=True)
+        expected = top.head(out.last_hidden_state.mean(dim=1))
+        assert torch.allclose(model.rec_logits(t, mask), expected, atol=1e-4)
 
 
 def test_recommender_reads_no_knowledge_graph(trained, kg):
@@ -90,7 +113,7 @@ def test_recommender_reads_no_knowledge_graph(trained, kg):
 def test_set_holds_what_it_learned_and_loads_strictly(trained, kg):
     model, root, *_ = trained
     conv_dir, rec_dir = part_dir(root, "barcor", "conv", "bundled"), part_dir(root, "barcor", "rec", "bundled")
-    assert (conv_dir / "decoder.pt").is_file() and (rec_dir / "head.pt").is_file()
+    assert (conv_dir / "decoder.pt").is_file() and (rec_dir / "recommender.pt").is_file()
     assert not (conv_dir / "pytorch_model.bin").exists()  # the encoder comes from the installed package
     loaded = BARCOR.load(root, "bundled", kg)
     inp = ConvInput(["I like space movies, anything like that?"], [])
@@ -108,6 +131,18 @@ def test_another_encoder_is_refused_with_the_rebuild_command(trained, kg, tmp_pa
     meta_path = part_dir(root, "barcor", "conv", "bundled") / barcor_backbone.SMALL_FILE
     meta = json.loads(meta_path.read_text())
     meta_path.write_text(json.dumps({**meta, "encoder_sha256": "0" * 64}))
+    with pytest.raises(CheckpointError, match="rebuild the set") as info:
+        BARCOR.load(root, "bundled", kg)
+    assert SMALL_BUILD_COMMAND in str(info.value)
+
+
+def test_a_set_of_the_older_head_only_recommender_is_refused_with_the_rebuild_command(trained, kg, tmp_path):
+    import shutil
+
+    root = tmp_path / "set"
+    shutil.copytree(trained[1], root)
+    rec_dir = part_dir(root, "barcor", "rec", "bundled")
+    (rec_dir / "recommender.pt").rename(rec_dir / "head.pt")
     with pytest.raises(CheckpointError, match="rebuild the set") as info:
         BARCOR.load(root, "bundled", kg)
     assert SMALL_BUILD_COMMAND in str(info.value)

@@ -139,3 +139,21 @@ def test_a_state_that_fails_after_the_weights_loaded_restarts_from_the_weights_t
         steps, _ = run_stages("toy", "ds", tmp_path, [stage], config)
     assert steps == 1 and any("afresh" in str(w.message) for w in caught)
     assert all(torch.equal(seen[0][k], given[k]) for k in given)  # not the saved (trained) weights
+
+
+def test_parameter_groups_follow_the_schedule_each_from_its_own_peak(tmp_path, monkeypatch):
+    seen: list[list[float]] = []
+    step = torch.optim.AdamW.step
+
+    def record(self, *args, **kwargs):
+        seen.append([g["lr"] for g in self.param_groups])
+        return step(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.optim.AdamW, "step", record)
+    module = nn.Linear(2, 1)
+    stage = _stage(module, 6)
+    stage.groups = [([module.weight], 1e-2), ([module.bias], 1e-4), ([], 1.0)]  # an empty group is left out
+    steps, _ = run_stages("toy", "ds", tmp_path, [stage], TrainConfig(batch_size=8))
+    assert steps == 6 and all(len(lrs) == 2 for lrs in seen)
+    for lrs, factor in zip(seen, [lr_factor(s, 1, 6) for s in range(6)]):
+        assert abs(lrs[0] - 1e-2 * factor) < 1e-12 and abs(lrs[1] - 1e-4 * factor) < 1e-12

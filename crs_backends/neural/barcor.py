@@ -83,10 +83,12 @@ NO_REPEAT_NGRAM = 3
 CHOICE_NEW_TOKENS = 5  # get_choice: exactly 5 new tokens, scores of the 4th step
 
 SIZES: dict[str, dict] = {
-    # ours (issue #40): one encoder-decoder whose encoder is the packaged all-MiniLM-L6-v2 mapped onto BART's encoder
-    # (barcor_backbone.MINILM_ARCH, frozen), a two-layer reply decoder attending to it and a classification head on
-    # its mean-pooled states; new tokens per turn capped for interactive use
-    "small": {**MINILM_ARCH, "vocab_size": 30523, "max_new_tokens": 40, "context_max_length": 128},
+    # ours (issue #40): the packaged all-MiniLM-L6-v2 mapped onto BART's encoder (barcor_backbone.MINILM_ARCH,
+    # frozen), a two-layer reply decoder attending to it, and a recommender that fine-tunes its own copy of the
+    # encoder's top ``rec_layers`` layers under BART's classification head on their mean state (the published BARCOR
+    # fine-tunes a BART of its own for recommendation, barcor_rec_<ds>; REC_LAYERS_LR); new tokens per turn capped
+    # for interactive use
+    "small": {**MINILM_ARCH, "vocab_size": 30523, "max_new_tokens": 40, "context_max_length": 128, "rec_layers": 2},
     # random BART weights at a tiny size, for the tests of the published code path (seconds on a CPU)
     "tiny": {
         "d_model": 128,
@@ -119,6 +121,10 @@ SIZES: dict[str, dict] = {
 # (None here); trained models end their replies with </s> long before (ReDial replies: median 25, p99 65 tokens).
 LOADED_MAX_NEW_TOKENS: int | None = None
 AUTO = "auto"
+# the small recommender's copied encoder layers train at this peak rate, its head at TrainConfig.lr. Chosen on the
+# validation tenth of ReDial's training conversations (2,147 records, R@10, 3 epochs; 2026-11-27): the head alone
+# over the frozen encoder .178 (10 epochs .180), with the top layer fine-tuned .194, with the top two .202
+REC_LAYERS_LR = 5e-5
 # ---------------------------------------------------------------------------------------------------------------
 # formatting (published)
 
@@ -161,15 +167,15 @@ class BARCOR(NeuralModel):
         dataset: str = "",
         max_new_tokens: int | None = None,
         device: str = "cpu",
-        rec_head: nn.Module | None = None,
+        rec_top: EncoderTopRecommender | None = None,
     ):
         self.kg = kg
         self.tokenizer = tokenizer
         self.tokenizer.truncation_side = "left"
-        # the published sets: a BartForSequenceClassification; the small ones: ``rec_head`` over the reply model's
-        # encoder (one encoder-decoder), no rec_model
+        # the published sets: a BartForSequenceClassification; the small ones: ``rec_top`` over the lower layers of
+        # the reply model's (frozen) encoder, no rec_model
         self.rec_model = rec_model.to(device).eval() if rec_model is not None else None
-        self.rec_head = rec_head.to(device).eval() if rec_head is not None else None
+        self.rec_top = rec_top.to(device).eval() if rec_top is not None else None
         self.conv_model = conv_model.to(device).eval()
         self.gen = dict(BART_BASE_GEN if gen is None else gen)
         self.size = size
@@ -185,8 +191,8 @@ class BARCOR(NeuralModel):
         self.resp_max_length = RESP_MAX_LENGTH
         if rec_model is not None:
             n = rec_model.config.num_labels
-        elif rec_head is not None:
-            n = cast(nn.Linear, rec_head.get_submodule("out_proj")).out_features
+        elif rec_top is not None:
+            n = cast(nn.Linear, rec_top.head.get_submodule("out_proj")).out_features
         else:
             raise ValueError("BARCOR needs a recommender: a BART classifier or a head on its encoder")
         if n != kg.n_entities:
@@ -217,7 +223,8 @@ class BARCOR(NeuralModel):
             tokenizer = minilm_tokenizer()
             conv = minilm_conv_model(len(tokenizer), seed=seed + 1)
             torch.manual_seed(seed)
-            return cls._small(kg, tokenizer, conv, rec_head(conv.config.d_model, kg.n_entities), "", arch, "cpu")
+            rec = EncoderTopRecommender(conv, arch["rec_layers"], kg.n_entities)
+            return cls._small(kg, tokenizer, conv, rec, "", arch, "cpu")
         if tokenizer is None:
             tokenizer = _make_tokenizer(kg, texts, vocab_size=arch["vocab_size"] if vocab_size is None else vocab_size)
         if vocab_size is None:
@@ -278,8 +285,8 @@ class BARCOR(NeuralModel):
     def _load_small(
         cls, rec_dir, conv_dir, dataset: str, kg: KGData, *, device: str, max_new_tokens: int | None | str
     ) -> BARCOR:
-        """A small set: the decoder and the head from the set, the encoder from the installed MiniLM package, which
-        must be the one the set was trained on (its fingerprint)."""
+        """A small set: the decoder and the recommender (its encoder layers and head) from the set, the encoder from
+        the installed MiniLM package, which must be the one the set was trained on (its fingerprint)."""
         from crs_backends.neural.names import SMALL_BUILD_COMMAND
 
         meta = _read_json(conv_dir / SMALL_FILE)
@@ -301,13 +308,21 @@ class BARCOR(NeuralModel):
             for k, v in state.items():
                 target = conv.get_buffer(k) if k == "final_logits_bias" else conv.get_parameter(k)
                 target.copy_(v)
-        head = rec_head(conv.config.d_model, kg.n_entities)
-        load_strict(head, read_state_dict(rec_dir / "head.pt"), source=rec_dir / "head.pt")
+        rec_file = rec_dir / REC_FILE
+        if not rec_file.exists():
+            raise CheckpointError(
+                f"{rec_dir} holds no {REC_FILE} (a set of an older BARCOR small): rebuild the set with "
+                f"`{SMALL_BUILD_COMMAND}`"
+            )
+        rec = EncoderTopRecommender(conv, int(meta.get("rec_layers", 0)), kg.n_entities)
+        load_strict(rec, read_state_dict(rec_file), source=rec_file)
         arch = {**SIZES["small"], **({} if isinstance(max_new_tokens, str) else {"max_new_tokens": max_new_tokens})}
-        return cls._small(kg, tokenizer, conv, head, dataset, arch, device)
+        return cls._small(kg, tokenizer, conv, rec, dataset, arch, device)
 
     @classmethod
-    def _small(cls, kg: KGData, tokenizer, conv, head: nn.Module, dataset: str, arch: dict, device: str) -> BARCOR:
+    def _small(
+        cls, kg: KGData, tokenizer, conv, rec: EncoderTopRecommender, dataset: str, arch: dict, device: str
+    ) -> BARCOR:
         return cls(
             kg,
             tokenizer,
@@ -318,21 +333,26 @@ class BARCOR(NeuralModel):
             dataset=dataset,
             max_new_tokens=arch["max_new_tokens"],
             device=device,
-            rec_head=head,
+            rec_top=rec,
         )
 
     def save(self, root, dataset: str) -> None:
         """``barcor_rec_<ds>/`` and ``barcor_conv_<ds>/``: config.json + pytorch_model.bin (all published keys,
         tied aliases included, as transformers 4.28 wrote them) + our tokenizer files. A small set holds what it
-        learned only (``conv``: ``decoder.pt``; ``rec``: ``head.pt``), the encoder's fingerprint in
-        :data:`SMALL_FILE` and the config; the encoder comes from the installed package."""
-        if self.size == "small" and self.rec_head is not None:
-            meta = {"encoder": "all-MiniLM-L6-v2", "encoder_sha256": minilm_fingerprint(), "pooling": "mean"}
+        learned only (``conv``: ``decoder.pt``; ``rec``: :data:`REC_FILE`, its encoder layers and head), the encoder's
+        fingerprint in :data:`SMALL_FILE` and the config; the encoder comes from the installed package."""
+        if self.size == "small" and self.rec_top is not None:
+            meta = {
+                "encoder": "all-MiniLM-L6-v2",
+                "encoder_sha256": minilm_fingerprint(),
+                "pooling": "mean",
+                "rec_layers": len(self.rec_top.layers),
+            }
             conv_dir = part_dir(root, SYSTEM, "conv", dataset)
             rec_dir = part_dir(root, SYSTEM, "rec", dataset)
             write_config(self.conv_model.config, conv_dir, architecture="BartForConditionalGeneration", gen=self.gen)
             save_state_dict(decoder_state(self.conv_model), conv_dir / "decoder.pt")
-            save_state_dict(self.rec_head.state_dict(), rec_dir / "head.pt")
+            save_state_dict(self.rec_top.state_dict(), rec_dir / REC_FILE)
             for d in (conv_dir, rec_dir):
                 _write_json(d / SMALL_FILE, meta)
             return
@@ -355,15 +375,17 @@ class BARCOR(NeuralModel):
     @property
     def backbone_fingerprint(self) -> str:
         """The small size's pretrained encoder (sha256 of the packaged MiniLM weights); '' for other sizes."""
-        return minilm_fingerprint() if self.rec_head is not None else ""
+        return minilm_fingerprint() if self.rec_top is not None else ""
 
     @property
     def description(self) -> str:
-        if self.rec_head is not None:
+        if self.rec_top is not None:
             dec = self.conv_model.config.decoder_layers
+            top = len(self.rec_top.layers)
             return (
-                f"BARCOR (small: all-MiniLM-L6-v2 as BART's encoder, frozen; a {dec}-layer reply decoder and a "
-                "recommendation head on the encoder's mean state, trained on ReDial)"
+                f"BARCOR (small: all-MiniLM-L6-v2 as BART's encoder, frozen; a {dec}-layer reply decoder, and a "
+                f"recommender fine-tuning its own copy of the encoder's top {top} layers under a classification head "
+                "on their mean state; trained on ReDial)"
             )
         return f"BARCOR ({self.size}{', ' + self.dataset if self.dataset else ''})"
 
@@ -377,12 +399,14 @@ class BARCOR(NeuralModel):
     # ---- recommendation -------------------------------------------------------------------------------------
     def rec_logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """Entity logits (B, n_entities): the published pooling (the rec model's decoder state at the final
-        ``</s>``, right-padded batches), or the small head over the encoder's mean state."""
+        ``</s>``, right-padded batches), or the small recommender over the frozen encoder's lower layers."""
         from transformers.models.bart.modeling_bart import shift_tokens_right
 
-        if self.rec_head is not None:
-            states = self.conv_model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask)
-            return self.rec_head(mean_state(states.last_hidden_state, attention_mask))
+        if self.rec_top is not None:
+            states = self.conv_model.get_encoder()(
+                input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True
+            )
+            return self.rec_top(self.rec_top.input_of(states), attention_mask)
         if self.rec_model is None:  # pragma: no cover - __init__ requires one of the two
             raise CheckpointError("this BARCOR has no recommender")
         cfg = self.rec_model.config
@@ -399,10 +423,10 @@ class BARCOR(NeuralModel):
     def recommend(self, inp: ConvInput, k: int = TOP_K) -> list[tuple[int, float]]:
         if k <= 0 or self._item_ids.numel() == 0:
             return []
-        if self.rec_head is not None:  # the encoder already read this context for the reply: reuse it
+        if self.rec_top is not None:  # the encoder already read this context for the reply: reuse it
             ids = self.context_ids(inp.context)
             enc = self._encoder_outputs(ids, [1] * len(ids))
-            logits = self.rec_head(mean_state(enc.last_hidden_state, self._tensor([1] * len(ids))))[0]
+            logits = self.rec_top(self.rec_top.input_of(enc), self._tensor([1] * len(ids)))[0]
         else:
             t = self._tensor(self.context_ids(inp.context))
             logits = self.rec_logits(t, torch.ones_like(t))[0]
@@ -421,12 +445,15 @@ class BARCOR(NeuralModel):
         return ids, [1] * len(ids)
 
     def _encoder_outputs(self, ids: list[int], mask: list[int]):
-        """The conv encoder's output for ``ids``; the last one is reused (generate + choose in one turn)."""
+        """The conv encoder's output for ``ids`` (every layer's states: the small recommender reads a lower one); the
+        last one is reused (generate + choose in one turn)."""
         key = (tuple(ids), tuple(mask))
         cached = self._enc_cache  # one read: another thread may replace it
         if cached is not None and cached[0] == key:
             return cached[1]
-        enc = self.conv_model.get_encoder()(input_ids=self._tensor(ids), attention_mask=self._tensor(mask))
+        enc = self.conv_model.get_encoder()(
+            input_ids=self._tensor(ids), attention_mask=self._tensor(mask), output_hidden_states=True
+        )
         self._enc_cache = (key, enc)
         return enc
 
@@ -539,6 +566,47 @@ def rec_head(d_model: int, n_entities: int) -> nn.Module:
     from transformers.models.bart.modeling_bart import BartClassificationHead
 
     return BartClassificationHead(d_model, d_model, n_entities, 0.0)
+
+
+REC_FILE = "recommender.pt"  # the small recommender's learned weights: its copied encoder layers and its head
+
+
+class EncoderTopRecommender(nn.Module):
+    """The small BARCOR's recommender: its own trainable copy of the encoder's top ``n_layers`` layers (initialised
+    from the pretrained MiniLM ones), reading the frozen encoder's states below them, and BART's classification
+    head on the mean of their output over the real tokens. No knowledge graph: the text is all it reads. With
+    ``n_layers`` 0 it is the head over the frozen encoder's final states."""
+
+    def __init__(self, conv_model, n_layers: int, n_entities: int):
+        import copy
+
+        super().__init__()
+        encoder = conv_model.get_encoder()
+        total = len(encoder.layers)
+        if not 0 <= n_layers <= total:
+            raise CheckpointError(f"the recommender cannot copy {n_layers} of the encoder's {total} layers")
+        self.split = total - n_layers  # reads hidden_states[split]: the output of the encoder's first ``split`` layers
+        self.layers = nn.ModuleList(copy.deepcopy(layer) for layer in encoder.layers[self.split :])
+        for p in self.layers.parameters():
+            p.requires_grad_(True)
+        self.head = rec_head(conv_model.config.d_model, n_entities)
+        self._config = conv_model.config
+
+    def input_of(self, encoder_output) -> torch.Tensor:
+        """The frozen encoder's states this recommender reads (its output run with ``output_hidden_states``)."""
+        return encoder_output.hidden_states[self.split]
+
+    def forward(self, states: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """Entity logits (B, n_entities) from the frozen encoder's states below the copied layers."""
+        from transformers.masking_utils import create_bidirectional_mask
+
+        hidden = states
+        if len(self.layers):
+            mask = create_bidirectional_mask(config=self._config, inputs_embeds=states, attention_mask=attention_mask)
+            for layer in self.layers:
+                out = layer(hidden, attention_mask=mask)
+                hidden = out[0] if isinstance(out, tuple) else out
+        return self.head(mean_state(hidden, attention_mask))
 
 
 def mean_state(states: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

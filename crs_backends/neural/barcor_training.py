@@ -1,9 +1,9 @@
 """Training BARCOR through the one training engine: its recommender (cross-entropy over the KG's entities) and its
 reply model (teacher-forced LM loss on ``System: <reply>``); writes the published layout.
 
-The small size (one encoder-decoder on MiniLM's frozen encoder, :mod:`crs_backends.neural.barcor`) reads each
-context with the encoder once (:func:`encode_contexts`, no gradient): the reply decoder trains on those states, the
-recommendation head on their mean."""
+The small size (MiniLM's frozen encoder, :mod:`crs_backends.neural.barcor`) reads each context with the encoder once
+(:func:`encode_contexts`, no gradient): the reply decoder trains on its final states, the recommender (its own copy
+of the encoder's top layers and the head) on the states below those layers."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from catalog.ievalm_records import Record
-from crs_backends.neural.barcor import BARCOR, RESP_MAX_LENGTH, SYSTEM, response_prefix
+from crs_backends.neural.barcor import BARCOR, REC_LAYERS_LR, RESP_MAX_LENGTH, SYSTEM, response_prefix
 from crs_backends.neural.engine import MOVIE_SLOT, ProgressFn, TrainConfig, TrainReport
 from crs_backends.neural.training import Stage, run_stages, split_budget, wanted_steps
 from crs_backends.neural.unicrs_text import replace_names
@@ -49,19 +49,23 @@ def conv_examples(model: BARCOR, records: list[Record]) -> list[tuple[list[int],
     return out
 
 
-def encode_contexts(model: BARCOR, contexts: list[list[int]], batch_size: int = 64) -> list[torch.Tensor]:
-    """The frozen encoder's states of each context (float16, one tensor per context, in order): what the small
-    size's decoder and head train on. Contexts of like length are encoded together."""
+def encode_contexts(
+    model: BARCOR, contexts: list[list[int]], layers: tuple[int, ...] = (-1,), batch_size: int = 64
+) -> list[tuple[torch.Tensor, ...]]:
+    """The frozen encoder's states of each context after each of ``layers`` (indices into its hidden states: -1 the
+    final ones, what the reply decoder attends to; the recommender's ``split``, what its own layers read), float16,
+    one tuple per context, in order. Contexts of like length are encoded together."""
     order = sorted(range(len(contexts)), key=lambda i: len(contexts[i]))
-    out: list[torch.Tensor | None] = [None] * len(contexts)
+    out: list[tuple[torch.Tensor, ...] | None] = [None] * len(contexts)
     encoder = model.conv_model.get_encoder()
     with torch.inference_mode():
         for start in range(0, len(order), batch_size):
             chunk = order[start : start + batch_size]
             ids, mask = _pad([contexts[i] for i in chunk], model.tokenizer.pad_token_id, model.device)
-            states = encoder(input_ids=ids, attention_mask=mask).last_hidden_state
+            hidden = encoder(input_ids=ids, attention_mask=mask, output_hidden_states=True).hidden_states
             for row, i in enumerate(chunk):
-                out[i] = states[row, : len(contexts[i])].to(torch.float16).cpu()
+                n = len(contexts[i])
+                out[i] = tuple(hidden[layer][row, :n].to(torch.float16).cpu() for layer in layers)
     return [t for t in out if t is not None]
 
 
@@ -89,11 +93,11 @@ def small_conv_loss(model: BARCOR, batch: list[tuple[torch.Tensor, list[int]]]) 
 
 
 def small_rec_loss(model: BARCOR, batch: list[tuple[torch.Tensor, int]]) -> torch.Tensor:
-    """Cross-entropy of the head over the encoder's mean state (the small size)."""
-    assert model.rec_head is not None
-    pooled = torch.stack([b[0] for b in batch]).float().to(model.device)
+    """Cross-entropy of the small recommender over the frozen encoder's states below its own layers."""
+    assert model.rec_top is not None
+    states, mask = _pad_states([b[0] for b in batch], model.device)
     labels = torch.tensor([b[1] for b in batch], dtype=torch.long, device=model.device)
-    return nn.functional.cross_entropy(model.rec_head(pooled), labels)
+    return nn.functional.cross_entropy(model.rec_top(states, mask), labels)
 
 
 def _pad(rows: list[list[int]], pad: int, device: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -138,38 +142,48 @@ def train(
     """Train conv (seq2seq loss on ``"System: " + resp``), then rec (cross-entropy over entity labels, one example
     per target item), through the one training engine (:mod:`crs_backends.neural.training`: resumable); saved in
     the published layout under ``out_root``. The published size trains both BART models (the recommender
-    logit-adjusted in no size any more); the small size trains its reply decoder and its head over the frozen
-    encoder's states (:func:`encode_contexts`)."""
+    logit-adjusted in no size any more); the small size trains its reply decoder and its recommender over the frozen
+    encoder's states (:func:`encode_contexts`): the recommender's copied layers at :data:`REC_LAYERS_LR`, its head
+    at ``config.lr``."""
     t0 = time.monotonic()
     out_root = Path(out_root)
     model.device = config.device
-    for module in (model.rec_model, model.rec_head, model.conv_model):
+    for module in (model.rec_model, model.rec_top, model.conv_model):
         if module is not None:
             module.to(config.device)
     model._item_ids = model._item_ids.to(config.device)
     model._enc_cache = None
     conv_data: list
     rec_data: list
-    if model.rec_head is not None:
+    groups = None
+    if model.rec_top is not None:
         conv_raw, rec_raw = conv_examples(model, records), rec_examples(model, records)
-        # each part its own budget: the head's steps cost little beside the decoder's (max_steps 0: the decoder is
-        # not trained here, see crs_backends.neural.small: the app's set takes the one trained on ReDial)
+        # each part its own budget (max_steps 0: the decoder is not trained here, see crs_backends.neural.small: the
+        # app's set takes the one trained on ReDial)
         budget = {
             "conv": min(wanted_steps(len(conv_raw), config), 10**9 if config.max_steps is None else config.max_steps),
             "rec": wanted_steps(len(rec_raw), config),
         }
         if not budget["conv"]:
             conv_raw = []
-        keys = sorted({tuple(ids) for ids, _ in conv_raw} | {tuple(ids) for ids, _ in rec_raw})
-        states = dict(zip(keys, encode_contexts(model, [list(k) for k in keys])))
-        conv_data = [(states[tuple(ids)], target) for ids, target in conv_raw]
-        pooled = {k: v.float().mean(dim=0) for k, v in states.items()}
-        rec_data = [(pooled[tuple(ids)], label) for ids, label in rec_raw]
+        conv_keys = {tuple(ids) for ids, _ in conv_raw}
+        rec_keys = {tuple(ids) for ids, _ in rec_raw}
+        keys = sorted(conv_keys | rec_keys)
+        encoded = encode_contexts(model, [list(k) for k in keys], layers=(-1, model.rec_top.split))
+        conv_states = {k: e[0] for k, e in zip(keys, encoded) if k in conv_keys}
+        rec_states = {k: e[1] for k, e in zip(keys, encoded) if k in rec_keys}
+        del encoded
+        conv_data = [(conv_states[tuple(ids)], target) for ids, target in conv_raw]
+        rec_data = [(rec_states[tuple(ids)], label) for ids, label in rec_raw]
         conv_lengths = [len(ids) + len(target) for ids, target in conv_raw]
-        rec_lengths = None
+        rec_lengths = [len(ids) for ids, _ in rec_raw]
         conv_fn: Callable[[BARCOR, list], torch.Tensor] = small_conv_loss
         rec_fn: Callable[[BARCOR, list], torch.Tensor] = small_rec_loss
-        rec_module: nn.Module = model.rec_head
+        rec_module: nn.Module = model.rec_top
+        groups = [
+            (list(model.rec_top.layers.parameters()), REC_LAYERS_LR),
+            (list(model.rec_top.head.parameters()), config.lr),
+        ]
     else:
         assert model.rec_model is not None
         conv_data, rec_data = conv_examples(model, records), rec_examples(model, records)
@@ -199,6 +213,7 @@ def train(
             budget["rec"],
             config.lr,
             lengths=rec_lengths,
+            groups=groups,
         ),
     ]
     steps, losses = run_stages(SYSTEM, dataset, out_root, stages, config, progress)

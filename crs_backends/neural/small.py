@@ -98,13 +98,14 @@ DATASET_DIALOGUES = 0  # r5: people's conversations only (the replies are writte
 # popularity list's level (R@10 .063 on the first 200 test records, 2026-11-27)
 DATASET_SETTINGS: dict[str, dict] = {
     "kbrd": {"rec_clip": None},
-    "unicrs": {"max_steps": None, "stage_steps": {"conv": 150}},
+    "unicrs": {"epochs": 2, "max_steps": None, "stage_steps": {"conv": 150}},
 }
 # bump when the dataset configuration's recipe changes, so that a cached set of the old one is not read as the new
 # (r2: KBRD at the published entity width on a KG of ReDial's size, kbrd.entity_width; r3: its recommender unclipped;
 # r4: the validation conversations held out of its training, evaluation.is_validation; r5: each its own architecture,
-# real conversations only, #40; r6: UniCRS's recommendation prompt an epoch)
-DATASET_RECIPE = "r6"
+# real conversations only, #40; r6: UniCRS's recommendation prompt an epoch; r7: BARCOR's recommender fine-tunes its
+# copy of the encoder's top two layers, UniCRS's recommendation prompt two epochs)
+DATASET_RECIPE = "r7"
 THREADS = int(os.environ.get("CRS_SMALL_THREADS", "0") or 0)  # 0: torch's default
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)

@@ -61,6 +61,8 @@ class Stage:
     setup: Callable[[], None] | None = None  # before every run of the stage, fresh or resumed
     end: Callable[[], None] | None = None  # once the stage has completed in this run (not when it was done before)
     params: list[nn.Parameter] | None = None
+    # parameters with a peak learning rate of their own (the schedule scales each); None: ``params`` at ``lr``
+    groups: list[tuple[list[nn.Parameter], float]] | None = None
     parts: tuple[str, ...] = ()  # the loss names it logs (default: its own name)
     warmup: int | None = None  # steps of linear learning-rate warm-up (None: WARMUP_SHARE of the stage, at most 50)
     clip: float | None = 1.0  # the gradient norm's limit (None: not clipped)
@@ -132,12 +134,18 @@ def run_stage(
     from crs_backends.neural.checkpoints import load_strict
 
     path = state_path(out_root, system, stage.name, dataset)
-    params = (
-        stage.params
-        if stage.params is not None
-        else [p for m in stage.modules for p in m.parameters() if p.requires_grad]
-    )
-    optimizer = torch.optim.AdamW(params, lr=stage.lr, weight_decay=0.01)
+    if stage.groups is not None:
+        groups = [(list(ps), lr) for ps, lr in stage.groups if ps]
+    else:
+        own = stage.params if stage.params is not None else [p for m in stage.modules for p in m.parameters()]
+        groups = [([p for p in own if p.requires_grad], stage.lr)]
+    params = [p for ps, _ in groups for p in ps]
+    peaks = [lr for _, lr in groups]
+
+    def new_optimizer() -> torch.optim.Optimizer:
+        return torch.optim.AdamW([{"params": ps, "lr": lr} for ps, lr in groups], weight_decay=0.01)
+
+    optimizer = new_optimizer()
     step, history = 0, {}
     resumed = False
     if config.resume and path.exists():
@@ -161,7 +169,7 @@ def run_stage(
             )
             for module, state in zip(stage.modules, before):
                 module.load_state_dict(state)
-            optimizer = torch.optim.AdamW(params, lr=stage.lr, weight_decay=0.01)
+            optimizer = new_optimizer()
             step, history = 0, {}
     stage.losses = history
     if step >= stage.steps or not stage.examples:
@@ -201,8 +209,8 @@ def run_stage(
             if epoch != order_epoch:
                 order, order_epoch = epoch_batches(lengths, bs, config.seed, epoch), epoch
             batch = [stage.examples[i] for i in order[index]]
-            for group in optimizer.param_groups:  # from the step alone, so a resumed run continues the schedule
-                group["lr"] = stage.lr * lr_factor(step, warmup, stage.steps)
+            for group, peak in zip(optimizer.param_groups, peaks):  # from the step alone: a resumed run continues
+                group["lr"] = peak * lr_factor(step, warmup, stage.steps)
             out = stage.loss(batch)
             parts = out if isinstance(out, dict) else {stage.name: out}
             loss = sum(parts.values())
