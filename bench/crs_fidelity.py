@@ -144,7 +144,7 @@ def trained_steps(models_root: Path, systems) -> dict[str, dict[str, int]]:
     for system in systems:
         for path in sorted((Path(models_root) / ".train").glob(f"{system}_*_redial/{STATE_FILE}")):
             try:
-                state = torch.load(path, map_location="cpu", weights_only=False)
+                state = torch.load(path, map_location="cpu", weights_only=False, mmap=True)  # the step, not the tensors
             except Exception:  # a damaged state says nothing (unpickling raises what it likes)
                 continue
             stage = path.parent.name[len(system) + 1 : -len("_redial")]

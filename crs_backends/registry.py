@@ -438,9 +438,10 @@ ABOUT = {
 ABOUT_SMALL = {
     "kbrd": "small KBRD trained here: an R-GCN over the catalog's knowledge graph reads the linked entities and ranks; "
     "a small Transformer, its words biased by that user vector, writes replies whose title slot the ranking fills",
-    "barcor": "small BARCOR trained here: one encoder-decoder on the pretrained all-MiniLM-L6-v2 (frozen, standing in "
-    "for BART's encoder); a head on the encoder's state ranks, with no knowledge graph, and a two-layer decoder writes "
-    "lower-case replies (MiniLM's vocabulary is uncased) whose title slot the ranking fills",
+    "barcor": "small BARCOR trained here: the pretrained all-MiniLM-L6-v2 (frozen, standing in for BART's encoder) "
+    "reads the conversation; the recommender, its own fine-tuned copy of the encoder's top two layers under BART's "
+    "head, ranks with no knowledge graph, and a two-layer decoder attending to the encoding writes lower-case replies "
+    "(MiniLM's vocabulary is uncased) whose title slot the ranking fills",
     "unicrs": "small UniCRS trained here: the frozen SmolLM2-135M-Instruct driven by knowledge-enhanced soft prompts "
     "(R-GCN entities fused with MiniLM's reading of the conversation); its hidden state ranks and it writes replies "
     "whose title slot the ranking fills",

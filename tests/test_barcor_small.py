@@ -182,3 +182,15 @@ def test_bad_input_gets_what_the_model_generates(trained):
 
 def test_wordpiece_text_is_written_as_text():
     assert wordpiece_text("system : it ' s great , isn ' t it ?") == "system: it's great, isn't it?"
+
+
+@pytest.mark.parametrize("layers", ["two", 9, -1, True])
+def test_a_set_that_names_an_impossible_recommender_is_refused(trained, kg, tmp_path, layers):
+    import shutil
+
+    root = tmp_path / "set"
+    shutil.copytree(trained[1], root)
+    meta_path = part_dir(root, "barcor", "conv", "bundled") / barcor_backbone.SMALL_FILE
+    meta_path.write_text(json.dumps({**json.loads(meta_path.read_text()), "rec_layers": layers}))
+    with pytest.raises(CheckpointError, match="rec_layers|layers"):
+        BARCOR.load(root, "bundled", kg)

@@ -36,7 +36,7 @@ def test_the_steps_of_each_stage_are_read_from_the_training_states(tmp_path):
 def test_the_budget_recorded_is_the_dataset_configurations():
     bench = _load_bench()
     assert bench.dataset_budget("unicrs") == {
-        "epochs": 1,
+        "epochs": 2,
         "max_steps": None,
         "stage_steps": {"conv": 150},
         "batch_size": 8,

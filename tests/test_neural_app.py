@@ -85,7 +85,7 @@ def test_selector_lists_every_system_with_its_version(app):
     # the line for each small version says what it really is, not what the published system is
     props = {c["props"].get("elem_id"): c["props"] for c in client.config["components"] if c["props"].get("elem_id")}
     about = props["system-descriptions"]["value"]
-    assert "small BARCOR trained here: one encoder-decoder on the pretrained all-MiniLM-L6-v2" in about
+    assert "small BARCOR trained here: the pretrained all-MiniLM-L6-v2" in about and "fine-tuned copy" in about
     assert "small UniCRS trained here: the frozen SmolLM2-135M-Instruct" in about and "DialoGPT" not in about
     # each small version's R@10 on ReDial's test split, as bench/crs_fidelity.py --record wrote it beside the set
     for name in ("KBRD", "BARCOR", "UniCRS"):

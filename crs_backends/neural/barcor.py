@@ -314,7 +314,10 @@ class BARCOR(NeuralModel):
                 f"{rec_dir} holds no {REC_FILE} (a set of an older BARCOR small): rebuild the set with "
                 f"`{SMALL_BUILD_COMMAND}`"
             )
-        rec = EncoderTopRecommender(conv, int(meta.get("rec_layers", 0)), kg.n_entities)
+        layers = meta.get("rec_layers", 0)
+        if not isinstance(layers, int) or isinstance(layers, bool):
+            raise CheckpointError(f"{conv_dir / SMALL_FILE}: rec_layers is {layers!r}, not a number of layers")
+        rec = EncoderTopRecommender(conv, layers, kg.n_entities)
         load_strict(rec, read_state_dict(rec_file), source=rec_file)
         arch = {**SIZES["small"], **({} if isinstance(max_new_tokens, str) else {"max_new_tokens": max_new_tokens})}
         return cls._small(kg, tokenizer, conv, rec, dataset, arch, device)

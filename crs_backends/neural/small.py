@@ -373,7 +373,7 @@ def _redial_reply_decoder(model, settings: dict, limits: dict, root: Path, log: 
     model.conv_model.load_state_dict(redial.conv_model.state_dict())
     return (
         f"reply decoder: the one trained on ReDial ({data.describe()}; {models.name if shipped else 'a trial'}), "
-        "the recommendation head trained on this set's records"
+        "the recommender (its copy of the encoder's top layers and its head) trained on this set's records"
     )
 
 

@@ -578,6 +578,10 @@ class UniCRSSmall(NeuralModel):
     def recommend(self, inp: ConvInput, k: int = TOP_K) -> list[tuple[int, float]]:
         with self._lock:
             scores = self.item_scores(inp)
+        return self._top_items(scores, k)
+
+    def _top_items(self, scores: torch.Tensor, k: int) -> list[tuple[int, float]]:
+        """The ``k`` best (item entity id, score) of one row of item scores."""
         top = torch.topk(scores, k=min(k, scores.numel()))
         return [(int(self.item_ids[i]), float(v)) for v, i in zip(top.values, top.indices)]
 
@@ -595,9 +599,7 @@ class UniCRSSmall(NeuralModel):
                     [self.text_ids(i.context) for i in chunk],
                     [self.context_ids(i.context) for i in chunk],
                 )
-            top = torch.topk(scores, k=min(k, scores.shape[1]), dim=1)
-            for values, indices in zip(top.values, top.indices):
-                out.append([(int(self.item_ids[i]), float(v)) for v, i in zip(values, indices)])
+            out.extend(self._top_items(row, k) for row in scores)
         return out
 
     # ---- conversation ----
