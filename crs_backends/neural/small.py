@@ -92,10 +92,10 @@ DATASET_DIALOGUES = 0  # r5: people's conversations only (the replies are writte
 # what the dataset configuration changes in TRAIN_SETTINGS: KBRD's recommender unclipped, as CRSLab's
 # (TrainConfig.rec_clip). The shipped bundled set keeps the clipping it was built with; dropping it there means a new
 # set (small-v6), measured on the bundled catalog first
-# UniCRS: its recommendation prompt for one epoch of ReDial's records with a target (1,334 steps of 8: 5.2 s a step
-# on one thread with the decoder in bfloat16, unicrs_smollm.train_autocast, beside another job on the second core,
-# 2026-11-27), its conversation prompt for 150 steps; at the shipped set's 150 steps in all its ranking was at the
-# popularity list's level (R@10 .063 on the first 200 test records, 2026-11-27)
+# UniCRS: its recommendation prompt for two epochs of ReDial's records with a target (2,668 steps of 8: 3-6 s a step
+# on one thread with the decoder in bfloat16, unicrs_smollm.train_autocast, 2026-11-27; the measured model resumed
+# r6's one-epoch state, so its second epoch restarted the decay from half the peak rate), its conversation prompt for
+# 150 steps. R@10 on the test split: .063 at 150 steps in all (first 200 records), .139 after one epoch, .148 after two
 DATASET_SETTINGS: dict[str, dict] = {
     "kbrd": {"rec_clip": None},
     "unicrs": {"epochs": 2, "max_steps": None, "stage_steps": {"conv": 150}},
