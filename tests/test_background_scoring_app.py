@@ -33,11 +33,17 @@ def app(tmp_path_factory):
 
 
 def _unscored(db) -> list[dict]:
+    """Conversations without a finished evaluation at their present length: a chat idle between its two messages is
+    scored after the first exchange and again once it grew, so one evaluation alone does not end the wait (on a busy
+    machine the wait used to end between the two and read the shorter one)."""
     return list(
         db.query(
-            """select c.id, c.source, count(e.id) as n from conversations c
-               left join evaluations e on e.conversation_id = c.id and e.status = 'done'
-               where c.source in ('chat', 'arena') group by c.id having n = 0"""
+            """select c.id, c.source from conversations c
+               where c.source in ('chat', 'arena') and not exists (
+                   select 1 from evaluations e
+                   where e.conversation_id = c.id and e.status = 'done'
+                     and json_extract(e.metrics, '$.turns_judged') = (
+                         select count(*) from turns t where t.conversation_id = c.id and t.part = 'interaction'))"""
         )
     )
 
