@@ -448,14 +448,16 @@ class BARCOR(NeuralModel):
         return ids, [1] * len(ids)
 
     def _encoder_outputs(self, ids: list[int], mask: list[int]):
-        """The conv encoder's output for ``ids`` (every layer's states: the small recommender reads a lower one); the
-        last one is reused (generate + choose in one turn)."""
+        """The conv encoder's output for ``ids`` (with every layer's states where a small recommender reads a lower
+        one); the last one is reused (generate + choose in one turn)."""
         key = (tuple(ids), tuple(mask))
         cached = self._enc_cache  # one read: another thread may replace it
         if cached is not None and cached[0] == key:
             return cached[1]
         enc = self.conv_model.get_encoder()(
-            input_ids=self._tensor(ids), attention_mask=self._tensor(mask), output_hidden_states=True
+            input_ids=self._tensor(ids),
+            attention_mask=self._tensor(mask),
+            output_hidden_states=self.rec_top is not None,
         )
         self._enc_cache = (key, enc)
         return enc
