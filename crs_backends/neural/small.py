@@ -95,7 +95,10 @@ DATASET_DIALOGUES = 0  # r5: people's conversations only (the replies are writte
 # UniCRS: its recommendation prompt for two epochs of ReDial's records with a target (2,668 steps of 8: 3-6 s a step
 # on one thread with the decoder in bfloat16, unicrs_smollm.train_autocast, 2026-11-27; the measured model resumed
 # r6's one-epoch state, so its second epoch restarted the decay from half the peak rate), its conversation prompt for
-# 150 steps. R@10 on the test split: .063 at 150 steps in all (first 200 records), .139 after one epoch, .148 after two
+# 150 steps. R@10 on the test split: .063 at 150 steps in all (first 200 records), .139 after one epoch, .148 after two.
+# A third epoch (resumed from this state, the rate back at a third of its peak; 2026-11-27, 4,520 s at two threads)
+# memorised the training records (rec loss 6.04 -> 5.14) and read R@10 .168 on the validation tenth against these two
+# epochs' .189: kept at two, as UniCRS keeps the epoch best on validation (its test split not read)
 DATASET_SETTINGS: dict[str, dict] = {
     "kbrd": {"rec_clip": None},
     "unicrs": {"epochs": 2, "max_steps": None, "stage_steps": {"conv": 150}},
