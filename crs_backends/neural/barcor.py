@@ -72,6 +72,7 @@ from crs_backends.neural.engine import (
     legacy_cleanup,
     pad_as_published,
     size_settings,
+    top_items,
 )
 from crs_backends.neural.kg_reader import KGData
 
@@ -433,9 +434,7 @@ class BARCOR(NeuralModel):
         else:
             t = self._tensor(self.context_ids(inp.context))
             logits = self.rec_logits(t, torch.ones_like(t))[0]
-        scores = logits[self._item_ids]
-        top = torch.topk(scores, k=min(k, scores.numel()))
-        return [(int(self._item_ids[i]), float(s)) for s, i in zip(top.values.tolist(), top.indices.tolist())]
+        return top_items(logits[self._item_ids], self._item_ids, k)
 
     # ---- conversation ---------------------------------------------------------------------------------------
     def conv_inputs(self, inp: ConvInput) -> tuple[list[int], list[int]]:

@@ -14,12 +14,23 @@ from collections.abc import Callable, Iterator, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from catalog.ievalm_records import ConvInput
 from crs_backends.neural.kg_reader import KGData
 
+if TYPE_CHECKING:
+    import torch
+
 TOP_K = 50  # items kept per turn, as published
 MOVIE_SLOT = "<movie>"  # what our models and the adapter use for "an item goes here"
+
+
+def top_items(scores: torch.Tensor, item_ids: Sequence[int] | torch.Tensor, k: int) -> list[tuple[int, float]]:
+    """The ``k`` best (item entity id, score) of one row of item scores, best first; ``scores[i]`` is the score of
+    ``item_ids[i]``."""
+    top = scores.topk(min(k, scores.numel()))
+    return [(int(item_ids[i]), float(v)) for v, i in zip(top.values.tolist(), top.indices.tolist())]
 
 
 # transformers 4.28 (the version CRS Arena pins) decoded with ``clean_up_tokenization_spaces`` on by default for

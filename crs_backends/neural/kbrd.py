@@ -35,6 +35,7 @@ from crs_backends.neural.engine import (
     legacy_cleanup,
     pad_as_published,
     size_settings,
+    top_items,
 )
 from crs_backends.neural.kbrd_modules import OPTIONAL_CONV_KEYS, KBRDforConv, KBRDforRec, conv_config
 from crs_backends.neural.kg_reader import KGData
@@ -327,9 +328,7 @@ class KBRD(NeuralModel):
         user = self.user_vector(inp)
         with torch.no_grad():
             scores = (user @ table[self.item_ids].T)[0]
-        k = min(k, len(self.item_ids))
-        top = torch.topk(scores, k)
-        return [(int(self.item_ids[i]), float(s)) for s, i in zip(top.values.tolist(), top.indices.tolist())]
+        return top_items(scores, self.item_ids, k)
 
     def context_ids(self, context: list[str]) -> list[int]:
         """``<s> u1</s>u2</s>…un </s>`` left-truncated to ``context_max_length`` (the specials are kept)."""

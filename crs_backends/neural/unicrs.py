@@ -66,6 +66,7 @@ from crs_backends.neural.engine import (
     legacy_cleanup,
     pad_as_published,
     size_settings,
+    top_items,
 )
 from crs_backends.neural.kg_reader import KGData
 from crs_backends.neural.published_init import resize_as_crs_arena
@@ -475,8 +476,7 @@ class UniCRS(NeuralModel):
 
     def recommend(self, inp: ConvInput, k: int = TOP_K) -> list[tuple[int, float]]:
         item_scores = self.scores(inp)[self.item_ids]
-        top = torch.topk(item_scores, k=min(k, item_scores.numel()))
-        return [(int(self.item_ids[i]), float(v)) for v, i in zip(top.values, top.indices)]
+        return top_items(item_scores, self.item_ids, k)
 
     # ---- conversation ----
     def conv_context(self, inp: ConvInput) -> list[int]:

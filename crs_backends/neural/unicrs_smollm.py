@@ -86,7 +86,15 @@ import torch.nn.functional as F
 from torch import nn
 
 from crs_backends.neural.checkpoints import CheckpointError, load_strict, part_dir, read_state_dict, save_state_dict
-from crs_backends.neural.engine import MOVIE_SLOT, TOP_K, ConvInput, NeuralModel, fill_slots, size_settings
+from crs_backends.neural.engine import (
+    MOVIE_SLOT,
+    TOP_K,
+    ConvInput,
+    NeuralModel,
+    fill_slots,
+    size_settings,
+    top_items,
+)
 from crs_backends.neural.kg_reader import KGData
 from crs_backends.neural.smollm_backbone import NAME as BACKBONE_NAME
 from crs_backends.neural.smollm_backbone import Backbone, check_fingerprint, fingerprint, gguf_path, load_backbone
@@ -582,12 +590,7 @@ class UniCRSSmall(NeuralModel):
     def recommend(self, inp: ConvInput, k: int = TOP_K) -> list[tuple[int, float]]:
         with self._lock:
             scores = self.item_scores(inp)
-        return self._top_items(scores, k)
-
-    def _top_items(self, scores: torch.Tensor, k: int) -> list[tuple[int, float]]:
-        """The ``k`` best (item entity id, score) of one row of item scores."""
-        top = torch.topk(scores, k=min(k, scores.numel()))
-        return [(int(self.item_ids[i]), float(v)) for v, i in zip(top.values, top.indices)]
+        return top_items(scores, self.item_ids, k)
 
     def recommend_many(
         self, inps: list[ConvInput], k: int = TOP_K, batch_size: int = 16
@@ -603,7 +606,7 @@ class UniCRSSmall(NeuralModel):
                     [self.text_ids(i.context) for i in chunk],
                     [self.context_ids(i.context) for i in chunk],
                 )
-            out.extend(self._top_items(row, k) for row in scores)
+            out.extend(top_items(row, self.item_ids, k) for row in scores)
         return out
 
     # ---- conversation ----
