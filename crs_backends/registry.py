@@ -465,7 +465,7 @@ def small_recall_note(system: str) -> str:
     manifest = sources.read_manifest_quietly(source.root)
     budget = recorded.get("budget")
     settings = _of_system(manifest.get("train_settings"), system)
-    if isinstance(budget, dict) and settings and budget != neural_budget(settings):
+    if isinstance(budget, dict) and settings and neural_budget(budget) != neural_budget(settings):
         # the ReDial configuration trained with another budget than this set (UniCRS's prompts, #40): say both
         there, here = recorded.get("steps"), _manifest_steps(manifest, system)
         if isinstance(there, dict) and there and here:

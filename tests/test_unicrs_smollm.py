@@ -107,6 +107,45 @@ def test_a_stage_cap_bounds_that_stage_alone(kg, records, tmp_path):
     assert len(report.losses["conv"]) == 1
 
 
+def test_the_prompt_pre_training_reads_the_reply_and_leaves_the_task_vectors(kg, records, names, tmp_path):
+    """``stage_epochs={"pre": n}`` runs UniCRS's prompt pre-training first: the decoder and the text encoder read the
+    conversation followed by its reply (films by name), the targets are the reply's items, the task vectors stay as
+    they were while the rest of the recommendation prompt moves, and ``rec`` then continues from it."""
+    m = UniCRSSmall.create(kg, seed=2)
+    pre = unicrs_smollm_training.pre_example(m, records[2])
+    plain = unicrs_smollm_training.example(m, records[2])
+    assert m.tokenizer.decode(pre["context"]).endswith(f"Have you seen {names[4]}?<|im_end|>")
+    assert pre["context"][: len(plain["context"])] == plain["context"] and pre["targets"] == plain["targets"]
+    assert names[4].lower().split()[0] in m.encoder_tokenizer.decode(pre["text"])
+    assert pre["entity"] == plain["entity"]
+
+    task_before = {n: p.detach().clone() for n, p in m.rec_prompt.named_parameters() if n.startswith("task_")}
+    rest_before = {n: p.detach().clone() for n, p in m.rec_prompt.named_parameters() if not n.startswith("task_")}
+    cfg = TrainConfig(
+        size="small",
+        epochs=1,
+        stage_epochs={"pre": 2},
+        stage_steps={"rec": 0, "conv": 0},
+        batch_size=2,
+        lr=1e-2,
+        progress=False,
+        resume=False,
+    )
+    report = unicrs_smollm_training.train(m, records, tmp_path, DS, cfg)
+    assert len(report.losses["pre"]) == 2 * 2  # 3 records with a target item: 2 batches, two epochs
+    after = dict(m.rec_prompt.named_parameters())
+    assert task_before and all(torch.equal(after[n], v) for n, v in task_before.items())
+    assert any(not torch.equal(after[n], v) for n, v in rest_before.items())
+
+    cfg = TrainConfig(size="small", epochs=1, stage_epochs={"pre": 2}, batch_size=2, progress=False, resume=True)
+    again = unicrs_smollm_training.train(m, records, tmp_path, DS, cfg)  # pre done: rec and conv go on from it
+    assert len(again.losses["pre"]) == 4 and again.losses["rec"] and again.losses["conv"]
+
+
+def test_no_pre_training_unless_named(model, trained):
+    assert "pre" not in trained[1].losses
+
+
 def test_the_decoder_computes_in_bfloat16_only_while_a_prompt_trains(model, names, monkeypatch):
     """Mixed precision while training (unicrs_smollm.train_autocast), float32 for every answer: the states the
     decoder returns are float32 either way; a CPU without bfloat16 trains in float32."""

@@ -99,6 +99,9 @@ class TrainConfig:
     # steps of a named stage at most, taken before ``max_steps`` is shared out (UniCRS's dataset configuration: its
     # recommendation prompt an epoch, its conversation prompt 150 steps; see small.DATASET_SETTINGS)
     stage_steps: dict[str, int] | None = None
+    # epochs of a named stage that a trainer runs only when named here (the small UniCRS's prompt pre-training, ``pre``:
+    # UniCRS's train_pre.py), outside ``max_steps``
+    stage_epochs: dict[str, int] | None = None
     seed: int = 0
     device: str = "cpu"
     resume: bool = True  # continue each stage from its state (training.state_path: <out>/.train/.../trainer_state.pt)

@@ -87,7 +87,7 @@ SMALL_DATASET = "bundled"  # the item space the small sets are trained on (the b
 SMALL_SEED = 0
 # the training settings that make a recipe's budget (what the app's line compares between the running small set and
 # the ReDial configuration its figures come from)
-BUDGET_KEYS = ("epochs", "max_steps", "stage_steps", "batch_size")
+BUDGET_KEYS = ("epochs", "max_steps", "stage_steps", "stage_epochs", "batch_size")
 
 SMALL_SET = f"small-v{SMALL_VERSION}"
 SHIPPED_SMALL_ROOT = Path(

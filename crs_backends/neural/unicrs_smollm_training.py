@@ -2,6 +2,13 @@
 (:mod:`crs_backends.neural.training`: resumable from ``<out>/.train/unicrs_<stage>_<ds>/``), as UniCRS trains its
 prompts on a frozen language model:
 
+0. ``pre`` (only where ``TrainConfig.stage_epochs`` names it; UniCRS's ``train_pre.py``, RUCAIBox/UniCRS): the prompt
+   pre-training. The recommendation prompt's encoders learn to name the films of each record's *reply* from the
+   conversation *with* that reply (its films by name, in the decoder's context and the text encoder's), the same
+   item cross-entropy as ``rec``: the knowledge graph's entities and the text that names them come into one space
+   before the prompt learns to predict. Its task vectors do not train here (UniCRS pre-trains without the task
+   prefix, which its recommendation stage then adds fresh); everything else of the recommendation prompt does, and
+   ``rec`` continues from it;
 1. ``rec``: the recommendation prompt (R-GCN, fusion, task vectors, ``hidden_proj``) on the cross-entropy of the item
    scores against each record's ``rec`` targets (first the decoder's hidden state is standardised with statistics
    of the training contexts, :func:`calibrate_hidden`);
@@ -22,6 +29,7 @@ one thread of 2 cores busy with a training run beside it (2026-11-27), so ``Trai
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -33,7 +41,10 @@ from crs_backends.neural.training import Stage, run_stages, split_budget, wanted
 from crs_backends.neural.unicrs_smollm import SYSTEM, UniCRSSmall
 from crs_backends.neural.unicrs_text import replace_names
 
-STAGE_SHARES = {"rec": 0.5, "conv": 0.5}  # of max_steps
+STAGE_SHARES = {"rec": 0.5, "conv": 0.5}  # of max_steps (``pre`` runs on its own epochs, outside it)
+PRE_EPOCHS = 0  # the pre-training's epochs unless ``TrainConfig.stage_epochs`` names ``pre``
+# the recommendation prompt's parts that the pre-training leaves as they are (UniCRS pre-trains without the prefix)
+TASK_PREFIXES = ("task_embeds", "task_proj.")
 # the prompt parts the conversation prompt takes over from the trained recommendation prompt: the knowledge graph's
 # and the text's encoders and their interaction, not what turns them into decoder input (``prompt_proj``,
 # ``out_gain``) nor the task vectors. Taking those too, the conversation loss began at 10.4 instead of 3 after 8 rec
@@ -54,6 +65,24 @@ def example(model: UniCRSSmall, record: Record) -> dict:
         "targets": targets,
         "resp": reply_ids + [model.end_id],
     }
+
+
+def pre_example(model: UniCRSSmall, record: Record) -> dict:
+    """A record as the pre-training reads it: the conversation followed by its reply, films by name (decoder: the
+    chat-form context, the reply's tokens, the end token; text encoder: the reply as the next turn), the context's
+    entities, and the reply's items as targets."""
+    own = example(model, record)
+    reply = record.resp.strip()
+    reply_ids = model.tokenizer(reply, add_special_tokens=False)["input_ids"][: model.resp_max_length] if reply else []
+    own["context"] = own["context"] + reply_ids + [model.end_id]
+    own["text"] = model.text_ids([*record.context, record.resp])
+    del own["resp"]
+    return own
+
+
+def pre_params(model: UniCRSSmall) -> list[torch.nn.Parameter]:
+    """The recommendation prompt's parameters the pre-training moves: all but the task vectors."""
+    return [p for n, p in model.rec_prompt.named_parameters() if not n.startswith(TASK_PREFIXES)]
 
 
 def model_item_rows(model: UniCRSSmall) -> dict[int, int]:
@@ -144,10 +173,30 @@ def train(
     examples = [example(model, r) for r in records]
     with_targets = [e for e in examples if e["targets"]]
     with_reply = [e for e in examples if len(e["resp"]) > 1]  # more than the end token
-    wanted = {"rec": wanted_steps(len(with_targets), config), "conv": wanted_steps(len(with_reply), config)}
+    pre_epochs = (config.stage_epochs or {}).get("pre", PRE_EPOCHS)
+    pre = [pre_example(model, r) for r, e in zip(records, examples) if e["targets"]] if pre_epochs else []
+    wanted = {
+        "pre": wanted_steps(len(pre), replace(config, epochs=pre_epochs)),
+        "rec": wanted_steps(len(with_targets), config),
+        "conv": wanted_steps(len(with_reply), config),
+    }
     wanted = {k: min(n, (config.stage_steps or {}).get(k, n)) for k, n in wanted.items()}
-    budget = split_budget(config.max_steps, wanted, shares=STAGE_SHARES)
-    stages = [
+    budget = split_budget(config.max_steps, {k: n for k, n in wanted.items() if k != "pre"}, shares=STAGE_SHARES)
+    budget["pre"] = wanted["pre"]  # its own epochs, outside max_steps
+    pre_stage = Stage(
+        "pre",
+        pre,
+        lambda batch: rec_loss(model, batch),
+        [model.rec_prompt],
+        budget["pre"],
+        config.lr,
+        params=pre_params(model),
+        lengths=[len(e["context"]) for e in pre],
+        start=lambda: calibrate_hidden(model, pre),
+        setup=model.invalidate,
+    )
+    stages = [pre_stage] if budget["pre"] else []
+    stages += [
         Stage(
             "rec",
             with_targets,
