@@ -362,7 +362,11 @@ class ChatCRS(CRSSystem):
         if not fitting:
             if fits_all and not pool:
                 return _Plan("ask", "everything left is ruled out", [], [], openers, no_match="all_disliked")
-            why = "no catalog item fits the people or years asked for" if pool else "no catalog item left to recommend"
+            why = (
+                "no catalog item fits the people, audience or years asked for"
+                if pool
+                else "no catalog item left to recommend"
+            )
             return _Plan("ask", why, [], [], openers, no_match=True)
         reason = "preference stated" if state.said_something else "asked once already; well-known films"
         if len(state.genres) > 1:  # several genres asked: the model chooses among titles of them all, where any

@@ -592,6 +592,11 @@ def _genres(masked: str, vocab: Vocabulary, claimed: list) -> list[tuple]:
             for genre in w.GENRE_WORDS[m.group(1)]:
                 if genre.lower() in vocab.genres:
                     out.append((m.start(), m.end(), vocab.genres[genre.lower()]))
+    family = vocab.genres.get("family")
+    for m in w.YOUNG_AUDIENCE.finditer(masked):
+        age = m.group("age")
+        if family and free(m.start(), m.end()) and (age is None or int(age) <= w.YOUNG_AGE):
+            out.append((m.start(), m.end(), family))
     for m in re.finditer(r"[a-z][a-z'-]{4,}", masked):
         token = m.group(0)
         if token in vocab.english or token in w.GENRE_WORDS or not free(m.start(), m.end()):

@@ -27,6 +27,7 @@ ASPECTS = ("director", "cast", "writer", "year", "genre", "plot", "why", "more")
 # the slots a labelled request names (tests/data/requests_*.jsonl), as :meth:`RequestState.slot_pairs` gives them
 LIST_SLOTS = ("genres", "not_genres", "people", "not_people", "liked", "disliked", "seen")
 VALUE_SLOTS = ("min_year", "max_year", "act", "about", "subject")
+FAMILY = "Family"  # the catalog genre of films for children (request_words: "kids", "for my son", …)
 
 
 def genre_word(genre: str) -> str:
@@ -118,18 +119,29 @@ class RequestState:
     def years_ok(self, item: Item) -> bool:
         return years_fit(item.year, self.min_year, self.max_year)
 
+    def audience_ok(self, item: Item) -> bool:
+        """A family film where one was asked for ("for my kid", "a family movie"): an audience, not a taste, so it
+        filters like the people and years instead of ranking among the genres (seen: "for my kid", then "from the
+        nineties", brought Pulp Fiction and Seven after the decade's few family films)."""
+        return FAMILY not in self.genres or FAMILY in item.genres
+
     def fits(self, item: Item) -> bool:
-        """Whether ``item`` is of the people and years asked for (the filters; genres rank within)."""
-        return self.people_ok(item) and self.years_ok(item)
+        """Whether ``item`` is of the people, audience and years asked for (the filters; genres rank within)."""
+        return self.people_ok(item) and self.audience_ok(item) and self.years_ok(item)
 
     def genre_rank(self, item: Item) -> int:
         """0: every genre asked for (or none asked), 1: some, 2: none."""
         return genre_rank(item, self.genres)
 
-    def fit_key(self, item: Item) -> tuple[int, int, int]:
-        """Sorts the people asked for first, then the years, then the genres (every one, some, none); a stable sort
-        keeps the search's order within each group."""
-        return (0 if self.people_ok(item) else 1, 0 if self.years_ok(item) else 1, self.genre_rank(item))
+    def fit_key(self, item: Item) -> tuple[int, int, int, int]:
+        """Sorts the people asked for first, then the audience, then the years, then the genres (every one, some,
+        none); a stable sort keeps the search's order within each group."""
+        return (
+            0 if self.people_ok(item) else 1,
+            0 if self.audience_ok(item) else 1,
+            0 if self.years_ok(item) else 1,
+            self.genre_rank(item),
+        )
 
     def rank(self, items: Iterable[Item]) -> list[Item]:
         """``items`` without what is ruled out, those that fit first (the search's order within each group)."""

@@ -38,6 +38,13 @@ GENRE_WORDS: dict[str, tuple[str, ...]] = {
     "kid-friendly": ("Family",),
     "kids": ("Family",),
     "children": ("Family",),
+    "kid": ("Family",),
+    "child": ("Family",),
+    "toddler": ("Family",),
+    "toddlers": ("Family",),
+    "little one": ("Family",),
+    "little ones": ("Family",),
+    "young ones": ("Family",),
     "romance": ("Romance",),
     "romances": ("Romance",),
     "romantic": ("Romance",),
@@ -189,6 +196,14 @@ another stuff thing things girlfriend boyfriend wife husband friends friend date
 hated fan favourite favorite genre genres type types style kinds sorts awesome perfect fine actually instead rather
 """.split()
 )
+
+# a film for a young person of one's own: "for my son", "with my 8-year-old daughter", "for our little nephew"
+# (Family, as "for kids"); a stated age over YOUNG_AGE is not ("for my 16 year old son")
+YOUNG_AUDIENCE = re.compile(
+    r"\b(?:for|with)\s+(?:my|our)\s+(?:(?P<age>\d{1,2})[\s-]*(?:years?|yrs?)[\s-]*old\s+|little\s+|young\s+)?"
+    r"(?:sons?|daughters?|nephews?|nieces?|grandsons?|granddaughters?|grandkids?|grandchildren|boy|girl|boys|girls)\b"
+)
+YOUNG_AGE = 12
 
 # words of requests and reactions, for telling an English message from another language
 REQUEST_WORDS = frozenset(
