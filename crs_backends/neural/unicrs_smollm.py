@@ -23,10 +23,11 @@ the two prompt modules (:class:`SoftPrompt`: R-GCN, fusion, task vectors, projec
 
 Deviations from UniCRS, on purpose:
 
-- **no prompt pre-training stage**: UniCRS pre-trains its prompt encoder (``train_pre.py``, 5 epochs) before the
-  recommendation stage; here the recommendation stage trains the prompt from its initialisation (a CPU budget: each
-  step runs the frozen decoder forward and backward), and the conversation prompt starts from the recommendation
-  prompt's encoders (:mod:`crs_backends.neural.unicrs_smollm_training`);
+- **the prompt pre-training is optional and shorter**: UniCRS pre-trains its prompt encoder (``train_pre.py``, 5
+  epochs) before the recommendation stage; here that stage (``pre``, :mod:`crs_backends.neural.unicrs_smollm_training`)
+  runs only where the recipe names its epochs (``TrainConfig.stage_epochs``; a CPU budget: each step runs the frozen
+  decoder forward and backward), else the recommendation stage trains the prompt from its initialisation; the
+  conversation prompt starts from the recommendation prompt's encoders;
 - **prompt tuning at the input layer, not per-layer prefixes**: UniCRS turns its prompt into past keys and values
   for every GPT-2 layer; here the prompt vectors are input embeddings put in front of the context's token
   embeddings. One set of vectors of the decoder's width (576) instead of 30 layers x 2 x 576 per position, and a
