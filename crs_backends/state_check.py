@@ -1,7 +1,8 @@
 """Checking that a system's turns respect what the person asked for, against constraints written by hand.
 
 A scripted conversation (``tests/data/state_conversations.jsonl``) gives, after each user message, the constraints
-in force (``expect``): genres and people ruled out, titles disliked or seen, years and people asked for, and
+in force (``expect``): genres and people ruled out, titles disliked or seen, years, people and an audience
+(``"family": true``: a film for a child) asked for, and
 whether the message asks about a film (then the reply must recommend nothing new). :func:`problems` checks one
 system turn against them; :func:`run_script` talks through a script with a system and checks every turn. The
 constraints are the script's, not the system's own reading, so a system that misreads is caught.
@@ -50,13 +51,15 @@ def _fits(item: Item, expect: dict[str, Any]) -> bool:
         item.year is None or (lo is not None and item.year < lo) or (hi is not None and item.year > hi)
     ):
         return False
+    if expect.get("family") and "Family" not in item.genres:
+        return False
     people = expect.get("people") or []
     return not people or any(p in (*item.directors, *item.cast, *item.writers) for p in people)
 
 
 def problems(turn: Turn, expect: dict[str, Any], catalog: Catalog, before: Sequence[Item] = ()) -> list[str]:
     """What in ``turn`` goes against ``expect``: an item ruled out (a genre, a person, a disliked or seen title),
-    a named item outside the years or people asked for while the catalog had fitting ones, a list that puts an
+    a named item outside the audience, years or people asked for while the catalog had fitting ones, a list that puts an
     unfitting item before a fitting one, or (for a question about a film) a new title named or listed.
     ``before``: the titles named earlier in the conversation (an answer may name them)."""
     listed = [i for i in (catalog.get(ref.id) for ref in turn.items) if i is not None]
@@ -77,13 +80,15 @@ def problems(turn: Turn, expect: dict[str, Any], catalog: Catalog, before: Seque
         if new:
             out.append(f"a question about a film got new titles: {', '.join(new[:3])}")
         return out
-    if any(k in expect for k in ("min_year", "max_year", "people")):
+    if any(k in expect for k in ("min_year", "max_year", "people", "family")):
         fitting_exists = any(_fits(i, expect) and _allowed(i, expect) for i in catalog.items)
         if fitting_exists:
-            out += [f"{i.name} is outside the years or people asked for" for i in named if not _fits(i, expect)]
+            out += [
+                f"{i.name} is outside the audience, years or people asked for" for i in named if not _fits(i, expect)
+            ]
             flags = [_fits(i, expect) for i in listed]
             if True in flags and False in flags and flags.index(False) < len(flags) - flags[::-1].index(True) - 1:
-                out.append("the list puts an item outside the years or people before one inside")
+                out.append("the list puts an item outside the audience, years or people before one inside")
     return out
 
 
