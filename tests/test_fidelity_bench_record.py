@@ -39,6 +39,7 @@ def test_the_budget_recorded_is_the_dataset_configurations():
         "epochs": 2,
         "max_steps": None,
         "stage_steps": {"conv": 150},
+        "stage_epochs": None,
         "batch_size": 8,
     }
     assert bench.dataset_budget("kbrd")["max_steps"] == 2900

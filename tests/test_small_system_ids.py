@@ -120,6 +120,7 @@ def test_the_line_says_when_the_redial_figure_comes_from_another_budget(tmp_path
     (tmp_path / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
     recall = {"1": 0.03, "10": 0.1234, "50": 0.3, "records": 3341}
     longer = {"epochs": 1, "max_steps": None, "stage_steps": {"conv": 150}, "batch_size": 8}
+    # recorded before the budget named stage_epochs: a key it lacks reads as unset, the same recipe
     same = {"epochs": 10, "max_steps": 2900, "stage_steps": None, "batch_size": 32}
     figures = {
         "recall": {
