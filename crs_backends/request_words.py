@@ -197,11 +197,13 @@ hated fan favourite favorite genre genres type types style kinds sorts awesome p
 """.split()
 )
 
-# a film for a young person of one's own: "for my son", "with my 8-year-old daughter", "for our little nephew"
-# (Family, as "for kids"); a stated age over YOUNG_AGE is not ("for my 16 year old son")
+# a film for a young person of one's own: "for my son", "with my 8-year-old daughter", "for our little girl"
+# (Family, as "for kids"); a stated age over YOUNG_AGE is not ("for my 16 year old son"), and "boy" / "girl" only
+# with an age or "little" ("a movie with my girls" may be friends)
+_KIN = r"sons?|daughters?|nephews?|nieces?|grandsons?|granddaughters?|grandkids?|grandchildren"
 YOUNG_AUDIENCE = re.compile(
-    r"\b(?:for|with)\s+(?:my|our)\s+(?:(?P<age>\d{1,2})[\s-]*(?:years?|yrs?)[\s-]*old\s+|little\s+|young\s+)?"
-    r"(?:sons?|daughters?|nephews?|nieces?|grandsons?|granddaughters?|grandkids?|grandchildren|boy|girl|boys|girls)\b"
+    r"\b(?:for|with)\s+(?:my|our)\s+"
+    rf"(?:(?:(?P<age>\d{{1,2}})[\s-]*(?:years?|yrs?)[\s-]*old|little|young)\s+(?:boys?|girls?|{_KIN})|(?:{_KIN}))\b"
 )
 YOUNG_AGE = 12
 

@@ -265,6 +265,8 @@ def test_the_understood_line_is_shown_and_escaped(catalog):
         ("a film to watch with my son, he is 10", {"Family"}, set()),
         ("something for the little ones", {"Family"}, set()),
         ("a movie for my 16 year old son", set(), set()),  # a stated age over 12: no family film asked for
+        ("something for our little girl", {"Family"}, set()),
+        ("a comedy to watch with my girls", {"Comedy"}, set()),  # "my girls" may be friends
         ("not for my kid, it is for me: a horror film", {"Horror"}, {"Family"}),
     ],
 )
