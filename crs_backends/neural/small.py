@@ -98,7 +98,9 @@ DATASET_DIALOGUES = 0  # r5: people's conversations only (the replies are writte
 # 150 steps. R@10 on the test split: .063 at 150 steps in all (first 200 records), .139 after one epoch, .148 after two.
 # A third epoch (resumed from this state, the rate back at a third of its peak; 2026-11-27, 4,520 s at two threads)
 # memorised the training records (rec loss 6.04 -> 5.14) and read R@10 .168 on the validation tenth against these two
-# epochs' .189: kept at two, as UniCRS keeps the epoch best on validation (its test split not read)
+# epochs' .189: kept at two, as UniCRS keeps the epoch best on validation (its test split not read). UniCRS's prompt
+# pre-training (unicrs_smollm_training's ``pre``, stage_epochs {"pre": 1}) before one recommendation epoch read .180
+# there against one epoch alone's .174 (2026-11-27): not adopted
 DATASET_SETTINGS: dict[str, dict] = {
     "kbrd": {"rec_clip": None},
     "unicrs": {"epochs": 2, "max_steps": None, "stage_steps": {"conv": 150}},
