@@ -18,6 +18,7 @@ from typing import Any
 
 from catalog.catalog import Catalog
 from catalog.items import Item
+from crs_backends.request_state import FAMILY
 from storage.records import Conversation, Turn
 
 SCRIPTS_FILE = Path(__file__).resolve().parent.parent / "tests" / "data" / "state_conversations.jsonl"
@@ -51,7 +52,7 @@ def _fits(item: Item, expect: dict[str, Any]) -> bool:
         item.year is None or (lo is not None and item.year < lo) or (hi is not None and item.year > hi)
     ):
         return False
-    if expect.get("family") and "Family" not in item.genres:
+    if expect.get("family") and FAMILY not in item.genres:
         return False
     people = expect.get("people") or []
     return not people or any(p in (*item.directors, *item.cast, *item.writers) for p in people)

@@ -55,6 +55,16 @@ def _read(catalog, *texts: str) -> RequestState:
     return read_request(_conversation(*texts), catalog)
 
 
+def _talk(crs, texts):
+    """Each user text in turn to ``crs``, in one conversation: (text, the system's turn) as they come."""
+    conversation = Conversation(system_id="retrieval", turns=[])
+    for text in texts:
+        conversation.turns.append(Turn("user", text))
+        turn = crs.respond(conversation)
+        conversation.turns.append(turn)
+        yield text, turn
+
+
 def _labelled_conversation(row: dict) -> Conversation:
     turns = [Turn(t["role"], t["text"]) for t in row["context"]] + [Turn("user", row["message"])]
     return Conversation(system_id="test", turns=turns)
@@ -213,12 +223,8 @@ def test_the_baseline_respects_every_scripted_conversation(catalog):
 def test_the_baseline_no_longer_answers_a_ruled_out_genre_with_it(catalog):
     """Seen: after "something to watch with my girlfriend tonight", a message ruling horror out got Insidious, The
     Omen, Get Out and Scream, and "ok cool" brought more horror."""
-    crs = RetrievalCRS(catalog)
-    conversation = Conversation(system_id="retrieval", turns=[])
-    for text in ("something to watch with my girlfriend tonight", "she hates horror, nothing scary", "ok cool"):
-        conversation.turns.append(Turn("user", text))
-        turn = crs.respond(conversation)
-        conversation.turns.append(turn)
+    said = ("something to watch with my girlfriend tonight", "she hates horror, nothing scary", "ok cool")
+    for text, turn in _talk(RetrievalCRS(catalog), said):
         if text != "something to watch with my girlfriend tonight":  # the first turn: well-known films, any genre
             assert not any("Horror" in catalog.get(r.id).genres for r in turn.items), text
     assert turn.metadata["understood"]["not_genres"] == ["Horror"]
@@ -278,11 +284,7 @@ def test_a_young_audience_asks_for_family_films(catalog, text, wanted, ruled_out
 def test_the_baseline_keeps_a_film_for_a_child_across_the_conversation(catalog):
     """Seen (2026-11-27): "for my kid" was not read, so by the third turn the suggestions were Saving Private Ryan
     and Pulp Fiction."""
-    crs = RetrievalCRS(catalog)
-    conversation = Conversation(system_id="retrieval", turns=[])
-    for text in ("something fun for my kid", "maybe something from the nineties?", "another one?"):
-        conversation.turns.append(Turn("user", text))
-        turn = crs.respond(conversation)
-        conversation.turns.append(turn)
+    said = ("something fun for my kid", "maybe something from the nineties?", "another one?")
+    for text, turn in _talk(RetrievalCRS(catalog), said):
         assert turn.items and all("Family" in catalog.get(r.id).genres for r in turn.items), text
     assert "family" in turn.metadata["understood"]["summary"]

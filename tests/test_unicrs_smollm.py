@@ -112,8 +112,8 @@ def test_the_prompt_pre_training_reads_the_reply_and_leaves_the_task_vectors(kg,
     conversation followed by its reply (films by name), the targets are the reply's items, the task vectors stay as
     they were while the rest of the recommendation prompt moves, and ``rec`` then continues from it."""
     m = UniCRSSmall.create(kg, seed=2)
-    pre = unicrs_smollm_training.pre_example(m, records[2])
     plain = unicrs_smollm_training.example(m, records[2])
+    pre = unicrs_smollm_training.pre_example(m, records[2], plain)
     assert m.tokenizer.decode(pre["context"]).endswith(f"Have you seen {names[4]}?<|im_end|>")
     assert pre["context"][: len(plain["context"])] == plain["context"] and pre["targets"] == plain["targets"]
     assert names[4].lower().split()[0] in m.encoder_tokenizer.decode(pre["text"])

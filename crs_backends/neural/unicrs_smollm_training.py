@@ -67,11 +67,11 @@ def example(model: UniCRSSmall, record: Record) -> dict:
     }
 
 
-def pre_example(model: UniCRSSmall, record: Record) -> dict:
-    """A record as the pre-training reads it: the conversation followed by its reply, films by name (decoder: the
-    chat-form context, the reply's tokens, the end token; text encoder: the reply as the next turn), the context's
-    entities, and the reply's items as targets."""
-    own = example(model, record)
+def pre_example(model: UniCRSSmall, record: Record, plain: dict) -> dict:
+    """A record as the pre-training reads it, from its :func:`example` ``plain``: the conversation followed by its
+    reply, films by name (decoder: the chat-form context, the reply's tokens, the end token; text encoder: the reply
+    as the next turn), the context's entities, and the reply's items as targets."""
+    own = dict(plain)
     reply = record.resp.strip()
     reply_ids = model.tokenizer(reply, add_special_tokens=False)["input_ids"][: model.resp_max_length] if reply else []
     own["context"] = own["context"] + reply_ids + [model.end_id]
@@ -174,7 +174,7 @@ def train(
     with_targets = [e for e in examples if e["targets"]]
     with_reply = [e for e in examples if len(e["resp"]) > 1]  # more than the end token
     pre_epochs = (config.stage_epochs or {}).get("pre", PRE_EPOCHS)
-    pre = [pre_example(model, r) for r, e in zip(records, examples) if e["targets"]] if pre_epochs else []
+    pre = [pre_example(model, r, e) for r, e in zip(records, examples) if e["targets"]] if pre_epochs else []
     wanted = {
         "pre": wanted_steps(len(pre), replace(config, epochs=pre_epochs)),
         "rec": wanted_steps(len(with_targets), config),
