@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -21,6 +24,8 @@ from crs_backends.neural.names import SMALL_BUILD_COMMAND
 from crs_backends.neural.unicrs_smollm import SETTINGS_FILE, UniCRSSmall, _group_weights, chat_text, is_smollm_set
 
 DS = "tiny"
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
@@ -293,6 +298,27 @@ def test_the_trigram_ban_spares_the_movie_slot(model):
     words = model.tokenizer(" I like it and I like", add_special_tokens=False)["input_ids"]
     assert model.tokenizer(" it", add_special_tokens=False)["input_ids"] == [words[2]]
     assert words[2] in model._banned(words)  # " I like" + " it" again
+
+
+def test_a_freed_llama_cpp_decoder_leaves_llama_cpp_able_to_load_another_model():
+    """llama.cpp keeps one log callback for the whole process: a decoder that silenced it and was then freed must not
+    leave the next model load (the embedded judge's, here) calling freed memory. Seen as a segmentation fault in a
+    test process that loaded the embedded model after this file's tests; a fresh interpreter, so a crash is a failure
+    here and not the end of the run."""
+    code = (
+        "import gc\n"
+        "from llama_cpp import Llama\n"
+        "from crs_backends.neural.smollm_backbone import gguf_path\n"
+        "from crs_backends.neural.smollm_llamacpp import LlamaCppDecoder\n"
+        "decoder = LlamaCppDecoder(gguf_path(), 576, threads=1)\n"
+        "decoder.close()\n"
+        "del decoder\n"
+        "gc.collect()\n"
+        "Llama(model_path=str(gguf_path()), n_ctx=64, n_threads=1, verbose=False)\n"
+        "print('loaded')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "loaded" in done.stdout, done.stderr[-2000:]
 
 
 def test_the_conversation_prompt_groups_tokens_evenly():

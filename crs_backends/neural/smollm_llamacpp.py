@@ -21,6 +21,18 @@ import numpy as np
 N_CTX = 512  # prompt (≤ 12 vectors) + context (≤ 80 tokens) + reply (≤ 40): far below
 
 
+# llama.cpp holds one log callback for the whole process and calls it from every later model load (the embedded
+# judge's too): the silent callback is made once and lives as long as the process. One kept on a decoder was freed
+# with it and the next load called freed memory (a segmentation fault, tests/test_unicrs_smollm.py).
+_QUIET: list[Any] = []
+
+
+def _silence(llama_cpp: Any) -> None:
+    if not _QUIET:
+        _QUIET.append(llama_cpp.llama_log_callback(lambda *args: None))
+    llama_cpp.llama_log_set(_QUIET[0], ctypes.c_void_p(0))
+
+
 class LlamaCppError(RuntimeError):
     """llama.cpp is missing or could not load / run the model."""
 
@@ -36,8 +48,7 @@ class LlamaCppDecoder:
         self.L: Any = llama_cpp
         self.lock = threading.Lock()
         llama_cpp.llama_backend_init()
-        self._quiet = llama_cpp.llama_log_callback(lambda *args: None)  # kept alive while llama.cpp may call it
-        llama_cpp.llama_log_set(self._quiet, ctypes.c_void_p(0))
+        _silence(llama_cpp)
         self.model = llama_cpp.llama_model_load_from_file(str(gguf).encode(), llama_cpp.llama_model_default_params())
         if not self.model:
             raise LlamaCppError(f"llama.cpp could not load {gguf}")
