@@ -100,7 +100,7 @@ DATASET_DIALOGUES = 0  # r5: people's conversations only (the replies are writte
 # memorised the training records (rec loss 6.04 -> 5.14) and read R@10 .168 on the validation tenth against these two
 # epochs' .189: kept at two, as UniCRS keeps the epoch best on validation (its test split not read). UniCRS's prompt
 # pre-training (unicrs_smollm_training's ``pre``, stage_epochs {"pre": 1}) before one recommendation epoch read .180
-# there against one epoch alone's .174 (2026-11-27): not adopted
+# there against one epoch alone's .174 (2026-11-27), before two epochs .182 against r7's .189 (2026-11-28): not adopted
 DATASET_SETTINGS: dict[str, dict] = {
     "kbrd": {"rec_clip": None},
     "unicrs": {"epochs": 2, "max_steps": None, "stage_steps": {"conv": 150}},
