@@ -279,6 +279,63 @@ def test_batched_ranking_is_each_conversations_own(model, names):
         assert [s for _, s in ranked] == pytest.approx([s for _, s in alone], rel=1e-3, abs=1e-3)
 
 
+def test_the_recommendation_prompt_is_also_a_per_layer_prefix_that_trains_and_is_read(model, records, names):
+    cfg = model.lm.config
+    n_layer, n_kv = int(cfg.num_hidden_layers), int(cfg.num_key_value_heads)
+    head_dim = int(cfg.hidden_size) // int(cfg.num_attention_heads)
+    assert model.rec_prompt.layer_prefix == (n_layer, n_kv, head_dim)
+    assert model.conv_prompt.layer_prefix is None  # the conversation prompt stays input vectors (llama.cpp decodes)
+    prompt = torch.randn(2, 3, int(cfg.hidden_size))
+    cache = model.rec_prompt.prefix_cache(prompt)
+    assert len(cache.layers) == n_layer
+    assert tuple(cache.layers[0].keys.shape) == (2, n_kv, 3, head_dim)
+    # gradients reach the prefix map, none the backbone
+    model.invalidate()
+    batch = [unicrs_smollm_training.example(model, r) for r in records if r.rec]
+    unicrs_smollm_training.rec_loss(model, batch).backward()
+    try:
+        grad = model.rec_prompt.layer_kv.weight.grad
+        assert grad is not None and float(grad.abs().sum()) > 0
+        assert all(p.grad is None for p in model.lm.parameters())
+    finally:
+        model.rec_prompt.zero_grad(set_to_none=True)
+        model.conv_prompt.zero_grad(set_to_none=True)
+        model.invalidate()
+    # the decoder reads it: moving the prefix alone moves the scores
+    inp = ConvInput(["Something like " + names[1] + "?"], [names[1]])
+    before = model.item_scores(inp)
+    bias = model.rec_prompt.layer_kv.bias
+    saved = bias.detach().clone()
+    with torch.no_grad():
+        bias.add_(0.5)
+    try:
+        assert not torch.allclose(model.item_scores(inp), before)
+    finally:
+        with torch.no_grad():
+            bias.copy_(saved)
+    assert torch.allclose(model.item_scores(inp), before)
+
+
+def test_a_set_from_before_the_prefix_loads_as_it_was_trained(kg, trained, tmp_path, names):
+    import shutil
+
+    out = tmp_path / "set"
+    shutil.copytree(trained[0], out)
+    meta_path = part_dir(out, "unicrs", "conv", DS) / SETTINGS_FILE
+    meta = json.loads(meta_path.read_text())
+    assert meta["rec_layer_prefix"] is True
+    del meta["rec_layer_prefix"]
+    meta_path.write_text(json.dumps(meta))
+    with pytest.raises(CheckpointError, match="unexpected"):  # its weights say otherwise: refused, never guessed
+        UniCRSSmall.load(out, DS, kg)
+    rec_path = part_dir(out, "unicrs", "rec", DS) / "model.pt"
+    state = torch.load(rec_path, weights_only=True)
+    torch.save({k: v for k, v in state.items() if not k.startswith("layer_kv.")}, rec_path)
+    old = UniCRSSmall.load(out, DS, kg)
+    assert old.rec_prompt.layer_prefix is None and not hasattr(old.rec_prompt, "layer_kv")
+    assert len(old.recommend(ConvInput(["Hi! I like " + names[1]], [names[1]]), k=5)) == 5
+
+
 def test_the_context_is_the_chat_form_ending_with_the_assistant_header(model):
     text = chat_text(["", "Hi, what do you like?", "Horror."])
     assert text == (

@@ -100,7 +100,10 @@ DATASET_DIALOGUES = 0  # r5: people's conversations only (the replies are writte
 # memorised the training records (rec loss 6.04 -> 5.14) and read R@10 .168 on the validation tenth against these two
 # epochs' .189: kept at two, as UniCRS keeps the epoch best on validation (its test split not read). UniCRS's prompt
 # pre-training (unicrs_smollm_training's ``pre``, stage_epochs {"pre": 1}) before one recommendation epoch read .180
-# there against one epoch alone's .174 (2026-11-27), before two epochs .182 against r7's .189 (2026-11-28): not adopted
+# there against one epoch alone's .174 (2026-11-27), before two epochs .182 against r7's .189 (2026-11-28): not adopted.
+# r8: the recommendation prompt also as UniCRS's per-layer key/value prefix (unicrs_smollm's rec_layer_prefix): one
+# epoch read .178 against r6's .174, two epochs .202 against r7's .189 (R@1/10/50 .034 / .202 / .398 against .039 /
+# .189 / .376; 2026-11-28, the second epoch resumed from the first as r7's was): adopted
 DATASET_SETTINGS: dict[str, dict] = {
     "kbrd": {"rec_clip": None},
     "unicrs": {"epochs": 2, "max_steps": None, "stage_steps": {"conv": 150}},
@@ -109,8 +112,9 @@ DATASET_SETTINGS: dict[str, dict] = {
 # (r2: KBRD at the published entity width on a KG of ReDial's size, kbrd.entity_width; r3: its recommender unclipped;
 # r4: the validation conversations held out of its training, evaluation.is_validation; r5: each its own architecture,
 # real conversations only, #40; r6: UniCRS's recommendation prompt an epoch; r7: BARCOR's recommender fine-tunes its
-# copy of the encoder's top two layers, UniCRS's recommendation prompt two epochs)
-DATASET_RECIPE = "r7"
+# copy of the encoder's top two layers, UniCRS's recommendation prompt two epochs; r8: UniCRS's recommendation prompt
+# also a per-layer prefix)
+DATASET_RECIPE = "r8"
 THREADS = int(os.environ.get("CRS_SMALL_THREADS", "0") or 0)  # 0: torch's default
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)

@@ -28,11 +28,14 @@ Deviations from UniCRS, on purpose:
   runs only where the recipe names its epochs (``TrainConfig.stage_epochs``; a CPU budget: each step runs the frozen
   decoder forward and backward), else the recommendation stage trains the prompt from its initialisation; the
   conversation prompt starts from the recommendation prompt's encoders;
-- **prompt tuning at the input layer, not per-layer prefixes**: UniCRS turns its prompt into past keys and values
-  for every GPT-2 layer; here the prompt vectors are input embeddings put in front of the context's token
-  embeddings. One set of vectors of the decoder's width (576) instead of 30 layers x 2 x 576 per position, and a
-  decoder input llama.cpp can take as it is (a batch of embeddings, then tokens), so the replies are decoded on the
-  GGUF file itself (see "Decoding" below).
+- **the conversation prompt at the input layer, not per-layer prefixes**: UniCRS turns its prompt into past keys and
+  values for every GPT-2 layer; here the conversation prompt's vectors are input embeddings put in front of the
+  context's token embeddings: a decoder input llama.cpp can take as it is (a batch of embeddings, then tokens), so
+  the replies are decoded on the GGUF file itself (see "Decoding" below). The recommendation prompt (torch only)
+  gives both where the settings say ``rec_layer_prefix`` (sets from recipe r8 on): its vectors go in front of the
+  context as input embeddings and, through one linear map (``layer_kv``, 576 -> 30 layers x key and value x 3 KV
+  heads x 64, small random start), as UniCRS's per-layer key/value prefix. Sets written before it have the input
+  prompt alone (no ``rec_layer_prefix`` in ``smollm.json``) and load as they were trained;
 - the conversation prompt's token positions are averaged into :data:`SIZES` ``conv_slots`` contiguous groups
   (UniCRS keeps one position per RoBERTa token, 128), and the recommendation prompt keeps the last
   ``entity_max_length`` linked entities (UniCRS 43): a few prompt vectors keep a CPU step and a turn short;
@@ -136,6 +139,9 @@ SIZES: dict[str, dict] = {
         "conv_slots": 8,  # the conversation prompt's token positions, averaged into this many groups
         "resp_max_length": 40,  # reply tokens trained on
         "max_new_tokens": 40,  # reply tokens generated in a turn
+        # the recommendation prompt also as UniCRS's per-layer key/value prefix (SoftPrompt.layer_kv); a set whose
+        # smollm.json lacks the key was trained without it (see load)
+        "rec_layer_prefix": True,
     }
 }
 
@@ -186,6 +192,7 @@ class SoftPrompt(KGTokenParts):
         conv_slots: int,
         embed_scale: float,
         num_bases: int = NUM_BASES,
+        layer_prefix: tuple[int, int, int] | None = None,
     ):
         super().__init__()
         if task not in ("rec", "conv"):
@@ -219,10 +226,35 @@ class SoftPrompt(KGTokenParts):
             # training contexts before the first step (unicrs_smollm_training.calibrate_hidden), saved with the module
             self.register_buffer("hidden_mean", torch.zeros(hidden_size))
             self.register_buffer("hidden_std", torch.ones(hidden_size))
+        # (layers, KV heads, head width) of the decoder: each prompt position also becomes a key and a value in every
+        # layer (UniCRS's prefix), through one linear map that starts small so that the prefix starts near silent
+        self.layer_prefix = layer_prefix
+        if layer_prefix is not None:
+            if task != "rec":
+                raise ValueError("the per-layer prefix is the recommendation prompt's (llama.cpp takes input vectors)")
+            n_layer, n_kv, head_dim = layer_prefix
+            self.layer_kv = nn.Linear(hidden_size, n_layer * 2 * n_kv * head_dim)
+            nn.init.normal_(self.layer_kv.weight, std=0.02)
+            nn.init.zeros_(self.layer_kv.bias)
 
     def query(self, hidden: torch.Tensor) -> torch.Tensor:
         """The recommendation query of the decoder's final hidden state (``rec`` only)."""
         return self.hidden_proj((hidden - self.hidden_mean) / self.hidden_std)
+
+    def prefix_cache(self, prompt: torch.Tensor) -> Any:
+        """The per-layer keys and values of the prompt vectors (batch, positions, hidden) as the decoder's past: a
+        cache whose every layer holds (batch, KV heads, positions, head width)."""
+        if self.layer_prefix is None:
+            raise ValueError("this prompt has no per-layer prefix")
+        from transformers import DynamicCache
+
+        n_layer, n_kv, head_dim = self.layer_prefix
+        b, p = prompt.shape[:2]
+        kv = self.layer_kv(prompt).view(b, p, n_layer, 2, n_kv, head_dim).permute(2, 3, 0, 4, 1, 5)
+        cache = DynamicCache()
+        for layer in range(n_layer):
+            cache.update(kv[layer, 0], kv[layer, 1], layer)
+        return cache
 
     def entity_table(self) -> torch.Tensor:
         """Every entity's embedding (n_entity, hidden): e = RGCN(node) + node; e = proj1(e) + e; e = proj2(e)."""
@@ -344,9 +376,16 @@ class UniCRSSmall(NeuralModel):
         def instruction(text: str) -> torch.Tensor:
             return embed[self.tokenizer(text, add_special_tokens=False)["input_ids"]].detach()
 
+        cfg = self.lm.config
+        head_dim = int(getattr(cfg, "head_dim", None) or hidden // int(cfg.num_attention_heads))
         self.rec_prompt = SoftPrompt(
             "rec",
             task_init=instruction(settings["rec_instruction"]),
+            layer_prefix=(
+                (int(cfg.num_hidden_layers), int(cfg.num_key_value_heads), head_dim)
+                if settings.get("rec_layer_prefix")
+                else None
+            ),
             **common,  # type: ignore[arg-type]
         ).eval()
         self.conv_prompt = SoftPrompt(
@@ -408,6 +447,7 @@ class UniCRSSmall(NeuralModel):
             )
         settings = dict(SIZES["small"])
         settings.update({k: type(v)(meta[k]) for k, v in settings.items() if k in meta})
+        settings["rec_layer_prefix"] = bool(meta.get("rec_layer_prefix", False))  # absent: a set from before it
         rec_file = part_dir(root, SYSTEM, "rec", dataset) / "model.pt"
         conv_file = conv_dir / "model.pt"
         rec_state, conv_state = read_state_dict(rec_file), read_state_dict(conv_file)
@@ -578,7 +618,11 @@ class UniCRSSmall(NeuralModel):
         table = self.table("rec")
         prompt, pmask = self.prompts("rec", entity_ids, text_ids, table)
         embeds, mask, positions = self.assemble(prompt, pmask, context_ids)
-        hidden, _ = self.run(embeds, mask, positions)
+        cache = None
+        if self.rec_prompt.layer_prefix is not None:  # every prompt position is also a past key/value of each layer
+            cache = self.rec_prompt.prefix_cache(prompt)
+            mask = torch.cat([pmask.to(mask.dtype), mask], dim=1)
+        hidden, _ = self.run(embeds, mask, positions, cache)
         query = self.rec_prompt.query(hidden[:, -1])
         return query @ table[self.item_ids].T
 

@@ -130,7 +130,8 @@ CALIBRATION_EXAMPLES = 64
 @torch.no_grad()
 def calibrate_hidden(model: UniCRSSmall, examples: list[dict], batch_size: int = 16) -> None:
     """Set the recommendation prompt's ``hidden_mean`` / ``hidden_std`` from the decoder's final hidden states of up to
-    :data:`CALIBRATION_EXAMPLES` training contexts under the (untrained) recommendation prompt."""
+    :data:`CALIBRATION_EXAMPLES` training contexts under the (untrained) recommendation prompt's input vectors (its
+    per-layer prefix, where it has one, is left out: it starts near silent; r8 was trained so)."""
     chosen = examples[:: max(1, len(examples) // CALIBRATION_EXAMPLES)][:CALIBRATION_EXAMPLES]
     if len(chosen) < 2:
         return
