@@ -163,7 +163,16 @@ def dataset_budget(system: str) -> dict:
 
 
 def record(
-    recall, references, overlap, generated, people, n_test: int, seconds: float, load: float, steps: dict
+    recall,
+    references,
+    overlap,
+    generated,
+    people,
+    n_test: int,
+    seconds: float,
+    load: float,
+    steps: dict,
+    variants: dict,
 ) -> None:
     """The figures as ``redial_test.json`` beside the shipped small set (what the app's line for each small system
     reads: :func:`crs_backends.neural.sources.recorded_recall`)."""
@@ -183,7 +192,13 @@ def record(
         "seconds": round(seconds),
         "test_records": n_test,
         "recall": {
-            s: {**at(r), "records": n_test, "budget": dataset_budget(s), **({"steps": steps[s]} if s in steps else {})}
+            s: {
+                **at(r),
+                "records": n_test,
+                "budget": dataset_budget(s),
+                **({"steps": steps[s]} if s in steps else {}),
+                **({"variant": variants[s]} if variants.get(s) else {}),
+            }
             for s, r in recall.items()
         },
         "references": {name: at(r) for name, r in references.items()},
@@ -305,7 +320,10 @@ def main() -> int:
     note = note if args.quick else ""
     print(f"\nseconds: {time.monotonic() - started:.0f}")
     if args.record and not args.quick:
-        record(recall, references, overlap, generated, people, len(test), time.monotonic() - started, load, steps)
+        variants = {s: m.variant for s, m in ranking_models.items()}
+        record(
+            recall, references, overlap, generated, people, len(test), time.monotonic() - started, load, steps, variants
+        )
     if recall:
         worst = min(r.at[10] / PUBLISHED_RECALL[s][1] for s, r in recall.items())
         print(f"BENCH recall10_vs_published_min {worst:.2f} ratio target >= 0.8{note}")

@@ -478,6 +478,18 @@ def small_recall_note(system: str) -> str:
             how = "the same architecture trained on ReDial with another budget than this set"
     else:
         how = "the same recipe trained on ReDial"
+    from crs_backends.neural.names import SMALL_DATASET, model_class
+
+    there_variant = recorded.get("variant")
+    here_variant = model_class(system, "small").variant_of(source.root, SMALL_DATASET)
+    if isinstance(there_variant, dict) and there_variant != here_variant:
+        # the ReDial model is another variant of the architecture (the small UniCRS's per-layer prefix): say how
+        how = how.replace("the same architecture", "the architecture").replace("the same recipe", "the recipe")
+        how += "; " + "; ".join(
+            f"{what}: {there_variant.get(what, '?')} there, {here_variant.get(what, '?')} here"
+            for what in sorted({*there_variant, *here_variant})
+            if there_variant.get(what) != here_variant.get(what)
+        )
     return f"R@10 {recall:.3f} on ReDial's test split{part} ({how}; bench/crs_fidelity.py)"
 
 

@@ -43,3 +43,20 @@ def test_the_budget_recorded_is_the_dataset_configurations():
         "batch_size": 8,
     }
     assert bench.dataset_budget("kbrd")["max_steps"] == 2900
+
+
+def test_the_record_keeps_each_models_variant_beside_its_figures(tmp_path, monkeypatch):
+    import json
+    from types import SimpleNamespace
+
+    from crs_backends.neural import names
+
+    bench = _load_bench()
+    monkeypatch.setattr(names, "SHIPPED_SMALL_ROOT", tmp_path)
+    recall = {s: SimpleNamespace(at={1: 0.03, 10: 0.15, 50: 0.3}) for s in ("kbrd", "unicrs")}
+    prefix = {"recommendation prompt": "input vectors and UniCRS's per-layer prefix"}
+    people = {"distinct": {2: 6.0}}
+    bench.record(recall, {}, {}, {}, people, 3341, 10.0, 0.5, {}, {"kbrd": {}, "unicrs": prefix})
+    written = json.loads((tmp_path / "redial_test.json").read_text(encoding="utf-8"))
+    assert written["recall"]["unicrs"]["variant"] == prefix
+    assert "variant" not in written["recall"]["kbrd"]  # nothing sets KBRD's apart

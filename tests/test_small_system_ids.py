@@ -134,3 +134,27 @@ def test_the_line_says_when_the_redial_figure_comes_from_another_budget(tmp_path
     assert line.startswith("R@10 0.123 on ReDial's test split (")
     assert "trained on ReDial for rec 1,334 + conv 150 steps, this set for rec 75 + conv 75" in line
     assert "(the same recipe trained on ReDial;" in registry.small_recall_note("kbrd")
+
+
+def test_the_line_says_when_the_redial_figure_comes_from_another_variant(tmp_path, monkeypatch):
+    """The ReDial-trained small UniCRS's recommendation prompt is also a per-layer prefix (recipe r8); a set trained
+    before it has the input vectors alone: its line says the figure comes from the other form, never "the same"."""
+    from crs_backends import registry
+    from crs_backends.neural import sources
+    from crs_backends.neural.unicrs_smollm import PROMPT_FORMS, SETTINGS_FILE
+
+    source = CheckpointSource("unicrs", tmp_path, "bundled", tmp_path, "small local", "v7")
+    monkeypatch.setattr(sources, "small_source", lambda system, root=None: source)
+    budget = {"epochs": 1, "max_steps": 150, "batch_size": 8, "lr": 1e-3}
+    (tmp_path / "manifest.json").write_text(json.dumps({"train_settings": {"unicrs": budget}}), encoding="utf-8")
+    settings = tmp_path / "unicrs_conv_bundled" / SETTINGS_FILE
+    settings.parent.mkdir()
+    settings.write_text(json.dumps({"format": 1, "conv_slots": 8}), encoding="utf-8")  # from before the prefix
+    prefix = {"recommendation prompt": PROMPT_FORMS[True]}
+    figures = {"recall": {"unicrs": {"10": 0.15, "records": 3341, "budget": budget, "variant": prefix}}}
+    (tmp_path / "redial_test.json").write_text(json.dumps(figures), encoding="utf-8")
+    line = registry.small_recall_note("unicrs")
+    assert "the same" not in line
+    assert f"recommendation prompt: {PROMPT_FORMS[True]} there, {PROMPT_FORMS[False]} here" in line
+    settings.write_text(json.dumps({"format": 1, "rec_layer_prefix": True}), encoding="utf-8")
+    assert "(the same recipe trained on ReDial; bench" in registry.small_recall_note("unicrs")

@@ -21,7 +21,14 @@ from crs_backends.neural.checkpoints import CheckpointError, part_dir
 from crs_backends.neural.engine import MOVIE_SLOT, ConvInput, TrainConfig
 from crs_backends.neural.kg_reader import KGData, kg_from_catalog
 from crs_backends.neural.names import SMALL_BUILD_COMMAND
-from crs_backends.neural.unicrs_smollm import SETTINGS_FILE, UniCRSSmall, _group_weights, chat_text, is_smollm_set
+from crs_backends.neural.unicrs_smollm import (
+    PROMPT_FORMS,
+    SETTINGS_FILE,
+    UniCRSSmall,
+    _group_weights,
+    chat_text,
+    is_smollm_set,
+)
 
 DS = "tiny"
 
@@ -324,6 +331,8 @@ def test_a_set_from_before_the_prefix_loads_as_it_was_trained(kg, trained, tmp_p
     meta_path = part_dir(out, "unicrs", "conv", DS) / SETTINGS_FILE
     meta = json.loads(meta_path.read_text())
     assert meta["rec_layer_prefix"] is True
+    prefix, alone = ({"recommendation prompt": PROMPT_FORMS[on]} for on in (True, False))
+    assert UniCRSSmall.variant_of(out, DS) == prefix
     del meta["rec_layer_prefix"]
     meta_path.write_text(json.dumps(meta))
     with pytest.raises(CheckpointError, match="unexpected"):  # its weights say otherwise: refused, never guessed
@@ -333,6 +342,8 @@ def test_a_set_from_before_the_prefix_loads_as_it_was_trained(kg, trained, tmp_p
     torch.save({k: v for k, v in state.items() if not k.startswith("layer_kv.")}, rec_path)
     old = UniCRSSmall.load(out, DS, kg)
     assert old.rec_prompt.layer_prefix is None and not hasattr(old.rec_prompt, "layer_kv")
+    assert old.variant == alone == UniCRSSmall.variant_of(out, DS)
+    assert UniCRSSmall.variant_of(tmp_path / "nowhere", DS) == {}
     assert len(old.recommend(ConvInput(["Hi! I like " + names[1]], [names[1]]), k=5)) == 5
 
 

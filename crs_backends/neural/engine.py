@@ -176,6 +176,18 @@ class NeuralModel(ABC):
         its placeholder, so theirs is filled too. The ``crs_arena`` variant fills every model's placeholder."""
         return self.system == "unicrs" or getattr(self, "size", "") == "small"
 
+    @property
+    def variant(self) -> dict[str, str]:
+        """What sets this model apart from others of its architecture and size that its figures depend on, in words
+        (the small UniCRS: its recommendation prompt's form); {} where nothing does. ``bench/crs_fidelity.py``
+        records it beside the figures, so that a set of another variant does not show them as its own."""
+        return {}
+
+    @classmethod
+    def variant_of(cls, root, dataset: str) -> dict[str, str]:
+        """:attr:`variant` of the set at ``root`` without loading it ({} where it cannot be read)."""
+        return {}
+
     def stream(self, inp: ConvInput, *, items: list[str] | None = None) -> Iterator[str]:
         yield self.generate(inp, items=items)
 

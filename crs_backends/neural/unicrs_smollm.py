@@ -122,6 +122,9 @@ NUM_BASES = 8  # UniCRS's default
 TEXT_ENCODER = "all-MiniLM-L6-v2"
 FORMAT = 1  # of smollm.json: bump when the prompt modules change shape or meaning
 
+# the recommendation prompt's form, by whether it is also a per-layer prefix (UniCRSSmall.variant)
+PROMPT_FORMS = {True: "input vectors and UniCRS's per-layer prefix", False: "input vectors alone"}
+
 SIZES: dict[str, dict] = {
     "small": {
         "context_max_length": 80,  # decoder tokens of the conversation (chat form, left-truncated)
@@ -509,6 +512,20 @@ class UniCRSSmall(NeuralModel):
     def backbone_fingerprint(self) -> str:
         """sha256 of the packaged GGUF the prompts were trained on (the set is refused on another)."""
         return self.backbone.fingerprint
+
+    @property
+    def variant(self) -> dict[str, str]:
+        return {"recommendation prompt": PROMPT_FORMS[self.rec_prompt.layer_prefix is not None]}
+
+    @classmethod
+    def variant_of(cls, root, dataset: str) -> dict[str, str]:
+        try:
+            meta = json.loads((part_dir(Path(root), SYSTEM, "conv", dataset) / SETTINGS_FILE).read_text("utf-8"))
+        except (OSError, ValueError):
+            return {}
+        if not isinstance(meta, dict):
+            return {}
+        return {"recommendation prompt": PROMPT_FORMS[bool(meta.get("rec_layer_prefix", False))]}
 
     @property
     def description(self) -> str:
