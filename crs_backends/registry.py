@@ -463,6 +463,21 @@ def small_recall_note(system: str) -> str:
     records = recorded.get("records")
     part = f", its first {records} records" if isinstance(records, int) and records < REDIAL_TEST_RECORDS else ""
     manifest = sources.read_manifest_quietly(source.root)
+    from crs_backends.neural.names import model_class
+
+    # the ReDial model may be another variant of the architecture than this set (the small UniCRS's per-layer prefix)
+    there_variant = recorded.get("variant")
+    here_variant = model_class(system, "small").variant_of(source.root, source.dataset)
+    differs = (
+        [
+            f"{what}: {there_variant.get(what, '?')} there, {here_variant.get(what, '?')} here"
+            for what in sorted({*there_variant, *here_variant})
+            if there_variant.get(what) != here_variant.get(what)
+        ]
+        if isinstance(there_variant, dict)
+        else []
+    )
+    the = "the" if differs else "the same"
     budget = recorded.get("budget")
     settings = _of_system(manifest.get("train_settings"), system)
     if isinstance(budget, dict) and settings and neural_budget(budget) != neural_budget(settings):
@@ -471,25 +486,14 @@ def small_recall_note(system: str) -> str:
         if isinstance(there, dict) and there and here:
             order = [*here, *(k for k in there if k not in here)]
             how = (
-                f"the same architecture trained on ReDial for {_stage_steps(there, order)} steps, "
+                f"{the} architecture trained on ReDial for {_stage_steps(there, order)} steps, "
                 f"this set for {_stage_steps(here, order)}"
             )
         else:
-            how = "the same architecture trained on ReDial with another budget than this set"
+            how = f"{the} architecture trained on ReDial with another budget than this set"
     else:
-        how = "the same recipe trained on ReDial"
-    from crs_backends.neural.names import SMALL_DATASET, model_class
-
-    there_variant = recorded.get("variant")
-    here_variant = model_class(system, "small").variant_of(source.root, SMALL_DATASET)
-    if isinstance(there_variant, dict) and there_variant != here_variant:
-        # the ReDial model is another variant of the architecture (the small UniCRS's per-layer prefix): say how
-        how = how.replace("the same architecture", "the architecture").replace("the same recipe", "the recipe")
-        how += "; " + "; ".join(
-            f"{what}: {there_variant.get(what, '?')} there, {here_variant.get(what, '?')} here"
-            for what in sorted({*there_variant, *here_variant})
-            if there_variant.get(what) != here_variant.get(what)
-        )
+        how = f"{the} recipe trained on ReDial"
+    how = "; ".join([how, *differs])
     return f"R@10 {recall:.3f} on ReDial's test split{part} ({how}; bench/crs_fidelity.py)"
 
 

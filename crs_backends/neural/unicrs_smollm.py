@@ -336,6 +336,34 @@ def _group_weights(mask: torch.Tensor, groups: int) -> torch.Tensor:
     return w / w.sum(-1, keepdim=True).clamp_min(1.0)
 
 
+def read_settings(root: Path, dataset: str) -> dict:
+    """A set's ``smollm.json`` (CheckpointError where it is missing, unreadable or of another format)."""
+    conv_dir = part_dir(root, SYSTEM, "conv", dataset)
+    meta_path = conv_dir / SETTINGS_FILE
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    except FileNotFoundError as e:
+        raise CheckpointError(f"{meta_path} is missing: {conv_dir} is not a small UniCRS") from e
+    except (OSError, ValueError) as e:
+        raise CheckpointError(f"cannot read {meta_path}: {e}") from e
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise CheckpointError(
+            f"{meta_path} is of another format ({meta.get('format') if isinstance(meta, dict) else meta!r}, "
+            f"this code reads {FORMAT})"
+        )
+    return meta
+
+
+def has_layer_prefix(meta: dict) -> bool:
+    """Whether a set's settings make its recommendation prompt also a per-layer prefix (absent: a set from before
+    it, input vectors alone)."""
+    return bool(meta.get("rec_layer_prefix", False))
+
+
+def _variant(layer_prefix: bool) -> dict[str, str]:
+    return {"recommendation prompt": PROMPT_FORMS[layer_prefix]}
+
+
 class UniCRSSmall(NeuralModel):
     """The small UniCRS (see the module docstring); ``create`` / ``load`` build it, ``save`` writes it."""
 
@@ -431,17 +459,7 @@ class UniCRSSmall(NeuralModel):
         root = Path(root)
         conv_dir = part_dir(root, SYSTEM, "conv", dataset)
         meta_path = conv_dir / SETTINGS_FILE
-        try:
-            meta = json.loads(meta_path.read_text(encoding="utf-8"))
-        except FileNotFoundError as e:
-            raise CheckpointError(f"{meta_path} is missing: {conv_dir} is not a small UniCRS") from e
-        except (OSError, ValueError) as e:
-            raise CheckpointError(f"cannot read {meta_path}: {e}") from e
-        if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-            raise CheckpointError(
-                f"{meta_path} is of another format ({meta.get('format') if isinstance(meta, dict) else meta!r}, "
-                f"this code reads {FORMAT})"
-            )
+        meta = read_settings(root, dataset)
         check_fingerprint(meta.get("backbone_sha256"), fingerprint(gguf_path()), meta_path)
         if meta.get("kg_entities") != kg.n_entities_with_pad:
             raise CheckpointError(
@@ -450,7 +468,7 @@ class UniCRSSmall(NeuralModel):
             )
         settings = dict(SIZES["small"])
         settings.update({k: type(v)(meta[k]) for k, v in settings.items() if k in meta})
-        settings["rec_layer_prefix"] = bool(meta.get("rec_layer_prefix", False))  # absent: a set from before it
+        settings["rec_layer_prefix"] = has_layer_prefix(meta)
         rec_file = part_dir(root, SYSTEM, "rec", dataset) / "model.pt"
         conv_file = conv_dir / "model.pt"
         rec_state, conv_state = read_state_dict(rec_file), read_state_dict(conv_file)
@@ -515,17 +533,14 @@ class UniCRSSmall(NeuralModel):
 
     @property
     def variant(self) -> dict[str, str]:
-        return {"recommendation prompt": PROMPT_FORMS[self.rec_prompt.layer_prefix is not None]}
+        return _variant(self.rec_prompt.layer_prefix is not None)
 
     @classmethod
     def variant_of(cls, root, dataset: str) -> dict[str, str]:
         try:
-            meta = json.loads((part_dir(Path(root), SYSTEM, "conv", dataset) / SETTINGS_FILE).read_text("utf-8"))
-        except (OSError, ValueError):
+            return _variant(has_layer_prefix(read_settings(Path(root), dataset)))
+        except CheckpointError:
             return {}
-        if not isinstance(meta, dict):
-            return {}
-        return {"recommendation prompt": PROMPT_FORMS[bool(meta.get("rec_layer_prefix", False))]}
 
     @property
     def description(self) -> str:
