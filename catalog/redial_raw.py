@@ -8,6 +8,10 @@ record per recommender message, the way iEvaLM's processed files do: the context
 (consecutive messages of one speaker joined, the seeker first; ``''`` where the recommender opened), each
 ``@id`` written as the film's name ("The Shining (1980)"); ``rec`` holds the films the message mentions;
 ``entity`` the films the context names. Ids that ``id2info`` lacks keep ReDial's own spelling of the title.
+With ``seeker_turns``, the seeker's messages that name a film and follow some context are records too (``resp`` the
+seeker's message, ``rec`` the films it names): UniCRS learns to recommend from every turn of a conversation
+(RUCAIBox/UniCRS ``src/data/redial/process.py`` writes a record per turn of either speaker, and ``dataset_rec.py``
+keeps those with a target).
 """
 
 from __future__ import annotations
@@ -31,8 +35,11 @@ def _text(message: str, names: dict[str, str]) -> str:
     return " ".join(_MENTION.sub(lambda m: names.get(m.group(1), m.group(0)), message or "").split())
 
 
-def records_from_conversation(conversation: dict, id2info: dict[str, dict]) -> list[Record]:
-    """The recommender's turns of one raw ReDial conversation, as records (see the module's docstring)."""
+def records_from_conversation(
+    conversation: dict, id2info: dict[str, dict], *, seeker_turns: bool = False
+) -> list[Record]:
+    """The recommender's turns of one raw ReDial conversation, as records; with ``seeker_turns``, the seeker's turns
+    that name a film after some context, in the order of the conversation (see the module's docstring)."""
     mentions = conversation.get("movieMentions") or {}
     if isinstance(mentions, list):  # some copies keep [[id, name], …]
         mentions = {str(k): v for k, v in mentions}
@@ -59,7 +66,8 @@ def records_from_conversation(conversation: dict, id2info: dict[str, dict]) -> l
     named: list[str] = []
     conv_id = str(conversation.get("conversationId", ""))
     for n, (role, text, films) in enumerate(turns):
-        if role == "system":
+        seeker_record = seeker_turns and role == "user" and bool(films) and any(context)
+        if role == "system" or seeker_record:
             if not context:
                 context.append("")
             records.append(
@@ -77,8 +85,17 @@ def records_from_conversation(conversation: dict, id2info: dict[str, dict]) -> l
     return records
 
 
-def read_raw_conversations(path: str | os.PathLike, id2info: dict[str, dict]) -> Iterator[Record]:
-    """Every recommender turn of every conversation in a raw ReDial ``.jsonl`` file."""
+def is_seeker_turn(record: Record) -> bool:
+    """Whether a record of this layout is the seeker's turn: its context alternates from the seeker's first message
+    (``''`` where the recommender opened), so the seeker speaks next after an even number of utterances."""
+    return len(record.context) % 2 == 0
+
+
+def read_raw_conversations(
+    path: str | os.PathLike, id2info: dict[str, dict], *, seeker_turns: bool = False
+) -> Iterator[Record]:
+    """Every recommender turn of every conversation in a raw ReDial ``.jsonl`` file (and, with ``seeker_turns``,
+    the seeker's turns that name a film: :func:`records_from_conversation`)."""
     path = Path(path)
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
@@ -93,4 +110,4 @@ def read_raw_conversations(path: str | os.PathLike, id2info: dict[str, dict]) ->
             raise RecordError(f"{path}:{number}: not JSON ({e})") from e
         if not isinstance(conversation, dict) or "messages" not in conversation:
             raise RecordError(f"{path}:{number}: not a ReDial conversation (no 'messages')")
-        yield from records_from_conversation(conversation, id2info)
+        yield from records_from_conversation(conversation, id2info, seeker_turns=seeker_turns)

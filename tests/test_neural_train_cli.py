@@ -245,3 +245,51 @@ def test_the_dataset_configuration_trains_the_shipped_recipe_with_kbrd_s_recomme
         wanted = {**small.TRAIN_SETTINGS[system], **small.DATASET_SETTINGS.get(system, {})}
         assert {k: getattr(config, k) for k in wanted} == wanted
         assert config.seed == small.SEED and config.size == "small"
+
+
+def test_the_seekers_turns_that_name_a_film_are_kept_apart_for_unicrs(shared_data):
+    """UniCRS learns to recommend from every turn that names a film, the seeker's too (RUCAIBox/UniCRS
+    process.py / dataset_rec.py): a dataset's training data holds them apart (``seeker_records``), from the training
+    conversations only, and the other systems' records stay the recommender's turns."""
+    from catalog.redial_raw import is_seeker_turn
+
+    data = load_train_data(str(shared_data / "redial"))
+    seekers = data.seeker_records
+    assert len(seekers) > 1000 and all(is_seeker_turn(r) and r.rec for r in seekers)
+    assert not any(is_seeker_turn(r) for r in data.records)
+    trained = {r.dialog_id for r in data.records}
+    assert {r.dialog_id for r in seekers} <= trained
+    assert trained.isdisjoint(r.dialog_id for r in data.validation)
+    assert all(data.kg.ids_of(r.rec) for r in seekers)  # every target is in the KG
+    assert "seeker turns naming a film" in data.describe()
+    assert load_train_data(str(shared_data / "redial"), limit=7).seeker_records == []  # a quick trial: none
+
+
+def test_a_seekers_turn_is_a_record_once_it_names_a_film_after_some_context():
+    from catalog.redial_raw import is_seeker_turn, records_from_conversation
+
+    info = {"1": {"name": "Alien (1979)"}, "2": {"name": "Heat (1995)"}, "3": {"name": "Up (2009)"}}
+    conversation = {
+        "conversationId": 7,
+        "initiatorWorkerId": 1,
+        "movieMentions": {},
+        "messages": [
+            {"senderWorkerId": 1, "text": "I loved @1"},  # the seeker opens: no context, not a record
+            {"senderWorkerId": 2, "text": "Try @2"},
+            {"senderWorkerId": 1, "text": "Seen it."},  # names no film: not a record
+            {"senderWorkerId": 2, "text": "Then @3?"},
+            {"senderWorkerId": 1, "text": "Yes, and @2 was "},
+            {"senderWorkerId": 1, "text": "good too"},  # one turn of two messages
+        ],
+    }
+    plain = records_from_conversation(conversation, info)
+    assert [r.rec for r in plain] == [["Heat (1995)"], ["Up (2009)"]] and not any(map(is_seeker_turn, plain))
+    every = records_from_conversation(conversation, info, seeker_turns=True)
+    assert [(r.rec, is_seeker_turn(r)) for r in every] == [
+        (["Heat (1995)"], False),
+        (["Up (2009)"], False),
+        (["Heat (1995)"], True),
+    ]
+    last = every[-1]
+    assert last.resp == "Yes, and Heat (1995) was good too" and last.context[-1] == "Then Up (2009)?"
+    assert last.entity == ["Alien (1979)", "Heat (1995)", "Up (2009)"] and last.dialog_id == "7"

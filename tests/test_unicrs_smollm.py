@@ -119,6 +119,33 @@ def test_a_stage_cap_bounds_that_stage_alone(kg, records, tmp_path):
     assert len(report.losses["conv"]) == 1
 
 
+def test_the_seekers_turns_train_the_recommendation_prompt_alone(kg, records, names, tmp_path):
+    """``rec_only`` (the seeker's turns that name a film, ``TrainConfig.rec_every_turn``) adds recommendation examples
+    and leaves the conversation prompt's data as it was: UniCRS learns to recommend from every turn, to reply as the
+    recommender."""
+    seekers = [
+        Record(["Hi", "What do you like?"], [], [names[5]], f"I loved {names[5]}."),
+        Record(["Hi", f"Try {names[2]}"], [names[2]], [names[6]], f"Seen it, I prefer {names[6]}."),
+    ]
+    m = UniCRSSmall.create(kg, seed=1)
+    cfg = TrainConfig(
+        size="small", epochs=1, max_steps=None, stage_steps={"conv": 9}, batch_size=2, progress=False, resume=False
+    )
+    report = unicrs_smollm_training.train(m, records, tmp_path, DS, cfg, rec_only=seekers)
+    assert len(report.losses["rec"]) == 3  # 3 recommender turns with a target and 2 of the seeker's: 3 batches of 2
+    assert len(report.losses["conv"]) == 2  # the 4 recommender replies alone: 2 batches of 2, one epoch
+
+
+def test_only_the_small_unicrs_is_handed_the_seekers_turns(tmp_path):
+    from crs_backends.neural.train_command import DataError, load_train_data, train_system
+
+    data = load_train_data("bundled", dialogues=10)
+    for system, size in (("kbrd", "small"), ("barcor", "small"), ("unicrs", "full")):
+        with pytest.raises(DataError, match="only the small UniCRS"):
+            train_system(system, data, tmp_path, TrainConfig(size=size, rec_every_turn=True), log=lambda line: None)
+    assert not any(tmp_path.iterdir())  # refused before anything was created
+
+
 def test_the_prompt_pre_training_reads_the_reply_and_leaves_the_task_vectors(kg, records, names, tmp_path):
     """``stage_epochs={"pre": n}`` runs UniCRS's prompt pre-training first: the decoder and the text encoder read the
     conversation followed by its reply (films by name), the targets are the reply's items, the task vectors stay as

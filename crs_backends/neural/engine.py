@@ -102,6 +102,10 @@ class TrainConfig:
     # epochs of a named stage that a trainer runs only when named here (the small UniCRS's prompt pre-training, ``pre``:
     # UniCRS's train_pre.py), outside ``max_steps``
     stage_epochs: dict[str, int] | None = None
+    # the small UniCRS's recommendation prompt also learns from the seeker's turns that name a film
+    # (TrainData.seeker_records), as UniCRS learns from every turn of either speaker (RUCAIBox/UniCRS
+    # src/data/redial/process.py, dataset_rec.py); its conversation prompt keeps the recommender's turns
+    rec_every_turn: bool = False
     seed: int = 0
     device: str = "cpu"
     resume: bool = True  # continue each stage from its state (training.state_path: <out>/.train/.../trainer_state.pt)

@@ -65,6 +65,9 @@ class TrainData:
     synthetic: int = 0  # how many of the records, at the end, are synthetic dialogues added to a dataset's own
     # the dataset's records of its validation conversations (evaluation.is_validation): never in ``records``
     validation: list = field(default_factory=list)
+    # the seeker's turns that name a film, of the training conversations (seeker_train_records): not in ``records``;
+    # only a trainer whose config asks (TrainConfig.rec_every_turn) learns from them
+    seeker_records: list = field(default_factory=list)
 
     @property
     def real_records(self) -> list:
@@ -78,10 +81,15 @@ class TrainData:
             if self.validation
             else ""
         )
+        seekers = (
+            f"; {len(self.seeker_records)} seeker turns naming a film (for a recipe that asks)"
+            if self.seeker_records
+            else ""
+        )
         return (
             f"dataset {self.dataset}: {self.kg.n_entities} entities, {len(self.kg.item_ids)} items, "
             f"{self.kg.n_relations} relations; {len(self.records)} records ({with_rec} with a target) "
-            f"from {self.source}{held}"
+            f"from {self.source}{held}{seekers}"
         )
 
 
@@ -157,6 +165,34 @@ def partial_train_records(kg_dir: Path, kg) -> list:
     return link_conversations(records, kg)
 
 
+def seeker_train_records(kg_dir: Path, kg, dialog_ids: set[str]) -> list:
+    """The seeker's turns that name a film (:func:`catalog.redial_raw.records_from_conversation` with
+    ``seeker_turns``) of the raw conversations in ``kg_dir/valid_data.jsonl`` and ``<dataset>_train_partial/``
+    whose recommender turns are training records (``dialog_ids``), linked as :func:`partial_train_records` links
+    them; [] where no raw conversations are there. UniCRS's recommendation prompt learns from them too
+    (``TrainConfig.rec_every_turn``)."""
+    from catalog.redial_raw import is_seeker_turn, read_raw_conversations
+    from crs_backends.neural.mentions import link_conversations
+
+    info = kg_dir / "id2info.json"
+    paths = [kg_dir / "valid_data.jsonl", kg_dir.parent / f"{kg_dir.name}_train_partial" / "train_partial.jsonl"]
+    if not info.exists():
+        return []
+    found = []
+    try:
+        id2info = json.loads(info.read_text(encoding="utf-8"))
+        for path in paths:
+            if path.exists():
+                found += [
+                    r
+                    for r in read_raw_conversations(path, id2info, seeker_turns=True)
+                    if is_seeker_turn(r) and r.dialog_id in dialog_ids
+                ]
+    except (OSError, ValueError) as e:
+        raise DataError(f"cannot read the raw conversations of {kg_dir.name}: {e}") from e
+    return [r for r in link_conversations(found, kg) if r.rec]
+
+
 def load_train_data(
     data: str, records: str | None = None, *, limit: int | None = None, dialogues: int | None = None, seed: int = 0
 ) -> TrainData:
@@ -203,8 +239,9 @@ def load_train_data(
         real = real[:limit]
     if not real:
         raise DataError(f"{path} holds no training records outside the validation conversations")
+    seekers = seeker_train_records(kg_dir, kg, {r.dialog_id for r in real}) if extra else []
     if not dialogues:
-        return TrainData(kg_dir.name, kg, kg_dir, real, source, validation=validation)
+        return TrainData(kg_dir.name, kg, kg_dir, real, source, validation=validation, seeker_records=seekers)
     from crs_backends.neural.synthetic import dataset_records
 
     try:
@@ -212,7 +249,16 @@ def load_train_data(
     except ValueError as e:
         raise DataError(f"--dialogues {dialogues}: {e}") from e
     source = f"{source} and {dialogues} synthetic dialogues over the {kg_dir.name} catalog (seed {seed})"
-    return TrainData(kg_dir.name, kg, kg_dir, real + synthetic, source, synthetic=len(synthetic), validation=validation)
+    return TrainData(
+        kg_dir.name,
+        kg,
+        kg_dir,
+        real + synthetic,
+        source,
+        synthetic=len(synthetic),
+        validation=validation,
+        seeker_records=seekers,
+    )
 
 
 def record_texts(records) -> list[str]:
@@ -269,6 +315,8 @@ def train_system(system: str, data: TrainData, out: Path, config, *, progress=No
     """Create (or, when resuming, load the saved) model and train it; returns (model, TrainReport)."""
     from crs_backends.neural.checkpoints import CheckpointError
 
+    if config.rec_every_turn and (system, config.size) != ("unicrs", "small"):
+        raise DataError(f"rec_every_turn: only the small UniCRS learns from the seeker's turns, not {system}")
     cls = model_class(system, config.size)
     module = training_module(system, config.size)
     out = Path(out)
@@ -286,7 +334,10 @@ def train_system(system: str, data: TrainData, out: Path, config, *, progress=No
         t0 = time.monotonic()
         model = cls.create(data.kg, record_texts(data.records), size=config.size, seed=config.seed)
         log(f"{system}: new {config.size} model ({time.monotonic() - t0:.1f} s incl. tokenizer)")
-    report = module.train(model, data.records, out, data.dataset, config, progress)
+    if config.rec_every_turn:
+        report = module.train(model, data.records, out, data.dataset, config, progress, rec_only=data.seeker_records)
+    else:
+        report = module.train(model, data.records, out, data.dataset, config, progress)
     return model, report
 
 

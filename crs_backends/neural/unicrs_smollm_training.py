@@ -162,9 +162,12 @@ def train(
     dataset: str,
     config: TrainConfig,
     progress: ProgressFn | None = None,
+    *,
+    rec_only: list[Record] | None = None,
 ) -> TrainReport:
     """The two stages (see the module docstring); the result is saved under ``out_root``
-    (:meth:`UniCRSSmall.save`)."""
+    (:meth:`UniCRSSmall.save`). ``rec_only``: more records for the recommendation stage alone (the seeker's turns
+    that name a film, ``TrainConfig.rec_every_turn``), after ``records`` in its data."""
     start = time.monotonic()
     out_root = Path(out_root)
     if not records:
@@ -172,7 +175,7 @@ def train(
     check_frozen(model)
     model.to(config.device)
     examples = [example(model, r) for r in records]
-    with_targets = [e for e in examples if e["targets"]]
+    with_targets = [e for e in examples + [example(model, r) for r in rec_only or []] if e["targets"]]
     with_reply = [e for e in examples if len(e["resp"]) > 1]  # more than the end token
     pre_epochs = (config.stage_epochs or {}).get("pre", PRE_EPOCHS)
     pre = [pre_example(model, r, e) for r, e in zip(records, examples) if e["targets"]] if pre_epochs else []
