@@ -146,51 +146,48 @@ def read_records_file(path: Path, limit: int | None):
     return records
 
 
-def partial_train_records(kg_dir: Path, kg) -> list:
-    """The records of ``<dataset>_train_partial/train_partial.jsonl`` (raw ReDial conversations beside the KG folder:
-    3,101 of ReDial's train split in the shared data), their entities linked as the small versions link a
-    conversation (the titles it names, genres and people by name); [] when the folder is not there."""
-    from catalog.redial_raw import read_raw_conversations
-    from crs_backends.neural.mentions import link_conversations
-
-    path = kg_dir.parent / f"{kg_dir.name}_train_partial" / "train_partial.jsonl"
-    info = kg_dir / "id2info.json"
-    if not path.exists() or not info.exists():
-        return []
-    try:
-        id2info = json.loads(info.read_text(encoding="utf-8"))
-        records = list(read_raw_conversations(path, id2info))
-    except (OSError, ValueError) as e:
-        raise DataError(f"cannot read {path}: {e}") from e
-    return link_conversations(records, kg)
+def partial_train_path(kg_dir: Path) -> Path:
+    """``<dataset>_train_partial/train_partial.jsonl``: raw ReDial conversations beside the KG folder (3,101 of
+    ReDial's train split in the shared data)."""
+    return kg_dir.parent / f"{kg_dir.name}_train_partial" / "train_partial.jsonl"
 
 
-def seeker_train_records(kg_dir: Path, kg, dialog_ids: set[str]) -> list:
-    """The seeker's turns that name a film (:func:`catalog.redial_raw.records_from_conversation` with
-    ``seeker_turns``) of the raw conversations in ``kg_dir/valid_data.jsonl`` and ``<dataset>_train_partial/``
-    whose recommender turns are training records (``dialog_ids``), linked as :func:`partial_train_records` links
-    them; [] where no raw conversations are there. UniCRS's recommendation prompt learns from them too
-    (``TrainConfig.rec_every_turn``)."""
+def raw_records(kg_dir: Path, kg, paths: list[Path], *, seeker_turns: bool = False) -> list:
+    """The records of the raw ReDial conversations in ``paths`` (those that exist), their entities linked as the small
+    versions link a conversation (the titles it names, genres and people by name): the recommender's turns, or with
+    ``seeker_turns`` the seeker's turns that name a film alone (:func:`catalog.redial_raw.records_from_conversation`);
+    [] without ``kg_dir/id2info.json``."""
     from catalog.redial_raw import is_seeker_turn, read_raw_conversations
     from crs_backends.neural.mentions import link_conversations
 
     info = kg_dir / "id2info.json"
-    paths = [kg_dir / "valid_data.jsonl", kg_dir.parent / f"{kg_dir.name}_train_partial" / "train_partial.jsonl"]
-    if not info.exists():
+    paths = [p for p in paths if p.exists()]
+    if not paths or not info.exists():
         return []
-    found = []
-    try:
-        id2info = json.loads(info.read_text(encoding="utf-8"))
-        for path in paths:
-            if path.exists():
-                found += [
-                    r
-                    for r in read_raw_conversations(path, id2info, seeker_turns=True)
-                    if is_seeker_turn(r) and r.dialog_id in dialog_ids
-                ]
-    except (OSError, ValueError) as e:
-        raise DataError(f"cannot read the raw conversations of {kg_dir.name}: {e}") from e
-    return [r for r in link_conversations(found, kg) if r.rec]
+    records = []
+    for path in paths:
+        try:
+            id2info = json.loads(info.read_text(encoding="utf-8"))
+            found = read_raw_conversations(path, id2info, seeker_turns=seeker_turns)
+            records += [r for r in found if is_seeker_turn(r) == seeker_turns]
+        except (OSError, ValueError) as e:
+            raise DataError(f"cannot read {path}: {e}") from e
+    return link_conversations(records, kg)
+
+
+def partial_train_records(kg_dir: Path, kg) -> list:
+    """The recommender's turns of :func:`partial_train_path`'s conversations (:func:`raw_records`); [] when the
+    folder is not there."""
+    return raw_records(kg_dir, kg, [partial_train_path(kg_dir)])
+
+
+def seeker_train_records(kg_dir: Path, kg, dialog_ids: set[str]) -> list:
+    """The seeker's turns that name a film (:func:`raw_records`) of the raw conversations in
+    ``kg_dir/valid_data.jsonl`` and :func:`partial_train_path` whose recommender turns are training records
+    (``dialog_ids``). UniCRS's recommendation prompt learns from them too (``TrainConfig.rec_every_turn``)."""
+    paths = [kg_dir / "valid_data.jsonl", partial_train_path(kg_dir)]
+    found = [r for r in raw_records(kg_dir, kg, paths, seeker_turns=True) if r.dialog_id in dialog_ids]
+    return [r for r in found if r.rec]
 
 
 def load_train_data(
