@@ -293,3 +293,11 @@ def test_a_seekers_turn_is_a_record_once_it_names_a_film_after_some_context():
     last = every[-1]
     assert last.resp == "Yes, and Heat (1995) was good too" and last.context[-1] == "Then Up (2009)?"
     assert last.entity == ["Alien (1979)", "Heat (1995)", "Up (2009)"] and last.dialog_id == "7"
+
+
+def test_seeker_turns_are_asked_of_the_small_unicrs_alone_and_need_raw_conversations(tmp_path):
+    code, out = run("kbrd", "--data", "bundled", "--dialogues", "10", "--out", str(tmp_path / "k"), "--seeker-turns")
+    assert code != 0 and "only the small UniCRS learns from the seeker's turns" in out and "Traceback" not in out
+    code, out = run("unicrs", "--data", "bundled", "--dialogues", "10", "--out", str(tmp_path / "u"), "--seeker-turns")
+    assert code != 0 and "--seeker-turns: no seeker turns naming a film" in out and "Traceback" not in out
+    assert not (tmp_path / "k").exists() and not (tmp_path / "u").exists()

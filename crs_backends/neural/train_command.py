@@ -82,7 +82,7 @@ class TrainData:
             else ""
         )
         seekers = (
-            f"; {len(self.seeker_records)} seeker turns naming a film (for a recipe that asks)"
+            f"; {len(self.seeker_records)} seeker turns naming a film (for the small UniCRS: --seeker-turns)"
             if self.seeker_records
             else ""
         )
@@ -394,9 +394,30 @@ def _train_command(system: str):
     @click.option("--seed", type=int, default=0, show_default=True)
     @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
     @click.option("--no-resume", is_flag=True, help="start again instead of continuing a previous run in --out")
+    @click.option(
+        "--seeker-turns",
+        is_flag=True,
+        help="the small UniCRS only: its recommendation prompt also learns from the seeker's turns that name a film, "
+        "as UniCRS's own data has them (read from the raw conversations: <data>/valid_data.jsonl, "
+        "<data>_train_partial/)",
+    )
     @click.option("--quiet", is_flag=True, help="no progress bar")
     def command(
-        data, out, size, records, limit, dialogues, epochs, max_steps, batch_size, lr, seed, device, no_resume, quiet
+        data,
+        out,
+        size,
+        records,
+        limit,
+        dialogues,
+        epochs,
+        max_steps,
+        batch_size,
+        lr,
+        seed,
+        device,
+        no_resume,
+        seeker_turns,
+        quiet,
     ):
         from crs_backends.neural.engine import TrainConfig
 
@@ -420,7 +441,14 @@ def _train_command(system: str):
             data, str(records) if records else None, limit=limit, dialogues=dialogues, seed=seed
         )
         click.echo(train_data.describe())
-        config = TrainConfig(size=size, seed=seed, device=device, resume=not no_resume, progress=not quiet)
+        if seeker_turns and (system, size) == ("unicrs", "small") and not train_data.seeker_records:
+            raise DataError(
+                f"--seeker-turns: no seeker turns naming a film for --data {data} (they are read from the raw "
+                "conversations beside it, and not with --records or --limit)"
+            )
+        config = TrainConfig(
+            size=size, seed=seed, device=device, resume=not no_resume, progress=not quiet, rec_every_turn=seeker_turns
+        )
         for field_name, value in (("epochs", epochs), ("max_steps", max_steps), ("batch_size", batch_size), ("lr", lr)):
             if value is not None:
                 setattr(config, field_name, value)
