@@ -65,7 +65,7 @@ class TrainData:
     synthetic: int = 0  # how many of the records, at the end, are synthetic dialogues added to a dataset's own
     # the dataset's records of its validation conversations (evaluation.is_validation): never in ``records``
     validation: list = field(default_factory=list)
-    # the seeker's turns that name a film, of the training conversations (seeker_train_records): not in ``records``;
+    # the seeker's turns that name a film, of the training conversations (raw_turns): not in ``records``;
     # only a trainer whose config asks (TrainConfig.rec_every_turn) learns from them
     seeker_records: list = field(default_factory=list)
 
@@ -152,42 +152,23 @@ def partial_train_path(kg_dir: Path) -> Path:
     return kg_dir.parent / f"{kg_dir.name}_train_partial" / "train_partial.jsonl"
 
 
-def raw_records(kg_dir: Path, kg, paths: list[Path], *, seeker_turns: bool = False) -> list:
-    """The records of the raw ReDial conversations in ``paths`` (those that exist), their entities linked as the small
-    versions link a conversation (the titles it names, genres and people by name): the recommender's turns, or with
-    ``seeker_turns`` the seeker's turns that name a film alone (:func:`catalog.redial_raw.records_from_conversation`);
-    [] without ``kg_dir/id2info.json``."""
+def raw_turns(kg_dir: Path, kg, path: Path) -> tuple[list, list]:
+    """(the recommender's turns, the seeker's turns that name a film) of the raw ReDial conversations in ``path``
+    (:func:`catalog.redial_raw.records_from_conversation`), read once and their entities linked as the small versions
+    link a conversation (the titles it names, genres and people by name); ([], []) where ``path`` or
+    ``kg_dir/id2info.json`` is not there."""
     from catalog.redial_raw import is_seeker_turn, read_raw_conversations
     from crs_backends.neural.mentions import link_conversations
 
     info = kg_dir / "id2info.json"
-    paths = [p for p in paths if p.exists()]
-    if not paths or not info.exists():
-        return []
-    records = []
-    for path in paths:
-        try:
-            id2info = json.loads(info.read_text(encoding="utf-8"))
-            found = read_raw_conversations(path, id2info, seeker_turns=seeker_turns)
-            records += [r for r in found if is_seeker_turn(r) == seeker_turns]
-        except (OSError, ValueError) as e:
-            raise DataError(f"cannot read {path}: {e}") from e
-    return link_conversations(records, kg)
-
-
-def partial_train_records(kg_dir: Path, kg) -> list:
-    """The recommender's turns of :func:`partial_train_path`'s conversations (:func:`raw_records`); [] when the
-    folder is not there."""
-    return raw_records(kg_dir, kg, [partial_train_path(kg_dir)])
-
-
-def seeker_train_records(kg_dir: Path, kg, dialog_ids: set[str]) -> list:
-    """The seeker's turns that name a film (:func:`raw_records`) of the raw conversations in
-    ``kg_dir/valid_data.jsonl`` and :func:`partial_train_path` whose recommender turns are training records
-    (``dialog_ids``). UniCRS's recommendation prompt learns from them too (``TrainConfig.rec_every_turn``)."""
-    paths = [kg_dir / "valid_data.jsonl", partial_train_path(kg_dir)]
-    found = [r for r in raw_records(kg_dir, kg, paths, seeker_turns=True) if r.dialog_id in dialog_ids]
-    return [r for r in found if r.rec]
+    if not path.exists() or not info.exists():
+        return [], []
+    try:
+        id2info = json.loads(info.read_text(encoding="utf-8"))
+        records = link_conversations(read_raw_conversations(path, id2info, seeker_turns=True), kg)
+    except (OSError, ValueError) as e:
+        raise DataError(f"cannot read {path}: {e}") from e
+    return [r for r in records if not is_seeker_turn(r)], [r for r in records if is_seeker_turn(r)]
 
 
 def load_train_data(
@@ -227,8 +208,13 @@ def load_train_data(
         path = found
     real = read_records_file(path, None)
     source = str(path)
-    extra = partial_train_records(kg_dir, kg) if not records and not limit else []
-    if extra:  # ReDial's own train conversations, where the data folder holds a part of them
+    extra: list = []
+    seekers: list = []  # the seeker's turns that name a film (TrainData.seeker_records)
+    if not records and not limit:  # ReDial's own train conversations, where the data folder holds a part of them
+        extra, partial_seekers = raw_turns(kg_dir, kg, partial_train_path(kg_dir))
+        if extra:  # and the seeker's turns of the raw file that the records file processed
+            seekers = raw_turns(kg_dir, kg, kg_dir / "valid_data.jsonl")[1] + partial_seekers
+    if extra:
         real += extra
         source += f" and {len(extra)} records of {kg_dir.name}'s train conversations ({kg_dir.name}_train_partial/)"
     real, validation = split_by_conversation(real)
@@ -236,7 +222,8 @@ def load_train_data(
         real = real[:limit]
     if not real:
         raise DataError(f"{path} holds no training records outside the validation conversations")
-    seekers = seeker_train_records(kg_dir, kg, {r.dialog_id for r in real}) if extra else []
+    trained = {r.dialog_id for r in real}  # the seeker's turns of training conversations only, with a target
+    seekers = [r for r in seekers if r.dialog_id in trained and r.rec]
     if not dialogues:
         return TrainData(kg_dir.name, kg, kg_dir, real, source, validation=validation, seeker_records=seekers)
     from crs_backends.neural.synthetic import dataset_records
@@ -331,10 +318,8 @@ def train_system(system: str, data: TrainData, out: Path, config, *, progress=No
         t0 = time.monotonic()
         model = cls.create(data.kg, record_texts(data.records), size=config.size, seed=config.seed)
         log(f"{system}: new {config.size} model ({time.monotonic() - t0:.1f} s incl. tokenizer)")
-    if config.rec_every_turn:
-        report = module.train(model, data.records, out, data.dataset, config, progress, rec_only=data.seeker_records)
-    else:
-        report = module.train(model, data.records, out, data.dataset, config, progress)
+    more = {"rec_only": data.seeker_records} if config.rec_every_turn else {}  # the small UniCRS alone, checked above
+    report = module.train(model, data.records, out, data.dataset, config, progress, **more)
     return model, report
 
 
