@@ -186,8 +186,8 @@ def test_no_pre_training_unless_named(model, trained):
 
 
 def test_the_decoder_computes_in_bfloat16_only_while_a_prompt_trains(model, names, monkeypatch):
-    """Mixed precision while training (unicrs_smollm.train_autocast), float32 for every answer: the states the
-    decoder returns are float32 either way; a CPU without bfloat16 trains in float32."""
+    """Mixed precision while training (unicrs_smollm.train_autocast) on a CPU with bfloat16 in hardware, float32 for
+    every answer and on a CPU without it: the states the decoder returns are float32 either way."""
     from crs_backends.neural import unicrs_smollm
 
     seen: list[torch.dtype] = []
@@ -200,21 +200,29 @@ def test_the_decoder_computes_in_bfloat16_only_while_a_prompt_trains(model, name
 
     monkeypatch.setattr(trunk, "forward", spy)
     inp = ConvInput(["I loved " + names[1]], [names[1]])
-    model.set_training(True)
-    try:
-        scores = model.rec_scores([model.entity_ids(inp.entities)], [model.text_ids(inp.context)], [[1, 2, 3]])
-    finally:
-        model.set_training(False)
-    model.recommend(inp, k=3)
-    monkeypatch.setattr(unicrs_smollm, "_cpu_bf16", lambda: False)
-    model.set_training(True)
-    try:
-        model.rec_scores([model.entity_ids(inp.entities)], [model.text_ids(inp.context)], [[1, 2, 3]])
-    finally:
-        model.set_training(False)
-    expected = torch.bfloat16 if torch.ops.mkldnn._is_mkldnn_bf16_supported() else torch.float32
-    assert seen == [expected, torch.float32, torch.float32]
-    assert scores.dtype == torch.float32
+    scores = {}
+    for native in (True, False):
+        monkeypatch.setattr(unicrs_smollm, "cpu_native_bf16", lambda native=native: native)
+        model.set_training(True)
+        try:
+            scores[native] = model.rec_scores(
+                [model.entity_ids(inp.entities)], [model.text_ids(inp.context)], [[1, 2, 3]]
+            )
+        finally:
+            model.set_training(False)
+        model.recommend(inp, k=3)
+    assert seen == [torch.bfloat16, torch.float32, torch.float32, torch.float32]
+    assert scores[True].dtype == scores[False].dtype == torch.float32
+
+
+def test_bfloat16_in_hardware_is_read_from_the_cpu():
+    """oneDNN takes bfloat16 on plain AVX-512 too, by conversion, and a training step was 3.4 times slower so
+    (bench/unicrs_train_step.py): only AVX512-BF16 or AMX count, as the kernel lists the CPU's flags."""
+    from crs_backends.neural.unicrs_smollm import cpu_native_bf16
+
+    with open("/proc/cpuinfo") as info:
+        flags = {f for line in info if line.startswith("flags") for f in line.split(":", 1)[1].split()}
+    assert cpu_native_bf16() == bool(flags & {"avx512_bf16", "amx_tile"})
 
 
 def test_a_trained_tiny_set_saves_loads_strictly_and_answers(kg, trained, model, names):

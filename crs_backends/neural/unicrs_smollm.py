@@ -311,15 +311,20 @@ def train_autocast(device: torch.device, training: bool):
     """Mixed precision for the frozen decoder while the prompts train: bfloat16 matrix products (the weights stay
     float32, the prompt modules and the losses too) on a GPU or on a CPU with native bfloat16 (AVX512-BF16/AMX).
     A training step of 8 records through SmolLM2 took 2.8 s instead of 4.2 s on one thread here (AMD EPYC with
-    avx512_bf16, 2026-11-27); inference keeps float32, as llama.cpp's replies and the tests' golden rankings do."""
-    if training and (device.type == "cuda" or (device.type == "cpu" and _cpu_bf16())):
+    avx512_bf16, 2026-11-27). Without it, bfloat16 is the slower: on an Intel Xeon with AVX-512 but no AVX512-BF16,
+    9.9 s a step against 2.9 s in float32 at two threads (bench/unicrs_train_step.py, 2026-11-28), so such a CPU
+    trains in float32. Inference keeps float32, as llama.cpp's replies and the tests' golden rankings do."""
+    if training and (device.type == "cuda" or (device.type == "cpu" and cpu_native_bf16())):
         return torch.autocast(device.type, dtype=torch.bfloat16)
     return contextlib.nullcontext()
 
 
-def _cpu_bf16() -> bool:
+def cpu_native_bf16() -> bool:
+    """Whether this CPU multiplies bfloat16 in hardware (AVX512-BF16 or AMX tiles). oneDNN also takes bfloat16 on a
+    CPU with plain AVX-512 (``torch.ops.mkldnn._is_mkldnn_bf16_supported()`` says yes there), converting to float32
+    and back."""
     try:
-        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+        return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
     except (AttributeError, RuntimeError):
         return False
 
