@@ -1,6 +1,7 @@
 """One training step of the small UniCRS's recommendation prompt, with the frozen SmolLM2 computing in bfloat16
 (autocast) and in float32, side by side in one run: which precision :func:`unicrs_smollm.train_autocast` picks on
-this machine, and whether the one it picks is the faster.
+this machine, and whether the one it picks is the faster. Each step goes through ``train_autocast`` itself, told
+that the CPU has bfloat16 in hardware or not (``unicrs_smollm.cpu_native_bf16``).
 
 A step: the prompt modules and the frozen decoder forward over a batch of ``--batch-size`` records, the
 recommendation loss, its backward to the prompt and an optimizer step (what ``unicrs_smollm_training`` runs). The
@@ -18,7 +19,6 @@ the median in the other one (target <= 1.0: the pick is not the slower).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import statistics
 import sys
 import time
@@ -34,10 +34,10 @@ def load(batch_size: int, steps: int):
     from crs_backends.neural.unicrs_smollm import UniCRSSmall
 
     need = batch_size * (2 * steps + 2)
-    try:
-        from crs_backends.neural.kg_reader import load_kg
-        from crs_backends.neural.train_command import default_records_file, read_records_file, resolve_data_dir
+    from crs_backends.neural.kg_reader import KGError, load_kg
+    from crs_backends.neural.train_command import DataError, default_records_file, read_records_file, resolve_data_dir
 
+    try:
         kg_dir = resolve_data_dir("redial")
         kg = load_kg(kg_dir)
         path = default_records_file(kg_dir)
@@ -45,7 +45,7 @@ def load(batch_size: int, steps: int):
             raise FileNotFoundError("no ReDial records")
         records = [r for r in read_records_file(path, 20 * need) if r.rec]
         origin = f"ReDial ({path.name}, {kg.n_entities} entities)"
-    except Exception as e:  # no research data here: the bundled catalog's synthetic dialogues
+    except (DataError, KGError, OSError) as e:  # no research data here: the bundled catalog's synthetic dialogues
         from catalog.catalog import load_bundled
         from crs_backends.neural.kg_reader import kg_from_catalog
         from crs_backends.neural.synthetic import synthetic_records
@@ -77,39 +77,35 @@ def main() -> None:
     from crs_backends.neural.unicrs_smollm_training import rec_loss
 
     model, examples, origin = load(args.batch_size, args.steps)
-    cpu = torch.device("cpu")
-    chosen = "bfloat16" if isinstance(unicrs_smollm.train_autocast(cpu, True), torch.autocast) else "float32"
+    native = unicrs_smollm.cpu_native_bf16()
+    chosen = "bfloat16" if native else "float32"
     print(
         f"records: {origin}; batch {args.batch_size}; {args.threads} threads; train_autocast picks {chosen} "
-        f"(native bfloat16 on this CPU: {unicrs_smollm.cpu_native_bf16()}; oneDNN's bfloat16 path: "
+        f"(native bfloat16 on this CPU: {native}; oneDNN's bfloat16 path: "
         f"{bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())})"
     )
-    params = model.trainable_parameters()
-    optimizer = torch.optim.AdamW(params, lr=1e-4)
-    precisions = {
-        "bfloat16": lambda: torch.autocast("cpu", dtype=torch.bfloat16),
-        "float32": contextlib.nullcontext,
-    }
+    optimizer = torch.optim.AdamW(model.trainable_parameters(), lr=1e-4)
+    precisions = {"bfloat16": True, "float32": False}  # the answer train_autocast is given for each
     times: dict[str, list[float]] = {p: [] for p in precisions}
     batches = iter(examples[i : i + args.batch_size] for i in range(0, len(examples), args.batch_size))
     model.set_training(True)
-    # run() applies train_autocast itself; here each step's precision is set from outside, so it is made a no-op
-    original = unicrs_smollm.train_autocast
-    unicrs_smollm.train_autocast = lambda device, training: contextlib.nullcontext()  # type: ignore[assignment]
+    original = unicrs_smollm.cpu_native_bf16
     try:
         for step in range(args.steps + 1):
-            for name, context in precisions.items():
+            for name, answer in precisions.items():
+                # train_autocast reads the CPU through this function at each forward: the step runs as training
+                # runs on a CPU that answers so
+                unicrs_smollm.cpu_native_bf16 = lambda answer=answer: answer  # type: ignore[misc]
                 batch = next(batches)
                 t0 = time.perf_counter()
-                with context():
-                    loss = rec_loss(model, batch)
+                loss = rec_loss(model, batch)
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 optimizer.step()
                 if step:  # the first of each is the warm-up
                     times[name].append(time.perf_counter() - t0)
     finally:
-        unicrs_smollm.train_autocast = original  # type: ignore[assignment]
+        unicrs_smollm.cpu_native_bf16 = original
         model.set_training(False)
     medians = {name: statistics.median(ts) for name, ts in times.items()}
     for name, m in medians.items():

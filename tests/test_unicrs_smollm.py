@@ -216,7 +216,7 @@ def test_the_decoder_computes_in_bfloat16_only_while_a_prompt_trains(model, name
 
 
 def test_bfloat16_in_hardware_is_read_from_the_cpu():
-    """oneDNN takes bfloat16 on plain AVX-512 too, by conversion, and a training step was 3.4 times slower so
+    """oneDNN takes bfloat16 on plain AVX-512 too, by conversion, and a training step was about three times slower so
     (bench/unicrs_train_step.py): only AVX512-BF16 or AMX count, as the kernel lists the CPU's flags."""
     from crs_backends.neural.unicrs_smollm import cpu_native_bf16
 

@@ -312,7 +312,7 @@ def train_autocast(device: torch.device, training: bool):
     float32, the prompt modules and the losses too) on a GPU or on a CPU with native bfloat16 (AVX512-BF16/AMX).
     A training step of 8 records through SmolLM2 took 2.8 s instead of 4.2 s on one thread here (AMD EPYC with
     avx512_bf16, 2026-11-27). Without it, bfloat16 is the slower: on an Intel Xeon with AVX-512 but no AVX512-BF16,
-    9.9 s a step against 2.9 s in float32 at two threads (bench/unicrs_train_step.py, 2026-11-28), so such a CPU
+    8.1 s a step against 2.8 s in float32 at two threads (bench/unicrs_train_step.py, 2026-11-28), so such a CPU
     trains in float32. Inference keeps float32, as llama.cpp's replies and the tests' golden rankings do."""
     if training and (device.type == "cuda" or (device.type == "cpu" and cpu_native_bf16())):
         return torch.autocast(device.type, dtype=torch.bfloat16)
