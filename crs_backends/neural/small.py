@@ -105,7 +105,8 @@ DATASET_DIALOGUES = 0  # r5: people's conversations only (the replies are writte
 # epoch read .178 against r6's .174, two epochs .202 against r7's .189 (R@1/10/50 .034 / .202 / .398 against .039 /
 # .189 / .376; 2026-11-28, the second epoch resumed from the first as r7's was): adopted. Not in it: the seeker's turns
 # that name a film as more recommendation examples (TrainConfig.rec_every_turn, as UniCRS's data has them): r8's first
-# 1,334 steps with them read the same R@10 (.178) on the validation tenth (docs/neural-systems.md)
+# 1,334 steps with them read the same R@10 (.178) on the validation tenth, and on a GPU (2026-11-28) 2,668 steps
+# with them under one decay .198 against r8's .199 trained the same way there (docs/neural-systems.md)
 DATASET_SETTINGS: dict[str, dict] = {
     "kbrd": {"rec_clip": None},
     "unicrs": {"epochs": 2, "max_steps": None, "stage_steps": {"conv": 150}},
