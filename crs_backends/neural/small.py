@@ -106,7 +106,8 @@ DATASET_DIALOGUES = 0  # r5: people's conversations only (the replies are writte
 # .189 / .376; 2026-11-28, the second epoch resumed from the first as r7's was): adopted. Not in it: the seeker's turns
 # that name a film as more recommendation examples (TrainConfig.rec_every_turn, as UniCRS's data has them): r8's first
 # 1,334 steps with them read the same R@10 (.178) on the validation tenth, and on a GPU (2026-11-28) 2,668 steps
-# with them under one decay .198 against r8's .199 trained the same way there (docs/neural-systems.md)
+# with them under one decay .198 against r8's .199 trained the same way there; UniCRS's entity targets (every entity
+# a turn names, over all entities) read r8's R@10 after one epoch (.176; docs/neural-systems.md)
 DATASET_SETTINGS: dict[str, dict] = {
     "kbrd": {"rec_clip": None},
     "unicrs": {"epochs": 2, "max_steps": None, "stage_steps": {"conv": 150}},
