@@ -8,7 +8,8 @@ conversations (``crs-arena train report --split validation``), never here: this 
    SmolLM2) trained on ReDial (:func:`crs_backends.neural.small.train_on_dataset`: its training conversations, the
    validation tenth held out; cached), beside a popularity list counted in the same run from the real training
    records, the published figures (iEvaLM), and a reference that reads no text (the titles the conversation
-   names, latest first, then popularity: ReDial's gold lists often repeat a named title).
+   names, latest first, then popularity: ReDial's gold lists often repeat a named title); each also on the gold
+   items the conversation named before and on the new ones apart (``recall_named_and_new``).
 2. **Generation**, at the same test contexts: each ReDial-trained model's reply (its movie slots kept, as the CRS
    papers score them) and the people's reply (the films it names masked): BLEU-2 against the people's reply and
    Distinct-2/3/4, beside the published UniCRS's Distinct from its one public reproduction (.550 / .936 / 1.211;
@@ -49,6 +50,7 @@ from crs_backends.neural.evaluation import (
     gold_items,
     movie_masker,
     recall_at_k,
+    recall_named_and_new,
     top_k_overlap,
 )
 from crs_backends.neural.names import LABELS, SYSTEMS
@@ -81,9 +83,10 @@ def rankers(systems, base: Path, quick: bool, models: Path | None):
     return {system: model_class(system).load(models, "redial", data.kg) for system in systems}, data, models
 
 
-def recall_section(models: dict, data, test: list) -> tuple[dict, dict, dict, float]:
+def recall_section(models: dict, data, test: list) -> tuple[dict, dict, dict, dict, float]:
     """Per system its rankings (the top 50 of every test record) and Recall; Recall of the references that read no
-    text (popularity, named first) and the share of gold items the conversation named before."""
+    text (popularity, named first); each one's Recall on the gold items the conversation named before and on the new
+    ones apart; and the share of gold items named before."""
     from crs_backends.neural.fidelity import named_first_ranking, named_share, popularity_ranking
 
     gold = [gold_items(r, data.kg) for r in test]
@@ -97,11 +100,15 @@ def recall_section(models: dict, data, test: list) -> tuple[dict, dict, dict, fl
         print(f"{LABELS[system]}: ranked {len(test)} test records in {time.monotonic() - t0:.0f} s")
     holder = next(iter(models.values()))  # what the references read the KG from (any model: one KG)
     popular = popularity_ranking(data.real_records, holder)
+    named_first = [named_first_ranking(r, popular, holder) for r in test]
     references = {
         "popularity": recall_at_k((popular, g) for g in gold),
-        "named first": recall_at_k(zip((named_first_ranking(r, popular, holder) for r in test), gold)),
+        "named first": recall_at_k(zip(named_first, gold)),
     }
-    return rankings, recall, references, named_share(test, holder)
+    by_gold = {s: recall_named_and_new(rankings[s], test, data.kg) for s in rankings}
+    by_gold["popularity"] = recall_named_and_new([popular] * len(test), test, data.kg)
+    by_gold["named first"] = recall_named_and_new(named_first, test, data.kg)
+    return rankings, recall, references, by_gold, named_share(test, holder)
 
 
 def generation_section(models: dict, test: list, n: int, kg) -> dict:
@@ -165,6 +172,7 @@ def dataset_budget(system: str) -> dict:
 def record(
     recall,
     references,
+    by_gold,
     overlap,
     generated,
     people,
@@ -202,6 +210,8 @@ def record(
             for s, r in recall.items()
         },
         "references": {name: at(r) for name, r in references.items()},
+        # each one's Recall on the gold items the conversation named before and on the new ones
+        "recall_by_gold": {name: {part: at(r) for part, r in parts.items()} for name, parts in by_gold.items()},
         "published_recall": {s: list(PUBLISHED_RECALL[s]) for s in recall},
         "top10_overlap": {f"{a}/{b}": round(v, 4) for (a, b), v in overlap.items()},
         "generation": {
@@ -265,7 +275,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="crs-fidelity-quick-") as scratch:
         models = args.models or (Path(scratch) if args.quick else None)  # quick models never land in the cache
         ranking_models, data, models_root = rankers(systems, base, args.quick, models)
-        rankings, recall, references, named = recall_section(ranking_models, data, test)
+        rankings, recall, references, by_gold, named = recall_section(ranking_models, data, test)
         generated = generation_section(ranking_models, test, replies, data.kg)
         steps = trained_steps(models_root, systems)
     n_gold = next(iter(recall.values())).samples if recall else 0
@@ -285,6 +295,18 @@ def main() -> int:
         f"named first: the titles the conversation names, then popularity ({named:.0%} of the "
         "gold items were named before)"
     )
+    parts = next(iter(by_gold.values()))
+    print(
+        f"\nRecall on the gold items the conversation named before ({parts['named'].samples}) and on the new ones "
+        f"({parts['new'].samples})"
+    )
+    print(f"{'':<14} {'named R@1':>9} {'R@10':>6} {'R@50':>6}   {'new R@1':>7} {'R@10':>6} {'R@50':>6}")
+    for name, split in by_gold.items():
+        seen, fresh = split["named"], split["new"]
+        print(
+            f"{LABELS.get(name, name):<14} {seen.at[1]:>9.3f} {seen.at[10]:>6.3f} {seen.at[50]:>6.3f}   "
+            f"{fresh.at[1]:>7.3f} {fresh.at[10]:>6.3f} {fresh.at[50]:>6.3f}"
+        )
 
     picked = {id(r) for r in held_back_inputs(test, contexts)}
     rows = [n for n, r in enumerate(test) if id(r) in picked]
@@ -322,7 +344,17 @@ def main() -> int:
     if args.record and not args.quick:
         variants = {s: m.variant for s, m in ranking_models.items()}
         record(
-            recall, references, overlap, generated, people, len(test), time.monotonic() - started, load, steps, variants
+            recall,
+            references,
+            by_gold,
+            overlap,
+            generated,
+            people,
+            len(test),
+            time.monotonic() - started,
+            load,
+            steps,
+            variants,
         )
     if recall:
         worst = min(r.at[10] / PUBLISHED_RECALL[s][1] for s, r in recall.items())

@@ -56,7 +56,12 @@ def test_the_record_keeps_each_models_variant_beside_its_figures(tmp_path, monke
     recall = {s: SimpleNamespace(at={1: 0.03, 10: 0.15, 50: 0.3}) for s in ("kbrd", "unicrs")}
     prefix = {"recommendation prompt": "input vectors and UniCRS's per-layer prefix"}
     people = {"distinct": {2: 6.0}}
-    bench.record(recall, {}, {}, {}, people, 3341, 10.0, 0.5, {}, {"kbrd": {}, "unicrs": prefix})
+    parts = {"named": SimpleNamespace(at={1: 0.1, 10: 0.3, 50: 0.5}), "new": SimpleNamespace(at={1: 0.02, 10: 0.14})}
+    by_gold = {"kbrd": parts}
+    bench.record(recall, {}, by_gold, {}, {}, people, 3341, 10.0, 0.5, {}, {"kbrd": {}, "unicrs": prefix})
     written = json.loads((tmp_path / "redial_test.json").read_text(encoding="utf-8"))
+    assert written["runs"][-1]["recall_by_gold"] == {
+        "kbrd": {"named": {"1": 0.1, "10": 0.3, "50": 0.5}, "new": {"1": 0.02, "10": 0.14}}
+    }
     assert written["recall"]["unicrs"]["variant"] == prefix
     assert "variant" not in written["recall"]["kbrd"]  # nothing sets KBRD's apart

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 from catalog.catalog import Catalog
 from catalog.ievalm_records import Record
 from catalog.items import Item
-from crs_backends.neural.evaluation import gold_items, recall_at_k
+from crs_backends.neural.evaluation import gold_items, named_and_new_gold, recall_at_k, recall_named_and_new
 from crs_backends.neural.fidelity import genre_following, named_first_ranking, named_share, popularity_ranking
 from crs_backends.neural.kg_reader import KGData
 
@@ -43,6 +43,24 @@ def test_recall_of_a_ranking_per_record_and_the_named_share():
     assert per_record.at == {1: 0.5, 2: 0.5}  # A is first for the record that names it; C falls to third after B
     assert named_share(records, model) == 0.5
     assert named_share([], model) == 0.0
+
+
+def test_recall_on_the_named_and_the_new_gold_items_apart():
+    model = _model()
+    records = [
+        # gold A was named, gold C was not; the genre named is no item
+        Record(["I liked A (2001)", "", "any horror?"], ["A (2001)", "Horror"], ["A (2001)", "C (2003)"], ""),
+        Record(["I liked B (2002)"], ["B (2002)"], ["D (2004)"], ""),  # a new gold item only
+        Record(["hi"], [], [], ""),  # no gold item: counts in neither part
+    ]
+    assert [named_and_new_gold(r, model.kg) for r in records] == [([0], [2]), ([], [3]), ([], [])]
+    rankings = [[0, 1, 2, 3], [1, 0, 2, 3], [3, 2, 1, 0]]  # the first copies what it read; the second repeats B
+    parts = recall_named_and_new(rankings, records, model.kg, ks=(1, 3))
+    assert parts["named"].at == {1: 1.0, 3: 1.0} and parts["named"].samples == 1 and parts["named"].records == 1
+    assert parts["new"].at == {1: 0.0, 3: 0.5} and parts["new"].samples == 2 and parts["new"].records == 2
+    whole = recall_at_k(zip(rankings, (gold_items(r, model.kg) for r in records)), ks=(1, 3))
+    assert whole.samples == parts["named"].samples + parts["new"].samples
+    assert whole.at[3] == (1.0 * 1 + 0.5 * 2) / 3  # the parts weighted by their samples give the whole
 
 
 def test_genre_following_counts_the_asked_genre_in_the_top_ten():

@@ -143,6 +143,8 @@ def test_train_writes_the_published_layout_and_resumes(tmp_path, shared_data):
     )  # fmt: skip
     assert code == 0, out
     assert "validation: 30 records of redial's validation conversations" in out and "BENCH" not in out
+    # where the hits come from: the gold items the conversation named before and the new ones, apart
+    assert re.search(r"KBRD: R@1/10/50 on the \d+ gold items the conversation named before .* on the \d+ new ones", out)
 
 
 def test_small_builder_publishes_atomically_and_once(tmp_path, monkeypatch):

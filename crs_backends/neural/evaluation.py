@@ -8,7 +8,8 @@ Plain Python over records, rankings and texts (no model, no torch), read by the 
 - **validation split** (:func:`is_validation`): a fixed tenth of the training conversations, chosen by a hash of
   the conversation id and never trained on; recipes are compared on it, the test split is reported once;
 - **Recall@k** (:func:`recall_at_k`): as iEvaLM and CRSLab count it, one sample per (record, gold item that is an
-  item of the knowledge graph), the share of samples whose item is in the top k;
+  item of the knowledge graph), the share of samples whose item is in the top k; :func:`recall_named_and_new` the
+  same on two parts of the samples: the gold items the conversation already names and the others;
 - **Distinct-n** (:func:`distinct_n`): as UniCRS's own evaluation script computes it (wxl1999/UniCRS
   ``src/evaluate_conv.py``, ``collect_ngram`` and ``report``): the unique word n-grams (split on whitespace) over
   all the responses, divided by the number of non-empty responses; movie names masked first (:func:`mask_movies`).
@@ -54,6 +55,10 @@ class HasDialogId(Protocol):
 
 class HasTargets(Protocol):
     rec: list[str]
+
+
+class HasEntities(HasTargets, Protocol):
+    entity: list[str]
 
 
 D = TypeVar("D", bound=HasDialogId)
@@ -116,6 +121,29 @@ def recall_at_k(pairs: Iterable[tuple[Sequence[int], Sequence[int]]], ks: Sequen
             for k in ks:
                 hits[k] += g in tops[k]
     return Recall({k: hits[k] / samples if samples else 0.0 for k in ks}, records, samples)
+
+
+def named_and_new_gold(record: HasEntities, kg: KGData) -> tuple[list[int], list[int]]:
+    """The record's :func:`gold_items` in two parts: those its conversation already names (its linked entities) and
+    the others. ReDial's gold lists often repeat a title named before (the seeker's favourite, the film just
+    proposed); a ranking can hit those by repeating what it read, the others only by finding a new film."""
+    context = set(kg.ids_of(record.entity))
+    gold = gold_items(record, kg)
+    return [g for g in gold if g in context], [g for g in gold if g not in context]
+
+
+def recall_named_and_new(
+    rankings: Iterable[Sequence[int]], records: Iterable[HasEntities], kg: KGData, ks: Sequence[int] = RECALL_KS
+) -> dict[str, Recall]:
+    """:func:`recall_at_k` of one ranking per record on its gold items the conversation already names (``named``)
+    and on the others (``new``); the two parts' samples add up to the whole's."""
+    named: list[tuple[Sequence[int], list[int]]] = []
+    new: list[tuple[Sequence[int], list[int]]] = []
+    for ranking, record in zip(rankings, records, strict=True):
+        seen, fresh = named_and_new_gold(record, kg)
+        named.append((ranking, seen))
+        new.append((ranking, fresh))
+    return {"named": recall_at_k(named, ks), "new": recall_at_k(new, ks)}
 
 
 # ---------------------------------------------------------------------------------------------------------------

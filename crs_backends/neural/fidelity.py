@@ -15,7 +15,7 @@ from catalog.catalog import Catalog
 from catalog.ievalm_records import Record
 from crs_backends.neural import policy, reply_facts
 from crs_backends.neural.engine import ConvInput, NeuralModel
-from crs_backends.neural.evaluation import gold_items
+from crs_backends.neural.evaluation import named_and_new_gold
 
 # what an unfilled slot looks like once a reply is shown: a slot token, or a phrase whose item went missing
 _EMPTY_SLOT = re.compile(r"<(?:movie|genre|director|actor|year|pad|mask)>|\b(?:seen|about)\s*[?.!]", re.IGNORECASE)
@@ -59,10 +59,9 @@ def named_share(records: Iterable[Record], model: NeuralModel) -> float:
     """The share of gold items (in the KG's item set) that the record's conversation already names."""
     named = total = 0
     for record in records:
-        context = set(model.kg.ids_of(record.entity))
-        for g in gold_items(record, model.kg):
-            total += 1
-            named += g in context
+        seen, fresh = named_and_new_gold(record, model.kg)
+        named += len(seen)
+        total += len(seen) + len(fresh)
     return named / total if total else 0.0
 
 

@@ -40,6 +40,7 @@ from crs_backends.neural.evaluation import (
     Recall,
     gold_items,
     recall_at_k,
+    recall_named_and_new,
     split_by_conversation,
 )
 from crs_backends.neural.names import LABELS, SYSTEMS, model_class, training_module
@@ -453,17 +454,19 @@ for _system in SYSTEMS:
 
 
 # ------------------------------------------------------------------------------- quality report
-def model_recall(model, records, ks=RECALL_KS, *, progress=None) -> Recall:
+def model_recall(model, records, ks=RECALL_KS, *, progress=None) -> tuple[Recall, dict[str, Recall]]:
     """Recall@k of ``model`` (:func:`crs_backends.neural.evaluation.recall_at_k`) on ``records``, each record with a
-    gold item in the model's KG ranked once."""
-    pairs = []
+    gold item in the model's KG ranked once; and the same on the gold items the conversation named before and on the
+    new ones apart (:func:`crs_backends.neural.evaluation.recall_named_and_new`)."""
+    ranked, rankings = [], []
     for n, record in enumerate(records, 1):
-        gold = gold_items(record, model.kg)
-        if gold:
-            pairs.append(([i for i, _s in model.recommend(record.conv_input(), k=max(ks))], gold))
+        if gold_items(record, model.kg):
+            ranked.append(record)
+            rankings.append([i for i, _s in model.recommend(record.conv_input(), k=max(ks))])
         if progress:
             progress("eval", n, len(records))
-    return recall_at_k(pairs, ks)
+    gold = [gold_items(r, model.kg) for r in ranked]
+    return recall_at_k(zip(rankings, gold), ks), recall_named_and_new(rankings, ranked, model.kg, ks)
 
 
 def quality_report(
@@ -512,13 +515,14 @@ def quality_report(
         bar = TqdmProgress(f"{system} ", enabled=progress)
         t0 = time.monotonic()
         try:
-            recall = model_recall(model, records, progress=bar)
+            recall, parts = model_recall(model, records, progress=bar)
         finally:
             bar.close()
         results[system] = {
             "recall": recall.at,
             "records": recall.records,
             "samples": recall.samples,
+            "by_gold": {part: (r.at, r.samples) for part, r in parts.items()},
             "seconds": time.monotonic() - t0,
             "description": getattr(model, "description", system),
         }
@@ -534,6 +538,13 @@ def quality_report(
             echo(
                 f"{LABELS[system]:<8} {r['records']:>7} {r['samples']:>7}   {rec[1]:>6.3f} {rec[10]:>6.3f} "
                 f"{rec[50]:>6.3f}   {pub[0]:>6.3f} {pub[1]:>6.3f} {pub[2]:>6.3f}"
+            )
+        for system, r in results.items():
+            (named, n_named), (new, n_new) = r["by_gold"]["named"], r["by_gold"]["new"]
+            echo(
+                f"  {LABELS[system]}: R@1/10/50 on the {n_named} gold items the conversation named before "
+                f"{named[1]:.3f} / {named[10]:.3f} / {named[50]:.3f}, on the {n_new} new ones "
+                f"{new[1]:.3f} / {new[10]:.3f} / {new[50]:.3f}"
             )
         for system, r in results.items():
             echo(f"  {LABELS[system]}: {r['description']}; {r['seconds']:.1f} s")
