@@ -458,14 +458,15 @@ def model_recall(model, records, ks=RECALL_KS, *, progress=None) -> tuple[Recall
     """Recall@k of ``model`` (:func:`crs_backends.neural.evaluation.recall_at_k`) on ``records``, each record with a
     gold item in the model's KG ranked once; and the same on the gold items the conversation named before and on the
     new ones apart (:func:`crs_backends.neural.evaluation.recall_named_and_new`)."""
-    ranked, rankings = [], []
+    ranked, rankings, gold = [], [], []
     for n, record in enumerate(records, 1):
-        if gold_items(record, model.kg):
+        items = gold_items(record, model.kg)
+        if items:
             ranked.append(record)
+            gold.append(items)
             rankings.append([i for i, _s in model.recommend(record.conv_input(), k=max(ks))])
         if progress:
             progress("eval", n, len(records))
-    gold = [gold_items(r, model.kg) for r in ranked]
     return recall_at_k(zip(rankings, gold), ks), recall_named_and_new(rankings, ranked, model.kg, ks)
 
 
