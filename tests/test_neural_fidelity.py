@@ -6,7 +6,14 @@ from types import SimpleNamespace
 from catalog.catalog import Catalog
 from catalog.ievalm_records import Record
 from catalog.items import Item
-from crs_backends.neural.evaluation import gold_items, named_and_new_gold, recall_at_k, recall_named_and_new
+from crs_backends.neural.evaluation import (
+    gold_items,
+    named_and_new_gold,
+    recall_at_k,
+    recall_named_and_new,
+    recall_named_by_repeats,
+    repeated_films,
+)
 from crs_backends.neural.fidelity import genre_following, named_first_ranking, named_share, popularity_ranking
 from crs_backends.neural.kg_reader import KGData
 
@@ -61,6 +68,27 @@ def test_recall_on_the_named_and_the_new_gold_items_apart():
     whole = recall_at_k(zip(rankings, (gold_items(r, model.kg) for r in records)), ks=(1, 3))
     assert whole.samples == parts["named"].samples + parts["new"].samples
     assert whole.at[3] == (1.0 * 1 + 0.5 * 2) / 3  # the parts weighted by their samples give the whole
+
+
+def test_the_named_gold_items_parted_by_whether_training_repeats_their_film():
+    model = _model()
+    train = [
+        Record(["I liked A (2001)"], ["A (2001)"], ["A (2001)", "C (2003)"], ""),  # A repeated; C new there
+        Record(["B (2002)?"], ["B (2002)"], ["D (2004)"], ""),  # nothing repeated
+    ]
+    repeated = repeated_films(train, model.kg)
+    assert repeated == frozenset({0})  # C was a gold item there, but not one the conversation named
+    held_out = [
+        Record(["A (2001) again"], ["A (2001)"], ["A (2001)"], ""),  # a repeat training had
+        Record(["and C (2003)"], ["C (2003)", "B (2002)"], ["C (2003)", "D (2004)"], ""),  # C named, never repeated
+        Record(["hi"], [], ["B (2002)"], ""),  # a new gold item only: in neither part
+    ]
+    rankings = [[1, 0, 2, 3], [3, 1, 0, 2], [1, 0, 2, 3]]
+    parts = recall_named_by_repeats(rankings, held_out, model.kg, repeated, ks=(2,))
+    assert parts["named_repeated"].at == {2: 1.0} and parts["named_repeated"].samples == 1
+    assert parts["named_other"].at == {2: 0.0} and parts["named_other"].samples == 1  # C is last for its record
+    named = recall_named_and_new(rankings, held_out, model.kg, ks=(2,))["named"]
+    assert named.samples == parts["named_repeated"].samples + parts["named_other"].samples
 
 
 def test_genre_following_counts_the_asked_genre_in_the_top_ten():

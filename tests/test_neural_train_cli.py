@@ -145,6 +145,9 @@ def test_train_writes_the_published_layout_and_resumes(tmp_path, shared_data):
     assert "validation: 30 records of redial's validation conversations" in out and "BENCH" not in out
     # where the hits come from: the gold items the conversation named before and the new ones, apart
     assert re.search(r"KBRD: R@1/10/50 on the \d+ gold items the conversation named before .* on the \d+ new ones", out)
+    # and the named ones again: films the training records repeat, and the others
+    repeats = r"KBRD: of the named, R@10 on the \d+ whose film the training records repeat \d\.\d{3}, on the \d+ others"
+    assert re.search(repeats, out)
 
 
 def test_small_builder_publishes_atomically_and_once(tmp_path, monkeypatch):

@@ -9,7 +9,8 @@ Plain Python over records, rankings and texts (no model, no torch), read by the 
   the conversation id and never trained on; recipes are compared on it, the test split is reported once;
 - **Recall@k** (:func:`recall_at_k`): as iEvaLM and CRSLab count it, one sample per (record, gold item that is an
   item of the knowledge graph), the share of samples whose item is in the top k; :func:`recall_named_and_new` the
-  same on two parts of the samples: the gold items the conversation already names and the others;
+  same on two parts of the samples: the gold items the conversation already names and the others
+  (:func:`recall_named_by_repeats` parts the first again: films the training records repeat, and the others);
 - **Distinct-n** (:func:`distinct_n`): as UniCRS's own evaluation script computes it (wxl1999/UniCRS
   ``src/evaluate_conv.py``, ``collect_ngram`` and ``report``): the unique word n-grams (split on whitespace) over
   all the responses, divided by the number of non-empty responses; movie names masked first (:func:`mask_movies`).
@@ -144,6 +145,31 @@ def recall_named_and_new(
         named.append((ranking, seen))
         new.append((ranking, fresh))
     return {"named": recall_at_k(named, ks), "new": recall_at_k(new, ks)}
+
+
+def repeated_films(records: Iterable[HasEntities], kg: KGData) -> frozenset[int]:
+    """The films that some of ``records`` (the training records) has as a gold item its conversation already names. A
+    model can learn those repeats film by film; a held-out named gold item outside this set it can hit only by
+    carrying whichever film the conversation holds."""
+    return frozenset(g for record in records for g in named_and_new_gold(record, kg)[0])
+
+
+def recall_named_by_repeats(
+    rankings: Iterable[Sequence[int]],
+    records: Iterable[HasEntities],
+    kg: KGData,
+    repeated: frozenset[int],
+    ks: Sequence[int] = RECALL_KS,
+) -> dict[str, Recall]:
+    """:func:`recall_at_k` on the gold items the conversation already names, in two parts: films in ``repeated``
+    (:func:`repeated_films` of the training records) and the others; the parts' samples add up to ``named``'s."""
+    seen: list[tuple[Sequence[int], list[int]]] = []
+    other: list[tuple[Sequence[int], list[int]]] = []
+    for ranking, record in zip(rankings, records, strict=True):
+        named = named_and_new_gold(record, kg)[0]
+        seen.append((ranking, [g for g in named if g in repeated]))
+        other.append((ranking, [g for g in named if g not in repeated]))
+    return {"named_repeated": recall_at_k(seen, ks), "named_other": recall_at_k(other, ks)}
 
 
 # ---------------------------------------------------------------------------------------------------------------

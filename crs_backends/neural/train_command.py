@@ -41,6 +41,8 @@ from crs_backends.neural.evaluation import (
     gold_items,
     recall_at_k,
     recall_named_and_new,
+    recall_named_by_repeats,
+    repeated_films,
     split_by_conversation,
 )
 from crs_backends.neural.names import LABELS, SYSTEMS, model_class, training_module
@@ -454,10 +456,13 @@ for _system in SYSTEMS:
 
 
 # ------------------------------------------------------------------------------- quality report
-def model_recall(model, records, ks=RECALL_KS, *, progress=None) -> tuple[Recall, dict[str, Recall]]:
+def model_recall(
+    model, records, ks=RECALL_KS, *, progress=None, repeated: frozenset[int] | None = None
+) -> tuple[Recall, dict[str, Recall]]:
     """Recall@k of ``model`` (:func:`crs_backends.neural.evaluation.recall_at_k`) on ``records``, each record with a
     gold item in the model's KG ranked once; and the same on the gold items the conversation named before and on the
-    new ones apart (:func:`crs_backends.neural.evaluation.recall_named_and_new`)."""
+    new ones apart (:func:`crs_backends.neural.evaluation.recall_named_and_new`); with ``repeated`` (the films the
+    training records repeat), the named ones parted again (``evaluation.recall_named_by_repeats``)."""
     ranked, rankings, gold = [], [], []
     for n, record in enumerate(records, 1):
         items = gold_items(record, model.kg)
@@ -467,7 +472,10 @@ def model_recall(model, records, ks=RECALL_KS, *, progress=None) -> tuple[Recall
             rankings.append([i for i, _s in model.recommend(record.conv_input(), k=max(ks))])
         if progress:
             progress("eval", n, len(records))
-    return recall_at_k(zip(rankings, gold), ks), recall_named_and_new(rankings, ranked, model.kg, ks)
+    parts = recall_named_and_new(rankings, ranked, model.kg, ks)
+    if repeated is not None:
+        parts |= recall_named_by_repeats(rankings, ranked, model.kg, repeated, ks)
+    return recall_at_k(zip(rankings, gold), ks), parts
 
 
 def quality_report(
@@ -493,8 +501,11 @@ def quality_report(
     except KGError as e:
         raise DataError(f"--data {data}: {e}") from e
     dataset = dataset or kg_dir.name
+    repeated = None
     if split == "validation" and test is None:
-        records = load_train_data(str(kg_dir)).validation[:limit]
+        train_data = load_train_data(str(kg_dir))
+        records = train_data.validation[:limit]
+        repeated = repeated_films(train_data.records, kg)
         echo(f"validation: {len(records)} records of {kg_dir.name}'s validation conversations; models: {models}")
     else:
         if test is None:
@@ -516,7 +527,7 @@ def quality_report(
         bar = TqdmProgress(f"{system} ", enabled=progress)
         t0 = time.monotonic()
         try:
-            recall, parts = model_recall(model, records, progress=bar)
+            recall, parts = model_recall(model, records, progress=bar, repeated=repeated)
         finally:
             bar.close()
         results[system] = {
@@ -547,6 +558,12 @@ def quality_report(
                 f"{named[1]:.3f} / {named[10]:.3f} / {named[50]:.3f}, on the {n_new} new ones "
                 f"{new[1]:.3f} / {new[10]:.3f} / {new[50]:.3f}"
             )
+            if "named_repeated" in r["by_gold"]:
+                (seen, n_seen), (other, n_other) = r["by_gold"]["named_repeated"], r["by_gold"]["named_other"]
+                echo(
+                    f"  {LABELS[system]}: of the named, R@10 on the {n_seen} whose film the training records repeat "
+                    f"{seen[10]:.3f}, on the {n_other} others {other[10]:.3f}"
+                )
         for system, r in results.items():
             echo(f"  {LABELS[system]}: {r['description']}; {r['seconds']:.1f} s")
         if test is not None:  # the BENCH lines report a test split only
