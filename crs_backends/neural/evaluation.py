@@ -138,13 +138,24 @@ def recall_named_and_new(
 ) -> dict[str, Recall]:
     """:func:`recall_at_k` of one ranking per record on its gold items the conversation already names (``named``)
     and on the others (``new``); the two parts' samples add up to the whole's."""
-    named: list[tuple[Sequence[int], list[int]]] = []
-    new: list[tuple[Sequence[int], list[int]]] = []
+    named, new = _recall_in_two_parts(rankings, records, lambda record: named_and_new_gold(record, kg), ks)
+    return {"named": named, "new": new}
+
+
+def _recall_in_two_parts(
+    rankings: Iterable[Sequence[int]],
+    records: Iterable[HasEntities],
+    part: Callable[[HasEntities], tuple[list[int], list[int]]],
+    ks: Sequence[int],
+) -> tuple[Recall, Recall]:
+    """:func:`recall_at_k` of one ranking per record on each of the two lists of gold items ``part`` gives a record."""
+    first: list[tuple[Sequence[int], list[int]]] = []
+    second: list[tuple[Sequence[int], list[int]]] = []
     for ranking, record in zip(rankings, records, strict=True):
-        seen, fresh = named_and_new_gold(record, kg)
-        named.append((ranking, seen))
-        new.append((ranking, fresh))
-    return {"named": recall_at_k(named, ks), "new": recall_at_k(new, ks)}
+        a, b = part(record)
+        first.append((ranking, a))
+        second.append((ranking, b))
+    return recall_at_k(first, ks), recall_at_k(second, ks)
 
 
 def repeated_films(records: Iterable[HasEntities], kg: KGData) -> frozenset[int]:
@@ -163,13 +174,13 @@ def recall_named_by_repeats(
 ) -> dict[str, Recall]:
     """:func:`recall_at_k` on the gold items the conversation already names, in two parts: films in ``repeated``
     (:func:`repeated_films` of the training records) and the others; the parts' samples add up to ``named``'s."""
-    seen: list[tuple[Sequence[int], list[int]]] = []
-    other: list[tuple[Sequence[int], list[int]]] = []
-    for ranking, record in zip(rankings, records, strict=True):
+
+    def part(record: HasEntities) -> tuple[list[int], list[int]]:
         named = named_and_new_gold(record, kg)[0]
-        seen.append((ranking, [g for g in named if g in repeated]))
-        other.append((ranking, [g for g in named if g not in repeated]))
-    return {"named_repeated": recall_at_k(seen, ks), "named_other": recall_at_k(other, ks)}
+        return [g for g in named if g in repeated], [g for g in named if g not in repeated]
+
+    seen, other = _recall_in_two_parts(rankings, records, part, ks)
+    return {"named_repeated": seen, "named_other": other}
 
 
 # ---------------------------------------------------------------------------------------------------------------
