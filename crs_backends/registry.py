@@ -466,8 +466,11 @@ def small_recall_note(system: str) -> str:
     from crs_backends.neural.names import model_class
 
     # the ReDial model may be another variant of the architecture than this set (the small UniCRS's per-layer prefix)
+    cls = model_class(system, "small")
     there_variant = recorded.get("variant")
-    here_variant = model_class(system, "small").variant_of(source.root, source.dataset)
+    if isinstance(there_variant, dict):
+        there_variant = cls.recorded_variant(there_variant)
+    here_variant = cls.variant_of(source.root, source.dataset)
     differs = (
         [
             f"{what}: {there_variant.get(what, '?')} there, {here_variant.get(what, '?')} here"

@@ -141,7 +141,7 @@ def test_the_line_says_when_the_redial_figure_comes_from_another_variant(tmp_pat
     before it has the input vectors alone: its line says the figure comes from the other form, never "the same"."""
     from crs_backends import registry
     from crs_backends.neural import sources
-    from crs_backends.neural.unicrs_smollm import PROMPT_FORMS, SETTINGS_FILE
+    from crs_backends.neural.unicrs_smollm import PROMPT_FORMS, REC_SCORES, SETTINGS_FILE
 
     source = CheckpointSource("unicrs", tmp_path, "bundled", tmp_path, "small local", "v7")
     monkeypatch.setattr(sources, "small_source", lambda system, root=None: source)
@@ -158,3 +158,9 @@ def test_the_line_says_when_the_redial_figure_comes_from_another_variant(tmp_pat
     assert f"recommendation prompt: {PROMPT_FORMS[True]} there, {PROMPT_FORMS[False]} here" in line
     settings.write_text(json.dumps({"format": 1, "rec_layer_prefix": True}), encoding="utf-8")
     assert "(the same recipe trained on ReDial; bench" in registry.small_recall_note("unicrs")
+    # a figure from before the scoring was told apart (recipe r8) is the standardised model's: a set that scores as
+    # UniCRS does (r9) is told so
+    settings.write_text(json.dumps({"format": 1, "rec_layer_prefix": True, "rec_score": "raw"}), encoding="utf-8")
+    line = registry.small_recall_note("unicrs")
+    assert f"recommendation score: {REC_SCORES['standardised']} there, {REC_SCORES['raw']} here" in line
+    assert "the same" not in line

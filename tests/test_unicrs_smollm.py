@@ -23,6 +23,7 @@ from crs_backends.neural.kg_reader import KGData, kg_from_catalog
 from crs_backends.neural.names import SMALL_BUILD_COMMAND
 from crs_backends.neural.unicrs_smollm import (
     PROMPT_FORMS,
+    REC_SCORES,
     SETTINGS_FILE,
     UniCRSSmall,
     _group_weights,
@@ -366,7 +367,8 @@ def test_a_set_from_before_the_prefix_loads_as_it_was_trained(kg, trained, tmp_p
     meta_path = part_dir(out, "unicrs", "conv", DS) / SETTINGS_FILE
     meta = json.loads(meta_path.read_text())
     assert meta["rec_layer_prefix"] is True
-    prefix, alone = ({"recommendation prompt": PROMPT_FORMS[on]} for on in (True, False))
+    raw = {"recommendation score": REC_SCORES["raw"]}
+    prefix, alone = ({"recommendation prompt": PROMPT_FORMS[on], **raw} for on in (True, False))
     assert UniCRSSmall.variant_of(out, DS) == prefix
     del meta["rec_layer_prefix"]
     meta_path.write_text(json.dumps(meta))
@@ -380,6 +382,53 @@ def test_a_set_from_before_the_prefix_loads_as_it_was_trained(kg, trained, tmp_p
     assert old.variant == alone == UniCRSSmall.variant_of(out, DS)
     assert UniCRSSmall.variant_of(tmp_path / "nowhere", DS) == {}
     assert len(old.recommend(ConvInput(["Hi! I like " + names[1]], [names[1]]), k=5)) == 5
+
+
+def test_items_are_scored_as_unicrs_scores_and_older_sets_as_trained(kg, trained, records, tmp_path, names):
+    """New sets score the items with the decoder's final hidden state as it is (UniCRS's ``src/model_gpt2.py``,
+    ``rec_score`` "raw"): ``hidden_proj`` is not read and no gradient reaches it. A set whose settings lack the key
+    (before recipe r9) standardises the state and maps it through ``hidden_proj``, as it was trained; a value this code
+    does not know is refused, never guessed."""
+    import shutil
+
+    out = tmp_path / "set"
+    shutil.copytree(trained[0], out)
+    meta_path = part_dir(out, "unicrs", "conv", DS) / SETTINGS_FILE
+    meta = json.loads(meta_path.read_text())
+    assert meta["rec_score"] == "raw"
+    new = UniCRSSmall.load(out, DS, kg)
+    hidden = torch.randn(3, int(new.lm.config.hidden_size))
+    assert torch.equal(new.rec_prompt.query(hidden), hidden)
+    new.invalidate()
+    batch = [unicrs_smollm_training.example(new, r) for r in records if r.rec]
+    unicrs_smollm_training.rec_loss(new, batch).backward()
+    assert all(p.grad is None for p in new.rec_prompt.hidden_proj.parameters())
+    assert float(new.rec_prompt.task_embeds.grad.abs().sum()) > 0
+    new.rec_prompt.zero_grad(set_to_none=True)
+    new.invalidate()
+
+    del meta["rec_score"]
+    meta_path.write_text(json.dumps(meta))
+    old = UniCRSSmall.load(out, DS, kg)
+    assert old.rec_prompt.score == "standardised"
+    assert (
+        old.variant["recommendation score"]
+        == REC_SCORES["standardised"]
+        == UniCRSSmall.variant_of(out, DS)["recommendation score"]
+    )
+    expected = old.rec_prompt.hidden_proj((hidden - old.rec_prompt.hidden_mean) / old.rec_prompt.hidden_std)
+    assert torch.allclose(old.rec_prompt.query(hidden), expected)
+    inp = ConvInput(["Hi! I like " + names[1]], [names[1]])
+    assert not torch.allclose(old.item_scores(inp), new.item_scores(inp))
+    # figures recorded before the key existed were the standardised model's
+    recorded = UniCRSSmall.recorded_variant({"recommendation prompt": PROMPT_FORMS[True]})
+    assert recorded["recommendation score"] == REC_SCORES["standardised"]
+    assert UniCRSSmall.recorded_variant({}) == {}
+
+    meta_path.write_text(json.dumps({**meta, "rec_score": "cosine"}))
+    with pytest.raises(CheckpointError, match="unknown recommendation score"):
+        UniCRSSmall.load(out, DS, kg)
+    assert UniCRSSmall.variant_of(out, DS) == {}
 
 
 def test_the_context_is_the_chat_form_ending_with_the_assistant_header(model):

@@ -192,6 +192,12 @@ class NeuralModel(ABC):
         """:attr:`variant` of the set at ``root`` without loading it ({} where it cannot be read)."""
         return {}
 
+    @classmethod
+    def recorded_variant(cls, variant: dict) -> dict:
+        """A variant recorded beside older figures, in today's terms: what its record leaves out (it came before the
+        code told that part apart) filled with what the code of its time did."""
+        return dict(variant)
+
     def stream(self, inp: ConvInput, *, items: list[str] | None = None) -> Iterator[str]:
         yield self.generate(inp, items=items)
 

@@ -107,7 +107,11 @@ DATASET_DIALOGUES = 0  # r5: people's conversations only (the replies are writte
 # that name a film as more recommendation examples (TrainConfig.rec_every_turn, as UniCRS's data has them): r8's first
 # 1,334 steps with them read the same R@10 (.178) on the validation tenth, and on a GPU (2026-11-28) 2,668 steps
 # with them under one decay .198 against r8's .199 trained the same way there; UniCRS's entity targets (every entity
-# a turn names, over all entities) read r8's R@10 after one epoch (.176; docs/neural-systems.md)
+# a turn names, over all entities) read r8's R@10 after one epoch (.176; docs/neural-systems.md). r9: the items scored
+# as UniCRS scores them (unicrs_smollm's rec_score "raw": the final hidden state times the entity embeddings, no
+# standardising, no hidden_proj): r8's two epochs so, the second resumed from the first, read R@1/10/50 .037 / .208 /
+# .403 on the validation tenth against r8's .034 / .202 / .398 (first epoch .191 against .176; 2026-11-29, float32 at
+# two threads; rule fixed before: adopt at .203): adopted
 DATASET_SETTINGS: dict[str, dict] = {
     "kbrd": {"rec_clip": None},
     "unicrs": {"epochs": 2, "max_steps": None, "stage_steps": {"conv": 150}},
@@ -117,8 +121,8 @@ DATASET_SETTINGS: dict[str, dict] = {
 # r4: the validation conversations held out of its training, evaluation.is_validation; r5: each its own architecture,
 # real conversations only, #40; r6: UniCRS's recommendation prompt an epoch; r7: BARCOR's recommender fine-tunes its
 # copy of the encoder's top two layers, UniCRS's recommendation prompt two epochs; r8: UniCRS's recommendation prompt
-# also a per-layer prefix)
-DATASET_RECIPE = "r8"
+# also a per-layer prefix; r9: UniCRS's items scored with its hidden state as it is)
+DATASET_RECIPE = "r9"
 THREADS = int(os.environ.get("CRS_SMALL_THREADS", "0") or 0)  # 0: torch's default
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)

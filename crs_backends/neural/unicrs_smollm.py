@@ -48,10 +48,13 @@ Deviations from UniCRS, on purpose:
 - attention masks are honoured in the fusion (UniCRS lets pads take part), so a conversation's prompt does not
   depend on what it is batched with; the knowledge vectors are RMS-normalised with a learned gain that starts at the
   scale of SmolLM2's token embeddings, so an untrained prompt does not swamp the context;
-- the recommendation score passes the hidden state, standardised per dimension with statistics taken from the
-  training contexts, through a learned linear map before the dot product with the item embeddings (the decoder is
-  frozen: it cannot move its hidden state towards the entity space itself, and SmolLM2's final hidden state has a few
-  dimensions tens of times larger than the rest); the cross-entropy runs over the items only;
+- the recommendation score: UniCRS's (``src/model_gpt2.py``: the decoder's final hidden state as it is, times the
+  entity embeddings) in sets from recipe r9 on (``rec_score`` "raw" in ``smollm.json``). Sets written before it
+  (no ``rec_score``: "standardised") pass the hidden state, standardised per dimension with statistics taken from the
+  training contexts, through a learned linear map (``hidden_proj``) first: the decoder is frozen and SmolLM2's final
+  hidden state has a few dimensions tens of times larger than the rest, which seemed to call for it, but scored as
+  UniCRS scores the first epoch read R@10 .191 on the validation tenth against .176 (docs/neural-systems.md). The
+  cross-entropy runs over the items only;
 - the context is SmolLM2's chat form (``<|im_start|>user`` … ``<|im_end|>``, ending with the assistant header),
   left-truncated to ``context_max_length`` tokens; ``no_repeat_ngram_size`` 3 is applied within the reply, and never
   to the pieces of a ``<movie>`` slot (the tokenizer writes it as three ordinary tokens, so a second slot would
@@ -124,6 +127,12 @@ FORMAT = 1  # of smollm.json: bump when the prompt modules change shape or meani
 
 # the recommendation prompt's form, by whether it is also a per-layer prefix (UniCRSSmall.variant)
 PROMPT_FORMS = {True: "input vectors and UniCRS's per-layer prefix", False: "input vectors alone"}
+# how the recommendation prompt scores the items (SoftPrompt.query; ``rec_score`` in smollm.json), as the variant says
+REC_SCORES = {
+    "raw": "the final hidden state times the entity embeddings (UniCRS's)",
+    "standardised": "the final hidden state standardised, through hidden_proj, times the entity embeddings",
+}
+LEGACY_REC_SCORE = "standardised"  # a set whose smollm.json lacks rec_score was trained so
 
 SIZES: dict[str, dict] = {
     "small": {
@@ -145,6 +154,8 @@ SIZES: dict[str, dict] = {
         # the recommendation prompt also as UniCRS's per-layer key/value prefix (SoftPrompt.layer_kv); a set whose
         # smollm.json lacks the key was trained without it (see load)
         "rec_layer_prefix": True,
+        # UniCRS's item scores: the final hidden state as it is (REC_SCORES; older sets standardised it, see load)
+        "rec_score": "raw",
     }
 }
 
@@ -174,7 +185,7 @@ class SoftPrompt(KGTokenParts):
     Parameters as UniCRS's ``KGPrompt`` names them (``node_embeds``, ``kg_encoder``, ``entity_proj1/2``,
     ``token_proj1/2``, ``cross_attn``, ``prompt_proj1/2``), plus ``task_embeds`` / ``task_proj`` (UniCRS's task
     prefix), ``out_gain`` (the output's RMS gain) and, for ``rec``, ``hidden_proj`` (the decoder's hidden state before
-    it is scored against the items)."""
+    it is scored against the items, where ``score`` is "standardised"; see :data:`REC_SCORES`)."""
 
     edge_index: torch.Tensor
     edge_type: torch.Tensor
@@ -196,11 +207,15 @@ class SoftPrompt(KGTokenParts):
         embed_scale: float,
         num_bases: int = NUM_BASES,
         layer_prefix: tuple[int, int, int] | None = None,
+        score: str = LEGACY_REC_SCORE,
     ):
         super().__init__()
         if task not in ("rec", "conv"):
             raise ValueError(f"unknown task {task!r}")
+        if score not in REC_SCORES:
+            raise ValueError(f"unknown recommendation score {score!r}; one of {', '.join(REC_SCORES)}")
         self.task = task
+        self.score = score
         self.hidden_size = hidden_size
         self.conv_slots = conv_slots
         entity_hidden = hidden_size // 2
@@ -223,6 +238,8 @@ class SoftPrompt(KGTokenParts):
         self.prompt_proj2 = nn.Linear(hidden_size, hidden_size)
         self.out_gain = nn.Parameter(torch.full((hidden_size,), float(embed_scale)))
         if task == "rec":
+            # built under either score, so that a set's modules and their seeded start do not depend on it; scored
+            # "raw", nothing reads it and no gradient reaches it (AdamW leaves it as initialised)
             self.hidden_proj = nn.Linear(hidden_size, hidden_size)
             # the decoder's final hidden state, standardised per dimension before ``hidden_proj`` (SmolLM2's has a
             # few dimensions tens of times larger than the rest, nearly the same for every input): set from the
@@ -241,7 +258,10 @@ class SoftPrompt(KGTokenParts):
             nn.init.zeros_(self.layer_kv.bias)
 
     def query(self, hidden: torch.Tensor) -> torch.Tensor:
-        """The recommendation query of the decoder's final hidden state (``rec`` only)."""
+        """The recommendation query of the decoder's final hidden state (``rec`` only): the state itself as UniCRS
+        scores (``score`` "raw"), or standardised and through ``hidden_proj`` (sets from before recipe r9)."""
+        if self.score == "raw":
+            return hidden
         return self.hidden_proj((hidden - self.hidden_mean) / self.hidden_std)
 
     def prefix_cache(self, prompt: torch.Tensor) -> Any:
@@ -365,8 +385,17 @@ def has_layer_prefix(meta: dict) -> bool:
     return bool(meta.get("rec_layer_prefix", False))
 
 
-def _variant(layer_prefix: bool) -> dict[str, str]:
-    return {"recommendation prompt": PROMPT_FORMS[layer_prefix]}
+def rec_score(meta: dict) -> str:
+    """How a set's recommendation prompt scores the items (absent: a set from before recipe r9, standardised);
+    CheckpointError for a value this code does not know."""
+    score = meta.get("rec_score", LEGACY_REC_SCORE)
+    if score not in REC_SCORES:
+        raise CheckpointError(f"unknown recommendation score {score!r} in the set's {SETTINGS_FILE}")
+    return str(score)
+
+
+def _variant(layer_prefix: bool, score: str) -> dict[str, str]:
+    return {"recommendation prompt": PROMPT_FORMS[layer_prefix], "recommendation score": REC_SCORES[score]}
 
 
 class UniCRSSmall(NeuralModel):
@@ -422,6 +451,7 @@ class UniCRSSmall(NeuralModel):
                 if settings.get("rec_layer_prefix")
                 else None
             ),
+            score=str(settings.get("rec_score", LEGACY_REC_SCORE)),
             **common,  # type: ignore[arg-type]
         ).eval()
         self.conv_prompt = SoftPrompt(
@@ -474,6 +504,7 @@ class UniCRSSmall(NeuralModel):
         settings = dict(SIZES["small"])
         settings.update({k: type(v)(meta[k]) for k, v in settings.items() if k in meta})
         settings["rec_layer_prefix"] = has_layer_prefix(meta)
+        settings["rec_score"] = rec_score(meta)
         rec_file = part_dir(root, SYSTEM, "rec", dataset) / "model.pt"
         conv_file = conv_dir / "model.pt"
         rec_state, conv_state = read_state_dict(rec_file), read_state_dict(conv_file)
@@ -538,14 +569,22 @@ class UniCRSSmall(NeuralModel):
 
     @property
     def variant(self) -> dict[str, str]:
-        return _variant(self.rec_prompt.layer_prefix is not None)
+        return _variant(self.rec_prompt.layer_prefix is not None, self.rec_prompt.score)
 
     @classmethod
     def variant_of(cls, root, dataset: str) -> dict[str, str]:
         try:
-            return _variant(has_layer_prefix(read_settings(Path(root), dataset)))
+            meta = read_settings(Path(root), dataset)
+            return _variant(has_layer_prefix(meta), rec_score(meta))
         except CheckpointError:
             return {}
+
+    @classmethod
+    def recorded_variant(cls, variant: dict) -> dict:
+        # figures recorded before recipe r9 name the prompt's form alone: their model scored "standardised"
+        if variant and "recommendation score" not in variant:
+            return {**variant, "recommendation score": REC_SCORES[LEGACY_REC_SCORE]}
+        return dict(variant)
 
     @property
     def description(self) -> str:
@@ -651,7 +690,7 @@ class UniCRSSmall(NeuralModel):
         self, entity_ids: list[list[int]], text_ids: list[list[int]], context_ids: list[list[int]]
     ) -> torch.Tensor:
         """Scores (batch, n_items) over ``kg.item_ids``: the decoder's last hidden state under the recommendation
-        prompt, through ``hidden_proj``, times the items' entity embeddings."""
+        prompt (:meth:`SoftPrompt.query`), times the items' entity embeddings."""
         table = self.table("rec")
         prompt, pmask = self.prompts("rec", entity_ids, text_ids, table)
         embeds, mask, positions = self.assemble(prompt, pmask, context_ids)

@@ -9,9 +9,10 @@ prompts on a frozen language model:
    before the prompt learns to predict. Its task vectors do not train here (UniCRS pre-trains without the task
    prefix, which its recommendation stage then adds fresh); everything else of the recommendation prompt does, and
    ``rec`` continues from it;
-1. ``rec``: the recommendation prompt (R-GCN, fusion, task vectors, ``hidden_proj``) on the cross-entropy of the item
-   scores against each record's ``rec`` targets (first the decoder's hidden state is standardised with statistics
-   of the training contexts, :func:`calibrate_hidden`);
+1. ``rec``: the recommendation prompt (R-GCN, fusion, task vectors, per-layer prefix) on the cross-entropy of the
+   item scores against each record's ``rec`` targets (a set of the older "standardised" score also trains
+   ``hidden_proj``, after the decoder's hidden state is standardised with statistics of the training contexts,
+   :func:`calibrate_hidden`);
 2. ``conv``: the conversation prompt, which starts from the trained recommendation prompt's encoders (entity
    table, R-GCN, entity and token projections, cross interaction: UniCRS's conversation stage loads the pre-trained
    prompt encoder; :data:`SHARED_PREFIXES`), on the decoder's LM loss over the reply tokens only (the reply with
@@ -131,7 +132,10 @@ CALIBRATION_EXAMPLES = 64
 def calibrate_hidden(model: UniCRSSmall, examples: list[dict], batch_size: int = 16) -> None:
     """Set the recommendation prompt's ``hidden_mean`` / ``hidden_std`` from the decoder's final hidden states of up to
     :data:`CALIBRATION_EXAMPLES` training contexts under the (untrained) recommendation prompt's input vectors (its
-    per-layer prefix, where it has one, is left out: it starts near silent; r8 was trained so)."""
+    per-layer prefix, where it has one, is left out: it starts near silent; r8 was trained so). Nothing to do where the
+    prompt scores as UniCRS does (``score`` "raw": the statistics are not read)."""
+    if model.rec_prompt.score == "raw":
+        return
     chosen = examples[:: max(1, len(examples) // CALIBRATION_EXAMPLES)][:CALIBRATION_EXAMPLES]
     if len(chosen) < 2:
         return
