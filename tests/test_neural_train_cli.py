@@ -180,6 +180,34 @@ def test_small_builder_publishes_atomically_and_once(tmp_path, monkeypatch):
     assert found is not None and found.dataset == "bundled"
 
 
+def test_a_set_rebuilt_under_the_shipped_name_is_the_shipped_unicrs(tmp_path, monkeypatch):
+    """Where the shipped set is missing (a trimmed copy), the builder trains the bundled set under the shipped set's
+    name: its UniCRS must be the shipped model (the form small.BUNDLED_FORMS pins), not the form the code's defaults
+    have moved on to (SIZES: the per-layer prefix, raw scores), and its manifest must say so."""
+    from crs_backends.neural import names, small
+    from crs_backends.neural.checkpoints import read_manifest
+    from crs_backends.neural.unicrs_smollm import SIZES, UniCRSSmall, has_layer_prefix, read_settings, rec_score
+
+    def form(root: Path) -> dict:
+        meta = read_settings(root, "bundled")
+        return {"rec_layer_prefix": has_layer_prefix(meta), "rec_score": rec_score(meta)}
+
+    assert form(names.SHIPPED_SMALL_ROOT) == small.BUNDLED_FORMS["unicrs"]
+    shipped_variant = UniCRSSmall.variant_of(names.SHIPPED_SMALL_ROOT, "bundled")
+    assert shipped_variant
+    assert {k: SIZES["small"][k] for k in small.BUNDLED_FORMS["unicrs"]} != small.BUNDLED_FORMS["unicrs"]
+    monkeypatch.setenv("CRS_ARENA_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(names, "SHIPPED_SMALL_ROOT", tmp_path / "no-shipped-set")
+    monkeypatch.setattr(small, "N_DIALOGUES", 20)
+    tiny = {"unicrs": {"epochs": 1, "max_steps": 2, "batch_size": 2, "lr": 1e-3}}
+    tiny["data"] = {"real_records": 8, "synthetic_records": 8}
+    root = small.ensure_small_models(systems=("unicrs",), show_bar=False, log=lambda m: None, settings=tiny)
+    assert form(root) == small.BUNDLED_FORMS["unicrs"]
+    assert UniCRSSmall.variant_of(root, "bundled") == shipped_variant
+    sizes = read_manifest(root)["sizes"]["unicrs"]
+    assert {k: sizes[k] for k in small.BUNDLED_FORMS["unicrs"]} == small.BUNDLED_FORMS["unicrs"]
+
+
 def test_small_builder_failure_leaves_nothing(tmp_path, monkeypatch):
     from crs_backends.neural import names, small
 

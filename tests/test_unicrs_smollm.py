@@ -501,3 +501,22 @@ def test_both_decoders_write_a_reply_and_llama_cpp_falls_back_to_torch(kg, monke
     assert fresh.generate_ids(inp, max_new_tokens=4) == by_torch
     with pytest.raises(ValueError, match="decoder"):
         UniCRSSmall.create(kg, decoder="onnx")
+
+
+def test_a_form_given_to_create_is_the_sets_own_and_nothing_else_is_taken(kg, tmp_path):
+    """``create(form=...)`` (the bundled recipe keeping the shipped set's form, small.BUNDLED_FORMS) builds the prompt
+    in that form, writes it to the set's settings and is read back so; only the form's settings are taken."""
+    older = {"rec_layer_prefix": False, "rec_score": "standardised"}
+    model = UniCRSSmall.create(kg, seed=0, form=older)
+    assert model.rec_prompt.layer_prefix is None and model.rec_prompt.score == "standardised"
+    model.save(tmp_path, DS)
+    loaded = UniCRSSmall.load(tmp_path, DS, kg)
+    assert loaded.variant == model.variant == UniCRSSmall.variant_of(tmp_path, DS)
+    assert loaded.variant == {
+        "recommendation prompt": PROMPT_FORMS[False],
+        "recommendation score": REC_SCORES["standardised"],
+    }
+    with pytest.raises(ValueError, match="context_max_length"):
+        UniCRSSmall.create(kg, seed=0, form={"context_max_length": 5})
+    with pytest.raises(ValueError, match="unknown recommendation score"):
+        UniCRSSmall.create(kg, seed=0, form={"rec_score": "cosine"})

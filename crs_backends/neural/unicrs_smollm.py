@@ -133,6 +133,9 @@ REC_SCORES = {
     "standardised": "the final hidden state standardised, through hidden_proj, times the entity embeddings",
 }
 LEGACY_REC_SCORE = "standardised"  # a set whose smollm.json lacks rec_score was trained so
+# the settings that choose the recommendation prompt's form (UniCRSSmall.variant), which ``create`` may be given in
+# place of SIZES' (a recipe that keeps an older set's form: small.BUNDLED_FORMS)
+FORM_KEYS = ("rec_layer_prefix", "rec_score")
 
 SIZES: dict[str, dict] = {
     "small": {
@@ -479,11 +482,23 @@ class UniCRSSmall(NeuralModel):
     # ---- construction ----
     @classmethod
     def create(
-        cls, kg: KGData, texts: Any = None, *, size: str = "small", seed: int = 0, decoder: str | None = None
+        cls,
+        kg: KGData,
+        texts: Any = None,
+        *,
+        size: str = "small",
+        seed: int = 0,
+        decoder: str | None = None,
+        form: dict | None = None,
     ) -> UniCRSSmall:
         """Fresh prompt modules (seeded) on the installed backbone and text encoder. ``texts`` (the builder's corpus)
-        is not needed: the backbone's tokenizer is fixed."""
+        is not needed: the backbone's tokenizer is fixed. ``form``: the recommendation prompt's form (FORM_KEYS) in
+        place of SIZES' (written to the set's smollm.json, so ``load`` reads the set as it was trained)."""
         settings = dict(size_settings(SIZES, size))
+        unknown = sorted(set(form or {}) - set(FORM_KEYS))
+        if unknown:
+            raise ValueError(f"not a setting of the prompt's form: {', '.join(unknown)}; one of {', '.join(FORM_KEYS)}")
+        settings.update(form or {})
         backbone, encoder = _load_frozen()
         torch.manual_seed(seed)
         return cls(kg, backbone, encoder, settings, decoder=decoder)
