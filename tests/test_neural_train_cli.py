@@ -194,6 +194,7 @@ def test_a_set_rebuilt_under_the_shipped_name_is_the_shipped_unicrs(tmp_path, mo
 
     assert form(names.SHIPPED_SMALL_ROOT) == small.BUNDLED_FORMS["unicrs"]
     shipped_variant = UniCRSSmall.variant_of(names.SHIPPED_SMALL_ROOT, "bundled")
+    shipped_meta = read_settings(names.SHIPPED_SMALL_ROOT, "bundled")
     assert shipped_variant
     assert {k: SIZES["small"][k] for k in small.BUNDLED_FORMS["unicrs"]} != small.BUNDLED_FORMS["unicrs"]
     monkeypatch.setenv("CRS_ARENA_CACHE", str(tmp_path / "cache"))
@@ -204,6 +205,10 @@ def test_a_set_rebuilt_under_the_shipped_name_is_the_shipped_unicrs(tmp_path, mo
     root = small.ensure_small_models(systems=("unicrs",), show_bar=False, log=lambda m: None, settings=tiny)
     assert form(root) == small.BUNDLED_FORMS["unicrs"]
     assert UniCRSSmall.variant_of(root, "bundled") == shipped_variant
+    # and every other setting of the model (its windows, instructions, reply length) is the shipped set's
+    rebuilt_meta = read_settings(root, "bundled")
+    others = [k for k in SIZES["small"] if k not in small.BUNDLED_FORMS["unicrs"]]
+    assert {k: rebuilt_meta[k] for k in others} == {k: shipped_meta[k] for k in others}
     sizes = read_manifest(root)["sizes"]["unicrs"]
     assert {k: sizes[k] for k in small.BUNDLED_FORMS["unicrs"]} == small.BUNDLED_FORMS["unicrs"]
 
