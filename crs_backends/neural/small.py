@@ -116,7 +116,8 @@ DATASET_DIALOGUES = 0  # r5: people's conversations only (the replies are writte
 # as UniCRS scores them (unicrs_smollm's rec_score "raw": the final hidden state times the entity embeddings, no
 # standardising, no hidden_proj): r8's two epochs so, the second resumed from the first, read R@1/10/50 .037 / .208 /
 # .403 on the validation tenth against r8's .034 / .202 / .398 (first epoch .191 against .176; 2026-11-29, float32 at
-# two threads; rule fixed before: adopt at .203): adopted
+# two threads; rule fixed before: adopt at .203): adopted; as a fresh build trains it, two epochs under one decay,
+# .037 / .204 / .404 (2026-11-30, float32)
 DATASET_SETTINGS: dict[str, dict] = {
     "kbrd": {"rec_clip": None},
     "unicrs": {"epochs": 2, "max_steps": None, "stage_steps": {"conv": 150}},
