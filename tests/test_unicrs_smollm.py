@@ -25,10 +25,12 @@ from crs_backends.neural.unicrs_smollm import (
     PROMPT_FORMS,
     REC_SCORES,
     SETTINGS_FILE,
+    SIZES,
     UniCRSSmall,
     _group_weights,
     chat_text,
     is_smollm_set,
+    read_settings,
 )
 
 DS = "tiny"
@@ -145,6 +147,24 @@ def test_only_the_small_unicrs_is_handed_the_seekers_turns(tmp_path):
         with pytest.raises(DataError, match="only the small UniCRS"):
             train_system(system, data, tmp_path, TrainConfig(size=size, rec_every_turn=True), log=lambda line: None)
     assert not any(tmp_path.iterdir())  # refused before anything was created
+
+
+def test_a_training_run_creates_the_small_unicrs_in_the_form_its_config_names(tmp_path):
+    """``TrainConfig.form`` (the dataset configuration's windows) reaches ``create``: the set trained is read back with
+    them; any other system is refused before anything is created."""
+    from crs_backends.neural.train_command import DataError, load_train_data, train_system
+
+    data = load_train_data("bundled", dialogues=10)
+    windows = {"context_max_length": 96, "text_max_length": 72, "entity_max_length": 10}
+    for system, size in (("kbrd", "small"), ("unicrs", "full")):
+        with pytest.raises(DataError, match="only the small UniCRS"):
+            train_system(system, data, tmp_path / system, TrainConfig(size=size, form=windows), log=lambda line: None)
+    assert not any(tmp_path.iterdir())
+    cfg = TrainConfig(size="small", max_steps=2, batch_size=2, progress=False, resume=False, form=windows)
+    model, _report = train_system("unicrs", data, tmp_path, cfg, log=lambda line: None)
+    assert {k: getattr(model, k) for k in windows} == windows
+    assert {k: read_settings(tmp_path, data.dataset)[k] for k in windows} == windows
+    assert {k: getattr(UniCRSSmall.load(tmp_path, data.dataset, data.kg), k) for k in windows} == windows
 
 
 def test_the_prompt_pre_training_reads_the_reply_and_leaves_the_task_vectors(kg, records, names, tmp_path):
@@ -516,7 +536,20 @@ def test_a_form_given_to_create_is_the_sets_own_and_nothing_else_is_taken(kg, tm
         "recommendation prompt": PROMPT_FORMS[False],
         "recommendation score": REC_SCORES["standardised"],
     }
-    with pytest.raises(ValueError, match="context_max_length"):
-        UniCRSSmall.create(kg, seed=0, form={"context_max_length": 5})
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        UniCRSSmall.create(kg, seed=0, form={"max_new_tokens": 5})
+    with pytest.raises(ValueError, match="text_max_length=2"):
+        UniCRSSmall.create(kg, seed=0, form={"text_max_length": 2})
+    # the prompts' windows (the dataset configuration's, small.DATASET_SETTINGS) are the set's own too
+    windows = {"context_max_length": 120, "text_max_length": 100, "entity_max_length": 12}
+    wide = UniCRSSmall.create(kg, seed=0, form=windows)
+    wide.save(tmp_path / "wide", DS)
+    again = UniCRSSmall.load(tmp_path / "wide", DS, kg)
+    assert {k: getattr(again, k) for k in windows} == windows == {k: getattr(wide, k) for k in windows}
+    sizes_form = {
+        "recommendation prompt": PROMPT_FORMS[SIZES["small"]["rec_layer_prefix"]],
+        "recommendation score": REC_SCORES[SIZES["small"]["rec_score"]],
+    }
+    assert again.variant == wide.variant == sizes_form
     with pytest.raises(ValueError, match="unknown recommendation score"):
         UniCRSSmall.create(kg, seed=0, form={"rec_score": "cosine"})

@@ -106,6 +106,9 @@ class TrainConfig:
     # (TrainData.seeker_records), as UniCRS learns from every turn of either speaker (RUCAIBox/UniCRS
     # src/data/redial/process.py, dataset_rec.py); its conversation prompt keeps the recommender's turns
     rec_every_turn: bool = False
+    # what a new model is created with in place of its SIZES' settings (``create(form=...)``; the small UniCRS alone:
+    # unicrs_smollm.FORM_KEYS). The dataset configuration gives its prompt UniCRS's windows (small.DATASET_SETTINGS)
+    form: dict | None = None
     seed: int = 0
     device: str = "cpu"
     resume: bool = True  # continue each stage from its state (training.state_path: <out>/.train/.../trainer_state.pt)

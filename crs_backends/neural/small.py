@@ -120,15 +120,24 @@ DATASET_DIALOGUES = 0  # r5: people's conversations only (the replies are writte
 # .037 / .204 / .404 (2026-11-30, float32)
 DATASET_SETTINGS: dict[str, dict] = {
     "kbrd": {"rec_clip": None},
-    "unicrs": {"epochs": 2, "max_steps": None, "stage_steps": {"conv": 150}},
+    # r14: its prompts read UniCRS's windows (200 decoder tokens, 200 word pieces, 32 entities; UniCRS's own are
+    # 200 / 200 / 43) at half r9's peak rate: RESULT-PLACEHOLDER
+    "unicrs": {
+        "epochs": 2,
+        "max_steps": None,
+        "stage_steps": {"conv": 150},
+        "lr": 5e-4,
+        "form": {"context_max_length": 200, "text_max_length": 200, "entity_max_length": 32},
+    },
 }
 # bump when the dataset configuration's recipe changes, so that a cached set of the old one is not read as the new
 # (r2: KBRD at the published entity width on a KG of ReDial's size, kbrd.entity_width; r3: its recommender unclipped;
 # r4: the validation conversations held out of its training, evaluation.is_validation; r5: each its own architecture,
 # real conversations only, #40; r6: UniCRS's recommendation prompt an epoch; r7: BARCOR's recommender fine-tunes its
 # copy of the encoder's top two layers, UniCRS's recommendation prompt two epochs; r8: UniCRS's recommendation prompt
-# also a per-layer prefix; r9: UniCRS's items scored with its hidden state as it is)
-DATASET_RECIPE = "r9"
+# also a per-layer prefix; r9: UniCRS's items scored with its hidden state as it is; r14, named after its trial:
+# UniCRS's prompts read UniCRS's windows, trained at half the rate)
+DATASET_RECIPE = "r14"
 THREADS = int(os.environ.get("CRS_SMALL_THREADS", "0") or 0)  # 0: torch's default
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)

@@ -304,6 +304,8 @@ def train_system(system: str, data: TrainData, out: Path, config, *, progress=No
 
     if config.rec_every_turn and (system, config.size) != ("unicrs", "small"):
         raise DataError(f"rec_every_turn: only the small UniCRS learns from the seeker's turns, not {system}")
+    if config.form and (system, config.size) != ("unicrs", "small"):
+        raise DataError(f"form: only the small UniCRS is created in a form other than its size's, not {system}")
     cls = model_class(system, config.size)
     module = training_module(system, config.size)
     out = Path(out)
@@ -319,7 +321,8 @@ def train_system(system: str, data: TrainData, out: Path, config, *, progress=No
             log(f"{system}: cannot load the saved model ({e}); starting from a new {config.size} model")
     if model is None:
         t0 = time.monotonic()
-        model = cls.create(data.kg, record_texts(data.records), size=config.size, seed=config.seed)
+        form = {"form": config.form} if config.form else {}  # the small UniCRS alone, checked above
+        model = cls.create(data.kg, record_texts(data.records), size=config.size, seed=config.seed, **form)
         log(f"{system}: new {config.size} model ({time.monotonic() - t0:.1f} s incl. tokenizer)")
     more = {"rec_only": data.seeker_records} if config.rec_every_turn else {}  # the small UniCRS alone, checked above
     report = module.train(model, data.records, out, data.dataset, config, progress, **more)

@@ -136,6 +136,9 @@ LEGACY_REC_SCORE = "standardised"  # a set whose smollm.json lacks rec_score was
 # the settings that choose the recommendation prompt's form (UniCRSSmall.variant), which ``create`` may be given in
 # place of SIZES' (a recipe that keeps an older set's form: small.BUNDLED_FORMS)
 FORM_KEYS = ("rec_layer_prefix", "rec_score")
+# the windows the prompts read (tokens, word pieces, entities), which ``create`` may also be given: SIZES' are short
+# for a CPU turn (the bundled set); the dataset configuration reads UniCRS's own (small.DATASET_SETTINGS)
+WINDOW_KEYS = ("context_max_length", "text_max_length", "entity_max_length")
 
 SIZES: dict[str, dict] = {
     "small": {
@@ -492,13 +495,18 @@ class UniCRSSmall(NeuralModel):
         form: dict | None = None,
     ) -> UniCRSSmall:
         """Fresh prompt modules (seeded) on the installed backbone and text encoder. ``texts`` (the builder's corpus)
-        is not needed: the backbone's tokenizer is fixed. ``form``: the recommendation prompt's form (FORM_KEYS) in
-        place of SIZES' (written to the set's smollm.json, so ``load`` reads the set as it was trained)."""
+        is not needed: the backbone's tokenizer is fixed. ``form``: the recommendation prompt's form (FORM_KEYS) and
+        the prompts' windows (WINDOW_KEYS) in place of SIZES' (written to the set's smollm.json, so ``load`` reads the
+        set as it was trained)."""
         settings = dict(size_settings(SIZES, size))
-        unknown = sorted(set(form or {}) - set(FORM_KEYS))
+        given, allowed = dict(form or {}), FORM_KEYS + WINDOW_KEYS
+        unknown = sorted(set(given) - set(allowed))
         if unknown:
-            raise ValueError(f"not a setting of the prompt's form: {', '.join(unknown)}; one of {', '.join(FORM_KEYS)}")
-        settings.update(form or {})
+            raise ValueError(f"not a setting of the prompt's form: {', '.join(unknown)}; one of {', '.join(allowed)}")
+        bad = [f"{k}={given[k]!r}" for k in WINDOW_KEYS if k in given and not (type(given[k]) is int and given[k] > 2)]
+        if bad:
+            raise ValueError(f"a window is a whole number above 2: {', '.join(bad)}")
+        settings.update(given)
         backbone, encoder = _load_frozen()
         torch.manual_seed(seed)
         return cls(kg, backbone, encoder, settings, decoder=decoder)
