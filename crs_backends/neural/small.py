@@ -121,9 +121,10 @@ DATASET_DIALOGUES = 0  # r5: people's conversations only (the replies are writte
 DATASET_SETTINGS: dict[str, dict] = {
     "kbrd": {"rec_clip": None},
     # r14: its prompts read UniCRS's windows (200 decoder tokens, 200 word pieces, 32 entities: its ReDial training
-    # commands' context, prompt and entity lengths) at half r9's peak rate: R@1/10/50 .042 / .216 / .417 on the validation tenth against r9's
-    # .037 / .208 / .403 (2026-11-30, bfloat16 at two threads; rule fixed before: adopt at R@10 .215 with R@50 .403):
-    # adopted. Its test split is read once its conversation prompt is trained (r9's .161 stands until then)
+    # commands' context, prompt and entity lengths) at half r9's peak rate: R@1/10/50 .042 / .216 / .417 on the
+    # validation tenth against r9's .037 / .208 / .403 (2026-11-30, bfloat16 at two threads; rule fixed before: adopt
+    # at R@10 .215 with R@50 .403): adopted. Its test split is read once its conversation prompt is trained (r9's
+    # .161 stands until then)
     "unicrs": {
         "epochs": 2,
         "max_steps": None,
