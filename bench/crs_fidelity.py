@@ -193,8 +193,11 @@ def record(
     def at(r) -> dict:
         return {str(k): round(v, 4) for k, v in r.at.items()}
 
+    from crs_backends.neural.small import DATASET_RECIPE
+
     data = {
         "command": " ".join(["python", *sys.argv]),
+        "recipe": DATASET_RECIPE,  # what the budget does not say (a rate, the windows) is in the recipe's name
         "date": datetime.now(UTC).strftime("%Y-%m-%d"),
         "machine": f"{os.cpu_count()} cores, load average {load:.1f} at start",
         "seconds": round(seconds),

@@ -65,3 +65,6 @@ def test_the_record_keeps_each_models_variant_beside_its_figures(tmp_path, monke
     }
     assert written["recall"]["unicrs"]["variant"] == prefix
     assert "variant" not in written["recall"]["kbrd"]  # nothing sets KBRD's apart
+    from crs_backends.neural.small import DATASET_RECIPE
+
+    assert written["runs"][-1]["recipe"] == DATASET_RECIPE  # the rate and windows the budget does not name

@@ -164,3 +164,11 @@ def test_the_line_says_when_the_redial_figure_comes_from_another_variant(tmp_pat
     line = registry.small_recall_note("unicrs")
     assert f"recommendation score: {REC_SCORES['standardised']} there, {REC_SCORES['raw']} here" in line
     assert "the same" not in line
+    # a figure from recipe r14 on read UniCRS's windows, which a set at the short ones is told
+    raw = {"recommendation prompt": PROMPT_FORMS[True], "recommendation score": REC_SCORES["raw"]}
+    wide = "the last 200 decoder tokens, 200 word pieces and 32 entities"
+    figures["recall"]["unicrs"]["variant"] = {**raw, "what it reads": wide}
+    (tmp_path / "redial_test.json").write_text(json.dumps(figures), encoding="utf-8")
+    line = registry.small_recall_note("unicrs")
+    assert f"what it reads: {wide} there, the last 80 decoder tokens, 64 word pieces and 8 entities here" in line
+    assert "recommendation score" not in line and "the same" not in line

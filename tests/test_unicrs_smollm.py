@@ -22,6 +22,7 @@ from crs_backends.neural.engine import MOVIE_SLOT, ConvInput, TrainConfig
 from crs_backends.neural.kg_reader import KGData, kg_from_catalog
 from crs_backends.neural.names import SMALL_BUILD_COMMAND
 from crs_backends.neural.unicrs_smollm import (
+    LEGACY_WINDOWS,
     PROMPT_FORMS,
     REC_SCORES,
     SETTINGS_FILE,
@@ -31,6 +32,8 @@ from crs_backends.neural.unicrs_smollm import (
     chat_text,
     is_smollm_set,
     read_settings,
+    windows_of,
+    windows_text,
 )
 
 DS = "tiny"
@@ -387,7 +390,7 @@ def test_a_set_from_before_the_prefix_loads_as_it_was_trained(kg, trained, tmp_p
     meta_path = part_dir(out, "unicrs", "conv", DS) / SETTINGS_FILE
     meta = json.loads(meta_path.read_text())
     assert meta["rec_layer_prefix"] is True
-    raw = {"recommendation score": REC_SCORES["raw"]}
+    raw = {"recommendation score": REC_SCORES["raw"], "what it reads": windows_text(LEGACY_WINDOWS)}
     prefix, alone = ({"recommendation prompt": PROMPT_FORMS[on], **raw} for on in (True, False))
     assert UniCRSSmall.variant_of(out, DS) == prefix
     del meta["rec_layer_prefix"]
@@ -444,6 +447,13 @@ def test_items_are_scored_as_unicrs_scores_and_older_sets_as_trained(kg, trained
     recorded = UniCRSSmall.recorded_variant({"recommendation prompt": PROMPT_FORMS[True]})
     assert recorded["recommendation score"] == REC_SCORES["standardised"]
     assert UniCRSSmall.recorded_variant({}) == {}
+    # and those recorded before recipe r14 read the short windows; a record that says what it read keeps it
+    assert recorded["what it reads"] == windows_text(LEGACY_WINDOWS) == windows_text(windows_of({}))
+    wide = {"context_max_length": 200, "text_max_length": 200, "entity_max_length": 32}
+    said = UniCRSSmall.recorded_variant(
+        {"recommendation prompt": PROMPT_FORMS[True], "what it reads": windows_text(wide)}
+    )
+    assert said["what it reads"] == "the last 200 decoder tokens, 200 word pieces and 32 entities"
 
     meta_path.write_text(json.dumps({**meta, "rec_score": "cosine"}))
     with pytest.raises(CheckpointError, match="unknown recommendation score"):
@@ -535,6 +545,7 @@ def test_a_form_given_to_create_is_the_sets_own_and_nothing_else_is_taken(kg, tm
     assert loaded.variant == {
         "recommendation prompt": PROMPT_FORMS[False],
         "recommendation score": REC_SCORES["standardised"],
+        "what it reads": windows_text(SIZES["small"]),
     }
     with pytest.raises(ValueError, match="max_new_tokens"):
         UniCRSSmall.create(kg, seed=0, form={"max_new_tokens": 5})
@@ -549,7 +560,8 @@ def test_a_form_given_to_create_is_the_sets_own_and_nothing_else_is_taken(kg, tm
     sizes_form = {
         "recommendation prompt": PROMPT_FORMS[SIZES["small"]["rec_layer_prefix"]],
         "recommendation score": REC_SCORES[SIZES["small"]["rec_score"]],
+        "what it reads": "the last 120 decoder tokens, 100 word pieces and 12 entities",  # the app's line says so
     }
-    assert again.variant == wide.variant == sizes_form
+    assert again.variant == wide.variant == sizes_form == UniCRSSmall.variant_of(tmp_path / "wide", DS)
     with pytest.raises(ValueError, match="unknown recommendation score"):
         UniCRSSmall.create(kg, seed=0, form={"rec_score": "cosine"})

@@ -139,6 +139,9 @@ FORM_KEYS = ("rec_layer_prefix", "rec_score")
 # the windows the prompts read (tokens, word pieces, entities), which ``create`` may also be given: SIZES' are short
 # for a CPU turn (the bundled set); the dataset configuration reads UniCRS's own (small.DATASET_SETTINGS)
 WINDOW_KEYS = ("context_max_length", "text_max_length", "entity_max_length")
+# the windows of every set and ReDial figure from before recipe r14, which trained the prompts at UniCRS's own (a
+# recorded figure whose variant does not say what it read was read at these)
+LEGACY_WINDOWS = {"context_max_length": 80, "text_max_length": 64, "entity_max_length": 8}
 
 SIZES: dict[str, dict] = {
     "small": {
@@ -400,8 +403,25 @@ def rec_score(meta: dict) -> str:
     return str(score)
 
 
-def _variant(layer_prefix: bool, score: str) -> dict[str, str]:
-    return {"recommendation prompt": PROMPT_FORMS[layer_prefix], "recommendation score": REC_SCORES[score]}
+def windows_of(meta: dict) -> dict[str, int]:
+    """The windows a set's prompts read, as ``load`` takes them (SIZES' where its settings lack one)."""
+    return {k: int(meta.get(k, SIZES["small"][k])) for k in WINDOW_KEYS}
+
+
+def windows_text(windows: dict[str, int]) -> str:
+    """What the prompts read, for people (the variant's "what it reads")."""
+    return (
+        f"the last {windows['context_max_length']} decoder tokens, {windows['text_max_length']} word pieces and "
+        f"{windows['entity_max_length']} entities"
+    )
+
+
+def _variant(layer_prefix: bool, score: str, windows: dict[str, int]) -> dict[str, str]:
+    return {
+        "recommendation prompt": PROMPT_FORMS[layer_prefix],
+        "recommendation score": REC_SCORES[score],
+        "what it reads": windows_text(windows),
+    }
 
 
 class UniCRSSmall(NeuralModel):
@@ -592,22 +612,28 @@ class UniCRSSmall(NeuralModel):
 
     @property
     def variant(self) -> dict[str, str]:
-        return _variant(self.rec_prompt.layer_prefix is not None, self.rec_prompt.score)
+        return _variant(
+            self.rec_prompt.layer_prefix is not None,
+            self.rec_prompt.score,
+            {k: getattr(self, k) for k in WINDOW_KEYS},
+        )
 
     @classmethod
     def variant_of(cls, root, dataset: str) -> dict[str, str]:
         try:
             meta = read_settings(Path(root), dataset)
-            return _variant(has_layer_prefix(meta), rec_score(meta))
+            return _variant(has_layer_prefix(meta), rec_score(meta), windows_of(meta))
         except CheckpointError:
             return {}
 
     @classmethod
     def recorded_variant(cls, variant: dict) -> dict:
-        # figures recorded before recipe r9 name the prompt's form alone: their model scored "standardised"
-        if variant and "recommendation score" not in variant:
-            return {**variant, "recommendation score": REC_SCORES[LEGACY_REC_SCORE]}
-        return dict(variant)
+        # figures recorded before recipe r9 name the prompt's form alone: their model scored "standardised"; those
+        # from before r14 do not say what it read: the short windows
+        if not variant:
+            return {}
+        legacy = {"recommendation score": REC_SCORES[LEGACY_REC_SCORE], "what it reads": windows_text(LEGACY_WINDOWS)}
+        return {**legacy, **variant}
 
     @property
     def description(self) -> str:
