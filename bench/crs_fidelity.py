@@ -50,6 +50,7 @@ from crs_backends.neural.evaluation import (
     gold_items,
     movie_masker,
     recall_at_k,
+    recall_interval,
     recall_named_and_new,
     top_k_overlap,
 )
@@ -181,6 +182,7 @@ def record(
     load: float,
     steps: dict,
     variants: dict,
+    intervals: dict | None = None,
 ) -> None:
     """The figures as ``redial_test.json`` beside the shipped small set (what the app's line for each small system
     reads: :func:`crs_backends.neural.sources.recorded_recall`)."""
@@ -209,6 +211,7 @@ def record(
                 "budget": dataset_budget(s),
                 **({"steps": steps[s]} if s in steps else {}),
                 **({"variant": variants[s]} if variants.get(s) else {}),
+                **({"interval_10": [round(intervals[s].low, 4), round(intervals[s].high, 4)]} if intervals else {}),
             }
             for s, r in recall.items()
         },
@@ -282,13 +285,20 @@ def main() -> int:
         generated = generation_section(ranking_models, test, replies, data.kg)
         steps = trained_steps(models_root, systems)
     n_gold = next(iter(recall.values())).samples if recall else 0
+    gold = [gold_items(r, data.kg) for r in test]
+    intervals = {s: recall_interval(rankings[s], gold, [r.dialog_id for r in test], 10) for s in recall}
     print(f"\nRecall over all items ({len(data.kg.item_ids)}), {len(test)} ReDial test records ({n_gold} gold items)")
-    print(f"{'':<14} {'R@1':>6} {'R@10':>6} {'R@50':>6}   {'published R@1/10/50':>20}   {'R@10/published':>14}")
+    print(
+        f"{'':<14} {'R@1':>6} {'R@10':>6} {'R@50':>6}   {'published R@1/10/50':>20}   {'R@10/published':>14}   "
+        "R@10's 95% interval (resampling conversations)"
+    )
     for system, r in recall.items():
         pub = PUBLISHED_RECALL[system]
+        iv = intervals[system]
         print(
             f"{LABELS[system]:<14} {r.at[1]:>6.3f} {r.at[10]:>6.3f} {r.at[50]:>6.3f}   "
-            f"{pub[0]:>6.3f} {pub[1]:>6.3f} {pub[2]:>6.3f}   {r.at[10] / pub[1]:>14.2f}"
+            f"{pub[0]:>6.3f} {pub[1]:>6.3f} {pub[2]:>6.3f}   {r.at[10] / pub[1]:>14.2f}   "
+            f"{iv.low:.3f} to {iv.high:.3f} ({iv.low / pub[1]:.2f} to {iv.high / pub[1]:.2f} of published)"
         )
     for name in ("popularity", "named first"):
         r = references[name]
@@ -347,7 +357,20 @@ def main() -> int:
     if args.record and not args.quick:
         variants = {s: m.variant for s, m in ranking_models.items()}
         elapsed = time.monotonic() - started
-        record(recall, references, by_gold, overlap, generated, people, len(test), elapsed, load, steps, variants)
+        record(
+            recall,
+            references,
+            by_gold,
+            overlap,
+            generated,
+            people,
+            len(test),
+            elapsed,
+            load,
+            steps,
+            variants,
+            intervals,
+        )
     if recall:
         worst = min(r.at[10] / PUBLISHED_RECALL[s][1] for s, r in recall.items())
         print(f"BENCH recall10_vs_published_min {worst:.2f} ratio target >= 0.8{note}")

@@ -58,13 +58,17 @@ def test_the_record_keeps_each_models_variant_beside_its_figures(tmp_path, monke
     people = {"distinct": {2: 6.0}}
     parts = {"named": SimpleNamespace(at={1: 0.1, 10: 0.3, 50: 0.5}), "new": SimpleNamespace(at={1: 0.02, 10: 0.14})}
     by_gold = {"kbrd": parts}
-    bench.record(recall, {}, by_gold, {}, {}, people, 3341, 10.0, 0.5, {}, {"kbrd": {}, "unicrs": prefix})
+    from crs_backends.neural.evaluation import Interval
+
+    intervals = {s: Interval(0.15, 0.14, 0.16123, 300) for s in recall}
+    bench.record(recall, {}, by_gold, {}, {}, people, 3341, 10.0, 0.5, {}, {"kbrd": {}, "unicrs": prefix}, intervals)
     written = json.loads((tmp_path / "redial_test.json").read_text(encoding="utf-8"))
     assert written["runs"][-1]["recall_by_gold"] == {
         "kbrd": {"named": {"1": 0.1, "10": 0.3, "50": 0.5}, "new": {"1": 0.02, "10": 0.14}}
     }
     assert written["recall"]["unicrs"]["variant"] == prefix
     assert "variant" not in written["recall"]["kbrd"]  # nothing sets KBRD's apart
+    assert written["recall"]["kbrd"]["interval_10"] == [0.14, 0.1612]  # R@10's interval over the conversations
     from crs_backends.neural.small import DATASET_RECIPE
 
     assert written["runs"][-1]["recipe"] == DATASET_RECIPE  # the rate and windows the budget does not name

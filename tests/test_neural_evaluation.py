@@ -20,6 +20,7 @@ from crs_backends.neural.evaluation import (
     jaccard,
     mask_movies,
     recall_at_k,
+    recall_interval,
     sentence_bleu,
     split_by_conversation,
     top_k_overlap,
@@ -37,6 +38,51 @@ def test_recall_counts_one_sample_per_gold_item_and_skips_records_without_one():
     assert recall.records == 2 and recall.samples == 3
     assert recall.at == {1: 0.0, 2: pytest.approx(1 / 3), 3: pytest.approx(2 / 3)}
     assert recall_at_k([], ks=(1, 10)).at == {1: 0.0, 10: 0.0}
+
+
+def _conversations(n_conv: int, per_conv: int, rate: float, seed: int):
+    """Records in conversations whose hits go together (a conversation's records share its films): a conversation
+    is found at ``rate``, and then all its records are hits."""
+    import random
+
+    rng = random.Random(seed)
+    rankings, gold, groups = [], [], []
+    for c in range(n_conv):
+        found = rng.random() < rate
+        for _ in range(per_conv):
+            gold.append([7])
+            rankings.append([7, 1, 2] if found else [1, 2, 3])
+            groups.append(f"c{c}")
+    return rankings, gold, groups
+
+
+def test_recalls_interval_resamples_conversations_and_holds_the_figure():
+    rankings, gold, groups = _conversations(200, 5, 0.3, seed=1)
+    interval = recall_interval(rankings, gold, groups, k=10)
+    assert interval.value == pytest.approx(recall_at_k(zip(rankings, gold)).at[10])
+    assert interval.low < interval.value < interval.high and interval.groups == 200
+    # read as 1,000 independent records the same hits look five times surer than they are: the interval is wider
+    # when it resamples whole conversations
+    alone = recall_interval(rankings, gold, [str(i) for i in range(len(groups))], k=10)
+    assert alone.value == pytest.approx(interval.value)
+    assert (interval.high - interval.low) > 1.5 * (alone.high - alone.low)
+    with pytest.raises(ValueError, match="one entry per record"):
+        recall_interval(rankings, gold[:-1], groups)
+    with pytest.raises(ValueError, match="two conversations"):
+        recall_interval(rankings, gold, ["one"] * len(groups))
+
+
+def test_the_difference_of_two_models_is_paired_on_the_same_records():
+    rankings, gold, groups = _conversations(200, 3, 0.3, seed=2)
+    same = recall_interval(rankings, gold, groups, against=rankings)
+    assert same.value == 0 and same.low == 0 and same.high == 0
+    # a model that finds every film of one conversation in three more: the difference and an interval above 0
+    better = [[7, *r[1:]] if int(g[1:]) % 3 == 0 else r for r, g in zip(rankings, groups)]
+    diff = recall_interval(better, gold, groups, against=rankings)
+    assert diff.value == pytest.approx(recall_at_k(zip(better, gold)).at[10] - recall_at_k(zip(rankings, gold)).at[10])
+    assert 0 < diff.low < diff.value < diff.high
+    with pytest.raises(ValueError, match="one entry per record"):
+        recall_interval(better, gold, groups, against=rankings[:-1])
 
 
 def test_gold_items_are_the_targets_the_kg_holds_as_items():

@@ -139,10 +139,13 @@ def test_train_writes_the_published_layout_and_resumes(tmp_path, shared_data):
     # recipes are chosen on the validation conversations the training held out: a report, never a BENCH line
     code, out = run(
         "report", "--models", str(out_dir), "--data", str(shared_data / "redial"), "--limit", "30", "--quiet",
-        "--split", "validation", "--systems", "kbrd",
+        "--split", "validation", "--systems", "kbrd", "--against", str(out_dir),
     )  # fmt: skip
     assert code == 0, out
     assert "validation: 30 records of redial's validation conversations" in out and "BENCH" not in out
+    # R@10 with its interval over the conversations; against a set (here the same one): the paired difference
+    assert re.search(r"KBRD: R@10 \d\.\d{3} \(95% interval \d\.\d{3} to \d\.\d{3}, resampling \d+ conversations\)", out)
+    assert "this set minus that one +0.000 (95% interval +0.000 to +0.000" in out
     # where the hits come from: the gold items the conversation named before and the new ones, apart
     assert re.search(r"KBRD: R@1/10/50 on the \d+ gold items the conversation named before .* on the \d+ new ones", out)
     # and the named ones again: films the training records repeat, and the others

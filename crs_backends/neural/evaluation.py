@@ -124,6 +124,70 @@ def recall_at_k(pairs: Iterable[tuple[Sequence[int], Sequence[int]]], ks: Sequen
     return Recall({k: hits[k] / samples if samples else 0.0 for k in ks}, records, samples)
 
 
+@dataclass(frozen=True)
+class Interval:
+    """A Recall@k (or the difference of two models' on the same records) and its bootstrap interval."""
+
+    value: float
+    low: float
+    high: float
+    groups: int  # the conversations resampled
+    level: float = 0.95
+
+
+def recall_interval(
+    rankings: Sequence[Sequence[int]],
+    gold: Sequence[Sequence[int]],
+    groups: Sequence[str],
+    k: int = 10,
+    *,
+    against: Sequence[Sequence[int]] | None = None,
+    level: float = 0.95,
+    resamples: int = 2000,
+    seed: int = 0,
+) -> Interval:
+    """Recall@k of ``rankings`` (one per record, ``gold`` its gold items as in :func:`recall_at_k`) with a
+    percentile bootstrap interval that resamples whole conversations (``groups``: each record's conversation id;
+    a conversation's records share its films, so resampling records would make the interval too narrow). With
+    ``against`` (another model's rankings of the same records), the difference ``rankings`` minus ``against``,
+    resampled in pairs: what tells two recipes read on the same split apart."""
+    import numpy as np
+    from scipy.stats import bootstrap
+
+    if not len(rankings) == len(gold) == len(groups) or (against is not None and len(against) != len(rankings)):
+        raise ValueError("rankings, gold, groups (and against) must have one entry per record")
+    index = {g: i for i, g in enumerate(dict.fromkeys(groups))}
+    hits = np.zeros((2, len(index)))
+    samples = np.zeros(len(index))
+    for n, (ranking, items) in enumerate(zip(rankings, gold)):
+        i = index[groups[n]]
+        samples[i] += len(items)
+        hits[0, i] += sum(g in set(ranking[:k]) for g in items)  # as recall_at_k counts them
+        if against is not None:
+            hits[1, i] += sum(g in set(against[n][:k]) for g in items)
+    keep = samples > 0
+    hits, samples = hits[:, keep], samples[keep]
+    if samples.size < 2:
+        raise ValueError("an interval needs gold items in at least two conversations")
+
+    def statistic(a, b, s, axis=-1):
+        return (a.sum(axis=axis) - b.sum(axis=axis)) / s.sum(axis=axis)
+
+    value = float(statistic(hits[0], hits[1], samples))
+    result = bootstrap(
+        (hits[0], hits[1], samples),
+        statistic,
+        paired=True,
+        vectorized=True,
+        n_resamples=resamples,
+        confidence_level=level,
+        method="percentile",
+        rng=np.random.default_rng(seed),
+    )
+    ci = result.confidence_interval
+    return Interval(value, float(ci.low), float(ci.high), int(samples.size), level)
+
+
 def named_and_new_gold(record: HasEntities, kg: KGData) -> tuple[list[int], list[int]]:
     """The record's :func:`gold_items` in two parts: those its conversation already names (its linked entities) and
     the others. ReDial's gold lists often repeat a title named before (the seeker's favourite, the film just

@@ -124,7 +124,8 @@ DATASET_SETTINGS: dict[str, dict] = {
     # commands' context, prompt and entity lengths) at half r9's peak rate: R@1/10/50 .042 / .216 / .417 on the
     # validation tenth against r9's .037 / .208 / .403 (2026-11-30, bfloat16 at two threads; rule fixed before: adopt
     # at R@10 .215 with R@50 .403): adopted. On test (read once, 2026-11-30) .029 / .158 / .343 against r9's .027 /
-    # .161 / .349: inside both splits' noise (R@10's standard error about .010 on the tenth, .005 on test)
+    # .161 / .349. On the tenth r14 minus a fresh build of r9's recipe is +.012 (95% interval -.005 to +.029, train
+    # report --against): inside its noise
     "unicrs": {
         "epochs": 2,
         "max_steps": None,

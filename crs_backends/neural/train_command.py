@@ -37,9 +37,11 @@ from crs_backends.command_line import CommandGroup
 from crs_backends.neural.evaluation import (
     PUBLISHED_RECALL,
     RECALL_KS,
+    Interval,
     Recall,
     gold_items,
     recall_at_k,
+    recall_interval,
     recall_named_and_new,
     recall_named_by_repeats,
     repeated_films,
@@ -459,9 +461,19 @@ for _system in SYSTEMS:
 
 
 # ------------------------------------------------------------------------------- quality report
-def model_recall(
-    model, records, ks=RECALL_KS, *, progress=None, repeated: frozenset[int] | None = None
-) -> tuple[Recall, dict[str, Recall]]:
+@dataclass
+class Ranked:
+    """What :func:`model_recall` read: its figures, and per ranked record (those with a gold item in the KG) the
+    ranking, the gold items and the conversation, for an interval (``evaluation.recall_interval``)."""
+
+    recall: Recall
+    parts: dict[str, Recall]
+    rankings: list[list[int]]
+    gold: list[list[int]]
+    groups: list[str]
+
+
+def model_recall(model, records, ks=RECALL_KS, *, progress=None, repeated: frozenset[int] | None = None) -> Ranked:
     """Recall@k of ``model`` (:func:`crs_backends.neural.evaluation.recall_at_k`) on ``records``, each record with a
     gold item in the model's KG ranked once; and the same on the gold items the conversation named before and on the
     new ones apart (:func:`crs_backends.neural.evaluation.recall_named_and_new`); with ``repeated`` (the films the
@@ -478,7 +490,8 @@ def model_recall(
     parts = recall_named_and_new(rankings, ranked, model.kg, ks)
     if repeated is not None:
         parts |= recall_named_by_repeats(rankings, ranked, model.kg, repeated, ks)
-    return recall_at_k(zip(rankings, gold), ks), parts
+    groups = [str(r.dialog_id) for r in ranked]
+    return Ranked(recall_at_k(zip(rankings, gold), ks), parts, rankings, gold, groups)
 
 
 def quality_report(
@@ -493,9 +506,12 @@ def quality_report(
     progress: bool = True,
     echo=print,
     split: str = "test",
+    against: Path | None = None,
 ) -> dict:
     """Recall@1/10/50 of each system trained under ``models`` on the ``test`` records, beside the published numbers;
-    ``split="validation"``: on the dataset's validation conversations instead (what recipes are chosen on)."""
+    ``split="validation"``: on the dataset's validation conversations instead (what recipes are chosen on). R@10
+    comes with a 95% interval over the conversations; ``against`` (another set of the same systems, e.g. the recipe
+    in use) ranks the same records with that set too and prints the difference with its paired interval."""
     from crs_backends.neural.kg_reader import KGError, load_kg
 
     kg_dir = resolve_data_dir(data)
@@ -530,17 +546,21 @@ def quality_report(
         bar = TqdmProgress(f"{system} ", enabled=progress)
         t0 = time.monotonic()
         try:
-            recall, parts = model_recall(model, records, progress=bar, repeated=repeated)
+            ranked = model_recall(model, records, progress=bar, repeated=repeated)
         finally:
             bar.close()
+        recall = ranked.recall
         results[system] = {
             "recall": recall.at,
             "records": recall.records,
             "samples": recall.samples,
-            "by_gold": {part: (r.at, r.samples) for part, r in parts.items()},
+            "by_gold": {part: (r.at, r.samples) for part, r in ranked.parts.items()},
             "seconds": time.monotonic() - t0,
             "description": getattr(model, "description", system),
+            "interval": _interval(ranked),
         }
+        if against is not None:
+            results[system]["against"] = _compare(system, ranked, Path(against), dataset, kg, records, device, echo)
     if results:
         echo("")
         echo(
@@ -568,6 +588,14 @@ def quality_report(
                     f"{seen[10]:.3f}, on the {n_other} others {other[10]:.3f}"
                 )
         for system, r in results.items():
+            echo(f"  {LABELS[system]}: R@10 {_interval_text(r['interval'])}")
+            if r.get("against") is not None:
+                other, diff = r["against"]
+                echo(
+                    f"  {LABELS[system]}: R@10 under {against}: {other.at[10]:.3f}; this set minus that one "
+                    f"{_interval_text(diff, signed=True)} (paired: the same records)"
+                )
+        for system, r in results.items():
             echo(f"  {LABELS[system]}: {r['description']}; {r['seconds']:.1f} s")
         if test is not None:  # the BENCH lines report a test split only
             for system, r in results.items():
@@ -576,6 +604,47 @@ def quality_report(
                     f"{PUBLISHED_RECALL[system][1]:.3f}"
                 )
     return results
+
+
+def _interval(ranked: Ranked, against: Ranked | None = None) -> Interval | None:
+    """R@10's interval over the ranked records' conversations (of the difference, with ``against``); None where the
+    records do not say which conversation they come from."""
+    try:
+        return recall_interval(
+            ranked.rankings, ranked.gold, ranked.groups, 10, against=against.rankings if against else None
+        )
+    except ValueError:
+        return None
+
+
+def _interval_text(interval: Interval | None, *, signed: bool = False) -> str:
+    if interval is None:
+        return "(no interval: the records do not name their conversations)"
+    f = "+.3f" if signed else ".3f"
+    return (
+        f"{interval.value:{f}} ({interval.level:.0%} interval {interval.low:{f}} to {interval.high:{f}}, "
+        f"resampling {interval.groups} conversations)"
+    )
+
+
+def _compare(system, ranked: Ranked, other_root: Path, dataset, kg, records, device, echo):
+    """``system`` under ``other_root`` on the same records: (its Recall, the paired interval of the difference);
+    None where it is not there or cannot load."""
+    from crs_backends.neural.checkpoints import CheckpointError
+
+    if not has_published_layout(other_root, system, dataset):
+        echo(f"{LABELS[system]}: not trained under {other_root} - not compared")
+        return None
+    try:
+        model = model_class(system).load(other_root, dataset, kg, device=device)
+    except CheckpointError as e:
+        echo(f"{LABELS[system]}: cannot load from {other_root} ({e}) - not compared")
+        return None
+    other = model_recall(model, records)
+    if other.groups != ranked.groups:  # the same records and KG give the same ranked records
+        echo(f"{LABELS[system]}: the two sets rank other records (another KG?) - not compared")
+        return None
+    return other.recall, _interval(ranked, other)
 
 
 @cli.command(name="report")
@@ -602,9 +671,16 @@ def quality_report(
     show_default=True,
     help="validation: the dataset's validation conversations, which training holds out (choose recipes on it)",
 )
+@click.option(
+    "--against",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    help="another set of the same systems (e.g. the recipe in use): the same records ranked by both, their R@10 "
+    "difference with a paired interval",
+)
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
 @click.option("--quiet", is_flag=True)
-def report_command(models, data, test, systems, dataset, limit, split, device, quiet):
+def report_command(models, data, test, systems, dataset, limit, split, against, device, quiet):
     """Recall@1/10/50 of each trained system beside the published full-model numbers (a report, not a gate)."""
     chosen = [s.strip() for s in systems.split(",") if s.strip()]
     unknown = [s for s in chosen if s not in SYSTEMS]
@@ -621,6 +697,7 @@ def report_command(models, data, test, systems, dataset, limit, split, device, q
         progress=not quiet,
         echo=click.echo,
         split=split,
+        against=against,
     )
 
 
