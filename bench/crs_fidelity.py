@@ -170,6 +170,15 @@ def dataset_budget(system: str) -> dict:
     return budget(dataset_settings(system))
 
 
+def interval_or_none(rankings, gold, groups):
+    """R@10's interval over the test conversations (:func:`crs_backends.neural.evaluation.recall_interval`); None
+    where the records come from fewer than two conversations (``--limit``)."""
+    try:
+        return recall_interval(rankings, gold, groups, 10)
+    except ValueError:
+        return None
+
+
 def record(
     recall,
     references,
@@ -211,7 +220,7 @@ def record(
                 "budget": dataset_budget(s),
                 **({"steps": steps[s]} if s in steps else {}),
                 **({"variant": variants[s]} if variants.get(s) else {}),
-                **({"interval_10": [round(intervals[s].low, 4), round(intervals[s].high, 4)]} if intervals else {}),
+                **({"interval_10": [round(iv.low, 4), round(iv.high, 4)]} if (iv := (intervals or {}).get(s)) else {}),
             }
             for s, r in recall.items()
         },
@@ -286,7 +295,7 @@ def main() -> int:
         steps = trained_steps(models_root, systems)
     n_gold = next(iter(recall.values())).samples if recall else 0
     gold = [gold_items(r, data.kg) for r in test]
-    intervals = {s: recall_interval(rankings[s], gold, [r.dialog_id for r in test], 10) for s in recall}
+    intervals = {s: interval_or_none(rankings[s], gold, [r.dialog_id for r in test]) for s in recall}
     print(f"\nRecall over all items ({len(data.kg.item_ids)}), {len(test)} ReDial test records ({n_gold} gold items)")
     print(
         f"{'':<14} {'R@1':>6} {'R@10':>6} {'R@50':>6}   {'published R@1/10/50':>20}   {'R@10/published':>14}   "
@@ -298,7 +307,11 @@ def main() -> int:
         print(
             f"{LABELS[system]:<14} {r.at[1]:>6.3f} {r.at[10]:>6.3f} {r.at[50]:>6.3f}   "
             f"{pub[0]:>6.3f} {pub[1]:>6.3f} {pub[2]:>6.3f}   {r.at[10] / pub[1]:>14.2f}   "
-            f"{iv.low:.3f} to {iv.high:.3f} ({iv.low / pub[1]:.2f} to {iv.high / pub[1]:.2f} of published)"
+            + (
+                f"{iv.low:.3f} to {iv.high:.3f} ({iv.low / pub[1]:.2f} to {iv.high / pub[1]:.2f} of published)"
+                if iv
+                else "none (fewer than two conversations)"
+            )
         )
     for name in ("popularity", "named first"):
         r = references[name]

@@ -139,8 +139,8 @@ FORM_KEYS = ("rec_layer_prefix", "rec_score")
 # the windows the prompts read (tokens, word pieces, entities), which ``create`` may also be given: SIZES' are short
 # for a CPU turn (the bundled set); the dataset configuration reads UniCRS's own (small.DATASET_SETTINGS)
 WINDOW_KEYS = ("context_max_length", "text_max_length", "entity_max_length")
-# the windows of every set and ReDial figure from before recipe r14, which trained the prompts at UniCRS's own (a
-# recorded figure whose variant does not say what it read was read at these)
+# the windows every set and ReDial figure from before recipe r14 read (r14 trained the prompts at UniCRS's own): a
+# recorded figure whose variant does not say what it read was read at these
 LEGACY_WINDOWS = {"context_max_length": 80, "text_max_length": 64, "entity_max_length": 8}
 
 SIZES: dict[str, dict] = {
