@@ -370,20 +370,8 @@ def main() -> int:
     if args.record and not args.quick:
         variants = {s: m.variant for s, m in ranking_models.items()}
         elapsed = time.monotonic() - started
-        record(
-            recall,
-            references,
-            by_gold,
-            overlap,
-            generated,
-            people,
-            len(test),
-            elapsed,
-            load,
-            steps,
-            variants,
-            intervals,
-        )
+        n = len(test)
+        record(recall, references, by_gold, overlap, generated, people, n, elapsed, load, steps, variants, intervals)
     if recall:
         worst = min(r.at[10] / PUBLISHED_RECALL[s][1] for s, r in recall.items())
         print(f"BENCH recall10_vs_published_min {worst:.2f} ratio target >= 0.8{note}")
