@@ -50,7 +50,6 @@ from crs_backends.neural.evaluation import (
     gold_items,
     movie_masker,
     recall_at_k,
-    recall_interval,
     recall_named_and_new,
     top_k_overlap,
 )
@@ -84,11 +83,13 @@ def rankers(systems, base: Path, quick: bool, models: Path | None):
     return {system: model_class(system).load(models, "redial", data.kg) for system in systems}, data, models
 
 
-def recall_section(models: dict, data, test: list) -> tuple[dict, dict, dict, dict, float]:
-    """Per system its rankings (the top 50 of every test record) and Recall; Recall of the references that read no
-    text (popularity, named first); each one's Recall on the gold items the conversation named before and on the new
-    ones apart; and the share of gold items named before."""
+def recall_section(models: dict, data, test: list) -> tuple[dict, dict, dict, dict, dict, float]:
+    """Per system its rankings (the top 50 of every test record), Recall and R@10's interval over the test
+    conversations (None where ``--limit`` kept one); Recall of the references that read no text (popularity, named
+    first); each one's Recall on the gold items the conversation named before and on the new ones apart; and the
+    share of gold items named before."""
     from crs_backends.neural.fidelity import named_first_ranking, named_share, popularity_ranking
+    from crs_backends.neural.train_command import interval_at_10
 
     gold = [gold_items(r, data.kg) for r in test]
     rankings: dict[str, list[list[int]]] = {}
@@ -109,7 +110,9 @@ def recall_section(models: dict, data, test: list) -> tuple[dict, dict, dict, di
     by_gold = {s: recall_named_and_new(rankings[s], test, data.kg) for s in rankings}
     by_gold["popularity"] = recall_named_and_new([popular] * len(test), test, data.kg)
     by_gold["named first"] = recall_named_and_new(named_first, test, data.kg)
-    return rankings, recall, references, by_gold, named_share(test, holder)
+    groups = [r.dialog_id for r in test]
+    intervals = {s: interval_at_10(rankings[s], gold, groups) for s in rankings}
+    return rankings, recall, intervals, references, by_gold, named_share(test, holder)
 
 
 def generation_section(models: dict, test: list, n: int, kg) -> dict:
@@ -168,15 +171,6 @@ def dataset_budget(system: str) -> dict:
     from crs_backends.neural.small import dataset_settings
 
     return budget(dataset_settings(system))
-
-
-def interval_or_none(rankings, gold, groups):
-    """R@10's interval over the test conversations (:func:`crs_backends.neural.evaluation.recall_interval`); None
-    where the records come from fewer than two conversations (``--limit``)."""
-    try:
-        return recall_interval(rankings, gold, groups, 10)
-    except ValueError:
-        return None
 
 
 def record(
@@ -290,12 +284,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="crs-fidelity-quick-") as scratch:
         models = args.models or (Path(scratch) if args.quick else None)  # quick models never land in the cache
         ranking_models, data, models_root = rankers(systems, base, args.quick, models)
-        rankings, recall, references, by_gold, named = recall_section(ranking_models, data, test)
+        rankings, recall, intervals, references, by_gold, named = recall_section(ranking_models, data, test)
         generated = generation_section(ranking_models, test, replies, data.kg)
         steps = trained_steps(models_root, systems)
     n_gold = next(iter(recall.values())).samples if recall else 0
-    gold = [gold_items(r, data.kg) for r in test]
-    intervals = {s: interval_or_none(rankings[s], gold, [r.dialog_id for r in test]) for s in recall}
     print(f"\nRecall over all items ({len(data.kg.item_ids)}), {len(test)} ReDial test records ({n_gold} gold items)")
     print(
         f"{'':<14} {'R@1':>6} {'R@10':>6} {'R@50':>6}   {'published R@1/10/50':>20}   {'R@10/published':>14}   "

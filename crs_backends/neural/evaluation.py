@@ -162,9 +162,11 @@ def recall_interval(
     for n, (ranking, items) in enumerate(zip(rankings, gold)):
         i = index[groups[n]]
         samples[i] += len(items)
-        hits[0, i] += sum(g in set(ranking[:k]) for g in items)  # as recall_at_k counts them
+        top = set(ranking[:k])
+        hits[0, i] += sum(g in top for g in items)  # as recall_at_k counts them
         if against is not None:
-            hits[1, i] += sum(g in set(against[n][:k]) for g in items)
+            other = set(against[n][:k])
+            hits[1, i] += sum(g in other for g in items)
     keep = samples > 0
     hits, samples = hits[:, keep], samples[keep]
     if samples.size < 2:

@@ -557,7 +557,7 @@ def quality_report(
             "by_gold": {part: (r.at, r.samples) for part, r in ranked.parts.items()},
             "seconds": time.monotonic() - t0,
             "description": getattr(model, "description", system),
-            "interval": _interval(ranked),
+            "interval": interval_at_10(ranked.rankings, ranked.gold, ranked.groups),
         }
         if against is not None:
             results[system]["against"] = _compare(system, ranked, Path(against), dataset, kg, records, device, echo)
@@ -606,13 +606,12 @@ def quality_report(
     return results
 
 
-def _interval(ranked: Ranked, against: Ranked | None = None) -> Interval | None:
-    """R@10's interval over the ranked records' conversations (of the difference, with ``against``); None where the
-    records do not say which conversation they come from."""
+def interval_at_10(rankings, gold, groups, against=None) -> Interval | None:
+    """R@10's interval over the records' conversations (:func:`crs_backends.neural.evaluation.recall_interval`; of
+    the difference, with ``against``); None where the records come from fewer than two conversations (they do not
+    name theirs, or ``--limit`` kept one)."""
     try:
-        return recall_interval(
-            ranked.rankings, ranked.gold, ranked.groups, 10, against=against.rankings if against else None
-        )
+        return recall_interval(rankings, gold, groups, 10, against=against)
     except ValueError:
         return None
 
@@ -644,7 +643,7 @@ def _compare(system, ranked: Ranked, other_root: Path, dataset, kg, records, dev
     if other.groups != ranked.groups:  # the same records and KG give the same ranked records
         echo(f"{LABELS[system]}: the two sets rank other records (another KG?) - not compared")
         return None
-    return other.recall, _interval(ranked, other)
+    return other.recall, interval_at_10(ranked.rankings, ranked.gold, ranked.groups, against=other.rankings)
 
 
 @cli.command(name="report")
