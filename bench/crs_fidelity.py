@@ -168,7 +168,7 @@ def dataset_budget(system: str) -> dict:
     """The training budget of ``system``'s ReDial configuration (:func:`crs_backends.neural.names.budget`), which the
     app's line compares with the running set's."""
     from crs_backends.neural.names import budget
-    from crs_backends.neural.small import dataset_settings
+    from crs_backends.neural.recipes import dataset_settings
 
     return budget(dataset_settings(system))
 
@@ -198,7 +198,7 @@ def record(
     def at(r) -> dict:
         return {str(k): round(v, 4) for k, v in r.at.items()}
 
-    from crs_backends.neural.small import DATASET_RECIPE
+    from crs_backends.neural.recipes import DATASET_RECIPE
 
     data = {
         "command": " ".join(["python", *sys.argv]),

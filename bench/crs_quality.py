@@ -1,7 +1,7 @@
 """Recall@1/10/50 of the small KBRD, BARCOR and UniCRS configurations trained on ReDial, beside the published numbers.
 
 The small configurations (``size="small"``, the step budget of the small local versions in
-:data:`crs_backends.neural.small.TRAIN_SETTINGS`) are trained on the ReDial KG with the
+:data:`crs_backends.neural.recipes.TRAIN_SETTINGS`) are trained on the ReDial KG with the
 ``redial_eval/valid_data_processed.jsonl`` records and the ``redial_train_partial`` conversations (ReDial's whole
 training split is not in the data folder), their validation tenth held out
 (:func:`crs_backends.neural.evaluation.is_validation`), plus synthetic dialogues over ReDial's own catalog

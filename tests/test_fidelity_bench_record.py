@@ -69,6 +69,6 @@ def test_the_record_keeps_each_models_variant_beside_its_figures(tmp_path, monke
     assert written["recall"]["unicrs"]["variant"] == prefix
     assert "variant" not in written["recall"]["kbrd"]  # nothing sets KBRD's apart
     assert written["recall"]["kbrd"]["interval_10"] == [0.14, 0.1612]  # R@10's interval over the conversations
-    from crs_backends.neural.small import DATASET_RECIPE
+    from crs_backends.neural.recipes import DATASET_RECIPE
 
     assert written["runs"][-1]["recipe"] == DATASET_RECIPE  # the rate and windows the budget does not name

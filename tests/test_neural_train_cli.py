@@ -269,7 +269,7 @@ def test_the_dataset_configuration_trains_the_shipped_recipe_with_kbrd_s_recomme
     """train_on_dataset (the benches' ReDial configuration) hands each system TRAIN_SETTINGS, with DATASET_SETTINGS
     on top: KBRD's recommender unclipped, as CRSLab's; UniCRS's recommendation prompt an epoch (no overall cap), its
     conversation prompt 150 steps; BARCOR as shipped."""
-    from crs_backends.neural import small, train_command
+    from crs_backends.neural import recipes, small, train_command
     from crs_backends.neural.engine import TrainConfig
 
     configs: dict[str, TrainConfig] = {}
@@ -288,7 +288,7 @@ def test_the_dataset_configuration_trains_the_shipped_recipe_with_kbrd_s_recomme
     assert configs["unicrs"].form == windows and SIZES["small"]["context_max_length"] < 200
     assert all(configs[s].form is None for s in ("kbrd", "barcor"))
     for system, config in configs.items():
-        wanted = {**small.TRAIN_SETTINGS[system], **small.DATASET_SETTINGS.get(system, {})}
+        wanted = {**small.TRAIN_SETTINGS[system], **recipes.DATASET_SETTINGS.get(system, {})}
         assert {k: getattr(config, k) for k in wanted} == wanted
         assert config.seed == small.SEED and config.size == "small"
 
@@ -347,3 +347,32 @@ def test_seeker_turns_are_asked_of_the_small_unicrs_alone_and_need_raw_conversat
     code, out = run("unicrs", "--data", "bundled", "--dialogues", "10", "--out", str(tmp_path / "u"), "--seeker-turns")
     assert code != 0 and "--seeker-turns: no seeker turns naming a film" in out and "Traceback" not in out
     assert not (tmp_path / "k").exists() and not (tmp_path / "u").exists()
+
+
+def test_the_command_line_trains_a_dataset_s_small_configuration_with_its_recipe(tmp_path, monkeypatch, shared_data):
+    """``crs-arena train <system> --data <dataset> --size small`` starts from the recipe the benches measured
+    (recipes.dataset_settings: UniCRS's windows, epochs, rate and conversation steps), and the flags change it; the
+    bundled catalog keeps the engine's defaults."""
+    from types import SimpleNamespace
+
+    from crs_backends.neural import recipes, train_command
+
+    configs: dict[str, object] = {}
+
+    def fake_train(system, data, out, config, **kw):
+        configs[data.dataset] = config
+        return None, SimpleNamespace(system=system, steps=0, seconds=0.0, out=out, losses={})
+
+    monkeypatch.setattr(train_command, "train_system", fake_train)
+    args = ["unicrs", "--out", str(tmp_path / "m"), "--limit", "16", "--quiet"]
+    code, out = run(*args, "--data", str(shared_data / "redial"), "--lr", "2e-4")
+    assert code == 0, out
+    assert f"recipe {recipes.DATASET_RECIPE}" in out and "--lr change it" in out
+    config = configs["redial"]
+    recipe = recipes.dataset_settings("unicrs")
+    assert config.form == recipe["form"] == {"context_max_length": 200, "text_max_length": 200, "entity_max_length": 32}
+    assert (config.epochs, config.batch_size, config.stage_steps) == (2, 8, {"conv": 150})
+    assert config.lr == 2e-4 != recipe["lr"]  # the flag wins
+    code, out = run(*args, "--data", "bundled", "--dialogues", "10")
+    assert code == 0, out
+    assert "recipe" not in out and configs["bundled"].form is None and configs["bundled"].epochs == 1

@@ -551,7 +551,7 @@ def test_a_form_given_to_create_is_the_sets_own_and_nothing_else_is_taken(kg, tm
         UniCRSSmall.create(kg, seed=0, form={"max_new_tokens": 5})
     with pytest.raises(ValueError, match="text_max_length=2"):
         UniCRSSmall.create(kg, seed=0, form={"text_max_length": 2})
-    # the prompts' windows (the dataset configuration's, small.DATASET_SETTINGS) are the set's own too
+    # the prompts' windows (the dataset configuration's, recipes.DATASET_SETTINGS) are the set's own too
     windows = {"context_max_length": 120, "text_max_length": 100, "entity_max_length": 12}
     wide = UniCRSSmall.create(kg, seed=0, form=windows)
     wide.save(tmp_path / "wide", DS)

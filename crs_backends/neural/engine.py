@@ -92,12 +92,12 @@ class TrainConfig:
     reply_lr: float | None = None
     # the gradient-norm limit of KBRD's recommender (None: not clipped; 1.0, every stage's limit, is what the shipped
     # small-v5 was built with). CRSLab trains it unclipped (config/crs/kbrd/redial.yaml sets no gradient_clip; its
-    # base system clips only when one is set), and so does the dataset configuration (small.DATASET_SETTINGS): on
+    # base system clips only when one is set), and so does the dataset configuration (recipes.DATASET_SETTINGS): on
     # ReDial (23,183 rec examples, two epochs, first 1,000 test records, width 128) clipping at 1.0 held the small
     # KBRD's R@10 at .169 (.171 with plainly shuffled batches), unclipped it reached .183 (2026-11-26)
     rec_clip: float | None = 1.0
     # steps of a named stage at most, taken before ``max_steps`` is shared out (UniCRS's dataset configuration: its
-    # recommendation prompt an epoch, its conversation prompt 150 steps; see small.DATASET_SETTINGS)
+    # recommendation prompt an epoch, its conversation prompt 150 steps; see recipes.DATASET_SETTINGS)
     stage_steps: dict[str, int] | None = None
     # epochs of a named stage that a trainer runs only when named here (the small UniCRS's prompt pre-training, ``pre``:
     # UniCRS's train_pre.py), outside ``max_steps``
@@ -107,7 +107,7 @@ class TrainConfig:
     # src/data/redial/process.py, dataset_rec.py); its conversation prompt keeps the recommender's turns
     rec_every_turn: bool = False
     # what a new model is created with in place of its SIZES' settings (``create(form=...)``; the small UniCRS alone:
-    # unicrs_smollm.FORM_KEYS). The dataset configuration gives its prompt UniCRS's windows (small.DATASET_SETTINGS)
+    # unicrs_smollm.FORM_KEYS). The dataset configuration gives its prompt UniCRS's windows (recipes.DATASET_SETTINGS)
     form: dict | None = None
     seed: int = 0
     device: str = "cpu"

@@ -8,8 +8,10 @@
 ``kg.json``, ``item_ids.json``); a bare name (``redial``) is looked up in the data directory
 (``CRS_DATA_DIR``, default ``../shared/data``). ``--data bundled`` trains on synthetic dialogues over the
 bundled catalog (:mod:`crs_backends.neural.synthetic`); with a dataset, ``--dialogues N`` adds N synthetic
-dialogues over the dataset's own catalog to its real records (as the small configurations train on ReDial in
-``bench/crs_fidelity.py``). Training records (iEvaLM processed JSONL) come
+dialogues over the dataset's own catalog to its real records (the benches' recipe trains on people's conversations
+only). With ``--size small`` on a dataset each system starts from the recipe its reported figures come from
+(:func:`crs_backends.neural.recipes.dataset_settings`, as ``bench/crs_fidelity.py`` trains it); ``--epochs``,
+``--max-steps``, ``--batch-size`` and ``--lr`` change it. Training records (iEvaLM processed JSONL) come
 from ``--records``, else the first of ``<data>_eval/train_data_processed.jsonl``,
 ``<data>/train_data_processed.jsonl``, ``<data>_eval/valid_data_processed.jsonl``. A fixed tenth of the
 conversations is held out of training as the validation split (:func:`crs_backends.neural.evaluation.is_validation`;
@@ -439,8 +441,24 @@ def _train_command(system: str):
                 f"--seeker-turns: no seeker turns naming a film for --data {data} (they are read from the raw "
                 "conversations beside it, and not with --records or --limit)"
             )
+        recipe: dict = {}
+        if size == "small" and train_data.kg_dir is not None:  # a dataset: the recipe its reported figures come from
+            from crs_backends.neural.recipes import DATASET_RECIPE, dataset_settings
+
+            recipe = dataset_settings(system)
+            click.echo(
+                f"recipe {DATASET_RECIPE} (crs_backends/neural/recipes.py, as bench/crs_fidelity.py trains it): "
+                + ", ".join(f"{k} {v}" for k, v in recipe.items())
+                + "; --epochs, --max-steps, --batch-size and --lr change it"
+            )
         config = TrainConfig(
-            size=size, seed=seed, device=device, resume=not no_resume, progress=not quiet, rec_every_turn=seeker_turns
+            size=size,
+            seed=seed,
+            device=device,
+            resume=not no_resume,
+            progress=not quiet,
+            rec_every_turn=seeker_turns,
+            **recipe,
         )
         for field_name, value in (("epochs", epochs), ("max_steps", max_steps), ("batch_size", batch_size), ("lr", lr)):
             if value is not None:

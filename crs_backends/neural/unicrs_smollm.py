@@ -137,7 +137,7 @@ LEGACY_REC_SCORE = "standardised"  # a set whose smollm.json lacks rec_score was
 # place of SIZES' (a recipe that keeps an older set's form: small.BUNDLED_FORMS)
 FORM_KEYS = ("rec_layer_prefix", "rec_score")
 # the windows the prompts read (tokens, word pieces, entities), which ``create`` may also be given: SIZES' are short
-# for a CPU turn (the bundled set); the dataset configuration reads UniCRS's own (small.DATASET_SETTINGS)
+# for a CPU turn (the bundled set); the dataset configuration reads UniCRS's own (recipes.DATASET_SETTINGS)
 WINDOW_KEYS = ("context_max_length", "text_max_length", "entity_max_length")
 # the windows every set and ReDial figure from before recipe r14 read (r14 trained the prompts at UniCRS's own): a
 # recorded figure whose variant does not say what it read was read at these
