@@ -287,6 +287,9 @@ def main() -> int:
         rankings, recall, intervals, references, by_gold, named = recall_section(ranking_models, data, test)
         generated = generation_section(ranking_models, test, replies, data.kg)
         steps = trained_steps(models_root, systems)
+    for system in systems:
+        if system not in steps:  # a --models folder copied without .train/: the record says nothing of the budget
+            print(f"{system}: no training state under {models_root}/.train/: its steps are not recorded")
     n_gold = next(iter(recall.values())).samples if recall else 0
     print(f"\nRecall over all items ({len(data.kg.item_ids)}), {len(test)} ReDial test records ({n_gold} gold items)")
     print(
