@@ -48,6 +48,7 @@ from crs_backends.neural.evaluation import (
     bleu,
     distinct_n,
     gold_items,
+    interval_at_10,
     movie_masker,
     recall_at_k,
     recall_named_and_new,
@@ -89,7 +90,6 @@ def recall_section(models: dict, data, test: list) -> tuple[dict, dict, dict, di
     first); each one's Recall on the gold items the conversation named before and on the new ones apart; and the
     share of gold items named before."""
     from crs_backends.neural.fidelity import named_first_ranking, named_share, popularity_ranking
-    from crs_backends.neural.train_command import interval_at_10
 
     gold = [gold_items(r, data.kg) for r in test]
     rankings: dict[str, list[list[int]]] = {}

@@ -190,6 +190,16 @@ def recall_interval(
     return Interval(value, float(ci.low), float(ci.high), int(samples.size), level)
 
 
+def interval_at_10(rankings, gold, groups, against=None) -> Interval | None:
+    """R@10's interval over the records' conversations (:func:`recall_interval`; of the difference, with
+    ``against``); None where the records come from fewer than two conversations (they do not name theirs, or a
+    limit kept one)."""
+    try:
+        return recall_interval(rankings, gold, groups, 10, against=against)
+    except ValueError:
+        return None
+
+
 def named_and_new_gold(record: HasEntities, kg: KGData) -> tuple[list[int], list[int]]:
     """The record's :func:`gold_items` in two parts: those its conversation already names (its linked entities) and
     the others. ReDial's gold lists often repeat a title named before (the seeker's favourite, the film just

@@ -42,8 +42,8 @@ from crs_backends.neural.evaluation import (
     Interval,
     Recall,
     gold_items,
+    interval_at_10,
     recall_at_k,
-    recall_interval,
     recall_named_and_new,
     recall_named_by_repeats,
     repeated_films,
@@ -622,16 +622,6 @@ def quality_report(
                     f"{PUBLISHED_RECALL[system][1]:.3f}"
                 )
     return results
-
-
-def interval_at_10(rankings, gold, groups, against=None) -> Interval | None:
-    """R@10's interval over the records' conversations (:func:`crs_backends.neural.evaluation.recall_interval`; of
-    the difference, with ``against``); None where the records come from fewer than two conversations (they do not
-    name theirs, or ``--limit`` kept one)."""
-    try:
-        return recall_interval(rankings, gold, groups, 10, against=against)
-    except ValueError:
-        return None
 
 
 def _interval_text(interval: Interval | None, *, signed: bool = False) -> str:
