@@ -50,8 +50,10 @@ from crs_backends.neural.evaluation import (
     gold_items,
     interval_at_10,
     movie_masker,
+    named_share,
     recall_at_k,
     recall_named_and_new,
+    reference_rankings,
     top_k_overlap,
 )
 from crs_backends.neural.names import LABELS, SYSTEMS
@@ -89,8 +91,6 @@ def recall_section(models: dict, data, test: list) -> tuple[dict, dict, dict, di
     conversations (None where ``--limit`` kept one); Recall of the references that read no text (popularity, named
     first); each one's Recall on the gold items the conversation named before and on the new ones apart; and the
     share of gold items named before."""
-    from crs_backends.neural.fidelity import named_first_ranking, named_share, popularity_ranking
-
     gold = [gold_items(r, data.kg) for r in test]
     rankings: dict[str, list[list[int]]] = {}
     recall: dict = {}
@@ -100,19 +100,12 @@ def recall_section(models: dict, data, test: list) -> tuple[dict, dict, dict, di
         rankings[system] = [[e for e, _s in top] for top in ranked]
         recall[system] = recall_at_k(zip(rankings[system], gold))
         print(f"{LABELS[system]}: ranked {len(test)} test records in {time.monotonic() - t0:.0f} s")
-    holder = next(iter(models.values()))  # what the references read the KG from (any model: one KG)
-    popular = popularity_ranking(data.real_records, holder)
-    named_first = [named_first_ranking(r, popular, holder) for r in test]
-    references = {
-        "popularity": recall_at_k((popular, g) for g in gold),
-        "named first": recall_at_k(zip(named_first, gold)),
-    }
-    by_gold = {s: recall_named_and_new(rankings[s], test, data.kg) for s in rankings}
-    by_gold["popularity"] = recall_named_and_new([popular] * len(test), test, data.kg)
-    by_gold["named first"] = recall_named_and_new(named_first, test, data.kg)
+    refs = reference_rankings(data.real_records, test, data.kg)
+    references = {name: recall_at_k(zip(ranks, gold)) for name, ranks in refs.items()}
+    by_gold = {s: recall_named_and_new(r, test, data.kg) for s, r in (rankings | refs).items()}
     groups = [r.dialog_id for r in test]
     intervals = {s: interval_at_10(rankings[s], gold, groups) for s in rankings}
-    return rankings, recall, intervals, references, by_gold, named_share(test, holder)
+    return rankings, recall, intervals, references, by_gold, named_share(test, data.kg)
 
 
 def generation_section(models: dict, test: list, n: int, kg) -> dict:

@@ -9,12 +9,16 @@ from catalog.items import Item
 from crs_backends.neural.evaluation import (
     gold_items,
     named_and_new_gold,
+    named_first_ranking,
+    named_share,
+    popularity_ranking,
     recall_at_k,
     recall_named_and_new,
     recall_named_by_repeats,
+    reference_rankings,
     repeated_films,
 )
-from crs_backends.neural.fidelity import genre_following, named_first_ranking, named_share, popularity_ranking
+from crs_backends.neural.fidelity import genre_following
 from crs_backends.neural.kg_reader import KGData
 
 NAMES = ["A (2001)", "B (2002)", "C (2003)", "D (2004)", "Horror"]
@@ -28,11 +32,11 @@ def _model() -> SimpleNamespace:
 def test_named_first_puts_the_conversations_own_titles_before_popularity():
     model = _model()
     train = [Record(["hi"], [], ["D (2004)"], ""), Record(["hi"], [], ["D (2004)", "C (2003)"], "")]
-    popular = popularity_ranking(train, model)
+    popular = popularity_ranking(train, model.kg)
     assert popular[:2] == [3, 2]
     # named in order A then B (and a genre, which is no item): the latest named comes first, no repeats
     record = Record(["I liked A (2001)", "", "and B (2002), any horror?"], ["A (2001)", "B (2002)", "Horror"], [], "")
-    assert named_first_ranking(record, popular, model) == [1, 0, 3, 2]
+    assert named_first_ranking(record, popular, model.kg) == [1, 0, 3, 2]
 
 
 def test_recall_of_a_ranking_per_record_and_the_named_share():
@@ -45,11 +49,27 @@ def test_recall_of_a_ranking_per_record_and_the_named_share():
     gold = [gold_items(r, model.kg) for r in records]
     assert gold == [[0], [2]]
     fixed = recall_at_k(((popular, g) for g in gold), ks=(1, 2))
-    per_record = recall_at_k(((named_first_ranking(r, popular, model), g) for r, g in zip(records, gold)), ks=(1, 2))
+    per_record = recall_at_k(((named_first_ranking(r, popular, model.kg), g) for r, g in zip(records, gold)), ks=(1, 2))
     assert fixed.at == {1: 0.0, 2: 0.5} and fixed.samples == 2  # C is second in the fixed list; A is last
     assert per_record.at == {1: 0.5, 2: 0.5}  # A is first for the record that names it; C falls to third after B
-    assert named_share(records, model) == 0.5
-    assert named_share([], model) == 0.0
+    assert named_share(records, model.kg) == 0.5
+    assert named_share([], model.kg) == 0.0
+
+
+def test_the_references_rank_every_record_from_the_training_counts_and_its_own_named_titles():
+    model = _model()
+    train = [Record(["hi"], [], ["D (2004)"], ""), Record(["hi"], [], ["D (2004)", "C (2003)"], "")]
+    records = [
+        Record(["I liked A (2001)"], ["A (2001)"], ["A (2001)"], ""),
+        Record(["anything?"], [], ["D (2004)"], ""),
+    ]
+    refs = reference_rankings(train, records, model.kg)
+    assert list(refs) == ["popularity", "named first"]
+    assert refs["popularity"] == [[3, 2, 0, 1], [3, 2, 0, 1]]  # one list, counted from the training records only
+    assert refs["named first"] == [[0, 3, 2, 1], [3, 2, 0, 1]]  # A first where it was named
+    gold = [gold_items(r, model.kg) for r in records]
+    assert recall_at_k(zip(refs["popularity"], gold), ks=(1,)).at == {1: 0.5}
+    assert recall_at_k(zip(refs["named first"], gold), ks=(1,)).at == {1: 1.0}
 
 
 def test_recall_on_the_named_and_the_new_gold_items_apart():

@@ -136,6 +136,9 @@ def test_train_writes_the_published_layout_and_resumes(tmp_path, shared_data):
     assert code == 0, out
     assert "0.169" in out and "not trained" in out  # published numbers beside ours; barcor/unicrs skipped
     assert re.search(r"^BENCH kbrd_recall_at_10 \d\.\d{3} ratio target >= 0.169$", out, flags=re.M)
+    # beside the models, what the records give away to rankings that read no text, on the same records
+    for name in ("popularity", "named first"):
+        assert re.search(rf"^{name} +\d+ +\d+ +\d\.\d{{3}} +\d\.\d{{3}} +\d\.\d{{3}} +\(reads no text", out, flags=re.M)
     # recipes are chosen on the validation conversations the training held out: a report, never a BENCH line
     code, out = run(
         "report", "--models", str(out_dir), "--data", str(shared_data / "redial"), "--limit", "30", "--quiet",
@@ -143,6 +146,7 @@ def test_train_writes_the_published_layout_and_resumes(tmp_path, shared_data):
     )  # fmt: skip
     assert code == 0, out
     assert "validation: 30 records of redial's validation conversations" in out and "BENCH" not in out
+    assert re.search(r"^popularity +\d+ +\d+ ", out, flags=re.M)
     # R@10 with its interval over the conversations; against a set (here the same one): the paired difference
     assert re.search(r"KBRD: R@10 \d\.\d{3} \(95% interval \d\.\d{3} to \d\.\d{3}, resampling \d+ conversations\)", out)
     assert "this set minus that one +0.000 (95% interval +0.000 to +0.000" in out

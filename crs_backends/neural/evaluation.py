@@ -19,7 +19,9 @@ Plain Python over records, rankings and texts (no model, no torch), read by the 
   CRSLab's ``BleuMetric`` (``crslab/evaluator/metrics/gen.py``) call NLTK's ``sentence_bleu`` (weights
   ``[0, 1, 0, 0]``, one reference, no smoothing): the brevity penalty times the clipped bigram precision, summed
   over the responses and divided by the number of non-empty ones, as UniCRS's ``report`` does;
-- **top-10 overlap** (:func:`top_k_overlap`): the mean Jaccard index of two systems' top 10 on the same contexts.
+- **top-10 overlap** (:func:`top_k_overlap`): the mean Jaccard index of two systems' top 10 on the same contexts;
+- **references** (:func:`reference_rankings`): rankings that read no text (a popularity list counted from the training
+  records, the conversation's own named titles first), printed beside the models on either split.
 """
 
 from __future__ import annotations
@@ -232,6 +234,51 @@ def _recall_in_two_parts(
         first.append((ranking, a))
         second.append((ranking, b))
     return recall_at_k(first, ks), recall_at_k(second, ks)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the reference rankings, which read no text: what a split's records give away without a model
+
+
+def popularity_ranking(train: Iterable[HasTargets], kg: KGData) -> list[int]:
+    """``kg``'s items by how often the training records ``train`` recommend them (ties keep the KG's order)."""
+    counts = Counter(e for r in train for e in kg.ids_of(r.rec))
+    items = list(dict.fromkeys(kg.item_ids))
+    return sorted(items, key=lambda e: -counts.get(e, 0))  # a stable sort: ties keep the KG's order
+
+
+def named_first_ranking(record: HasEntities, popular: list[int], kg: KGData) -> list[int]:
+    """The items the conversation itself names (its entity annotations, the latest first), then ``popular``.
+
+    A reference, not a recommender: ReDial's gold lists often hold a title the conversation already named (10% of
+    the gold items of the first 1,000 test records), and Recall@k counts those as hits, so repeating the named
+    titles scores where a model cannot read them."""
+    items = frozenset(kg.item_ids)
+    named = [e for e in reversed(kg.ids_of(record.entity)) if e in items]
+    return list(dict.fromkeys(named + list(popular)))
+
+
+def named_share(records: Iterable[HasEntities], kg: KGData) -> float:
+    """The share of gold items (in the KG's item set) that the record's conversation already names."""
+    named = total = 0
+    for record in records:
+        seen, fresh = named_and_new_gold(record, kg)
+        named += len(seen)
+        total += len(seen) + len(fresh)
+    return named / total if total else 0.0
+
+
+def reference_rankings(
+    train: Iterable[HasTargets], records: Sequence[HasEntities], kg: KGData
+) -> dict[str, list[list[int]]]:
+    """One ranking per record of each reference: ``popularity`` (one list for every record, counted from the training
+    records ``train``) and ``named first`` (the record's own named titles, then that list). Their Recall read beside a
+    model's says how much a split gives away without reading a word: popular targets, named titles repeated."""
+    popular = popularity_ranking(train, kg)
+    return {
+        "popularity": [popular] * len(records),
+        "named first": [named_first_ranking(r, popular, kg) for r in records],
+    }
 
 
 def repeated_films(records: Iterable[HasEntities], kg: KGData) -> frozenset[int]:

@@ -1,13 +1,11 @@
 """Checks of the small local versions over the bundled catalog (rankings that follow the conversation, replies that
-neither stutter nor contradict the catalog, written into a set's manifest by its build), and the reference rankings
-that read no text (a popularity list, the titles a conversation names) that ``bench/crs_fidelity.py`` prints beside
-the models. The figures themselves are defined in :mod:`crs_backends.neural.evaluation`.
+neither stutter nor contradict the catalog, written into a set's manifest by its build). The figures themselves,
+and the reference rankings that read no text, are defined in :mod:`crs_backends.neural.evaluation`.
 """
 
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -15,7 +13,6 @@ from catalog.catalog import Catalog
 from catalog.ievalm_records import Record
 from crs_backends.neural import policy, reply_facts
 from crs_backends.neural.engine import ConvInput, NeuralModel
-from crs_backends.neural.evaluation import named_and_new_gold
 
 # what an unfilled slot looks like once a reply is shown: a slot token, or a phrase whose item went missing
 _EMPTY_SLOT = re.compile(r"<(?:movie|genre|director|actor|year|pad|mask)>|\b(?:seen|about)\s*[?.!]", re.IGNORECASE)
@@ -35,34 +32,6 @@ def distinct_ratio(rankings: Sequence[Sequence[tuple[int, float]]], k: int = 3) 
     """Distinct top-``k`` lists among rankings already computed, as a share of them."""
     tops = [tuple(e for e, _ in ranked[:k]) for ranked in rankings]
     return len(set(tops)) / len(tops) if tops else 0.0
-
-
-def popularity_ranking(train: Iterable[Record], model: NeuralModel) -> list[int]:
-    """Item entities by how often the training records recommend them (ties: KG order)."""
-    counts = Counter(e for r in train for e in model.kg.ids_of(r.rec))
-    items = list(dict.fromkeys(model.kg.item_ids))
-    return sorted(items, key=lambda e: -counts.get(e, 0))  # a stable sort: ties keep the KG's order
-
-
-def named_first_ranking(record: Record, popular: list[int], model: NeuralModel) -> list[int]:
-    """The items the conversation itself names (its entity annotations, the latest first), then ``popular``.
-
-    A reference, not a recommender: ReDial's gold lists often hold a title the conversation already named (10% of
-    the gold items of the first 1,000 test records), and Recall@k counts those as hits, so repeating the named
-    titles scores where a model cannot read them."""
-    items = frozenset(model.kg.item_ids)
-    named = [e for e in reversed(model.kg.ids_of(record.entity)) if e in items]
-    return list(dict.fromkeys(named + list(popular)))
-
-
-def named_share(records: Iterable[Record], model: NeuralModel) -> float:
-    """The share of gold items (in the KG's item set) that the record's conversation already names."""
-    named = total = 0
-    for record in records:
-        seen, fresh = named_and_new_gold(record, model.kg)
-        named += len(seen)
-        total += len(seen) + len(fresh)
-    return named / total if total else 0.0
 
 
 @dataclass

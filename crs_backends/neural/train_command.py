@@ -46,6 +46,7 @@ from crs_backends.neural.evaluation import (
     recall_at_k,
     recall_named_and_new,
     recall_named_by_repeats,
+    reference_rankings,
     repeated_films,
     split_by_conversation,
 )
@@ -539,6 +540,7 @@ def quality_report(
         raise DataError(f"--data {data}: {e}") from e
     dataset = dataset or kg_dir.name
     repeated = None
+    train_data: TrainData | None  # the training records the references count their popularity from
     if split == "validation" and test is None:
         train_data = load_train_data(str(kg_dir))
         records = train_data.validation[:limit]
@@ -549,6 +551,11 @@ def quality_report(
             test = kg_dir.parent / f"{kg_dir.name}_eval" / "test_data_processed.jsonl"
         records = read_records_file(Path(test), limit)
         echo(f"test: {test} ({len(records)} records); models: {models} (dataset {dataset})")
+        try:
+            train_data = load_train_data(str(kg_dir))
+        except DataError as e:
+            train_data = None
+            echo(f"no references (popularity, named first): {e.message}")
     results: dict[str, dict] = {}
     for system in systems:
         if not has_published_layout(Path(models), system, dataset):
@@ -592,6 +599,17 @@ def quality_report(
                 f"{LABELS[system]:<8} {r['records']:>7} {r['samples']:>7}   {rec[1]:>6.3f} {rec[10]:>6.3f} "
                 f"{rec[50]:>6.3f}   {pub[0]:>6.3f} {pub[1]:>6.3f} {pub[2]:>6.3f}"
             )
+        if train_data is not None:  # what the records give away to a ranking that reads no text
+            what = {
+                "popularity": "the training records' most recommended films",
+                "named first": "the films the conversation named, then popularity",
+            }
+            for name, ranks in reference_rankings(train_data.records, records, kg).items():
+                ref = recall_at_k(zip(ranks, (gold_items(r, kg) for r in records)))
+                echo(
+                    f"{name:<11} {ref.records:>4} {ref.samples:>7}   {ref.at[1]:>6.3f} {ref.at[10]:>6.3f} "
+                    f"{ref.at[50]:>6.3f}   (reads no text: {what[name]})"
+                )
         for system, r in results.items():
             (named, n_named), (new, n_new) = r["by_gold"]["named"], r["by_gold"]["new"]
             echo(
