@@ -356,7 +356,7 @@ def test_seeker_turns_are_asked_of_the_small_unicrs_alone_and_need_raw_conversat
 def test_the_command_line_trains_a_dataset_s_small_configuration_with_its_recipe(tmp_path, monkeypatch, shared_data):
     """``crs-arena train <system> --data <dataset> --size small`` starts from the recipe the benches measured
     (recipes.dataset_settings: UniCRS's windows, epochs, rate and conversation steps), and the flags change it; the
-    bundled catalog keeps the engine's defaults."""
+    bundled catalog keeps the engine's defaults and says that the app's set is built otherwise."""
     from types import SimpleNamespace
 
     from crs_backends.neural import recipes, train_command
@@ -379,4 +379,5 @@ def test_the_command_line_trains_a_dataset_s_small_configuration_with_its_recipe
     assert config.lr == 2e-4 != recipe["lr"]  # the flag wins
     code, out = run(*args, "--data", "bundled", "--dialogues", "10")
     assert code == 0, out
-    assert "recipe" not in out and configs["bundled"].form is None and configs["bundled"].epochs == 1
+    assert "recipe r" not in out and configs["bundled"].form is None and configs["bundled"].epochs == 1
+    assert "bundled: the engine's small defaults" in out and "crs_backends.neural.small build" in out

@@ -452,6 +452,11 @@ def _train_command(system: str):
                 + ", ".join(f"{k} {v}" for k, v in recipe.items())
                 + "; --epochs, --max-steps, --batch-size and --lr change it"
             )
+        elif size == "small":  # the bundled catalog: not how the app's set is trained, and the line says so
+            click.echo(
+                "bundled: the engine's small defaults on synthetic dialogues alone; the app's set is built by "
+                "`python -m crs_backends.neural.small build` (people's ReDial replies too, recipes.TRAIN_SETTINGS)"
+            )
         config = TrainConfig(
             size=size,
             seed=seed,
