@@ -609,8 +609,9 @@ def quality_report(
                 "popularity": "the training records' most recommended films",
                 "named first": "the films the conversation named, then popularity",
             }
+            gold = [gold_items(r, kg) for r in records]  # once, for both references
             for name, ranks in reference_rankings(train_data.records, records, kg).items():
-                ref = recall_at_k(zip(ranks, (gold_items(r, kg) for r in records)))
+                ref = recall_at_k(zip(ranks, gold))
                 echo(
                     f"{name:<11} {ref.records:>4} {ref.samples:>7}   {ref.at[1]:>6.3f} {ref.at[10]:>6.3f} "
                     f"{ref.at[50]:>6.3f}   (reads no text: {what[name]})"
