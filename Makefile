@@ -4,7 +4,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: run test test-fast lint bench setup browser clean
+.PHONY: run test test-fast test-fresh-clone lint bench setup browser clean
 
 setup:
 	@bash scripts/setup_venv.sh
@@ -26,6 +26,11 @@ test: setup browser lint
 # the edit-test loop: no app, no browser, no model (the `slow` marker, tests/conftest.py), no lint
 test-fast: setup
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(PY) -m pytest -q -n 2 -m "not slow"
+
+# the whole suite as a fresh clone runs it (no research data beside it, not CI): what needs the data skips, nothing
+# fails (docs/configuration.md, CRS_DATA_DIR=none; tests/test_fresh_clone.py makes the same run on the data readers)
+test-fresh-clone: setup
+	CRS_DATA_DIR=none CI= HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(PY) -m pytest -q $(PYTEST_ARGS)
 
 # settings in pyproject.toml; `.venv/bin/ruff format .` fixes what the format check reports
 lint: setup

@@ -52,7 +52,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from sqlite_utils import Database
 
-from arena.ratings import RATING_TABLE_COLUMNS, ClosestPair, NoConvergence, RatingFit, fit_ratings, win_rate_matrix
+from arena.bradley_terry import NoConvergence
+from arena.ratings import RATING_TABLE_COLUMNS, ClosestPair, RatingFit, fit_ratings, win_rate_matrix
 from arena.style import FEATURES, LABELS, battle_covariates
 from evaluators.factors import FACTORS
 from evaluators.metrics import KS

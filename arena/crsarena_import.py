@@ -224,7 +224,7 @@ def missing_files_message(folder: Path | None) -> str:
     where = (
         f"in {folder}"
         if folder is not None
-        else "(no data directory: CRS_DATA_DIR is unset and ../shared/data is absent)"
+        else "(no data directory: CRS_DATA_DIR is unset or none, and ../shared/data is absent)"
     )
     return (
         f"CRSArena-Dial files not found {where}. Expected {', '.join(FILE_NAMES)}; "

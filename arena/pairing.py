@@ -5,7 +5,7 @@ Two rules, chosen by the setting ``CRS_ARENA_PAIRING``:
 * ``informative`` (the default): battles drawn where the next vote teaches the ranking most, in the spirit of
   LMArena's active sampling. While some pair of systems has never met, or no vote has come in yet, a pair with the
   fewest battles is drawn (every pair meets once first, as under the old rule). After that, from the votes so far:
-  a Bradley–Terry fit and its Laplace covariance (:func:`arena.ratings.bootstrap_fit`); for each pair of
+  a Bradley–Terry fit and its Laplace covariance (:func:`arena.bradley_terry.bootstrap_fit`); for each pair of
   neighbours in the current order, how unsure their order is (the normal probability that it is the wrong way
   round: 0.5 when level, near 0 when settled); and for each candidate pair, how much one more vote between them
   would shrink the variance of each neighbour difference (a rank-one update of the covariance by the vote's Fisher
@@ -32,7 +32,8 @@ from itertools import combinations
 
 import numpy as np
 
-from arena.ratings import ALPHA, BASE_RATING, SCALE, Outcomes, bootstrap_fit
+from arena.battle_outcomes import Outcomes
+from arena.bradley_terry import ALPHA, BASE_RATING, SCALE, bootstrap_fit
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +41,7 @@ SETTING = "CRS_ARENA_PAIRING"
 RULES = ("informative", "fewest")
 DEFAULT_RULE = "informative"
 FLOOR = 0.2  # share of draws spread evenly over every pair, whatever the weights say
-POINTS = {"a": 2, "b": 0, "tie": 1, "both_bad": 1}  # side A's points, doubled (arena.ratings.aggregate's coding)
+POINTS = {"a": 2, "b": 0, "tie": 1, "both_bad": 1}  # side A's points, doubled (battle_outcomes.aggregate's coding)
 
 
 def pairing_rule(env: Mapping[str, str] | None = None) -> str:
@@ -55,7 +56,7 @@ def pairing_rule(env: Mapping[str, str] | None = None) -> str:
 
 
 def outcomes_from_tallies(systems: Sequence[str], tallies: Iterable[tuple[str, str, str, float]]) -> Outcomes:
-    """The votes among ``systems`` as :class:`arena.ratings.Outcomes`, from ``(system_a, system_b, choice, n)``
+    """The votes among ``systems`` as :class:`arena.battle_outcomes.Outcomes`, from ``(system_a, system_b, choice, n)``
     counts (votes naming another system are left out)."""
     position = {s: i for i, s in enumerate(systems)}
     n = len(systems)

@@ -31,11 +31,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from synthetic_votes import styled_votes, synthetic_votes
 
-from arena.ratings import (
+from arena.battle_outcomes import aggregate
+from arena.bradley_terry import (
     ALPHA,
     PRIOR_SD,
     SCALE,
-    aggregate,
     bootstrap_bt,
     bootstrap_fit,
     bootstrap_weights,

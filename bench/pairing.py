@@ -33,8 +33,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from synthetic_votes import spaced_strengths, winners
 
+from arena.battle_outcomes import Outcomes
+from arena.bradley_terry import SCALE, bootstrap_fit
 from arena.pairing import FLOOR, pair_probabilities
-from arena.ratings import RESOLVED, SCALE, Z_RESOLVED, Outcomes, bootstrap_fit
+from arena.ratings import RESOLVED, Z_RESOLVED
 
 N_SYSTEMS = 8
 CHECK = 20  # votes between checks of the board

@@ -159,9 +159,15 @@ def _genre(text: str) -> str:
     return text[:1].upper() + text[1:] if text.islower() else text
 
 
+NO_DATA = "none"  # CRS_DATA_DIR=none: no research data, as on a fresh clone with nothing beside it
+
+
 def data_dir() -> Path | None:
-    """Where public research data lives (``CRS_DATA_DIR``, else ``../shared/data`` if present)."""
-    configured = os.environ.get("CRS_DATA_DIR")
+    """Where public research data lives (``CRS_DATA_DIR``, else ``../shared/data`` if present); None when there is
+    none, or when ``CRS_DATA_DIR`` is ``none`` (a machine that has the data runs as a fresh clone does)."""
+    configured = os.environ.get("CRS_DATA_DIR", "").strip()
+    if configured.lower() == NO_DATA:
+        return None
     if configured:
         return Path(configured)
     guess = Path(__file__).resolve().parent.parent.parent / "shared" / "data"

@@ -21,8 +21,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from catalog.catalog import Catalog
 from catalog.items import Item
 from crs_backends import request_words as w
-from crs_backends.request_reader import fold, named_in, read_request, vocabulary
+from crs_backends.request_reader import named_in, read_request
 from crs_backends.request_state import RequestState
+from crs_backends.request_vocabulary import fold, vocabulary
 from llm_clients.base import LLMClient
 from llm_clients.prompts import prompt, prompts_version
 from storage.records import Conversation

@@ -60,6 +60,7 @@ SLOW_MODULES = {
     "test_debate": "the embedded model",
     "test_download": "command lines in fresh interpreters",
     "test_factor_judge": "the embedded model",
+    "test_fresh_clone": "a pytest run in a fresh interpreter, as a fresh clone runs it",
     "test_human_ratings": "calibration refits and the research data",
     "test_judge_app": "the app",
     "test_llm_embedded": "the embedded model",

@@ -21,7 +21,7 @@ from evaluators.pipeline import EvaluationSetup, evaluate_conversation
 from evaluators.proxy import calibration
 from evaluators.proxy import scorer as proxy_scorer
 from evaluators.proxy.calibration import TrainingData, cross_validate, fit_model
-from evaluators.proxy.features import PROXY_VERSION, TURN_FEATURES, proxy_scores
+from evaluators.proxy.features import PROXY_VERSION, proxy_scores
 from evaluators.proxy.scorer import (
     FEATURES,
     MODEL_FEATURES,
@@ -31,6 +31,7 @@ from evaluators.proxy.scorer import (
     load_calibration,
     load_proxy_judge,
 )
+from evaluators.proxy.turn_evidence import TURN_FEATURES
 from evaluators.scorer_setup import default_scorer
 from storage.db import get_db
 from storage.evaluations import get_evaluation

@@ -3,7 +3,8 @@ inside a function or under ``if __name__ == "__main__":``, which run later but s
 points one way; ``names`` is the leaf the neural package reads. ``python -m crs_backends.neural.sources`` hands
 over to the command line in ``fetch`` from the package's own ``__main__`` module, which nothing imports. Across
 packages the layers are the README's: ``ui → arena, evaluators, crs_backends → llm_clients, catalog → storage``;
-no module imports from a layer above its own.
+no module imports from a layer above its own. In ``ui`` only ``ui.services`` imports storage (the shared
+record types aside): the tabs reach it through the services.
 
 Read with ``ast``, nothing is imported.
 """
@@ -129,3 +130,28 @@ def test_the_whole_tree_has_no_import_circle():
 def test_no_module_imports_from_a_layer_above_its_own():
     assert upward({"storage.x": {"arena.y"}, "arena.y": {"storage.x"}}) == [("storage.x", "arena.y")]
     assert upward(tree()) == []
+
+
+# What a tab may read of storage without the services: the data types every layer shares.
+SHARED_TYPES = {"storage.records"}
+
+
+def storage_reached_around_the_services(edges: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """Imports of storage from a ui module other than ``ui.services`` (the one door the tabs use), records aside."""
+    return sorted(
+        (a, b)
+        for a, targets in edges.items()
+        if a.split(".")[0] == "ui" and a != "ui.services"
+        for b in targets
+        if b.split(".")[0] == "storage" and b not in SHARED_TYPES
+    )
+
+
+def test_the_tabs_reach_storage_only_through_the_services():
+    assert storage_reached_around_the_services({"ui.x_tab": {"storage.uploads", "storage.records"}}) == [
+        ("ui.x_tab", "storage.uploads")
+    ]
+    assert storage_reached_around_the_services({"ui.services": {"storage.uploads"}}) == []
+    edges = tree()
+    assert {"ui.evaluate_tab", "ui.chat_tab", "ui.services"} <= set(edges), "nothing was read"
+    assert storage_reached_around_the_services(edges) == []

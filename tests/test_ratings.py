@@ -7,20 +7,9 @@ from scipy.optimize import minimize
 from synthetic_votes import synthetic_votes
 from threadpoolctl import threadpool_limits
 
-from arena.ratings import (
-    ALPHA,
-    PRIOR_SD,
-    SCALE,
-    aggregate,
-    bootstrap_bt,
-    bootstrap_weights,
-    compute_ratings,
-    fit_bt,
-    fit_ratings,
-    online_elo,
-    rank_by_intervals,
-    win_rate_matrix,
-)
+from arena.battle_outcomes import aggregate
+from arena.bradley_terry import ALPHA, PRIOR_SD, SCALE, bootstrap_bt, bootstrap_weights, fit_bt
+from arena.ratings import compute_ratings, fit_ratings, online_elo, rank_by_intervals, win_rate_matrix
 
 
 def battles(rows: list[tuple[str, str, str, int]]) -> pd.DataFrame:

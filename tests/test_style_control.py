@@ -12,21 +12,20 @@ from scipy.stats import kendalltau
 from synthetic_votes import styled_votes, synthetic_votes
 from threadpoolctl import threadpool_limits
 
+from arena.battle_outcomes import SCORE_A, aggregate
 from arena.board_cache import read_board, refresh_board
 from arena.board_compute import PLAIN, STYLE, compute_board
 from arena.board_view import PLAIN_RANK, board_view
-from arena.ratings import (
+from arena.bradley_terry import (
     ALPHA,
     PRIOR_SD,
     SCALE,
-    SCORE_A,
-    aggregate,
     bootstrap_bt,
     bootstrap_fit,
     bootstrap_weights,
-    fit_ratings,
     usable_covariates,
 )
+from arena.ratings import fit_ratings
 from arena.style import FEATURES, Style, battle_covariates, conversation_style, difference, tokens
 from storage.battle_votes import latest_leaderboard_snapshot, save_battle, save_vote
 from storage.conversations import save_conversation
@@ -210,13 +209,13 @@ def test_style_control_recovers_the_true_order_where_the_plain_fit_does_not():
 
 def test_style_control_with_100k_votes_fits_in_chunks_and_agrees_with_a_tight_solve(monkeypatch):
     """Replicates with covariates stop once a Newton step is below 1e-3: what remains is far below a point."""
-    from arena import ratings
+    from arena import bradley_terry
 
     data, _ = styled_votes(6, 20_000, seed=3)
     outcomes = aggregate(data.fillna(0.0), covariates=COVARIATES)
-    monkeypatch.setattr(ratings, "_CHUNK_CELLS", 100_000)  # five replicates per chunk
+    monkeypatch.setattr(bradley_terry, "_CHUNK_CELLS", 100_000)  # five replicates per chunk
     quick = bootstrap_fit(outcomes, rounds=12, seed=1)
-    monkeypatch.setattr(ratings, "_TOL_REPLICATE", 1e-11)
+    monkeypatch.setattr(bradley_terry, "_TOL_REPLICATE", 1e-11)
     tight = bootstrap_fit(outcomes, rounds=12, seed=1)
     assert np.abs(quick.ratings - tight.ratings).max() < 1e-3
     assert np.abs(quick.coefficients - tight.coefficients).max() < 1e-5

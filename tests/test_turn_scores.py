@@ -8,8 +8,9 @@ import pytest
 from catalog.catalog import load_bundled
 from evaluators.proxy import calibration
 from evaluators.proxy.calibration import TrainingData, cross_validate
-from evaluators.proxy.features import TURN_FEATURES, TurnEvidence, proxy_scores
+from evaluators.proxy.features import proxy_scores
 from evaluators.proxy.scorer import FEATURES, load_calibration, load_proxy_judge
+from evaluators.proxy.turn_evidence import TURN_FEATURES, TurnEvidence
 from evaluators.proxy.turn_scores import AGGREGATES, DEGENERATE_CAP, aggregate
 from storage.records import Conversation, Turn
 
@@ -114,7 +115,7 @@ def test_cross_validation_never_fits_the_turn_scorer_on_a_held_out_dialogue(monk
 
 
 def test_coherence_also_counts_a_reply_the_turn_scorer_reads_as_off_the_request():
-    from evaluators.proxy.features import LOW_RELEVANCE
+    from evaluators.proxy.factor_proxies import LOW_RELEVANCE
     from evaluators.proxy.turn_scores import TurnScore
 
     conversation = Conversation(

@@ -144,14 +144,18 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         variable="`CRS_DATA_DIR`",
         default="`../shared/data` if present",
-        meaning="Public research data in the iEvaLM layout (tests, benchmarks, training)",
+        meaning=(
+            "Public research data in the iEvaLM layout (tests, benchmarks, training); `none`: no research data, even "
+            "with `../shared/data` beside the clone (as a fresh clone runs: the tests that need it skip)"
+        ),
     ),
     Setting(
         variable="`HF_TOKEN`, `CRS_ARENA_HUB_DATASET`",
         default="—",
         meaning=(
             "When both are set, conversations, votes and judgments are exported as JSONL to that (private) "
-            "Hugging Face dataset in the background; the live database file is never uploaded"
+            "Hugging Face dataset in the background; the live database file is never uploaded. At start, an empty "
+            "database is restored from that dataset's export (docs/space.md)"
         ),
     ),
     Setting(

@@ -35,10 +35,8 @@ from evaluators.resume import interrupted, resume_interrupted
 from evaluators.scorer_setup import build_setup, default_mode
 from evaluators.service import evaluate_many, select
 from llm_clients.types import LLMError
-from storage.uploads import UploadRefused
-from storage.uploads import store as store_uploads
 from ui.render import safe_text
-from ui.services import Services, clean_text
+from ui.services import Services, UploadRefused, clean_text
 
 WORKERS = 2  # conversations judged at the same time (each runs its factor calls concurrently too)
 MAX_FILES = 20  # files per upload
@@ -189,7 +187,7 @@ def _evaluate_upload(
     if not judgeable:
         return ("No conversation with a system turn to judge." + _skipped_note(skipped), *keep)
     try:
-        stored = store_uploads(services.db(), judgeable, upload=True)
+        stored = services.store_upload(judgeable)
     except UploadRefused as e:
         return (f"⚠️ **Upload refused**: {safe_text(str(e))}. Nothing was stored or evaluated.", *keep)
     labels = {

@@ -28,8 +28,10 @@ from storage.db import DatabaseFacts, default_db_path, describe, get_db
 from storage.evaluations import latest_turn_scores, mark_interrupted
 from storage.records import Conversation
 from storage.text import clean_text
+from storage.uploads import StoreReport, UploadRefused, store
 
-__all__ = ["Services", "clean_text"]  # clean_text: what every tab applies to text a person typed
+# clean_text: what every tab applies to text a person typed; UploadRefused: what store_upload raises, for people
+__all__ = ["Services", "UploadRefused", "clean_text"]
 
 
 @dataclass
@@ -40,6 +42,7 @@ class Services:
     interrupted: int = 0  # evaluations found cut off (status running) at start, now 'interrupted'
     notices: list[str] = field(default_factory=list)  # what the start-up checks decided (shown on every page)
     scoring: Any = None  # evaluators.background.BackgroundScorer once the app runs (scores every conversation)
+    restore: Any = None  # arena.hub_restore.RestoreReport: what the start restored from the Hub dataset
 
     @classmethod
     def from_env(cls) -> Services:
@@ -79,6 +82,11 @@ class Services:
         report = import_eval_labels(self.db(), catalog_name=DEFAULT_CATALOG, score=True)
         self.board_changed()
         return report
+
+    def store_upload(self, conversations: list[Conversation]) -> StoreReport:
+        """Store uploaded conversations in the upload namespace (system ``upload:<name>``; stored ones are never
+        touched); raises :class:`UploadRefused` with a message for people when one breaks a rule of the namespace."""
+        return store(self.db(), conversations, upload=True)
 
     def turn_scores(self, conversation_id: str | None) -> dict[int, dict]:
         """Each system turn's scores from the conversation's latest evaluation that has them (by turn index)."""

@@ -51,17 +51,10 @@ from catalog.catalog import Catalog
 from evaluators.judge.rubric import load_rubric
 from evaluators.log_readers import read_crsarena_dial, read_crsarena_eval
 from evaluators.meta.correlation import correlate, vote_agreement
-from evaluators.proxy.features import (
-    LEXICAL,
-    MINILM,
-    PROXY_VERSION,
-    TURN_FEATURES,
-    Embedder,
-    ProxyResult,
-    TurnEvidence,
-    proxy_scores,
-)
+from evaluators.proxy.features import PROXY_VERSION, ProxyResult, proxy_scores
 from evaluators.proxy.scorer import FEATURES, MODEL_FEATURES, Calibration, Model, feature_vector
+from evaluators.proxy.similarity import LEXICAL, MINILM, Embedder
+from evaluators.proxy.turn_evidence import TURN_FEATURES, TurnEvidence
 from evaluators.proxy.turn_scores import AGGREGATES as TURN_AGGREGATES
 from evaluators.proxy.turn_scores import ASPECTS, Linear, TurnModel, aggregate, score_turns
 from storage.records import Conversation

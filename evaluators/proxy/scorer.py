@@ -31,16 +31,9 @@ from catalog.catalog import Catalog
 from evaluators.factors import FACTORS
 from evaluators.judge.rubric import load_rubric
 from evaluators.proxy.features import FEATURES as REACTION_FEATURES
-from evaluators.proxy.features import (
-    LEXICAL,
-    MINILM,
-    PROXY_VERSION,
-    Embedder,
-    ProxyResult,
-    TurnEvidence,
-    load_embedder,
-    proxy_scores,
-)
+from evaluators.proxy.features import PROXY_VERSION, ProxyResult, proxy_scores
+from evaluators.proxy.similarity import LEXICAL, MINILM, Embedder, load_embedder
+from evaluators.proxy.turn_evidence import TurnEvidence
 from evaluators.proxy.turn_scores import AGGREGATES as TURN_AGGREGATES
 from evaluators.proxy.turn_scores import TurnModel, TurnScore, aggregate, linear, score_turns
 from evaluators.scorers import Outcome, Recorder

@@ -19,9 +19,9 @@ regressions fitted on the 433 labelled turns of the CRSArena-Eval development sl
 Aggregation (:data:`AGGREGATES`): the conversation's mean and lowest turn relevance, its mean interestingness and
 the relevance of its last system turn are four more inputs of the calibrated overall
 (:mod:`evaluators.proxy.scorer`). Of the twelve factor proxies, coherence also reads them: a reply under
-:data:`evaluators.proxy.LOW_RELEVANCE` that the user did not accept counts as misaligned (out of fold it raised the
-factor's agreement with the human overall from 0.29 to 0.39); effectiveness was tried the same way and did not gain,
-and the others count only what CoRE's rubric counts.
+:data:`evaluators.proxy.factor_proxies.LOW_RELEVANCE` that the user did not accept counts as misaligned (out of
+fold it raised the factor's agreement with the human overall from 0.29 to 0.39); effectiveness was tried the same
+way and did not gain, and the others count only what CoRE's rubric counts.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from evaluators.proxy.features import TURN_FEATURES, TurnEvidence
+from evaluators.proxy.turn_evidence import TURN_FEATURES, TurnEvidence
 
 ASPECTS: tuple[str, ...] = ("relevance", "interestingness")
 TOP = 2.0  # CRSArena-Eval's turn labels run 0-2
