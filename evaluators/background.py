@@ -60,6 +60,9 @@ class BackgroundScorer:
     on_scored: Callable[[str], None] | None = None  # e.g. poke the leaderboard's refresher
     setup_factory: Callable[[], EvaluationSetup] | None = None  # tests: a setup whose judge fails, or is slow
     counts: ScoringCounts = field(default_factory=ScoringCounts)
+    # when a conversation is due is read from this clock (tests: one they move, so "a later turn moves it later" is
+    # checked without waiting); the worker's waits are real time either way
+    clock: Callable[[], float] = time.monotonic
 
     def __post_init__(self) -> None:
         self._due: dict[str, float] = {}  # conversation id -> when to score it
@@ -77,7 +80,7 @@ class BackgroundScorer:
         it was shed because ``max_pending`` conversations already wait."""
         if not conversation_id:
             return True
-        due = time.monotonic() + (0.0 if ended else self.idle_s)
+        due = self.clock() + (0.0 if ended else self.idle_s)
         with self._cond:
             if conversation_id not in self._due and len(self._due) >= self.max_pending:
                 self.counts.shed += 1
@@ -109,10 +112,15 @@ class BackgroundScorer:
         with self._cond:
             return len(self._due)
 
+    def due(self, conversation_id: str) -> float | None:
+        """When the conversation will be scored (on :attr:`clock`), or None when it does not wait."""
+        with self._cond:
+            return self._due.get(conversation_id)
+
     def sweep(self) -> int:
         """Queue every chat and arena conversation the setup has not scored at its current length; returns how
         many were queued (those beyond ``max_pending`` wait for the next sweep)."""
-        self._last_sweep = time.monotonic()
+        self._last_sweep = self.clock()
         try:
             setup = self.setup()
             ids = unscored_conversations(get_db(self.db_path), fingerprint=setup.fingerprint(), limit=self.max_pending)
@@ -156,7 +164,7 @@ class BackgroundScorer:
                 if self._due.get(conversation_id) != due:  # a stale entry: the conversation was touched again
                     heapq.heappop(self._heap)
                     continue
-                wait = due - time.monotonic()
+                wait = due - self.clock()
                 if wait <= 0:
                     heapq.heappop(self._heap)
                     del self._due[conversation_id]
@@ -164,7 +172,7 @@ class BackgroundScorer:
                 self._cond.wait(min(wait, 1.0))
                 return None
             self._cond.wait(1.0)
-        if time.monotonic() - self._last_sweep >= self.sweep_s and not self._stop.is_set():
+        if self.clock() - self._last_sweep >= self.sweep_s and not self._stop.is_set():
             self.sweep()
         return None
 
@@ -202,6 +210,6 @@ class BackgroundScorer:
     def _retry_later(self, conversation_id: str) -> None:
         with self._cond:
             if conversation_id not in self._due and len(self._due) < self.max_pending:
-                due = time.monotonic() + self.retry_s
+                due = self.clock() + self.retry_s
                 self._due[conversation_id] = due
                 heapq.heappush(self._heap, (due, conversation_id))

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["FakeOpenAI", "Reply", "Error", "Delay", "Garbage", "tokenize", "answer_position"]
+__all__ = ["FakeOpenAI", "Reply", "Error", "Delay", "Held", "Together", "Garbage", "tokenize", "answer_position"]
 
 _HOST = "127.0.0.1"
 
@@ -103,6 +103,22 @@ class Together:
         except threading.BrokenBarrierError:
             return False
         return True
+
+
+@dataclass
+class Held:
+    """Hold the request until the test calls :meth:`release`, then answer ``then``; when it is not released within
+    ``timeout`` seconds (a bound, not a measurement), answer HTTP 503.
+
+    Keeps one answer provably outstanding while the test looks at what the client shows meanwhile (e.g. a table
+    streamed before its last row), where a :class:`Delay` would race the rest of the work."""
+
+    then: Reply
+    timeout: float = 120.0
+    released: threading.Event = field(init=False, repr=False, default_factory=threading.Event)
+
+    def release(self) -> None:
+        self.released.set()
 
 
 @dataclass
@@ -382,6 +398,14 @@ class _Handler(BaseHTTPRequestHandler):
                 self.close_connection = True
                 return
             first = first.then
+        if isinstance(first, Held):
+            if not self.fake._hold(first):
+                if self.fake._stopping.is_set():
+                    self.close_connection = True
+                else:
+                    self._send_json(503, _error_body(503, "the held answer was never released"))
+                return
+            first = first.then
         if isinstance(first, Together):
             if not first.wait():
                 self._send_json(503, _error_body(503, f"fewer than {first.n} requests were in flight together"))
@@ -602,7 +626,7 @@ class FakeOpenAI:
 
     def enqueue(self, *responses: Any) -> None:
         for r in responses:
-            if not isinstance(r, (Reply, Error, Delay, Together, Garbage)):
+            if not isinstance(r, (Reply, Error, Delay, Held, Together, Garbage)):
                 raise TypeError(f"not a scripted response: {r!r}")
         with self._lock:
             self._queue.extend(responses)
@@ -617,6 +641,15 @@ class FakeOpenAI:
             if self._queue and isinstance(self._queue[0], Reply):
                 return self._queue.popleft()
             return None
+
+    def _hold(self, held: Held) -> bool:
+        """Wait, in small steps, until ``held`` is released; False if its bound passed or the server began stopping."""
+        deadline = time.monotonic() + held.timeout
+        while not held.released.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0 or self._stopping.wait(min(0.05, left)):
+                return False
+        return True
 
     def _sleep(self, seconds: float) -> bool:
         """Sleep in small steps; False if the server began stopping."""

@@ -69,11 +69,20 @@ def test_a_conversation_is_scored_once_idle_and_again_when_it_grew(db_path):
 
 
 def test_touch_returns_at_once_and_later_turns_move_the_time(db_path):
-    scorer = BackgroundScorer(db_path, idle_s=3600)  # not started: nothing is scored, touch only notes
+    now = [1000.0]  # the scorer's clock, moved by hand: when a conversation is due is checked without waiting
+    scorer = BackgroundScorer(db_path, idle_s=30, clock=lambda: now[0])  # not started: touch only notes
     conversation_id = _chat(db_path)
     assert scorer.touch(conversation_id) and scorer.pending() == 1
+    assert scorer.due(conversation_id) == pytest.approx(1030.0)  # idle_s after the turn
+    now[0] = 1010.0
     assert scorer.touch(conversation_id) and scorer.pending() == 1  # once per conversation
+    assert scorer.due(conversation_id) == pytest.approx(1040.0)  # a later turn moves the time later
+    now[0] = 1005.0  # a touch can never move it earlier (a clock read out of order, a late thread)
+    assert scorer.touch(conversation_id) and scorer.due(conversation_id) == pytest.approx(1040.0)
+    now[0] = 1020.0
+    assert scorer.touch(conversation_id, ended=True) and scorer.due(conversation_id) == pytest.approx(1020.0)  # now
     assert scorer.touch(None) and scorer.pending() == 1
+    assert scorer.due("no-such-conversation") is None
 
 
 def test_the_queue_is_bounded_and_a_sweep_picks_up_what_was_shed(db_path):

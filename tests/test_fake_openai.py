@@ -145,14 +145,14 @@ def test_429_with_retry_after(fake):
     assert err.body["message"] == "slow down"
     assert err.code == "rate_limit_exceeded"
 
-    # With a retry, the client honours retry-after and then succeeds.
+    # With a retry, the client asks again after the 429 and then succeeds. (How long it waits is the openai
+    # package's reading of the header asserted above; no test here times it.)
     fake.enqueue(Error(429, "slow down", retry_after=0.2), Reply("fine"))
     client = make_client(fake, max_retries=1)
     seen = len(fake.requests)
     out = client.chat.completions.create(model="m", messages=MSGS)
     assert out.choices[0].message.content == "fine"
-    first, second = (r["received"] for r in fake.requests[seen:])
-    assert second - first >= 0.15  # the retry waited for retry-after (a lower bound: a slow machine only adds)
+    assert len(fake.requests) - seen == 2 and fake.requests[-1]["json"] == fake.requests[-2]["json"]
 
 
 def test_delay_triggers_client_timeout(fake):

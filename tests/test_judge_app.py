@@ -11,11 +11,12 @@ alternatives per position, the rating's alternatives at the digit after <rating>
 import csv
 import json
 import math
+import time
 import urllib.request
 
 import pytest
 from app_server import AppServer
-from fake_openai import Delay, Error, FakeOpenAI, Reply
+from fake_openai import Error, FakeOpenAI, Held, Reply
 from gradio_client import Client, handle_file
 
 from evaluators.factors import FACTORS
@@ -29,6 +30,7 @@ JUDGE_ANSWER = '{"evaluator": "x", "statement": "Fine. <rating>3</rating>", "sco
 JUDGE_LOGPROBS = {"3": -0.2, "4": -1.8, "2": -3.0}
 _MASS = {k: math.exp(v) for k, v in JUDGE_LOGPROBS.items()}
 EXPECTED = sum(int(k) * m for k, m in _MASS.items()) / sum(_MASS.values())  # every factor's score
+WAIT_ROUNDS = 1200  # polls of 0.1 s: a bound for a wait, never a timing assert
 
 
 @pytest.fixture(scope="module")
@@ -65,15 +67,24 @@ def test_judging_streams_twelve_factors_then_the_debate_and_stores_them(app):
     server, fake = app
     client = Client(server.url, verbose=False)
     conversation_id = _chat(client, "A funny road trip movie, please")
-    fake.enqueue(Delay(1.5, Reply(JUDGE_ANSWER, at={"answer": _MASS})))  # one factor comes in late
+    held = Held(Reply(JUDGE_ANSWER, at={"answer": _MASS}))  # one factor's answer waits until a partial table is seen
+    fake.enqueue(held)
+
+    def scored_per_update() -> list[int]:
+        return [sum(row[2] not in ("…", "") for row in u[1]["data"]) for u in job.outputs()]
 
     job = client.submit(conversation_id, "probability", True, 4, api_name="/judge")
+    try:
+        for _ in range(WAIT_ROUNDS):  # bounded: the other eleven factors are answered at once
+            if any(0 < n < len(FACTORS) for n in scored_per_update()) or job.done():
+                break
+            time.sleep(0.1)
+        partial = scored_per_update()  # read while one factor is still unanswered: nothing here races a delay
+    finally:
+        held.release()
     status, factors, radar, debate = job.result()
-    updates = job.outputs()
-
-    scored_per_update = [sum(row[2] not in ("…", "") for row in u[1]["data"]) for u in updates]
-    assert any(0 < n < len(FACTORS) for n in scored_per_update), scored_per_update  # partial tables were shown
-    assert scored_per_update == sorted(scored_per_update)
+    assert any(0 < n < len(FACTORS) for n in partial), partial  # partial tables were shown
+    assert scored_per_update() == sorted(scored_per_update())
     rows = factors["data"]
     assert len(rows) == 12 and all(r[2] == f"{EXPECTED:.2f}" for r in rows)
     assert all(r[3].startswith("0:0% 1:0% 2:") for r in rows)  # the distribution, compactly

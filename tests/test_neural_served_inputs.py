@@ -532,6 +532,25 @@ def test_the_precision_follows_crs_arenas_accelerator(exact, device, system, exp
     assert served_precision(exact, device, system) == expected
 
 
+@pytest.mark.parametrize(
+    ("exact", "device", "system", "wrapped"),
+    [
+        (True, "cuda", "kbrd", {"reply", "options", "recommend"}),  # both models prepared (KBRD.py L90, L113)
+        (True, "cuda", "barcor", {"reply", "options"}),  # the conversation model only (BARCOR.py L64)
+        (True, "cuda", "unicrs", set()),
+        (False, "cuda", "kbrd", set()),
+        (True, "cpu", "kbrd", set()),
+        (True, "cpu", "barcor", set()),
+    ],
+)
+def test_the_calls_a_turn_runs_under_fp16_autocast_are_decided_on_any_machine(exact, device, system, wrapped):
+    """The fp16 path runs only on a GPU; which of a turn's calls it wraps is decided by the function the serving path
+    calls (``autocast_calls``), checked here on the CPU for every system and device."""
+    from crs_backends.neural.system import autocast_calls, served_precision
+
+    assert autocast_calls(served_precision(exact, device, system), system) == wrapped
+
+
 def test_a_cpu_turn_records_fp32(catalog, tmp_path):
     _model, crs = _recording_crs(catalog, "kbrd", "Hello there.", EXACT, tmp_path)
     turn = crs.respond(Conversation(system_id="kbrd", turns=[Turn(role="user", text="hi")]))

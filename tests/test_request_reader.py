@@ -99,10 +99,12 @@ def test_the_tuned_part_is_read_well(catalog):
     assert micro_f1(pairs)[2] >= 0.95
 
 
-def test_the_held_out_part_reads_without_error(catalog):
-    for row in _rows("requests_held_out.jsonl"):
-        state = read_request(_labelled_conversation(row), catalog)
-        assert state.act in ("recommend", "ask_about", "accept", "reject", "goodbye", "none")
+def test_the_held_out_part_is_read_well(catalog):
+    """The fifth the rules were never tuned on, scored here as the bench scores it (micro-F1 over slot values): a
+    floor, the README's target 0.90, which the bench's figure (0.998) is above; not the figure itself."""
+    rows = _rows("requests_held_out.jsonl")
+    pairs = [(slot_pairs(r["expected"]), read_request(_labelled_conversation(r), catalog).slot_pairs()) for r in rows]
+    assert len(pairs) >= 50 and micro_f1(pairs)[2] >= 0.90
 
 
 # -- negation with scope ---------------------------------------------------------------------------------------

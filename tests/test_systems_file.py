@@ -11,6 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from ci_mode import skip_or_fail
 from crs_fault_server import FaultServer
 from crs_plugin_install import install_toy_plugin
 
@@ -299,11 +300,11 @@ def test_a_pip_installed_plugin_is_found_by_its_entry_point(tmp_path):
         text=True,
         timeout=180,
     )
-    if pip.returncode != 0:
-        pytest.skip(f"pip cannot build the package offline here (setuptools missing?): {pip.stderr[-300:]}")
+    if pip.returncode != 0:  # CI's environment has setuptools: there a failed build is a failure, not a skip
+        skip_or_fail(f"pip cannot build the package offline here (setuptools missing?): {pip.stderr[-300:]}")
     systems = write(tmp_path, '[[system]]\nid = "toy"\nlabel = "Toy plug-in"\nentry_point = "toy"\n')
     done = _run(["check", "toy", "--json"], {"CRS_SYSTEMS_FILE": str(systems), "PYTHONPATH": str(site)}, tmp_path)
-    assert done.returncode in (0, 1), done.stderr
+    assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-2000:])  # 0: every rule passed
     import json
 
     report = json.loads(done.stdout)

@@ -272,15 +272,19 @@ class NeuralCRS(CRSSystem):
         dataset = self.source.dataset if self.source else ""
         notes: list[str] = []
         precision = served_precision(exact, _device_type(self.model), self.model.system)
-        amp = _autocast if precision == FP16_AUTOCAST else contextlib.nullcontext
+        wrapped = autocast_calls(precision, self.model.system)
+
+        def amp(call: str) -> contextlib.AbstractContextManager:
+            return _autocast() if call in wrapped else contextlib.nullcontext()
+
         with self._lock, torch.no_grad():
             inp = self.exact_input(conversation) if exact else self.arena_input(conversation)
-            with amp():
+            with amp("reply"):
                 generated = self.model.reply_text(inp)  # get_conv
             menu = [letter for letter, _ in policy.options_for(dataset)]
             choice = None
             try:  # get_choice
-                with amp():
+                with amp("options"):
                     scores = self.model.option_scores(inp, menu)
                 choice = policy.choose(
                     scores,
@@ -297,8 +301,7 @@ class NeuralCRS(CRSSystem):
                 )
                 notes.append(f"option choice failed ({type(e).__name__}); the generated reply was used")
             n_items = len(self.kg.item_ids)
-            # get_rec: KBRD's recommender is prepared too (KBRD.py L90); BARCOR's is not (only L64's conv model)
-            with amp() if self.model.system == "kbrd" else contextlib.nullcontext():
+            with amp("recommend"):  # get_rec
                 ranked = self.model.recommend(inp, k=min(TOP_K, n_items)) if n_items else []
         names = [self.kg.entity_name(int(e)) for e, _ in ranked]
         ranked_items = [self.item_of(int(e)) for e, _ in ranked]
@@ -485,6 +488,18 @@ def served_precision(exact: bool, device_type: str, system: str = "kbrd") -> str
     (L120, L140), whose fp16 output then met an fp32 GPT-2; that mix is not reproduced: UniCRS runs in fp32,
     as do the clean variant and ``enhanced`` everywhere. Recorded per turn (``metadata["precision"]``)."""
     return FP16_AUTOCAST if exact and device_type == "cuda" and system in ("kbrd", "barcor") else FP32
+
+
+# the calls of a turn each system's prepared models made (KBRD.py L90, L113: both models; BARCOR.py L64: the
+# conversation model only, so its recommender ran in fp32)
+_PREPARED_CALLS = {"kbrd": frozenset({"reply", "options", "recommend"}), "barcor": frozenset({"reply", "options"})}
+
+
+def autocast_calls(precision: str, system: str) -> frozenset[str]:
+    """Which model calls of a turn run under fp16 autocast: of ``reply`` (get_conv), ``options`` (get_choice) and
+    ``recommend`` (get_rec), those CRS Arena's prepared models made, under :data:`FP16_AUTOCAST`; none in fp32. The
+    serving path wraps exactly these, so a CPU test checks what a GPU turn does."""
+    return _PREPARED_CALLS.get(system, frozenset()) if precision == FP16_AUTOCAST else frozenset()
 
 
 def _device_type(model) -> str:

@@ -21,7 +21,12 @@ class ToyCRS(CRSSystem):
     def respond(self, conversation: Conversation) -> Turn:
         said = " ".join(t.text.lower() for t in conversation.all_turns if t.role == "user")
         genres = {g for i in self.catalog.items for g in i.genres if g.lower() in said}
-        chosen = [i for i in self.catalog.items if genres & set(i.genres)] or self.catalog.popular(10)
+        # never a title it showed before (one the user turned down included): the checker's rejection rule passes
+        shown = {i.id for t in conversation.all_turns if t.role == "system" for i in t.items}
+        fresh = [i for i in self.catalog.items if i.id not in shown]
+        chosen = [i for i in fresh if genres & set(i.genres)] or [
+            i for i in self.catalog.popular(10 + len(shown)) if i.id not in shown
+        ]
         items = [i.ref() for i in chosen[:10]]
         if self.invent:
             items.insert(0, ItemRef(id="nope", title="A Film Nobody Made (1931)"))
