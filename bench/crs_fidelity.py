@@ -1,29 +1,29 @@
-"""The small KBRD, BARCOR and UniCRS measured on ReDial's test split, beside the published figures and people's.
+"""A small set (KBRD, BARCOR and UniCRS trained on ReDial) measured as shipped on ReDial's test split, beside the
+published figures and people's. It trains nothing: it ranks and replies with the set's own models.
 
 Every figure is defined once, in :mod:`crs_backends.neural.evaluation`; recipes are chosen on the validation
-conversations (``crs-arena train report --split validation``), never here: this reports the test split once.
+conversations (``crs-arena train report --split validation``), never here: this reads the test split once per set,
+and records what it read in the set's ``manifest.json`` (``redial_test``), which the app's line for each small system
+shows. A set already measured is not read again unless ``--again`` says so (and the manifest keeps both readings).
 
-1. **Recall@1/10/50** over all of ReDial's 6,576 items, on every test record (3,341; 4,499 gold items): each small
-   system (its own architecture: KBRD's R-GCN, BARCOR's MiniLM encoder with its head, UniCRS's prompts on a frozen
-   SmolLM2) trained on ReDial (:func:`crs_backends.neural.small.train_on_dataset`: its training conversations, the
-   validation tenth held out; cached), beside a popularity list counted in the same run from the real training
-   records, the published figures (iEvaLM), and a reference that reads no text (the titles the conversation
-   names, latest first, then popularity: ReDial's gold lists often repeat a named title); each also on the gold
-   items the conversation named before and on the new ones apart (``recall_named_and_new``).
-2. **Generation**, at the same test contexts: each ReDial-trained model's reply (its movie slots kept, as the CRS
-   papers score them) and the people's reply (the films it names masked): BLEU-2 against the people's reply and
-   Distinct-2/3/4, beside the published UniCRS's Distinct from its one public reproduction (.550 / .936 / 1.211;
-   its count of responses differs from ours, and Distinct-n grows with it).
-3. **Distinctness**: the mean top-10 Jaccard overlap between each pair of small systems on 300 test contexts (the
-   last record of each of the first 300 test dialogues), from the rankings of 1.
+1. **Recall@1/10/50** over all of ReDial's 6,576 items, on every test record (3,341; 4,499 gold items), with R@10's
+   95% interval resampling conversations, beside a popularity list counted from the real training records, the
+   published figures (iEvaLM), and a reference that reads no text (the titles the conversation names, latest
+   first, then popularity); each also on the gold items the conversation named before and on the new ones apart.
+2. **Generation**, at the same test contexts: each model's reply (its movie slots kept, as the CRS papers score
+   them) and the people's reply (the films it names masked): BLEU-2 against the people's reply and Distinct-2/3/4,
+   beside the published UniCRS's Distinct from its one public reproduction (.550 / .936 / 1.211).
+3. **Distinctness**: the mean top-10 Jaccard overlap between each pair of systems on 300 test contexts (the last
+   record of each of the first 300 test dialogues), from the rankings of 1.
 
-    python bench/crs_fidelity.py [--systems kbrd,barcor,unicrs] [--limit N] [--replies N] [--contexts 300]
-    python bench/crs_fidelity.py --quick    # minutes: the wiring on a few records, each trained for a few steps
+    python bench/crs_fidelity.py [--set DIR] [--systems kbrd,barcor,unicrs] [--again]
+    python bench/crs_fidelity.py --set DIR --limit 60 --replies 12 --contexts 30   # the wiring: not recorded
 
-Headline lines (targets of issue #40; the script exits 0 when one is missed): ``recall10_vs_published_min`` (each
-system's R@10 over its published R@10, the weakest; target >= 0.8) and ``top10_overlap_max`` (the most alike
-pair; target <= 0.5). ``--quick`` figures check the wiring only: its lines say so. Skips (exit 0) without the
-research data.
+``CRS_DATA_DIR`` names the data folder: the test records are its ``redial_eval/test_data_processed.jsonl`` (any
+records in iEvaLM's layout), the popularity reference its training records. Headline lines (the script exits 0 when
+one is missed): ``recall10_vs_published_min`` (each system's R@10 over its published R@10, the weakest; target >=
+0.8) and ``top10_overlap_max`` (the most alike pair; target <= 0.5). A partial reading (``--limit``, ``--replies``)
+says so and is not recorded. Skips (exit 0) without the research data.
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ import argparse
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -58,32 +57,15 @@ from crs_backends.neural.evaluation import (
 )
 from crs_backends.neural.names import LABELS, SYSTEMS
 
-# --quick: enough to run every path, nothing to read figures from: each system trained for a few steps on ReDial
-QUICK = {
-    "limit": 60,
-    "replies": 12,
-    "contexts": 30,
-    "settings": {
-        "kbrd": {"epochs": 1, "max_steps": 40},
-        "barcor": {"epochs": 1, "max_steps": 10},
-        "unicrs": {"epochs": 1, "max_steps": 4},
-    },
-    "train_records": 400,
-}
 
+def set_models(root: Path, systems) -> tuple[dict, object]:
+    """(system -> its model loaded from the set at ``root``, the set's KG): as the app loads them, nothing trained."""
+    from crs_backends.neural.kg_reader import load_kg
+    from crs_backends.neural.names import model_class, set_dataset
 
-def rankers(systems, base: Path, quick: bool, models: Path | None):
-    """(system -> its small configuration trained on ReDial, the training data, the folder they are in): each its own
-    architecture, trained on ReDial's training conversations with the validation tenth held out
-    (:func:`crs_backends.neural.small.train_on_dataset`, cached; ``quick``: a few steps on a few records)."""
-    from crs_backends.neural.names import model_class
-    from crs_backends.neural.small import train_on_dataset
-
-    extra = {"settings": QUICK["settings"], "limit": QUICK["train_records"]} if quick else {}
-    models, data = train_on_dataset(base / "redial", systems, models, log=lambda line: print(line, flush=True), **extra)
-    print(f"ReDial-trained small configurations: {models}")
-    print(data.describe())
-    return {system: model_class(system).load(models, "redial", data.kg) for system in systems}, data, models
+    dataset = set_dataset(root)
+    kg = load_kg(root / f"kg_{dataset}")
+    return {system: model_class(system).load(root, dataset, kg) for system in systems}, kg
 
 
 def recall_section(models: dict, data, test: list) -> tuple[dict, dict, dict, dict, dict, float]:
@@ -137,65 +119,27 @@ def generation_section(models: dict, test: list, n: int, kg) -> dict:
     return out
 
 
-def trained_steps(models_root: Path, systems) -> dict[str, dict[str, int]]:
-    """Per system, the optimizer steps each stage of its ReDial configuration took (from its training states), so
-    that the app's line can say where that budget differs from the shipped set's."""
-    import torch
+def record(root: Path, reading: dict) -> None:
+    """The reading into the set's manifest (``redial_test``: the latest, what the app's line shows;
+    ``redial_test_readings``: every reading, so a second one is never hidden)."""
+    from crs_backends.neural.checkpoints import read_manifest, write_manifest
 
-    from crs_backends.neural.training import STATE_FILE
-
-    out: dict[str, dict[str, int]] = {}
-    for system in systems:
-        for path in sorted((Path(models_root) / ".train").glob(f"{system}_*_redial/{STATE_FILE}")):
-            try:
-                state = torch.load(path, map_location="cpu", weights_only=False, mmap=True)  # the step, not the tensors
-            except Exception:  # a damaged state says nothing (unpickling raises what it likes)
-                continue
-            stage = path.parent.name[len(system) + 1 : -len("_redial")]
-            if isinstance(state, dict) and isinstance(state.get("step"), int):
-                out.setdefault(system, {})[stage] = int(state["step"])
-    return out
+    earlier = read_manifest(root).get("redial_test_readings") or []
+    write_manifest(root, redial_test=reading, redial_test_readings=[*earlier, reading])
+    print(f"figures written to {root / 'manifest.json'}")
 
 
-def dataset_budget(system: str) -> dict:
-    """The training budget of ``system``'s ReDial configuration (:func:`crs_backends.neural.names.budget`), which the
-    app's line compares with the running set's."""
-    from crs_backends.neural.names import budget
-    from crs_backends.neural.recipes import dataset_settings
-
-    return budget(dataset_settings(system))
-
-
-def record(
-    recall,
-    references,
-    by_gold,
-    overlap,
-    generated,
-    people,
-    n_test: int,
-    seconds: float,
-    load: float,
-    steps: dict,
-    variants: dict,
-    intervals: dict | None = None,
-) -> None:
-    """The figures as ``redial_test.json`` beside the shipped small set (what the app's line for each small system
-    reads: :func:`crs_backends.neural.sources.recorded_recall`)."""
-    import json
+def reading(
+    recall, references, by_gold, overlap, generated, people, n_test: int, seconds: float, load: float, intervals
+) -> dict:
+    """What one full reading of the test split measured, as the manifest keeps it."""
     from datetime import datetime
-
-    from crs_backends.neural.names import SHIPPED_SMALL_ROOT
-    from crs_backends.neural.sources import REDIAL_FIGURES
 
     def at(r) -> dict:
         return {str(k): round(v, 4) for k, v in r.at.items()}
 
-    from crs_backends.neural.recipes import DATASET_RECIPE
-
-    data = {
+    return {
         "command": " ".join(["python", *sys.argv]),
-        "recipe": DATASET_RECIPE,  # what the budget does not say (a rate, the windows) is in the recipe's name
         "date": datetime.now(UTC).strftime("%Y-%m-%d"),
         "machine": f"{os.cpu_count()} cores, load average {load:.1f} at start",
         "seconds": round(seconds),
@@ -204,10 +148,7 @@ def record(
             s: {
                 **at(r),
                 "records": n_test,
-                "budget": dataset_budget(s),
-                **({"steps": steps[s]} if s in steps else {}),
-                **({"variant": variants[s]} if variants.get(s) else {}),
-                **({"interval_10": [round(iv.low, 4), round(iv.high, 4)]} if (iv := (intervals or {}).get(s)) else {}),
+                **({"interval_10": [round(iv.low, 4), round(iv.high, 4)]} if (iv := intervals.get(s)) else {}),
             }
             for s, r in recall.items()
         },
@@ -227,62 +168,47 @@ def record(
         },
         "people_distinct": {str(n): round(v, 3) for n, v in people["distinct"].items()},
     }
-    from crs_backends.neural.names import cache_dir
-
-    # beside the shipped set; where it is not built yet, in the cache (copy it beside the set once it is)
-    folder = SHIPPED_SMALL_ROOT if SHIPPED_SMALL_ROOT.is_dir() else cache_dir()
-    path = folder / REDIAL_FIGURES
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:  # a run of some systems keeps what earlier runs recorded for the others, each system with its own run
-        runs = json.loads(path.read_text(encoding="utf-8")).get("runs", [])
-    except (OSError, ValueError):
-        runs = []
-    mine = set(data["recall"])
-    runs = [r for r in runs if not set(r.get("recall", {})) <= mine] + [data]
-    merged = {"runs": runs, "recall": {s: r for run in runs for s, r in run.get("recall", {}).items()}}
-    path.write_text(json.dumps(merged, indent=2) + "\n", encoding="utf-8")
-    print(f"figures written to {path}")
 
 
 def main() -> int:
     from catalog.catalog import data_dir
+    from crs_backends.neural.checkpoints import read_manifest
     from crs_backends.neural.fidelity import held_back_inputs
-    from crs_backends.neural.train_command import read_records_file
+    from crs_backends.neural.names import SHIPPED_SMALL_ROOT, set_dataset
+    from crs_backends.neural.train_command import load_train_data, read_records_file
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--systems", default=",".join(SYSTEMS))
-    parser.add_argument("--limit", type=int, default=None, help="test records (default: all 3,341)")
+    parser.add_argument("--set", dest="root", type=Path, default=SHIPPED_SMALL_ROOT, help="the set (the shipped one)")
+    parser.add_argument("--systems", default=None, help="which of the set's systems (all)")
+    parser.add_argument("--limit", type=int, default=None, help="the first N test records (all 3,341): not recorded")
     parser.add_argument("--replies", type=int, default=None, help="test contexts the replies are generated at (all)")
-    parser.add_argument("--contexts", type=int, default=None, help="test contexts for the top-10 overlap (300)")
-    parser.add_argument("--models", type=Path, default=None, help="where the ReDial-trained models live (the cache)")
-    parser.add_argument("--quick", action="store_true", help="a few records, each trained for a few steps: minutes")
-    parser.add_argument(
-        "--record",
-        action="store_true",
-        help="write the figures beside the shipped small set (redial_test.json: the app's line for each system)",
-    )
+    parser.add_argument("--contexts", type=int, default=300, help="test contexts for the top-10 overlap (300)")
+    parser.add_argument("--again", action="store_true", help="read the test split again for a set already measured")
     args = parser.parse_args()
-    systems = [s for s in args.systems.split(",") if s]
-    limit = args.limit if args.limit is not None else (QUICK["limit"] if args.quick else 0)
-    replies = args.replies if args.replies is not None else (QUICK["replies"] if args.quick else 0)
-    contexts = args.contexts if args.contexts is not None else (QUICK["contexts"] if args.quick else 300)
+    root = Path(args.root)
+    manifest = read_manifest(root) if (root / "manifest.json").exists() else {}
+    if set_dataset(root) != "redial":
+        print(f"{root}: not a set trained on ReDial (dataset {set_dataset(root) or 'unknown'}): nothing to measure")
+        return 0
+    systems = [s for s in (args.systems or ",".join(manifest.get("systems") or SYSTEMS)).split(",") if s]
+    partial = bool(args.limit or args.replies)
+    if manifest.get("redial_test") and not partial and not args.again:
+        done = manifest["redial_test"]
+        print(f"{root.name} was measured on {done.get('date')} ({done.get('command')}); --again reads it again")
+        return 0
     started = time.monotonic()
     load = os.getloadavg()[0]
-    print(f"machine: {os.cpu_count()} cores, load average {load:.1f} at start")
+    print(f"machine: {os.cpu_count()} cores, load average {load:.1f} at start; set {root} ({manifest.get('version')})")
     base = data_dir()
-    if base is None or not (base / "redial" / "entity2id.json").exists():
+    if base is None or not (base / "redial_eval" / "test_data_processed.jsonl").exists():
         print("research data not found (CRS_DATA_DIR or ../shared/data): skipped")
         return 0
-    test = read_records_file(base / "redial_eval" / "test_data_processed.jsonl", limit or None)
-    with tempfile.TemporaryDirectory(prefix="crs-fidelity-quick-") as scratch:
-        models = args.models or (Path(scratch) if args.quick else None)  # quick models never land in the cache
-        ranking_models, data, models_root = rankers(systems, base, args.quick, models)
-        rankings, recall, intervals, references, by_gold, named = recall_section(ranking_models, data, test)
-        generated = generation_section(ranking_models, test, replies, data.kg)
-        steps = trained_steps(models_root, systems)
-    for system in systems:
-        if system not in steps:  # a --models folder copied without .train/: the record says nothing of the budget
-            print(f"{system}: no training state under {models_root}/.train/: its steps are not recorded")
+    test = read_records_file(base / "redial_eval" / "test_data_processed.jsonl", args.limit or None)
+    data = load_train_data(str(base / "redial"))  # its training records: the popularity reference
+    ranking_models, _kg = set_models(root, systems)
+    rankings, recall, intervals, references, by_gold, named = recall_section(ranking_models, data, test)
+    generated = generation_section(ranking_models, test, args.replies or 0, data.kg)
+    contexts = args.contexts
     n_gold = next(iter(recall.values())).samples if recall else 0
     print(f"\nRecall over all items ({len(data.kg.item_ids)}), {len(test)} ReDial test records ({n_gold} gold items)")
     print(
@@ -352,14 +278,15 @@ def main() -> int:
         for text in g["samples"]:
             print(f"  {LABELS[system]} says: {' '.join(text.split())}")
 
-    note = f" (--quick: {len(test)} records, a few training steps; not a measurement)"
-    note = note if args.quick else ""
+    note = f" (partial: {len(test)} records, not recorded)" if partial else ""
     print(f"\nseconds: {time.monotonic() - started:.0f}")
-    if args.record and not args.quick:
-        variants = {s: m.variant for s, m in ranking_models.items()}
+    if not partial:
         elapsed = time.monotonic() - started
-        n = len(test)
-        record(recall, references, by_gold, overlap, generated, people, n, elapsed, load, steps, variants, intervals)
+        people_fig = people
+        record(
+            root,
+            reading(recall, references, by_gold, overlap, generated, people_fig, len(test), elapsed, load, intervals),
+        )
     if recall:
         worst = min(r.at[10] / PUBLISHED_RECALL[s][1] for s, r in recall.items())
         print(f"BENCH recall10_vs_published_min {worst:.2f} ratio target >= 0.8{note}")

@@ -85,11 +85,10 @@ def build_model(system: str, size: str):
 
     cls = model_class(system, size)
     if size == "small":
-        from crs_backends.neural.names import SMALL_DATASET as DATASET
-        from crs_backends.neural.names import small_models_root
+        from crs_backends.neural.names import set_dataset, small_models_root
 
         root = small_models_root()
-        if root is not None and has_published_layout(root, system, DATASET):
+        if root is not None and has_published_layout(root, system, set_dataset(root)):
             from crs_backends.neural.fidelity import open_small
 
             # opened as the app opens it

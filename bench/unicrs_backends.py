@@ -61,14 +61,14 @@ def main() -> None:
     from catalog.catalog import get_catalog
     from crs_backends.neural.engine import ConvInput
     from crs_backends.neural.kg_reader import kg_from_catalog, load_kg
-    from crs_backends.neural.names import SMALL_DATASET, small_models_root
+    from crs_backends.neural.names import set_dataset, small_models_root
     from crs_backends.neural.smollm_llamacpp import LlamaCppDecoder
     from crs_backends.neural.unicrs_smollm import UniCRSSmall, is_smollm_set
 
     root = small_models_root()
-    if root is not None and is_smollm_set(root, SMALL_DATASET):
-        kg = load_kg(root / f"kg_{SMALL_DATASET}")
-        model = UniCRSSmall.load(root, SMALL_DATASET, kg)
+    if root is not None and is_smollm_set(root, set_dataset(root)):
+        kg = load_kg(root / f"kg_{set_dataset(root)}")
+        model = UniCRSSmall.load(root, set_dataset(root), kg)
         origin = f"trained ({root})"
     else:
         kg = kg_from_catalog(get_catalog("bundled"))

@@ -33,7 +33,6 @@ from crs_backends.neural.names import (
 )
 from crs_backends.neural.names import LABELS as LABELS_NEURAL
 from crs_backends.neural.names import SYSTEMS as SYSTEMS_NEURAL
-from crs_backends.neural.names import budget as neural_budget
 from crs_backends.plugins import missing_package
 from llm_clients.registry import client_for
 from llm_clients.sentence_encoder import MODEL_LOAD_LOCK
@@ -62,7 +61,9 @@ def _retrieval(db_path) -> CRSSystem:
 
 def neural_build_allowed() -> bool:
     """Whether a neural system may build the small local versions when no checkpoint is there."""
-    return (os.environ.get("CRS_NEURAL_BUILD") or "auto").strip().lower() not in ("never", "0", "no", "false", "off")
+    # ``never`` by default: the small sets train on ReDial for hours (crs_backends.neural.small); a copy without its
+    # shipped set says which command builds one rather than start that on a person's first message
+    return (os.environ.get("CRS_NEURAL_BUILD") or "never").strip().lower() not in ("never", "0", "no", "false", "off")
 
 
 class _BuildState:
@@ -95,7 +96,7 @@ def _being_built_message(system_id: str) -> str:
     system = SYSTEM_OF_SMALL_ID.get(system_id, system_id)
     return (
         f"{SMALL_LABELS[system]}: the small local versions of KBRD, BARCOR and UniCRS are being built "
-        f"({_build.describe()}); this happens once and takes a few minutes. Try again in a minute, or pick "
+        f"({_build.describe()}); this happens once and takes hours on ReDial. Pick "
         "another system meanwhile."
     )
 
@@ -209,7 +210,7 @@ def _build_and_resolve(system_id: str):
         raise SystemUnavailable(_being_built_message(system_id))
     try:
         _build.progress("", 0, 0)
-        log.warning("no checkpoint for %s: building the small local versions (once, a few minutes)", system_id)
+        log.warning("no checkpoint for %s: building the small local versions (once; hours on ReDial)", system_id)
         try:
             builder = _small_builder()
             if builder is None:
@@ -386,7 +387,7 @@ def _describe_neural(system_id: str) -> SystemInfo:
 
 
 def _small_to_build(system: str) -> SystemInfo:
-    when = "being built now" if _build.running else "built on first use, a few minutes"
+    when = "being built now" if _build.running else "built on first use (hours: trained on ReDial)"
     return SystemInfo(
         id=SMALL_IDS[system], label=SMALL_LABELS[system], variant=f"small local version ({when})", demo=True
     )
@@ -432,88 +433,34 @@ ABOUT = {
     "unicrs": "prompt-learning recommender over DialoGPT and RoBERTa (UniCRS)",
 }
 
-# What the small local versions really are (the Chat tab's line for a system running one): each its namesake's
-# architecture at small size (crs_backends/neural/small.py), their replies shown through CRS Arena's policy alone, the
-# title slot filled with the ranking; :func:`small_recall_note` adds the R@10 measured on ReDial's test split
+# What the small local versions are, in one sentence each (the Chat tab's line for a system running one; the details
+# are in docs/neural-systems.md): each its namesake's architecture at small size, trained here
+# (crs_backends/neural/small.py); :func:`small_recall_note` adds the R@10 its set measured on ReDial's test split
 ABOUT_SMALL = {
-    "kbrd": "small KBRD trained here: an R-GCN over the catalog's knowledge graph reads the linked entities and ranks; "
-    "a small Transformer, its words biased by that user vector, writes replies whose title slot the ranking fills",
-    "barcor": "small BARCOR trained here: the pretrained all-MiniLM-L6-v2 (frozen, standing in for BART's encoder) "
-    "reads the conversation; the recommender, its own fine-tuned copy of the encoder's top two layers under BART's "
-    "head, ranks with no knowledge graph, and a two-layer decoder attending to the encoding writes lower-case replies "
-    "(MiniLM's vocabulary is uncased) whose title slot the ranking fills",
-    "unicrs": "small UniCRS trained here: the frozen SmolLM2-135M-Instruct driven by knowledge-enhanced soft prompts "
-    "(R-GCN entities fused with MiniLM's reading of the conversation); its hidden state ranks and it writes replies "
-    "whose title slot the ranking fills",
+    "kbrd": "KBRD's architecture at small size (a knowledge-graph recommender and a small Transformer that replies)",
+    "barcor": "BARCOR's architecture at small size, on the frozen all-MiniLM-L6-v2 encoder",
+    "unicrs": "UniCRS's knowledge-enhanced soft prompts on the frozen SmolLM2-135M-Instruct",
 }
 
 
-REDIAL_TEST_RECORDS = 3341  # redial_eval/test_data_processed.jsonl
-
-
 def small_recall_note(system: str) -> str:
-    """What the running small set's manifest says of the small ``system``'s Recall@10 on real conversations."""
+    """The R@10 on ReDial's test split that the running small set's manifest records for ``system`` (measured on
+    that set by bench/crs_fidelity.py), beside the published one; says so where the set records none."""
     from crs_backends.neural import sources
+    from crs_backends.neural.evaluation import PUBLISHED_RECALL
 
     source = sources.small_source(system)
-    recorded = sources.recorded_recall(source.root, system) if source is not None else {}
-    recall = recorded.get("10")
-    if source is None or not isinstance(recall, int | float):
-        return "its R@10 on real conversations is not measured for this set"
-    records = recorded.get("records")
-    part = f", its first {records} records" if isinstance(records, int) and records < REDIAL_TEST_RECORDS else ""
-    manifest = sources.read_manifest_quietly(source.root)
-    from crs_backends.neural.names import model_class
-
-    # the ReDial model may be another variant of the architecture than this set (the small UniCRS's per-layer prefix)
-    cls = model_class(system, "small")
-    there_variant = recorded.get("variant")
-    if isinstance(there_variant, dict):
-        there_variant = cls.recorded_variant(there_variant)
-    here_variant = cls.variant_of(source.root, source.dataset)
-    differs = (
-        [
-            f"{what}: {there_variant.get(what, '?')} there, {here_variant.get(what, '?')} here"
-            for what in sorted({*there_variant, *here_variant})
-            if there_variant.get(what) != here_variant.get(what)
-        ]
-        if isinstance(there_variant, dict)
-        else []
-    )
-    the = "the" if differs else "the same"
-    budget = recorded.get("budget")
-    settings = _of_system(manifest.get("train_settings"), system)
-    if isinstance(budget, dict) and settings and neural_budget(budget) != neural_budget(settings):
-        # the ReDial configuration trained with another budget than this set (UniCRS's prompts, #40): say both
-        there, here = recorded.get("steps"), _manifest_steps(manifest, system)
-        if isinstance(there, dict) and there and here:
-            order = [*here, *(k for k in there if k not in here)]
-            how = (
-                f"{the} architecture trained on ReDial for {_stage_steps(there, order)} steps, "
-                f"this set for {_stage_steps(here, order)}"
-            )
-        else:
-            how = f"{the} architecture trained on ReDial with another budget than this set"
-    else:
-        how = f"{the} recipe trained on ReDial"
-    how = "; ".join([how, *differs])
-    return f"R@10 {recall:.3f} on ReDial's test split{part} ({how}; bench/crs_fidelity.py)"
+    manifest = sources.read_manifest_quietly(source.root) if source is not None else {}
+    reading = manifest.get("redial_test")
+    recall = _of_system(reading.get("recall") if isinstance(reading, dict) else None, system).get("10")
+    if not isinstance(recall, int | float):
+        return "not measured on ReDial's test split"
+    return f"R@10 {recall:.3f} on ReDial's test split (published {PUBLISHED_RECALL[system][1]:.3f})"
 
 
 def _of_system(table, system: str) -> dict:
     value = table.get(system) if isinstance(table, dict) else None
     return value if isinstance(value, dict) else {}
-
-
-def _manifest_steps(manifest: dict, system: str) -> dict:
-    """The steps per stage a set's manifest records for ``system``'s training ({} where it records none)."""
-    stages = _of_system(manifest.get("losses"), system)
-    return {k: v["steps"] for k, v in stages.items() if isinstance(v, dict) and isinstance(v.get("steps"), int)}
-
-
-def _stage_steps(steps: dict, order: list[str]) -> str:
-    """``{"rec": 1334, "conv": 150}`` as "rec 1,334 + conv 150", stages in ``order``."""
-    return " + ".join(f"{stage} {steps[stage]:,}" for stage in order if isinstance(steps.get(stage), int))
 
 
 _KINDS = ("not available", "published checkpoint", "small local version", "locally trained checkpoint")
@@ -547,9 +494,10 @@ def system_line(info: SystemInfo) -> str:
         if detail.startswith("(") and detail.endswith(")"):
             detail = detail[1:-1]
     system = SYSTEM_OF_SMALL_ID.get(info.id, info.id)
-    about = (ABOUT_SMALL if kind == "small local version" else ABOUT).get(system, ABOUT.get(system, ""))
     if kind == "small local version" and system in ABOUT_SMALL:
-        about += f"; {small_recall_note(system)}"
+        # one sentence: what it is, what it was trained on, what it measured (details: docs/neural-systems.md)
+        return f"{info.label} · {ABOUT_SMALL[system]}, {detail}; {small_recall_note(system)}."
+    about = ABOUT.get(system, "")
     line = f"{info.label} · {kind}"
     if about:
         line += f" — {about}"

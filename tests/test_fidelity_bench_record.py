@@ -1,74 +1,89 @@
-"""bench/crs_fidelity.py's record of what it measured: with each system's Recall it keeps how many optimizer steps
-each stage of the ReDial configuration took (read from the training states), which the app's line compares with the
-running set's."""
+"""bench/crs_fidelity.py measures a built set as it is (nothing trained) on the test records of the data folder, and
+records the reading in the set's manifest, which the app's line for each small system shows; a set is read once
+unless ``--again`` says otherwise, and a partial reading is never recorded."""
 
 from __future__ import annotations
 
-import importlib.util
+import subprocess
 import sys
 from pathlib import Path
 
-import torch
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _load_bench():
-    spec = importlib.util.spec_from_file_location("crs_fidelity_bench", ROOT / "bench" / "crs_fidelity.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["crs_fidelity_bench"] = module
-    spec.loader.exec_module(module)
-    return module
+@pytest.fixture(scope="module")
+def quick_set(tmp_path_factory):
+    """A set of the small KBRD built --quick on the tiny ReDial folder, and that folder."""
+    from tiny_redial import write_tiny_redial
+
+    from crs_backends.neural import small
+
+    tmp = tmp_path_factory.mktemp("bench_set")
+    data = write_tiny_redial(tmp / "data")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("CRS_DATA_DIR", str(data))
+        mp.setenv("CRS_ARENA_CACHE", str(tmp / "cache"))
+        mp.setattr(small, "SYSTEMS", ("kbrd",))
+        assert small.main(["build", "--out", str(tmp / "small-v90"), "--quick", "--quiet"]) == 0
+    return tmp / "small-v90", data
 
 
-def test_the_steps_of_each_stage_are_read_from_the_training_states(tmp_path):
-    bench = _load_bench()
-    for name, step in (("unicrs_rec_redial", 1334), ("unicrs_conv_redial", 150), ("kbrd_rec_redial", 7)):
-        folder = tmp_path / ".train" / name
-        folder.mkdir(parents=True)
-        torch.save({"stage": name.split("_")[1], "step": step}, folder / "trainer_state.pt")
-    (tmp_path / ".train" / "barcor_rec_redial").mkdir()
-    (tmp_path / ".train" / "barcor_rec_redial" / "trainer_state.pt").write_bytes(b"not a state")
-    steps = bench.trained_steps(tmp_path, ["unicrs", "barcor"])
-    assert steps == {"unicrs": {"conv": 150, "rec": 1334}}  # a damaged state says nothing; kbrd was not asked
+def _bench(root: Path, data: Path, *args: str) -> str:
+    env = {"CRS_DATA_DIR": str(data), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PATH": "/usr/bin:/bin"}
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "crs_fidelity.py"), "--set", str(root), "--contexts", "5", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
 
 
-def test_the_budget_recorded_is_the_dataset_configurations():
-    bench = _load_bench()
-    assert bench.dataset_budget("unicrs") == {
-        "epochs": 2,
-        "max_steps": None,
-        "stage_steps": {"conv": 150},
-        "stage_epochs": None,
-        "batch_size": 8,
-    }
-    assert bench.dataset_budget("kbrd")["max_steps"] == 2900
+def test_a_partial_reading_is_printed_not_recorded(quick_set):
+    from crs_backends.neural.checkpoints import read_manifest
+
+    root, data = quick_set
+    out = _bench(root, data, "--limit", "6", "--replies", "2")
+    assert "BENCH recall10_vs_published_min" in out and "partial: 6 records, not recorded" in out
+    assert " nan " not in out
+    assert "redial_test" not in read_manifest(root)
 
 
-def test_the_record_keeps_each_models_variant_beside_its_figures(tmp_path, monkeypatch):
-    import json
-    from types import SimpleNamespace
+def test_the_set_is_measured_once_into_its_manifest(quick_set):
+    from crs_backends.neural.checkpoints import read_manifest
 
+    root, data = quick_set
+    out = _bench(root, data)
+    assert "figures written to" in out and "partial" not in out
+    reading = read_manifest(root)["redial_test"]
+    test_records = sum(1 for _ in open(data / "redial_eval" / "test_data_processed.jsonl"))
+    assert reading["test_records"] == test_records and reading["recall"]["kbrd"]["records"] == test_records
+    assert set(reading["recall"]["kbrd"]) >= {"1", "10", "50", "interval_10"}
+    assert {"popularity", "named first"} <= set(reading["references"])
+    assert reading["generation"]["kbrd"]["replies"] == test_records
+    assert reading["published_recall"]["kbrd"] == [0.028, 0.169, 0.366]
+    # read once: a second run says when it was read and reads nothing; --again adds a reading, hiding none
+    again = _bench(root, data)
+    assert "was measured on" in again and "figures written" not in again
+    _bench(root, data, "--again")
+    assert len(read_manifest(root)["redial_test_readings"]) == 2
+
+
+def test_the_apps_line_shows_the_figures_of_the_set_it_runs(quick_set, monkeypatch):
+    from crs_backends import registry
     from crs_backends.neural import names
 
-    bench = _load_bench()
-    monkeypatch.setattr(names, "SHIPPED_SMALL_ROOT", tmp_path)
-    recall = {s: SimpleNamespace(at={1: 0.03, 10: 0.15, 50: 0.3}) for s in ("kbrd", "unicrs")}
-    prefix = {"recommendation prompt": "input vectors and UniCRS's per-layer prefix"}
-    people = {"distinct": {2: 6.0}}
-    parts = {"named": SimpleNamespace(at={1: 0.1, 10: 0.3, 50: 0.5}), "new": SimpleNamespace(at={1: 0.02, 10: 0.14})}
-    by_gold = {"kbrd": parts}
-    from crs_backends.neural.evaluation import Interval
+    root, _data = quick_set
+    monkeypatch.setattr(names, "SHIPPED_SMALL_ROOT", root)
+    note = registry.small_recall_note("kbrd")
+    from crs_backends.neural.checkpoints import read_manifest
 
-    intervals = {s: Interval(0.15, 0.14, 0.16123, 300) for s in recall}
-    bench.record(recall, {}, by_gold, {}, {}, people, 3341, 10.0, 0.5, {}, {"kbrd": {}, "unicrs": prefix}, intervals)
-    written = json.loads((tmp_path / "redial_test.json").read_text(encoding="utf-8"))
-    assert written["runs"][-1]["recall_by_gold"] == {
-        "kbrd": {"named": {"1": 0.1, "10": 0.3, "50": 0.5}, "new": {"1": 0.02, "10": 0.14}}
-    }
-    assert written["recall"]["unicrs"]["variant"] == prefix
-    assert "variant" not in written["recall"]["kbrd"]  # nothing sets KBRD's apart
-    assert written["recall"]["kbrd"]["interval_10"] == [0.14, 0.1612]  # R@10's interval over the conversations
-    from crs_backends.neural.recipes import DATASET_RECIPE
-
-    assert written["runs"][-1]["recipe"] == DATASET_RECIPE  # the rate and windows the budget does not name
+    recall = read_manifest(root)["redial_test"]["recall"]["kbrd"]["10"]
+    assert note == f"R@10 {recall:.3f} on ReDial's test split (published 0.169)"
+    # a set not measured says so, with no figure of another model
+    monkeypatch.setattr(names, "SHIPPED_SMALL_ROOT", ROOT / "assets" / "models" / "small-v7")
+    assert "not measured" in registry.small_recall_note("kbrd")

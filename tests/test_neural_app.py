@@ -29,13 +29,6 @@ from storage.db import open_db
 pytestmark = pytest.mark.timeout(1500)  # the first test may build the small versions
 
 NEURAL = ("kbrd", "barcor", "unicrs")
-# the builder's own test: every stage of the recipe, at a budget that only checks the plumbing
-TINY_SETTINGS = {
-    "kbrd": {"epochs": 1, "max_steps": 80, "batch_size": 32, "lr": 3e-3, "reply_lr": 5e-4},
-    "barcor": {"epochs": 1, "max_steps": 20, "batch_size": 32, "lr": 1e-3, "reply_lr": 1e-3},
-    "unicrs": {"epochs": 1, "max_steps": 4, "batch_size": 8, "lr": 1e-3},
-    "data": {"real_records": 300, "synthetic_records": 300},
-}
 NO_SOURCE = {"CRS_MODELS_DIR": "", "CRS_MODELS_HUB_REPO": "", "CRS_MODELS_URL": "", "CRS_MODELS_SHA256": ""}
 
 
@@ -80,16 +73,18 @@ def test_selector_lists_every_system_with_its_version(app):
     choices = {value: label for label, value in _selector(client)["choices"]}
     assert {"chatcrs", "retrieval", *NEURAL} <= set(choices)
     for system, name in (("kbrd", "KBRD"), ("barcor", "BARCOR"), ("unicrs", "UniCRS")):  # named for what they are
-        assert choices[system].startswith(f"{name} (small) · small local version (trained here for the bundled")
+        assert choices[system].startswith(f"{name} (small) · small local version (trained here ")
     assert choices["chatcrs"].startswith("ChatCRS · ")
     # the line for each small version says what it really is, not what the published system is
     props = {c["props"].get("elem_id"): c["props"] for c in client.config["components"] if c["props"].get("elem_id")}
     about = props["system-descriptions"]["value"]
-    assert "small BARCOR trained here: the pretrained all-MiniLM-L6-v2" in about and "fine-tuned copy" in about
-    assert "small UniCRS trained here: the frozen SmolLM2-135M-Instruct" in about and "DialoGPT" not in about
-    # each small version's R@10 on ReDial's test split, as bench/crs_fidelity.py --record wrote it beside the set
+    assert "BARCOR's architecture at small size, on the frozen all-MiniLM-L6-v2" in about
+    assert "soft prompts on the frozen SmolLM2-135M-Instruct" in about and "DialoGPT" not in about
+    # each small version's R@10 on ReDial's test split as bench/crs_fidelity.py measured the set that runs, or none
+    measured = read_manifest(names.SHIPPED_SMALL_ROOT).get("redial_test")
     for name in ("KBRD", "BARCOR", "UniCRS"):
-        assert re.search(rf"{name} \(small\) · .*R@10 0\.\d\d\d on ReDial's test split", about), name
+        said = r"R@10 0\.\d\d\d on ReDial's test split \(published 0\.\d\d\d\)" if measured else "not measured"
+        assert re.search(rf"{name} \(small\) · [^\n]*{said}", about), name
 
 
 @pytest.mark.parametrize("system", ["chatcrs", *NEURAL])
@@ -155,8 +150,9 @@ def small_models(small_cache):
         mp.setenv("CRS_ARENA_CACHE", str(small_cache))
         root = small.small_models_root()
     assert root == names.SHIPPED_SMALL_ROOT
-    kg = load_kg(root / f"kg_{names.SMALL_DATASET}")
-    return {s: model_class(s).load(root, names.SMALL_DATASET, kg) for s in NEURAL}, get_catalog("bundled"), kg
+    dataset = names.set_dataset(root)
+    kg = load_kg(root / f"kg_{dataset}")
+    return {s: model_class(s).load(root, dataset, kg) for s in NEURAL}, get_catalog("bundled"), kg
 
 
 @pytest.mark.parametrize("system", NEURAL)
@@ -194,15 +190,17 @@ def test_small_replies_are_the_models_with_no_slot_left(small_models, system):
 
 
 def test_the_builder_trains_a_set_that_loads_and_answers(tmp_path, monkeypatch):
-    """``python -m crs_backends.neural.small ensure``'s function trains into an empty cache (a tiny budget: 90 s on
-    2 idle cores, where the quick recipe took 4 minutes alone and 10 beside the rest of the suite); each system is
-    loaded from what it wrote, recommends and generates. At this budget a reply may still be empty (the small KBRD
-    and BARCOR wrote nothing after 80 steps): that the shipped set writes is tests/test_neural_app.py's chats.
-    The fixture above may copy a cached set, so without this test a broken builder would go unnoticed."""
+    """``python -m crs_backends.neural.small ensure``'s function trains all three systems on ReDial's layout (the
+    tiny folder of tests/tiny_redial.py, a few steps each: the plumbing, not the recipe) into an empty cache; each
+    system is loaded from what it wrote, recommends and generates. At this budget a reply may still be empty: that
+    the shipped set writes is this module's chats."""
+    from tiny_redial import write_tiny_redial
+
     if not (in_ci() or os.environ.get("CRS_TEST_BUILD") == "1"):
         pytest.skip("the builder runs in CI (CI=true) or with CRS_TEST_BUILD=1 (about 2 minutes)")
     cache = tmp_path / "empty_cache"
     monkeypatch.setenv("CRS_ARENA_CACHE", str(cache))
+    monkeypatch.setenv("CRS_DATA_DIR", str(write_tiny_redial(tmp_path / "data")))
     for var in NO_SOURCE:
         monkeypatch.delenv(var, raising=False)
     phases: set[str] = set()
@@ -211,17 +209,19 @@ def test_the_builder_trains_a_set_that_loads_and_answers(tmp_path, monkeypatch):
         force=True,  # train even where a shipped set would be used: this test is about the builder
         show_bar=False,
         log=lambda message: None,
-        settings=TINY_SETTINGS,
+        settings=small.QUICK_SETTINGS,
+        limit=small.QUICK_RECORDS,
     )
     assert root == small.small_models_dir() and root.is_relative_to(cache)
     assert phases == set(NEURAL)
     manifest = read_manifest(root)
     assert manifest["complete"] is True and manifest["version"] == names.SMALL_SET
+    assert manifest["dataset"] == "redial" and names.set_dataset(root) == "redial"
     assert not list(root.parent.glob(".small-v*"))  # no build or old folder left behind
-    kg = load_kg(root / f"kg_{names.SMALL_DATASET}")
-    horror = ConvInput(["I love scary horror movies like The Shining (1980)"], ["The Shining (1980)", "Horror"])
+    kg = load_kg(root / "kg_redial")
+    horror = ConvInput(["I love scary horror movies like The Shining (1980)"], ["The Shining (1980)", "horror"])
     for system in NEURAL:
-        model = model_class(system).load(root, names.SMALL_DATASET, kg)
+        model = model_class(system).load(root, "redial", kg)
         assert type(model) is model_class(system, "small"), system  # each its own architecture
         items = model.recommend(horror, k=5)
         assert len(items) == 5, system

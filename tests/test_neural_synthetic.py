@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import json
-import time
-
 import pytest
 
 from catalog.catalog import load_bundled
-from catalog.ievalm_records import read_records
 from crs_backends.neural.engine import MOVIE_SLOT
 from crs_backends.neural.kg_reader import kg_from_catalog
 from crs_backends.neural.synthetic import (
@@ -19,7 +15,6 @@ from crs_backends.neural.synthetic import (
     record_template,
     record_texts,
     synthetic_records,
-    write_synthetic,
 )
 
 
@@ -48,12 +43,6 @@ def test_deterministic_for_a_seed_and_different_across_seeds(catalog, kg, record
     assert again == records
     other = synthetic_records(catalog, 50, seed=1, kg=kg)
     assert [r.resp for r in other] != [r.resp for r in records[: len(other)]]
-
-
-def test_fast(catalog, kg):
-    start = time.process_time()  # CPU time: the machine running the tests may be busy
-    synthetic_records(catalog, 2000, seed=3, kg=kg)
-    assert time.process_time() - start < 2.0
 
 
 def test_every_preference_kind_and_act_appears(dialogues, records):
@@ -122,7 +111,7 @@ def test_system_turns_state_their_facts_in_words_and_only_titles_as_slots(dialog
     assert sum(1 for t in turns if "directed by" in t.template) > 0.2 * len(turns)
 
 
-def test_templates_put_movie_slots_where_titles_were(records, tmp_path):
+def test_templates_put_movie_slots_where_titles_were(records):
     with_rec = [r for r in records if r.rec]
     for r in with_rec[:500]:
         t = record_template(r)
@@ -133,10 +122,6 @@ def test_templates_put_movie_slots_where_titles_were(records, tmp_path):
         movie_template("Try Heat (1995) or Heat 2 (2026).", ["Heat (1995)", "Heat 2 (2026)"])
         == f"Try {MOVIE_SLOT} or {MOVIE_SLOT}."
     )
-    path = write_synthetic(tmp_path / "syn.jsonl", with_rec[:20])
-    lines = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
-    assert all(MOVIE_SLOT in x["template"] for x in lines)
-    assert read_records(path) == with_rec[:20]
 
 
 def test_texts_and_description(records):

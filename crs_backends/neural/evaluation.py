@@ -2,8 +2,7 @@
 on, Recall@k, the generation figures the CRS papers report (BLEU-2, Distinct-n) and how alike two systems rank.
 
 Plain Python over records, rankings and texts (no model, no torch), read by the trainer
-(:mod:`crs_backends.neural.train_command`), the people's replies the small versions learn from
-(:mod:`crs_backends.neural.real_replies`) and ``bench/crs_fidelity.py``:
+(:mod:`crs_backends.neural.train_command`) and ``bench/crs_fidelity.py``:
 
 - **validation split** (:func:`is_validation`): a fixed tenth of the training conversations, chosen by a hash of
   the conversation id and never trained on; recipes are compared on it, the test split is reported once;

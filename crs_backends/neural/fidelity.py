@@ -149,13 +149,13 @@ def bundled_checks(root, systems: Sequence[str], n: int = 300) -> dict[str, Bund
 
     from catalog.catalog import get_catalog
     from crs_backends.neural.kg_reader import load_kg
-    from crs_backends.neural.names import SMALL_DATASET as DATASET
     from crs_backends.neural.names import SMALL_SEED as SEED
+    from crs_backends.neural.names import set_dataset
     from crs_backends.neural.synthetic import synthetic_records
 
     root = Path(root)
     catalog = get_catalog("bundled")
-    kg = load_kg(root / f"kg_{DATASET}")
+    kg = load_kg(root / f"kg_{set_dataset(root)}")
     held = held_back_inputs(synthetic_records(catalog, 2 * n, SEED + HELD_BACK_SEED_OFFSET, kg=kg), n)
     inputs = [r.conv_input() for r in held]
     out = {}

@@ -82,23 +82,36 @@ def models_dir() -> Path:
 
 
 # the small local versions (built by crs_backends.neural.small)
-SMALL_VERSION = 7  # bump when the data, the settings or a model's small size changes: the shipped set is retrained
-SMALL_DATASET = "bundled"  # the item space the small sets are trained on (the bundled catalog)
+# the set a build writes by default: bump when the data, the recipe or a model's small size changes
+SMALL_VERSION = 8
 SMALL_SEED = 0
-# the training settings that make a recipe's budget (what the app's line compares between the running small set and
-# the ReDial configuration its figures come from)
-BUDGET_KEYS = ("epochs", "max_steps", "stage_steps", "stage_epochs", "batch_size")
 
 SMALL_SET = f"small-v{SMALL_VERSION}"
-SHIPPED_SMALL_ROOT = Path(
-    os.environ.get("CRS_SMALL_MODELS") or Path(__file__).resolve().parents[2] / "assets" / "models" / SMALL_SET
-)
+SHIPPED_SETS = Path(__file__).resolve().parents[2] / "assets" / "models"
 SMALL_BUILD_COMMAND = f"python -m crs_backends.neural.small build --out assets/models/{SMALL_SET}"
 
 
-def budget(settings: dict) -> dict:
-    """The :data:`BUDGET_KEYS` of a recipe's settings (None for a key it does not set)."""
-    return {k: settings.get(k) for k in BUDGET_KEYS}
+def set_dataset(root: Path) -> str:
+    """The dataset a small set was trained on, as its manifest says (``redial``; ``bundled`` for small-v7, which
+    predates the manifest's field being read)."""
+    try:
+        data = json.loads((Path(root) / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return ""
+    return str(data.get("dataset") or "") if isinstance(data, dict) else ""
+
+
+def _shipped_small_root() -> Path:
+    """``CRS_SMALL_MODELS``, else the newest complete ``assets/models/small-v<N>`` (the set the repository ships),
+    else where :data:`SMALL_SET` would be shipped."""
+    configured = os.environ.get("CRS_SMALL_MODELS")
+    if configured:
+        return Path(configured)
+    sets = sorted(
+        (p for p in SHIPPED_SETS.glob("small-v*") if p.name[7:].isdigit() and small_set_complete(p)),
+        key=lambda p: int(p.name[7:]),
+    )
+    return sets[-1] if sets else SHIPPED_SETS / SMALL_SET
 
 
 def small_models_dir() -> Path:
@@ -115,7 +128,12 @@ def small_set_complete(root: Path) -> bool:
         data = json.loads(manifest.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
-    return data.get("complete") is True and (Path(root) / f"kg_{SMALL_DATASET}" / "entity2id.json").exists()
+    dataset = data.get("dataset") if isinstance(data, dict) else None
+    return (
+        data.get("complete") is True
+        and isinstance(dataset, str)
+        and (Path(root) / f"kg_{dataset}" / "entity2id.json").exists()
+    )
 
 
 def small_models_root() -> Path | None:
@@ -124,3 +142,6 @@ def small_models_root() -> Path | None:
         if small_set_complete(root):
             return root
     return None
+
+
+SHIPPED_SMALL_ROOT = _shipped_small_root()

@@ -1,37 +1,30 @@
-"""The small local versions of KBRD, BARCOR and UniCRS: trained by this project, shipped with it.
+"""The small local versions of KBRD, BARCOR and UniCRS: trained by this project on ReDial, shipped with it.
 
 No published checkpoint can be downloaded without network access, so the project trains each system's own
-architecture at small size (#40; docs/neural-systems.md): KBRD from scratch (R-GCN recommender, a small Transformer
-with its vocabulary bias for replies), BARCOR as one encoder-decoder on the packaged all-MiniLM-L6-v2 (frozen) with
-BART's classification head and a small reply decoder, UniCRS as knowledge-enhanced soft prompts on the frozen
-SmolLM2-135M-Instruct. They learn from ReDial's real conversations restated over the bundled catalog
-(:mod:`crs_backends.neural.real_replies`); synthetic dialogues over the catalog (:mod:`crs_backends.neural.synthetic`)
-teach what to recommend among the titles ReDial rarely names, never how to reply. The result is a checkpoint set in
-the published layout, loaded by the same code as the published checkpoints (the pretrained parts from the installed
-packages, checked against the set's fingerprints)::
+architecture at small size (#40, #72; docs/neural-systems.md): KBRD from scratch (R-GCN recommender, a small
+Transformer with its vocabulary bias for replies), BARCOR as one encoder-decoder on the packaged all-MiniLM-L6-v2
+(frozen) with BART's classification head and a small reply decoder, UniCRS as knowledge-enhanced soft prompts on the
+frozen SmolLM2-135M-Instruct. All three learn from ReDial's training conversations in the research data folder (the
+validation tenth held out, :func:`crs_backends.neural.evaluation.is_validation`) over all of ReDial's items, at the
+recipe chosen on that tenth (:mod:`crs_backends.neural.recipes`). The set is in the published layout, loaded by the
+same code as the published checkpoints (the pretrained parts from the installed packages, checked against the set's
+fingerprints), and ranks ReDial's items; the app shows those of its catalog::
 
     small-v<N>/
-        kg_bundled/                       the KG of the bundled catalog (iEvaLM layout)
-        kbrd_{rec,conv}_bundled/, barcor_{rec,conv}_bundled/, unicrs_{rec,conv}_bundled/
-        manifest.json                     version, command, data, seed, settings, seconds, losses, backbones
-        redial_test.json                  the recipe's figures on ReDial's test split (bench/crs_fidelity.py --record)
+        kg_redial/                        what serving needs of ReDial's KG (names and relations; SOURCE.md)
+        kbrd_{rec,conv}_redial/, barcor_{rec,conv}_redial/, unicrs_{rec,conv}_redial/
+        manifest.json                     version, command, recipe, data, seed, steps and losses, backbones, and
+                                          the figures bench/crs_fidelity.py --set measured on it
 
-**Shipped, not built at start.** The set in ``assets/models/small-v<N>/`` was produced by
-``python -m crs_backends.neural.small build --out assets/models/small-v<N>`` (:data:`TRAIN_SETTINGS`, seed
-:data:`SEED`): v6 took 1,352 s on one thread beside the ReDial bench, after the ReDial configuration had trained
-BARCOR's reply decoder (:func:`_redial_reply_decoder`; about 20 minutes on two cores, cached). UniCRS's 150 steps
-through the 135M-parameter decoder are most of the build.
-
-When the shipped set is missing (a trimmed copy of the repository), :func:`ensure_small_models` trains the
-same recipe into ``<cache>/models/small-v<N>/`` (``<cache>`` is ``CRS_ARENA_CACHE``, default
-``~/.cache/crs-arena``), built in a temporary directory and renamed into place, so it is either complete or
-absent; a lock file keeps two processes from building at once.
+**Shipped, not built at start.** ``python -m crs_backends.neural.small build --out assets/models/small-v<N>`` trains
+in ``<cache>/build/small-v<N>/train`` (resumable: run the same command again after an interruption) and writes the
+set into a temporary sibling of ``--out``, renamed into place at the end, so a half-built set is never served. The
+whole recipe takes hours on two cores (UniCRS's two epochs through the frozen decoder are most of it); ``--quick``
+trains a few steps on a few records, to try the wiring.
 
     python -m crs_backends.neural.small info                  # which set runs and what it holds
-    python -m crs_backends.neural.small ensure                # the shipped set, or train it when absent
-    python -m crs_backends.neural.small build --out DIR       # train a set (the shipped recipe)
-    python -m crs_backends.neural.small build --out DIR --quick   # the same recipe at a fifth of the steps
-    python -m crs_backends.neural.small measure --set DIR         # the held-back check of a set built --no-measure
+    python -m crs_backends.neural.small build --out DIR       # train a set (the shipped recipe), resumable
+    python -m crs_backends.neural.small build --out DIR --quick   # a few steps on a few records
 """
 
 from __future__ import annotations
@@ -47,36 +40,18 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from crs_backends.neural import names
-from crs_backends.neural.names import SMALL_DATASET as DATASET
 from crs_backends.neural.names import SMALL_SEED as SEED
 from crs_backends.neural.names import SYSTEMS, small_models_dir, small_models_root, small_set_complete
-from crs_backends.neural.recipes import DATASET_RECIPE, TRAIN_SETTINGS, dataset_settings
+from crs_backends.neural.recipes import DATASET_RECIPE, dataset_settings
 
-N_DIALOGUES = 2000
-# the models that also learn from people's replies (crs_backends.neural.real_replies) when the research data is here.
-# Not UniCRS: its GPT-2, trained from scratch with the prompts, answered "a funny movie like Superbad" with "Hello!"
-# and wrote facts without a title ("It is an a crime film directed by Michael Moore") when trained on them (v5
-# trial, 2026-11-26; 6 stutters in 300 held-back replies), where synthetic replies alone keep it coherent
-REAL_REPLIES = ("kbrd", "barcor")
-# the form each small model of the bundled set is created in, where its code's default (SIZES) has moved on since the
-# shipped set was trained: the shipped small-v7 UniCRS predates r8 and r9 (its prompt is input vectors alone, its
-# items scored with the hidden state standardised), and a set rebuilt under its name (``ensure_small_models`` where
-# the shipped one is missing) must be the same model. Retraining the bundled set in r9's form is a new set (small-v8)
-BUNDLED_FORMS: dict[str, dict] = {"unicrs": {"rec_layer_prefix": False, "rec_score": "standardised"}}
-# ``build --quick``: the same recipe at the budget that fits 5 minutes on 2 idle cores (the v2 shipped budget);
-# for trying a change of the recipe and for the builder's own tests, not for the app
+DATASET = "redial"  # what the small sets are trained on (its items are what they rank)
+# ``build --quick``: the recipe at a few steps on the first records: the wiring, for the builder's tests and trials
 QUICK_SETTINGS: dict[str, dict] = {
-    "kbrd": {"epochs": 3, "max_steps": 360, "batch_size": 32, "lr": 3e-3, "reply_lr": 5e-4},
-    "barcor": {"epochs": 3, "max_steps": 100, "batch_size": 32, "lr": 1e-3, "reply_lr": 1e-3},
-    "unicrs": {"epochs": 1, "max_steps": 40, "batch_size": 8, "lr": 1e-3},
-    # the first 3,000 real and 1,200 synthetic records only: MiniLM reads every context once (about 50 a second)
-    "data": {"real_records": 3000, "synthetic_records": 1200},
+    "kbrd": {"epochs": 1, "max_steps": 40, "batch_size": 32},
+    "barcor": {"epochs": 1, "max_steps": 10, "batch_size": 32},
+    "unicrs": {"epochs": 1, "max_steps": 4, "batch_size": 8, "stage_steps": {"conv": 2}},
 }
-# The same small configurations trained on a research dataset (the benches' ReDial figures): its real records plus
-# this many synthetic dialogues over the dataset's own catalog (synthetic.dataset_records). ReDial's training split
-# is not in the data folder; its 2,716 `redial_eval/valid` records alone left the small rankings near a popularity
-# list (R@10 over popularity: KBRD 1.26, BARCOR 0.75, UniCRS 1.03, at the v2 budget). With them (v3 budget, first
-# 1,000 test records): KBRD 1.58; BARCOR 0.69 and UniCRS 0.75, whose text-reading rankings stay below popularity.
+QUICK_RECORDS = 400
 DATASET_DIALOGUES = 0  # r5: people's conversations only (the replies are written by the models, #40)
 THREADS = int(os.environ.get("CRS_SMALL_THREADS", "0") or 0)  # 0: torch's default
 
@@ -117,10 +92,12 @@ def ensure_small_models(
     systems: tuple[str, ...] = SYSTEMS,
     log: Callable[[str], None] = _say,
     show_bar: bool = True,
-    settings: dict | None = None,
+    settings: dict[str, dict] | None = None,
+    limit: int | None = None,
 ) -> Path:
     """The root of the small local versions: the shipped set, or the cache's, trained first when neither is there
-    (or when ``force``: trained again into the cache; the shipped set is never written)."""
+    (or when ``force``: trained again into the cache; the shipped set is never written). Training needs ReDial in
+    the research data folder and takes hours at the shipped recipe (``settings``/``limit``: a trial's)."""
     if not force and small_set_complete(names.SHIPPED_SMALL_ROOT):
         return names.SHIPPED_SMALL_ROOT
     final = small_models_dir()
@@ -130,13 +107,43 @@ def ensure_small_models(
         if not force and small_set_complete(final):  # built by the process we waited for
             return final
         summary = _build_in_place(
-            final, progress=progress, systems=systems, log=log, show_bar=show_bar, settings=settings
+            final,
+            systems=systems,
+            settings=settings,
+            limit=limit,
+            log=log,
+            progress_for=_progress_for(progress, show_bar, len(systems)),
+            command=f"{names.SMALL_COMMAND}",
         )
         for stale in final.parent.glob(f".{names.SMALL_SET}.build-*"):  # left by killed builds
             if not _pid_alive(stale.name.rsplit("-", 1)[-1]):
                 shutil.rmtree(stale, ignore_errors=True)
         log(f"small local versions ready in {final} ({summary['seconds']['total']:.0f} s)")
         return final
+
+
+def _progress_for(progress: Progress | None, show_bar: bool, n: int) -> Callable[[str], Progress | None]:
+    """Per system, a callback that draws its bar and tells ``progress`` (phase named ``"<system> <stage>"``)."""
+    from crs_backends.neural.train_command import TqdmProgress
+
+    order: list[str] = []
+
+    def for_system(system: str) -> Progress | None:
+        if not (show_bar or progress):
+            return None
+        order.append(system)
+        bar = TqdmProgress(f"[{len(order)}/{n}] {system} ", enabled=show_bar)
+
+        def report(phase: str, done: int, total: int) -> None:
+            bar(phase, done, total)
+            if progress:
+                progress(f"{system} {phase}", done, total)
+            if done >= total:
+                bar.close()
+
+        return report
+
+    return for_system
 
 
 def _build_in_place(final: Path, **build_args) -> dict:
@@ -167,188 +174,149 @@ def _pid_alive(pid: str) -> bool:
     return True
 
 
+def build_work_dir(name: str) -> Path:
+    """Where the build of the set called ``name`` trains (``<cache>/build/<name>/train``): kept across interrupted
+    runs, so that the same command resumes where it stopped (every 50 steps or minute, :mod:`.training`)."""
+    return names.cache_dir() / "build" / name / "train"
+
+
 def build(
     root: Path,
     *,
-    progress: Progress | None = None,
     systems: tuple[str, ...] = SYSTEMS,
+    settings: dict[str, dict] | None = None,
+    limit: int | None = None,
+    work: Path | None = None,
+    progress_for: Callable[[str], Progress | None] | None = None,
     log: Callable[[str], None] = _say,
-    show_bar: bool = True,
-    settings: dict | None = None,
-    measure: bool = False,
     command: str = "",
 ) -> dict:
-    """Build the whole set into ``root`` (not atomic by itself: :func:`ensure_small_models` renames it into place).
-
-    ``measure``: check the result on 300 held-back synthetic dialogues (:func:`fidelity.bundled_figures`) and
-    write the figures into the manifest; ``command``: how the set was made, for the manifest."""
-    import dataclasses
-
+    """Train ``systems`` on ReDial (:func:`train_on_dataset`: its training conversations, the validation tenth held
+    out, the recipe of :mod:`.recipes`; ``settings``/``limit``: a trial's changes, as ``--quick``) in ``work``
+    (resumable), then write the set into ``root``: each system's two parts, the part of ReDial's knowledge graph
+    serving needs (``kg_redial/``, with its source and licence) and ``manifest.json``. Not atomic by itself
+    (:func:`_build_in_place` renames it into place)."""
     import torch
 
-    from catalog.catalog import data_dir, load_bundled
+    from catalog.catalog import data_dir
     from crs_backends.neural.checkpoints import write_manifest
-    from crs_backends.neural.engine import ConvInput, TrainConfig
-    from crs_backends.neural.kg_reader import kg_from_catalog
-    from crs_backends.neural.names import model_class, training_module
-    from crs_backends.neural.real_replies import real_replies
-    from crs_backends.neural.synthetic import describe, record_texts, synthetic_records
-    from crs_backends.neural.train_command import TqdmProgress
+    from crs_backends.neural.engine import ConvInput
+    from crs_backends.neural.kg_reader import load_kg
+    from crs_backends.neural.names import model_class
 
+    for system in systems:
+        try:
+            names.check_system(system)
+        except ValueError as e:
+            raise SmallBuildError(str(e)) from None
+    base = data_dir()
+    if base is None or not (base / DATASET / "entity2id.json").exists():
+        raise SmallBuildError(
+            f"the small versions are trained on ReDial's conversations, which were not found "
+            f"({base / DATASET if base else 'no research data folder'}); give the research data folder (iEvaLM's "
+            "layout: redial/, redial_eval/) with CRS_DATA_DIR"
+        )
     if THREADS:
         torch.set_num_threads(THREADS)
-    settings = settings or TRAIN_SETTINGS
     t_start = time.monotonic()
     root = Path(root)
-    root.mkdir(parents=True, exist_ok=True)
-    seconds: dict[str, float] = {}
-    t0 = time.monotonic()
-    catalog = load_bundled()
-    kg = kg_from_catalog(catalog)
-    kg.save(root / f"kg_{DATASET}")
-    # people's conversations (ReDial's, restated over the catalog: the films they name are the catalog's, written
-    # as the movie slot in replies) teach both parts; the synthetic dialogues only what to recommend (their replies
-    # are templates: none is trained on)
-    real = real_replies(data_dir(), kg)
-    if not real.records:
-        raise SmallBuildError(
-            f"the small versions learn to reply from ReDial's conversations, which were not found ({real.source}); "
-            "give the research data folder with CRS_DATA_DIR"
+    work = Path(work) if work is not None else build_work_dir(root.name.split(".build-")[0].lstrip("."))
+    try:
+        models, data = train_on_dataset(
+            base / DATASET, systems, work, settings=settings, limit=limit, progress_for=progress_for, log=log
         )
-    synthetic = [dataclasses.replace(r, resp="") for r in synthetic_records(catalog, N_DIALOGUES, SEED, kg=kg)]
-    limits = settings.get("data") or {}  # a trial's or a test's build: the first records of each kind only
-    people = real.records[: limits["real_records"]] if "real_records" in limits else real.records
-    synthetic = synthetic[: limits["synthetic_records"]] if "synthetic_records" in limits else synthetic
-    training = people + synthetic
-    texts = record_texts(training)
-    seconds["data"] = round(time.monotonic() - t0, 2)
-    log(
-        f"small local versions: {len(people)} real ReDial turns ({real.source}) and {len(synthetic)} "
-        f"records of {N_DIALOGUES} synthetic dialogues (recommendation only), KG of {kg.n_entities} entities "
-        f"({seconds['data']:.1f} s)"
-    )
+    except (OSError, ValueError, RuntimeError) as e:
+        raise SmallBuildError(f"training on {base / DATASET} failed: {type(e).__name__}: {e}") from e
+    trained = time.monotonic() - t_start
+    root.mkdir(parents=True, exist_ok=True)
+    for system in systems:
+        for part in names.PARTS:
+            folder = f"{system}_{part}_{DATASET}"
+            shutil.copytree(models / folder, root / folder)
+    kg_dir = data.kg.save(root / f"kg_{DATASET}")
+    (kg_dir / "SOURCE.md").write_text(KG_SOURCE, encoding="utf-8")
+    kg = load_kg(kg_dir)
     probe = ConvInput(
         ["I like movies with Tom Hanks. Something like Forrest Gump?"],
         [e for e in ("Tom Hanks", "Forrest Gump (1994)") if e in kg.entity2id],
     )
-    losses: dict[str, dict] = {}
-    sizes: dict[str, dict] = {}
-    descriptions: dict[str, str] = {}
-    backbones: dict[str, str] = {}
-    notes: dict[str, str] = {}
-    # BARCOR last: its reply decoder is the ReDial configuration's, which may be training when the build starts
-    for n, system in enumerate(sorted(systems, key=lambda s: s == "barcor"), 1):
-        t0 = time.monotonic()
-        cfg = TrainConfig(size="small", seed=SEED, resume=False, progress=show_bar, **settings.get(system, {}))
-        bar = TqdmProgress(f"[{n}/{len(systems)}] {system} ", enabled=show_bar)
-
-        def report(phase: str, done: int, total: int, _system=system, _bar=bar) -> None:
-            _bar(phase, done, total)
-            if progress:
-                progress(f"{_system} {phase}", done, total)
-
-        try:
-            module = training_module(system, "small")
-            form = BUNDLED_FORMS.get(system)
-            create = model_class(system, "small").create
-            model = create(kg, texts, size="small", seed=SEED, **({"form": form} if form else {}))
-            if system == "barcor":  # its reply decoder reads no KG: the one trained on ReDial, the head trained here
-                notes["barcor"] = _redial_reply_decoder(model, settings, limits, root, log)
-                cfg = dataclasses.replace(cfg, max_steps=0)
-            result = module.train(model, training, root, DATASET, cfg, report)
-        except SmallBuildError:
-            raise
-        except Exception as e:
-            raise SmallBuildError(f"training the small {system} failed: {type(e).__name__}: {e}") from e
-        finally:
-            bar.close()
-        # a quick check that the result answers through the common interface
-        items = model.recommend(probe, k=5)
-        if not items:
+    descriptions, backbones, sizes = {}, {}, {}
+    for system in systems:  # each loads from what the set holds and answers through the common interface
+        model = model_class(system).load(root, DATASET, kg)
+        # written again by this code's save, so the set records what it records now (the small UniCRS's text encoder
+        # fingerprint, where an interrupted build resumed a model an earlier version trained)
+        model.save(root, DATASET)
+        if not model.recommend(probe, k=5):
             raise SmallBuildError(f"the small {system} recommends nothing")
-        reply = model.generate(probe, items=[kg.entity_name(i) for i, _s in items[:3]])
-        seconds[system] = round(time.monotonic() - t0, 1)
-        losses[system] = {
-            part: {"steps": len(v), "first": _mean(v[:10]), "last": _mean(v[-10:])}
-            for part, v in result.losses.items()
-            if v
-        }
-        sizes[system] = {**getattr(sys.modules[type(model).__module__], "SIZES", {}).get("small", {}), **(form or {})}
         descriptions[system] = model.description
+        sizes[system] = {**getattr(sys.modules[type(model).__module__], "SIZES", {}).get("small", {})}
         fingerprint = getattr(model, "backbone_fingerprint", "")  # a pretrained part the set is checked against
         if fingerprint:
             backbones[system] = fingerprint
-        loss_text = ", ".join(f"{p} {d['first']:.2f}->{d['last']:.2f}" for p, d in losses[system].items())
-        log(f"  {system}: {seconds[system]:.0f} s, {result.steps} steps ({loss_text}); reply: {reply[:70]!r}")
-    shutil.rmtree(root / ".train", ignore_errors=True)  # trainer state: not needed once published
-    seconds["total"] = round(time.monotonic() - t_start, 1)
-    figures: dict[str, dict] = {}
-    if measure:
-        from crs_backends.neural.fidelity import bundled_figures
-
-        figures = bundled_figures(root, systems)
-        for system, f in figures.items():
-            log(f"  {system}: {f}")
+    recipe = {s: {**dataset_settings(s), **(settings or {}).get(s, {})} for s in systems}
     write_manifest(
         root,
-        version=names.SMALL_SET,
+        version=root.name.split(".build-")[0].lstrip("."),
         command=command or "crs_backends.neural.small.build",
         dataset=DATASET,
         systems=list(systems),
         size="small",
-        sizes=sizes,
+        recipe=DATASET_RECIPE,
+        train_settings=recipe,
+        stages=trained_stages(work, systems, DATASET),
         descriptions=descriptions,
-        seconds=seconds,
-        losses=losses,
-        train_settings={s: settings[s] for s in systems},
-        **({"data_limits": limits} if limits else {}),
-        notes=notes,
+        sizes=sizes,
         backbones=backbones,
         threads=torch.get_num_threads(),
+        seconds={"this_run": round(trained, 1), "total": round(time.monotonic() - t_start, 1)},
         data={
-            **describe(synthetic),
-            "dialogues": N_DIALOGUES,
+            "description": data.describe(),
+            "training_records": len(data.records),
+            "validation_records": len(data.validation),
             "seed": SEED,
-            "catalog": "bundled",
-            "generator": "crs_backends.neural.synthetic.synthetic_records(catalog, dialogues, seed)",
-            "synthetic_replies": "not trained on (recommendation only)",
-            "real": {**real.describe(), "restated_by": "crs_backends.neural.real_replies.real_replies(data_dir, kg)"},
+            **({"limit": limit} if limit else {}),
         },
         kg=f"kg_{DATASET}",
-        figures=figures,
         complete=True,
     )
-    return {"seconds": seconds, "losses": losses, "figures": figures}
+    return {"seconds": {"total": round(time.monotonic() - t_start, 1)}, "work": str(work)}
 
 
-def _redial_reply_decoder(model, settings: dict, limits: dict, root: Path, log: Callable[[str], None]) -> str:
-    """Put into the small BARCOR ``model`` the reply decoder of the same recipe trained on ReDial
-    (:func:`train_on_dataset`, cached: the one ``bench/crs_fidelity.py`` measures): BARCOR's decoder reads the
-    encoder's states of the conversation and nothing of the catalog, so one decoder serves both item spaces and the
-    app shows the replies the bench scores. A trial's recipe (``settings`` other than :data:`TRAIN_SETTINGS`) trains
-    its own into ``root/.train``. Returns what the manifest says of it."""
-    from catalog.catalog import data_dir
-    from crs_backends.neural.barcor import BARCOR
+# what ships of ReDial's knowledge graph beside a set, and under which terms (kg_redial/SOURCE.md)
+KG_SOURCE = """# kg_redial: what serving needs of ReDial's knowledge graph
 
-    base = data_dir()
-    if base is None or not (base / "redial" / "entity2id.json").exists():
-        raise SmallBuildError("the small BARCOR's reply decoder is trained on ReDial, which was not found")
-    shipped = settings is TRAIN_SETTINGS
-    models = dataset_models_dir("redial") if shipped else root / ".train" / "redial"
-    trained, data = train_on_dataset(
-        base / "redial",
-        ["barcor"],
-        models,
-        log=log,
-        settings=None if shipped else {"barcor": settings["barcor"]},
-        limit=None if shipped else limits.get("real_records"),
-    )
-    redial = BARCOR.load(trained, "redial", data.kg)
-    model.conv_model.load_state_dict(redial.conv_model.state_dict())
-    return (
-        f"reply decoder: the one trained on ReDial ({data.describe()}; {models.name if shipped else 'a trial'}), "
-        "the recommender (its copy of the encoder's top layers and its head) trained on this set's records"
-    )
+entity2id.json, relation2id.json, kg.json and item_ids.json as iEvaLM-CRS publishes them (RUCAIBox/iEvaLM-CRS,
+data/redial/; the same files CRS Arena's checkpoints read): entity names (films with their year, genres, people)
+and the relations genre, star, director and writer between them. No plot or other IMDb-derived text.
+
+- Films and conversations: ReDial (Li et al., 2018), CC BY 4.0.
+- The entities and relations: derived from DBpedia by KGSF/UniCRS's preprocessing, CC BY-SA 3.0; this folder is
+  shared under the same terms.
+"""
+
+
+def trained_stages(work: Path, systems, dataset: str) -> dict[str, dict[str, dict]]:
+    """Per system and stage, the optimizer steps taken and the mean loss of the first and last ten (from the training
+    states in ``work/.train``): what the set's manifest says of its training."""
+    import torch
+
+    from crs_backends.neural.training import STATE_FILE
+
+    out: dict[str, dict[str, dict]] = {}
+    for system in systems:
+        for path in sorted((Path(work) / ".train").glob(f"{system}_*_{dataset}/{STATE_FILE}")):
+            try:
+                state = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
+            except Exception:  # a damaged state says nothing (unpickling raises what it likes)
+                continue
+            stage = path.parent.name[len(system) + 1 : -len(dataset) - 1]
+            if isinstance(state, dict) and isinstance(state.get("step"), int):
+                losses = {k: v for k, v in (state.get("losses") or {}).items() if v}
+                out.setdefault(system, {})[stage] = {
+                    "steps": int(state["step"]),
+                    **{name: {"first": _mean(v[:10]), "last": _mean(v[-10:])} for name, v in losses.items()},
+                }
+    return out
 
 
 def dataset_models_dir(dataset: str) -> Path:
@@ -419,36 +387,32 @@ def main(argv: list[str] | None = None, *, prog: str = "python -m crs_backends.n
     ensure = sub.add_parser("ensure", help="use the shipped set, or train one into the cache when it is missing")
     ensure.add_argument("--force", action="store_true", help="train again into the cache even when a set is present")
     ensure.add_argument("--quiet", action="store_true", help="no progress bar")
-    build_cmd = sub.add_parser("build", help="train a set into a directory (the command behind the shipped set)")
+    build_cmd = sub.add_parser(
+        "build", help="train a set on ReDial into a new directory (the command behind the shipped set; resumable)"
+    )
     build_cmd.add_argument("--out", required=True, type=Path, help="directory to write (must not exist)")
-    build_cmd.add_argument("--quick", action="store_true", help="a fifth of the steps: minutes, not half an hour")
-    build_cmd.add_argument("--no-measure", action="store_true", help="skip the held-back check written to manifest")
+    build_cmd.add_argument("--quick", action="store_true", help="a few steps on a few records: the wiring, minutes")
     build_cmd.add_argument("--quiet", action="store_true", help="no progress bar")
     sub.add_parser("info", help="which set runs and what it holds")
-    measure_cmd = sub.add_parser("measure", help="the held-back check of a built set, written to its manifest")
-    measure_cmd.add_argument("--set", dest="root", required=True, type=Path, help="the set's directory")
     args = parser.parse_args(argv)
     if args.command == "info":
         print(json.dumps(info(), indent=2))
         return 0
-    if args.command == "measure":
-        return _measure_command(args.root)
     if args.command == "build":
-        return _build_command(args.out, quick=args.quick, measure=not args.no_measure, quiet=args.quiet)
+        return _build_command(args.out, quick=args.quick, quiet=args.quiet)
     if not args.force and small_models_root() is not None:
         print(f"small local versions present: {small_models_root()}")
         return 0
-    _say("training the small local versions of KBRD, BARCOR and UniCRS (once; about half an hour on 2 CPU cores)")
+    _say("training the small local versions of KBRD, BARCOR and UniCRS on ReDial (hours on 2 CPU cores; resumable)")
     try:
         root = ensure_small_models(force=args.force, show_bar=not args.quiet)
     except KeyboardInterrupt:
-        _say("interrupted: the small local versions were not built (nothing half-built was kept)")
+        _say("interrupted: the small local versions were not built (run the same command again to resume)")
         return 130
     except Exception as e:
         _say(
             f"ERROR: building the small local versions failed: {type(e).__name__}: {e}\n"
-            "The app still starts; KBRD, BARCOR and UniCRS show this error when selected. "
-            "Retry with `python -m crs_backends.neural.small ensure`."
+            "The app still starts; KBRD, BARCOR and UniCRS show this error when selected."
         )
         return 1
     print(f"small local versions: {root}")
@@ -474,43 +438,33 @@ def command():
     return small
 
 
-def _measure_command(root: Path) -> int:
-    """What ``build`` measures unless ``--no-measure`` (:func:`fidelity.bundled_figures`), for a set built without
-    it: written to its manifest with the command that measured it."""
-    from crs_backends.neural.checkpoints import read_manifest, write_manifest
-    from crs_backends.neural.fidelity import bundled_figures
-
-    if not small_set_complete(root):
-        _say(f"ERROR: {root} holds no complete small set")
-        return 2
-    figures = bundled_figures(root, read_manifest(root).get("systems") or SYSTEMS)
-    write_manifest(root, figures=figures, figures_command=f"python -m crs_backends.neural.small measure --set {root}")
-    for system, f in figures.items():
-        print(f"{system}: {f}")
-    return 0
-
-
-def _build_command(out: Path, *, quick: bool, measure: bool, quiet: bool) -> int:
+def _build_command(out: Path, *, quick: bool, quiet: bool) -> int:
     if out.exists():
         _say(f"ERROR: {out} exists; give a new directory (a set is never trained over another)")
         return 2
-    settings = QUICK_SETTINGS if quick else TRAIN_SETTINGS
-    command = (
-        f"python -m crs_backends.neural.small build --out {out}"
-        + (" --quick" if quick else "")
-        + ("" if measure else " --no-measure")
-    )
+    command = f"python -m crs_backends.neural.small build --out {out}" + (" --quick" if quick else "")
+    trial = {"settings": QUICK_SETTINGS, "limit": QUICK_RECORDS} if quick else {}
+    # a quick build trains in a folder of its own: its few steps never resume into the real recipe's run
+    work = build_work_dir(f"{out.name}-quick") if quick else None
     try:
         summary = _build_in_place(
-            out, systems=SYSTEMS, settings=settings, measure=measure, command=command, show_bar=not quiet
+            out,
+            systems=SYSTEMS,
+            command=command,
+            work=work,
+            progress_for=_progress_for(None, not quiet, len(SYSTEMS)),
+            **trial,
         )
     except KeyboardInterrupt:
-        _say("interrupted: nothing was written")
+        _say("interrupted: nothing was written to --out; run the same command again to resume the training")
         return 130
-    except Exception as e:
-        _say(f"ERROR: training failed: {type(e).__name__}: {e}")
+    except SmallBuildError as e:
+        _say(f"ERROR: {e}")
         return 1
-    print(f"trained in {summary['seconds']['total']:.0f} s: {out}")
+    except Exception as e:  # a model that failed to load or answer: the message, not a traceback
+        _say(f"ERROR: building the set failed: {type(e).__name__}: {e}")
+        return 1
+    print(f"built in {summary['seconds']['total']:.0f} s: {out} (trained in {summary['work']})")
     return 0
 
 

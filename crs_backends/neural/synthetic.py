@@ -23,13 +23,12 @@ well under a second.
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import re
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from catalog.ievalm_records import Record
@@ -243,20 +242,6 @@ def record_texts(records: Iterable[Record]) -> list[str]:
             if t:
                 seen.setdefault(t, None)
     return list(seen)
-
-
-def write_synthetic(path: str | os.PathLike, records: Iterable[Record]) -> Path:
-    """JSONL in the iEvaLM processed layout, with a ``template`` (resp with ``<movie>`` slots) per line."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        for r in records:
-            d = asdict(r)
-            d["template"] = record_template(r)
-            f.write(json.dumps(d, ensure_ascii=False) + "\n")
-    os.replace(tmp, path)
-    return path
 
 
 _WORD = re.compile(r"[A-Za-z]{4,}")

@@ -92,6 +92,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from crs_backends.neural.barcor_backbone import minilm_fingerprint
 from crs_backends.neural.checkpoints import CheckpointError, load_strict, part_dir, read_state_dict, save_state_dict
 from crs_backends.neural.engine import (
     MOVIE_SLOT,
@@ -539,6 +540,7 @@ class UniCRSSmall(NeuralModel):
         meta_path = conv_dir / SETTINGS_FILE
         meta = read_settings(root, dataset)
         check_fingerprint(meta.get("backbone_sha256"), fingerprint(gguf_path()), meta_path)
+        _check_text_encoder(meta.get("text_encoder_sha256"), meta_path)
         if meta.get("kg_entities") != kg.n_entities_with_pad:
             raise CheckpointError(
                 f"{meta_path}: trained on a KG of {meta.get('kg_entities')} entities (with pad), given "
@@ -571,6 +573,7 @@ class UniCRSSmall(NeuralModel):
             backbone_gguf=self.backbone.gguf.name,
             backbone_sha256=self.backbone.fingerprint,
             text_encoder=TEXT_ENCODER,
+            text_encoder_sha256=minilm_fingerprint(),
             movie_token=MOVIE_SLOT,
             kg_entities=self.kg.n_entities_with_pad,
         )
@@ -884,3 +887,19 @@ def _load_frozen() -> tuple[Backbone, Any]:
     except SentenceEncoderMissing as e:
         raise CheckpointError(str(e)) from e
     return backbone, encoder
+
+
+def _check_text_encoder(recorded: str | None, source: Path) -> None:
+    """Refuse a set whose prompts were trained on another all-MiniLM-L6-v2 than the installed one (the conversation
+    reading its prompts learned from would differ silently). A set saved before the fingerprint was recorded
+    (small-v7) has none and is read as it is."""
+    from crs_backends.neural.names import SMALL_BUILD_COMMAND
+
+    if not recorded:
+        return
+    installed = minilm_fingerprint()
+    if recorded != installed:
+        raise CheckpointError(
+            f"{source} was trained on another {TEXT_ENCODER} (weights {recorded[:12]}, installed {installed[:12]}): "
+            f"rebuild the set with `{SMALL_BUILD_COMMAND}`"
+        )

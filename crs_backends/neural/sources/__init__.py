@@ -31,7 +31,6 @@ whose message names ``fetch --datasets <dataset>``. The small versions carry the
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from collections.abc import Callable
@@ -106,7 +105,8 @@ class CheckpointSource:
     def variant(self) -> str:
         """What runs, for people: the text shown beside the system's name."""
         if self.small:
-            return f"small local version (trained here for the bundled catalog, {self.version})"
+            trained = "on ReDial" if self.dataset == "redial" else f"for the {self.dataset} catalog"
+            return f"small local version (trained here {trained}, {self.version})"
         where = {"local dir": "local directory", "archive": "CRS Arena archive", "hub": "Hugging Face Hub"}[self.origin]
         details = [self.dataset, where]
         if self.version and self.version != where:
@@ -115,22 +115,6 @@ class CheckpointSource:
         if manifest.get("size"):  # written by our trainer; the published sets carry no manifest
             return f"locally trained checkpoint ({manifest['size']} size, {', '.join(details)})"
         return f"published checkpoint ({', '.join(details)})"
-
-
-REDIAL_FIGURES = "redial_test.json"  # in a small set: what bench/crs_fidelity.py --record measured for its recipe
-
-
-def recorded_recall(root: Path, system: str) -> dict:
-    """What ``bench/crs_fidelity.py --record`` wrote beside a small set of ``system``'s Recall on ReDial's test split
-    (:data:`REDIAL_FIGURES`: the set's recipe trained on ReDial, its test split read once): ``{"1": …, "10": …,
-    "50": …, "records": n, "budget": …, "steps": …}``, ``records`` how many test records the run read; {} where the
-    set records none."""
-    try:
-        data = json.loads((Path(root) / REDIAL_FIGURES).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    recall = data.get("recall", {}).get(system) if isinstance(data, dict) else None
-    return recall if isinstance(recall, dict) else {}
 
 
 def read_manifest_quietly(root: Path) -> dict:
