@@ -15,21 +15,22 @@ import json
 import random
 from pathlib import Path
 
-# title -> (genre, person)
-FILMS = {
-    "The Shining (1980)": ("horror", "Stanley Kubrick"),
-    "Alien (1979)": ("horror", "Ridley Scott"),
-    "Jaws (1975)": ("horror", "Steven Spielberg"),
-    "Get Out (2017)": ("horror", "Jordan Peele"),
-    "Up (2009)": ("comedy", "Pete Docter"),
-    "Superbad (2007)": ("comedy", "Jonah Hill"),
-    "Groundhog Day (1993)": ("comedy", "Bill Murray"),
-    "Airplane! (1980)": ("comedy", "Leslie Nielsen"),
-    "Heat (1995)": ("drama", "Michael Mann"),
-    "Titanic (1997)": ("drama", "James Cameron"),
-    "Forrest Gump (1994)": ("drama", "Tom Hanks"),
-    "The Godfather (1972)": ("drama", "Francis Ford Coppola"),
-}
+# title | genre | person (its director, or its star)
+_TABLE = """
+The Shining (1980) | horror | Stanley Kubrick
+Alien (1979) | horror | Ridley Scott
+Jaws (1975) | horror | Steven Spielberg
+Get Out (2017) | horror | Jordan Peele
+Up (2009) | comedy | Pete Docter
+Superbad (2007) | comedy | Jonah Hill
+Groundhog Day (1993) | comedy | Bill Murray
+Airplane! (1980) | comedy | Leslie Nielsen
+Heat (1995) | drama | Michael Mann
+Titanic (1997) | drama | James Cameron
+Forrest Gump (1994) | drama | Tom Hanks
+The Godfather (1972) | drama | Francis Ford Coppola
+"""
+FILMS = {t: (g, p) for t, g, p in (tuple(c.strip() for c in line.split("|")) for line in _TABLE.strip().splitlines())}
 GENRES = ("horror", "comedy", "drama")
 RELATIONS = {"genre": 0, "star": 1, "director": 2, "writer": 3}
 
