@@ -113,7 +113,9 @@ def ensure_small_models(
             limit=limit,
             log=log,
             progress_for=_progress_for(progress, show_bar, len(systems)),
-            command=f"{names.SMALL_COMMAND}",
+            command=names.SMALL_COMMAND,
+            # a trial's few steps train apart: they must never resume into (or from) the recipe's run
+            work=build_work_dir(f"{names.SMALL_SET}-trial") if settings or limit else None,
         )
         for stale in final.parent.glob(f".{names.SMALL_SET}.build-*"):  # left by killed builds
             if not _pid_alive(stale.name.rsplit("-", 1)[-1]):
