@@ -12,7 +12,7 @@ import os
 import sys
 import threading
 
-from arena import hub_sync
+from arena import hub_restore, hub_sync
 from arena.board_cache import Refresher
 from crs_backends.command_line import SystemsFileError
 from crs_backends.registry import systems
@@ -70,6 +70,9 @@ def start_services() -> Services:
         print(f"CRS Arena cannot start: {e}", file=sys.stderr)
         raise SystemExit(2) from None
     services.notices = notices
+    # before anything serves: an empty database (a Space's disk after a restart) gets the board back from the Hub
+    # dataset that hub_sync publishes to; one log line and the Settings tab say what happened
+    services.restore = hub_restore.restore_from_env(services.db_path)
     for notice in notices:
         print(notice, file=sys.stderr)
     if services.interrupted:
@@ -110,6 +113,9 @@ if __name__ == "__main__":
     threading.Thread(target=warm_up, args=(services,), daemon=True).start()
     services.refresher = Refresher(services.db_path).start()  # stores the leaderboard when votes/evaluations change
     services.scoring = start_background_scoring(services)  # every chat and arena conversation gets CoRE scores
-    hub_sync.start_from_env(services.db_path)  # publishes JSONL to a HF dataset only when configured
+    if services.restore.sync_allowed:
+        hub_sync.start_from_env(services.db_path)  # publishes JSONL to a HF dataset only when configured
+    else:  # its first commit would replace the dataset's votes with this empty board
+        print("Hub sync is paused: the dataset's export was not restored (see the Settings tab)", file=sys.stderr)
     # show_error=False: a Python error's text never reaches a user (handlers give their own messages)
     demo.queue(default_concurrency_limit=4).launch(show_error=False, max_file_size="20mb")

@@ -10,7 +10,8 @@ aliases (``python -m evaluators evaluate`` is ``crs-arena evaluate``):
 - ``systems``, ``check``, ``serve``: ``python -m crs_backends …``;
 - ``checkpoints fetch|status|build-small``: ``python -m crs_backends.neural.sources …``;
 - ``small info|ensure|build``: ``python -m crs_backends.neural.small …``;
-- ``train kbrd|barcor|unicrs|report``: ``python -m crs_backends.train …``.
+- ``train kbrd|barcor|unicrs|report``: ``python -m crs_backends.train …``;
+- ``space publish OWNER/NAME``: the app uploaded as a Hugging Face Space (``arena/space_publish.py``).
 
 A command's module is imported when the command runs (``--help`` imports them all, to list them).
 """
@@ -45,6 +46,9 @@ SECTIONS: dict[str, dict[str, tuple[str, str, str | None]]] = {
         "systems": ("crs_backends.__main__", "cli", "systems"),
         "check": ("crs_backends.__main__", "cli", "check"),
         "serve": ("crs_backends.__main__", "cli", "serve"),
+    },
+    "Hugging Face Space": {
+        "space": ("arena.space_publish", "cli", None),
     },
     "KBRD, BARCOR and UniCRS": {
         "checkpoints": ("crs_backends.neural.fetch", "cli", None),

@@ -7,7 +7,10 @@ starts a :class:`huggingface_hub.CommitScheduler` that, every
 ``CRS_ARENA_HUB_EVERY`` minutes (default 10), exports the database to
 ``conversations.jsonl``, ``votes.jsonl``, ``judgments.jsonl`` and
 ``human_labels.jsonl`` (people's ratings, CRSArena-Eval's layout) in a local
-folder and commits the files that changed to ``data/`` in that (private) dataset.
+folder, with ``manifest.json`` (the schema version they were written at, and each
+file's rows and sha256, so a reader can tell a whole export from a torn or partial
+one), and commits the files that changed to ``data/`` in that (private) dataset.
+``arena/hub_restore.py`` reads them back into an empty database at start.
 
 The live ``.db`` file is never uploaded: a copy taken while the app writes
 could be torn. The export is read through ``storage.export`` and written under
@@ -19,6 +22,7 @@ publishing and the log says why.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -27,7 +31,7 @@ from pathlib import Path
 
 from huggingface_hub import CommitScheduler
 
-from storage.db import open_db
+from storage.db import open_db, schema_version
 from storage.export import EXPORTS
 
 log = logging.getLogger(__name__)
@@ -37,6 +41,8 @@ DATASET_VAR = "CRS_ARENA_HUB_DATASET"
 EVERY_VAR = "CRS_ARENA_HUB_EVERY"
 DEFAULT_EVERY_MINUTES = 10.0
 PATH_IN_REPO = "data"
+MANIFEST = "manifest.json"
+EXPORT_FORMAT = 1  # the manifest's layout; a reader refuses a format it does not know
 
 
 def write_export(db_path: str | os.PathLike, folder: str | os.PathLike) -> dict[str, int]:
@@ -49,13 +55,20 @@ def write_export(db_path: str | os.PathLike, folder: str | os.PathLike) -> dict[
     folder.mkdir(parents=True, exist_ok=True)
     db = open_db(db_path)
     counts = {}
+    files = {}
     try:
         for name, rows in EXPORTS.items():
             lines = [json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n" for row in rows(db)]
-            _write_if_changed(folder / f"{name}.jsonl", "".join(lines))
+            text = "".join(lines)
+            _write_if_changed(folder / f"{name}.jsonl", text)
             counts[name] = len(lines)
+            files[f"{name}.jsonl"] = {"rows": len(lines), "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest()}
+        version = schema_version(db)
     finally:
         db.close()
+    # written last and holding nothing that changes by itself (no time): an idle app still makes no commits
+    manifest = {"format": EXPORT_FORMAT, "schema_version": version, "files": files}
+    _write_if_changed(folder / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     return counts
 
 
@@ -113,7 +126,7 @@ def start_from_env(db_path: str | os.PathLike, env: Mapping[str, str] | None = N
             every=every,
             private=True,
             token=env[TOKEN_VAR],
-            allow_patterns=["*.jsonl"],
+            allow_patterns=["*.jsonl", MANIFEST],
         )
     except Exception as e:  # no network, a bad token or no permission must not stop the app
         log.error("Hub sync could not start (%s: %s); the app runs without it", type(e).__name__, e)

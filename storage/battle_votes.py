@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterable
 
 from sqlite_utils import Database
 
@@ -63,6 +64,30 @@ def save_vote(db: Database, vote: Vote) -> Vote:
             raise DuplicateVote(f"battle {vote.battle_id} already has a vote") from e
         raise
     return vote
+
+
+def insert_voted_battles(db: Database, voted: Iterable[tuple[Battle, Vote]]) -> int:
+    """Store many battles with their votes at once (restoring a backup: ``arena/hub_restore.py``), in the given order,
+    so the votes keep their order on the board. A battle whose id is stored keeps its row, and a battle that has its
+    vote keeps that vote: a repeat adds nothing. Returns how many votes were added. One write transaction (a
+    savepoint inside the caller's); one ``executemany`` per table, where :func:`save_battle` and :func:`save_vote`
+    cost a transaction each."""
+    voted = list(voted)
+    with write_transaction(db):
+        before = db.execute("select count(*) from votes").fetchone()[0]
+        db.conn.executemany(
+            "insert or ignore into battles (id, system_a, system_b, conversation_a, conversation_b, domain, session, "
+            "created_at) values (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                (b.id, b.system_a, b.system_b, b.conversation_a, b.conversation_b, b.domain, b.session, b.created_at)
+                for b, _ in voted
+            ),
+        )
+        db.conn.executemany(
+            "insert or ignore into votes (battle_id, choice, feedback, voter, created_at) values (?, ?, ?, ?, ?)",
+            ((v.battle_id, v.choice, clean_text(v.feedback), clean_text(v.voter), v.created_at) for _, v in voted),
+        )
+        return db.execute("select count(*) from votes").fetchone()[0] - before
 
 
 def get_vote(db: Database, battle_id: str) -> Vote | None:

@@ -77,8 +77,11 @@ def test_write_export_rewrites_only_files_that_changed(db_path, tmp_path):
         "conversations.jsonl",
         "human_labels.jsonl",
         "judgments.jsonl",
+        "manifest.json",
         "votes.jsonl",
     ]
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["schema_version"] >= 7 and manifest["files"]["conversations.jsonl"]["rows"] == 2
     first = [json.loads(line) for line in (folder / "conversations.jsonl").read_text().splitlines()]
     assert [c["id"] for c in first] == [a.id, b.id]
     before = {p.name: p.stat().st_mtime_ns for p in folder.iterdir()}
@@ -88,7 +91,7 @@ def test_write_export_rewrites_only_files_that_changed(db_path, tmp_path):
     save_vote(db, Vote(save_battle(db, Battle("kbrd", "chatcrs", b.id, a.id)).id, "tie"))
     assert write_export(db_path, folder)["votes"] == 2
     after = {p.name: p.stat().st_mtime_ns for p in folder.iterdir()}
-    assert [name for name in sorted(after) if after[name] != before[name]] == ["votes.jsonl"]
+    assert [name for name in sorted(after) if after[name] != before[name]] == ["manifest.json", "votes.jsonl"]
 
 
 def test_hub_sync_is_off_and_says_so_unless_both_variables_are_set(db_path, caplog):

@@ -64,6 +64,8 @@ def build(services: Services) -> None:
         "only whether a variable is set.\n\n" + settings_markdown(services.env)
     )
     gr.Markdown(database_markdown(services))
+    if services.restore is not None:
+        gr.Markdown("### Board restore (Hub dataset)\n\n" + services.restore.sentence(), elem_id="settings-restore")
     gr.Markdown("### Versions\n\n" + "\n".join(f"- {name}: {version}" for name, version in versions()))
 
 
