@@ -35,6 +35,13 @@ scorer_option = click.option(
 debate_option = click.option(
     "--debate/--no-debate", default=True, show_default=True, help="With the LLM scorer: run the four-persona debate."
 )
+
+
+def choice_option(flag: str, choices: list[str], help_text: str):
+    """An option with a fixed set of values, the first being the default (shown in --help)."""
+    return click.option(flag, type=click.Choice(choices), default=choices[0], show_default=True, help=help_text)
+
+
 votes_option = click.option(
     "--votes",
     "votes_dir",
@@ -100,12 +107,11 @@ def cli() -> None:
 @click.option("--rounds", default=4, show_default=True, help="Most debate rounds.")
 @click.option("--tolerance", default=0.0, show_default=True, help="Consensus when the scores differ by at most this.")
 @click.option("--sequential", is_flag=True, help="Personas speak one by one within a round.")
-@click.option(
+@choice_option(
     "--debate-reading",
-    type=click.Choice(["own", "all"]),
-    default="own",
-    show_default=True,
-    help="own: each persona reads its own factors' reasons and the other scores (CoRE §4.2); all: every reason.",
+    ["own", "own+scores", "all"],
+    "own: each persona reads its own factors' scores and reasons only (CoRE §4.2); own+scores: also the "
+    "other factors' scores; all: every factor with its reasons.",
 )
 @click.option("--persuasiveness", is_flag=True, help="Also ask the simulator role for iEvaLM persuasiveness.")
 @click.option(
@@ -386,8 +392,8 @@ def calibrate_command(eval_path, votes_dir, out, replace, catalog_name, seed, bo
             --votes ../shared/data/crsarena --labels labels.json
     """
     from evaluators.proxy.calibration import calibrate, load_training_data, with_labels
-    from evaluators.proxy.features import LEXICAL, MINILM, load_embedder
     from evaluators.proxy.scorer import default_path
+    from evaluators.proxy.similarity import LEXICAL, MINILM, load_embedder
 
     shipped = [default_path(similarity=s) for s in (LEXICAL, MINILM)]
     if out is not None and not replace and out.resolve() in {p.resolve() for p in shipped}:
@@ -469,6 +475,20 @@ def calibrate_command(eval_path, votes_dir, out, replace, catalog_name, seed, bo
     help="After each dialogue the simulated user asks the system to explain its last recommendation and "
     "scores the explanation 0-2 (iEvaLM). auto: probability under --protocol free (as iEvaLM), off otherwise.",
 )
+@choice_option(
+    "--persuasiveness-variant",
+    ["auto", "shown", "ievalm_released"],
+    "What the persuasiveness judge reads of the lists: ievalm_released (iEvaLM's released script: the top 50 "
+    "before the reply of the turn it stopped at), shown (the items each reply showed); auto: ievalm_released "
+    "under --protocol free, shown otherwise.",
+)
+@choice_option(
+    "--seeker",
+    ["ievalm", "described"],
+    "ievalm: the simulated user is told its targets' titles, reads the whole dialogue and has a sentence "
+    "naming a target dropped (iEvaLM C.3; CoRE §6.4); described: it knows them by description only and a "
+    "leaked title is regenerated, then redacted (this project's leak-safe variant).",
+)
 @click.option("--temperature", type=float, default=0.0, show_default=True, help="The simulated user's temperature.")
 @click.option("--concurrency", type=int, default=4, show_default=True, help="Dialogues in flight at once.")
 @click.option(
@@ -503,6 +523,8 @@ def simulate(
     personas,
     reliability,
     persuasiveness,
+    persuasiveness_variant,
+    seeker,
     temperature,
     concurrency,
     evaluate,
@@ -524,7 +546,7 @@ def simulate(
     again skips finished dialogues and completes the rest; the leaderboard shows the results.
     """
     from evaluators.simulator import RecordError, SimulationConfig, SystemNotReady, UnknownSystem, run_simulation
-    from evaluators.simulator.report import TERMINAL_COLUMNS
+    from evaluators.simulator.report import NOT_MEASURED, TERMINAL_COLUMNS
 
     db_path = resolve_db(db_path)
     try:
@@ -540,6 +562,8 @@ def simulate(
             personas=personas,
             reliability=reliability,
             persuasiveness=persuasiveness,
+            persuasiveness_variant=persuasiveness_variant,
+            seeker=seeker,
             temperature=temperature,
             concurrency=concurrency,
             evaluate=evaluate,
@@ -571,7 +595,7 @@ def simulate(
     for note in result.report["notes"]:
         click.echo(note, err=True)
     summary = result.report["summary"]
-    click.echo(summary[list(TERMINAL_COLUMNS)].round(3).to_string(index=False))
+    click.echo(summary[list(TERMINAL_COLUMNS)].round(3).to_string(index=False, na_rep=NOT_MEASURED))
     click.echo(result.summary_line())
     click.echo(f"report: {result.out_dir / 'report.html'} (and summary.csv, dialogues.csv, conversations.jsonl)")
 

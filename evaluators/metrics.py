@@ -11,8 +11,9 @@ Empty input, metric by metric (``None`` means "not measurable", never 0):
 
 * session list: empty when no system turn has a list.
 * ``recall@k`` (iEvaLM), ``session_recall@k`` (CoRE's session list), ground-truth hit: ``None``
-  without targets; with targets and no list, 0 / no hit. ``recall@25`` and ``recall@50`` are ``None`` for a
-  system that keeps no ranking (iEvaLM Table 2 marks them "–"; :data:`RANKLESS_MAX_K`).
+  without targets; with targets and no list at all, 0 / no hit. A k beyond the list the recall reads is ``None``
+  (shown "–", as iEvaLM Table 2 marks what a system did not return): three shown items and no ranking give
+  ``recall@1`` only, never a ``recall@5`` of 1.0 (:func:`beyond_list`).
 * hallucination rate (CONCEPT's non-existent items): ``None`` when the system recommends nothing. CONCEPT
   reports it pooled per system (:func:`pooled_hallucination`), beside which the per-conversation mean is kept.
 * semantic relevance share: ``None`` when the system text recommends no title; the band is then 0
@@ -57,9 +58,17 @@ def ievalm_ks(dataset: str | None) -> tuple[int, ...]:
 
 
 DEFAULT_HIT_K = 50  # iEvaLM: a dialogue succeeds when a target is among the recommender's first 50
-# iEvaLM Table 2 (and Table 5): ChatGPT keeps no ranking, so "we only assess Recall@1 and Recall@10 for it, while
-# Recall@50 is marked as '–'". A system that keeps no ranking has no Recall@k beyond this k: None, shown "–".
-RANKLESS_MAX_K = 10
+
+
+def beyond_list(k: int, length: int) -> bool:
+    """Whether Recall@k is not measurable on a list of ``length`` items: k exceeds what the system returned.
+
+    iEvaLM Table 2 marks ChatGPT's Recall@50 "–" because ChatGPT returned no 50 items; the same holds for any
+    system and any k, so a system that showed three items and kept no ranking has Recall@1 and "–" beyond it
+    (the rule was "no ranking and k > 10", which gave such a system R@5 = R@10 = 1.0 on any hit). A dialogue
+    with no list at all (``length`` 0) measured nothing found: 0, not "–", so a system that never recommends
+    does not drop out of the mean."""
+    return 0 < length < k
 
 
 # Lexical cues that the user turns down what was just recommended, matched case-insensitively in
@@ -123,27 +132,26 @@ def recall_at_k(
     once (iEvaLM's per-label recall); pooled over dialogues, weight each by its number of targets
     (``recall_targets``) to get iEvaLM's mean over (example, label) pairs. ``None`` without targets.
 
-    A system that kept no ranking (no turn has ``Turn.ranking``: ChatCRS, a remote system that sends none) has
-    no Recall@k for k beyond :data:`RANKLESS_MAX_K`: those k are ``None`` (shown "–"), as iEvaLM's Table 2
-    marks ChatGPT's Recall@50, not recall at the shown list's length.
+    A k beyond the length of that list is ``None`` (shown "–", :func:`beyond_list`): a system that kept no
+    ranking and showed three items (ChatCRS) has Recall@1 only, as iEvaLM's Table 2 marks ChatGPT's Recall@50.
     """
     targets = {t.id for t in conversation.targets}
     if not targets:
         return None
     ranked = [ref.id for ref in final_list(conversation, hit_k)]
-    rankless = bool(_system_turns(conversation)) and recall_source(conversation) == "items"
-    return {k: None if rankless and k > RANKLESS_MAX_K else len(targets & set(ranked[:k])) / len(targets) for k in ks}
+    return {k: None if beyond_list(k, len(ranked)) else len(targets & set(ranked[:k])) / len(targets) for k in ks}
 
 
-def session_recall_at_k(conversation: Conversation, ks: tuple[int, ...] = KS) -> dict[int, float] | None:
+def session_recall_at_k(conversation: Conversation, ks: tuple[int, ...] = KS) -> dict[int, float | None] | None:
     """Recall@k over CoRE's session list: every system list of the dialogue concatenated in order
     (each item at its first position, :func:`session_list`). With ten items per turn, a target
-    ranked first at turn 3 sits at position 21: it counts from k = 21 on. ``None`` without targets."""
+    ranked first at turn 3 sits at position 21: it counts from k = 21 on. A k beyond the session list's
+    length is ``None`` (shown "–", :func:`beyond_list`). ``None`` without targets."""
     targets = {t.id for t in conversation.targets}
     if not targets:
         return None
     ranked = [ref.id for ref in session_list(conversation)]
-    return {k: len(targets & set(ranked[:k])) / len(targets) for k in ks}
+    return {k: None if beyond_list(k, len(ranked)) else len(targets & set(ranked[:k])) / len(targets) for k in ks}
 
 
 @dataclass(frozen=True)

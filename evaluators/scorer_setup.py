@@ -48,9 +48,9 @@ def judge_is_demo(judge_models: tuple[str, ...] = ()) -> bool:
 
 
 def default_mode(judge_models: tuple[str, ...] = ()) -> str:
-    """The judge mode the tabs preselect: CoRE's reasoned+probability, except for the embedded 135M demo
-    judge, which gets the fast rating-only ``probability`` (its scores are not meaningful either way, and
-    twelve reasoned answers cost it minutes on two cores)."""
+    """The judge mode the tabs preselect: reasoned+probability (CoRE's reasons, G-Eval's reading of the rating),
+    except for the embedded 135M demo judge, which gets the fast rating-only ``probability`` (its scores are
+    not meaningful either way, and twelve reasoned answers cost it minutes on two cores)."""
     return "probability" if judge_is_demo(judge_models) else DEFAULT_MODE
 
 
@@ -163,7 +163,7 @@ def build_setup(*, db_path, scorer: str = "llm", catalog_name: str = "bundled", 
     :param scorer: a name in :data:`SCORER_KINDS`, or ``auto`` (:func:`default_scorer`); a scorer
         ignores the options it has no use for (the proxy: the judge, debate and persuasiveness ones)
     :param options: ``judge_models``, ``mode``, ``debate``, ``debate_model``, ``rounds``,
-        ``tolerance``, ``sequential``, ``debate_reading`` (``own``: CoRE §4.2; ``all``),
+        ``tolerance``, ``sequential``, ``debate_reading`` (``own``: CoRE §4.2; ``own+scores``; ``all``),
         ``persuasiveness``, ``concurrency``, ``domain`` (LLM judge);
         ``proxy_calibration`` (the proxy's calibration file; default: the one shipped for its
         version), ``embeddings`` (the proxy uses MiniLM sentence similarity, lexical when it cannot load)

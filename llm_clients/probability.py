@@ -25,8 +25,9 @@ Every result records the method, the answer token's position, the option mass an
 The embedded model reads the same place from its logits: the prompt plus the answer up to the
 answer token, then the next-token distribution (:meth:`llm_clients.base.LLMClient.read_answer`).
 
-This follows CoRE §4.1, which weights the rating by the probabilities of the rating tokens, and the
-G-Eval practice it cites: the probabilities are those of the *rating* token, not of any digit.
+This is G-Eval's reading (Liu et al. 2023, "probability-weighted scoring"), which CoRE's related work
+credits to G-Eval; CoRE §4.1 itself parses the written rating. As in G-Eval, the probabilities are those of
+the *rating* token, not of any digit.
 """
 
 from __future__ import annotations

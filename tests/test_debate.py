@@ -4,7 +4,7 @@ import json
 import re
 
 import pytest
-from fake_openai import Delay, Error, Reply
+from fake_openai import Error, Reply, Together
 
 from evaluators.factors import FACTORS
 from evaluators.judge.debate import ROLES, DebateConfig, parse_answer, run_debate, speaking_order
@@ -125,20 +125,22 @@ def test_a_malformed_answer_gets_one_repair(fake_openai, bad, problem):
 def test_malformed_twice_is_stored_as_an_error_and_left_out(fake_openai):
     fake_openai.enqueue(Reply("no idea"), Reply("still no idea"), *[_answer(60) for _ in range(3)])
     seen: list[DebateMessage] = []
-    result = _debate(fake_openai, sequential=True, on_message=seen.append)
+    result = _debate(fake_openai, sequential=True, on_message=seen.append, max_rounds=1)
     failed = result.messages[0]
     assert failed.score is None and "after one repair" in failed.error and "no JSON object" in failed.error
     assert "no idea" in failed.raw and "still no idea" in failed.raw
     assert seen[0] is failed  # failed messages are reported too
-    # the three valid scores agree: consensus, and the mean is not dragged down by the failure
-    assert (result.final_score, result.consensus, result.rounds_used) == (60.0, True, 1)
+    # the three valid scores agree, but a persona is missing: no consensus (CoRE: all roles), the mean is the
+    # three's, not dragged down by the failure, and the result names the missing persona
+    assert (result.final_score, result.consensus, result.rounds_used) == (60.0, False, 1)
+    assert result.missing == ("debate_user",)
     # the others never read the failed role's answer
     assert all("no idea" not in _prompt(r) for r in fake_openai.requests[2:])
 
 
 def test_a_failed_model_call_is_recorded_without_a_repair(fake_openai):
     fake_openai.enqueue(Error(500), *[_answer(50) for _ in range(3)])
-    result = _debate(fake_openai, sequential=True)
+    result = _debate(fake_openai, sequential=True, max_rounds=1)
     assert result.messages[0].score is None and "model call failed" in result.messages[0].error
     assert (result.final_score, len(fake_openai.requests)) == (50.0, 4)
 
@@ -237,16 +239,31 @@ def test_peer_opinions_are_shuffled_per_round(fake_openai):
     assert re.findall(r"^\[([A-Za-z ]+), score", again, re.M) == orders[0][0]
 
 
-def test_a_concurrent_round_takes_as_long_as_its_slowest_answer(fake_openai):
-    fake_openai.enqueue(*[Delay(0.2, _answer(s)) for s in (30, 40, 50, 60, 50, 50, 50, 50)])
+def _together(*replies: Reply) -> list[Together]:
+    """One round's answers, each held until all of them are in flight together (the fake answers HTTP 503 to a
+    request left waiting alone past its bound): concurrency shown by what happened, never by a clock."""
+    group = [Together(len(replies), r) for r in replies]
+    for member in group[1:]:
+        member.barrier = group[0].barrier
+    return group
+
+
+def test_a_concurrent_round_sends_its_four_requests_together_and_the_next_round_after_it(fake_openai):
+    first = _together(*[_answer(s, statement=f"Opinion {s}.") for s in (30, 40, 50, 60)])
+    fake_openai.enqueue(*first, *_together(*[_answer(50, statement="Agreed.") for _ in ROLES]))
     config = DebateConfig(clients=_clients(fake_openai))
     result = run_debate(LOG, _factors(), config)
+    # every answer came (a request sent alone would have had a 503 and an error): each round's four requests were
+    # in flight together
+    assert all(m.error is None for m in result.messages) and len(fake_openai.requests) == 8
     assert (result.rounds_used, result.consensus, result.final_score) == (2, True, 50.0)
-    # within a round the four requests were in flight together; round 2 began after round 1 ended
-    arrivals = [r["received"] for r in fake_openai.requests]
-    first, second = sorted(arrivals[:4]), sorted(arrivals[4:])
-    assert first[-1] - first[0] < 0.2 and second[-1] - second[0] < 0.2
-    assert second[0] - first[0] >= 0.2
+    # round 2 began after round 1 ended: each of its requests reads all four answers of round 1, and none of round 1's
+    # requests read anything of a discussion
+    round_one, round_two = fake_openai.requests[:4], fake_openai.requests[4:]
+    assert all("<discussion>" not in _prompt(r) for r in round_one)
+    assert {_speaker(r) for r in round_one} == {_speaker(r) for r in round_two} == set(ROLES)
+    for request in round_two:
+        assert all(f"Opinion {s}." in _prompt(request) for s in (30, 40, 50, 60))
 
 
 def test_prompt_shows_failed_factors_as_not_scored_and_marks_each_roles_factors(fake_openai):
@@ -284,8 +301,10 @@ def test_embedded_model_debate_plumbing(embedded_model):
     for m in result.messages:
         assert m.model == embedded_model.name and m.raw
         assert (m.score is not None and 0 <= m.score <= 100 and m.statement) or m.error
+    # at least one persona scored (four errors would make None == None pass); the overall is their mean (fmean
+    # sums otherwise than sum()/len(): compared within a tolerance)
     valid = [m.score for m in result.messages if m.round == result.rounds_used and m.score is not None]
-    assert result.final_score == (sum(valid) / len(valid) if valid else None)
+    assert valid and result.final_score == pytest.approx(sum(valid) / len(valid), abs=1e-9)
 
 
 def test_the_all_factors_reading_gives_every_persona_every_reason(fake_openai):
@@ -366,9 +385,10 @@ CORE_ROLES = {
 }
 
 
-def test_by_default_each_persona_reads_the_reasons_relevant_to_its_interests(fake_openai):
+def test_by_default_each_persona_reads_only_the_scores_and_reasons_of_its_own_factors(fake_openai):
     """CoRE §4.2, round 1: "We provide each role with the factor-wise scores and corresponding reasons relevant
-    to their interests". Its own factors: score and reason; the other nine: the score alone."""
+    to their interests". Its own three factors: score and reason; the other nine: nothing, and the task does not
+    ask it to take a whole report into account (issue #74, point 6)."""
     from evaluators.factors import LABELS
 
     fake_openai.enqueue(*[_answer(50) for _ in ROLES])
@@ -376,11 +396,33 @@ def test_by_default_each_persona_reads_the_reasons_relevant_to_its_interests(fak
     prompts = {_speaker(r): _prompt(r) for r in fake_openai.requests}
     assert set(prompts) == set(ROLES)
     for role, text in prompts.items():
+        report = text.split("<evaluation_result>")[1].split("</evaluation_result>")[0]
+        assert len([line for line in report.splitlines() if line.startswith("- ")]) == 3
+        for f in FACTORS:
+            if f in CORE_ROLES[role]:
+                assert f"- {LABELS[f]}: 3/4. Reasons: The {f} reason." in report
+            else:
+                assert f"- {LABELS[f]}:" not in report and f"The {f} reason." not in text
+    system = fake_openai.requests[0]["json"]["messages"][0]["content"]
+    assert "whole report" not in system and "twelve factors, each rated" not in system
+    assert "the three factors you are responsible for" in system
+
+
+def test_the_own_and_scores_reading_adds_the_other_factors_scores_alone(fake_openai):
+    """The named variant ``reading="own+scores"`` (this project's default before issue #74): own factors with
+    reasons, the other nine with their score alone."""
+    from evaluators.factors import LABELS
+
+    fake_openai.enqueue(*[_answer(50) for _ in ROLES])
+    _debate(fake_openai, sequential=True, reading="own+scores")
+    prompts = {_speaker(r): _prompt(r) for r in fake_openai.requests}
+    for role, text in prompts.items():
         for f in FACTORS:
             if f in CORE_ROLES[role]:
                 assert f"- {LABELS[f]}: 3/4. Reasons: The {f} reason." in text
             else:
                 assert f"- {LABELS[f]}: 3/4.\n" in text + "\n" and f"The {f} reason." not in text
+    assert "whole report" in fake_openai.requests[0]["json"]["messages"][0]["content"]
 
 
 def test_reasons_reach_the_personas_whole(fake_openai):
@@ -405,19 +447,48 @@ def test_targets_go_to_the_common_user_only(fake_openai):
     assert all("<groundtruth_item>" not in _prompt(r) for r in fake_openai.requests)
 
 
-def test_two_agreeing_personas_are_no_consensus_and_the_transcript_says_of_how_many(fake_openai):
-    """CoRE §4.2 ends the debate when *all* roles give the same score: two valid scores out of four
-    never make a consensus, and the summary says the overall is the mean of two."""
+def test_only_all_four_agreeing_personas_are_a_consensus_and_the_transcript_says_of_how_many(fake_openai):
+    """CoRE §4.2 ends the debate when *all* roles give the same score: two or three valid scores out of four
+    never make a consensus (the debate goes on), and the summary says the overall is the mean of two."""
     from evaluators.judge.debate import overall_formed
 
     fake_openai.enqueue(Error(500), Error(500), _answer(60), _answer(60))
     result = _debate(fake_openai, sequential=True, max_rounds=1)
     assert (result.final_score, result.consensus, result.valid) == (60.0, False, 2)
+    assert result.missing == ("debate_user", "debate_expert")
     assert overall_formed(result.messages) == "the mean of 2 of the 4 personas' scores in round 1"
-    # three agreeing valid scores are the panel's consensus
-    fake_openai.enqueue(Error(500), _answer(60), _answer(60), _answer(60))
-    result = _debate(fake_openai, sequential=True, max_rounds=1)
-    assert (result.final_score, result.consensus, result.valid) == (60.0, True, 3)
+    # three agreeing valid scores are not all roles: a second round is held, where all four agree
+    fake_openai.enqueue(Error(500), _answer(60), _answer(60), _answer(60), *[_answer(60) for _ in ROLES])
+    result = _debate(fake_openai, sequential=True, max_rounds=3)
+    assert (result.final_score, result.consensus, result.valid, result.rounds_used) == (60.0, True, 4, 2)
+    assert result.missing == ()
+
+
+def test_a_debate_missing_a_persona_ends_partial_and_names_it(fake_openai, db_path):
+    """CoRE §4.2's overall is the whole panel's: an evaluation whose debate lost a persona is ``partial``, never
+    ``done``, and says which persona is missing (issue #74, point 7)."""
+    from catalog.catalog import get_catalog
+    from evaluators.judge.factor_judge import JudgeConfig
+    from evaluators.judge.llm_scorer import llm_judge
+    from evaluators.pipeline import EvaluationSetup, evaluate_conversation
+    from storage.records import Conversation, ItemRef, Turn
+
+    judge = [Reply("Fits.\n<rating>3</rating>", at={"answer": {"3": 1.0}}) for _ in range(12)]
+    # sequential: the Common User speaks first in round 1 and fails twice (no JSON, then no JSON after repair)
+    fake_openai.enqueue(*judge, Reply("no idea"), Reply("still none"), *[_answer(70) for _ in range(3)])
+    conversation = Conversation(
+        system_id="x",
+        turns=[Turn("user", "A heist film?"), Turn("system", "Try Ronin.", items=[ItemRef("m1", "Ronin")])],
+    )
+    client = LLMClient(
+        OpenAICompatibleModel("judge", base_url=fake_openai.base_url, api_key="k", max_retries=0, timeout=5),
+        db_path=db_path,
+    )
+    debate = DebateConfig(clients=_clients(fake_openai), sequential=True, max_rounds=1)
+    setup = EvaluationSetup(llm_judge(JudgeConfig(clients=[client], max_concurrency=1), debate), catalog=get_catalog())
+    evaluation = evaluate_conversation(conversation, setup, db_path=db_path)
+    assert evaluation.status == "partial" and evaluation.overall == 70.0 and evaluation.consensus is False
+    assert "Common User" in evaluation.error and "debate" in evaluation.error
 
 
 def test_the_summary_line_says_how_the_overall_was_formed():

@@ -120,9 +120,10 @@ def test_session_list_concatenates_and_deduplicates(dialogue):
 
 
 def test_recall_and_hit(dialogue):
-    # ChatCRS keeps no ranking: iEvaLM Table 2 marks ChatGPT's Recall@50 "–" (only R@1 and R@10 assessed)
-    assert recall_at_k(dialogue) == {1: 0.0, 5: 0.5, 10: 0.5, 25: None, 50: None}
-    assert session_recall_at_k(dialogue) == {1: 0.0, 5: 0.5, 10: 0.5, 25: 0.5, 50: 0.5}
+    # the dialogue ends on a list of fewer than five items and no ranking: every k beyond it is "–" (iEvaLM marks
+    # what a system did not return); the session list holds six items
+    assert recall_at_k(dialogue) == {1: 0.0, 5: None, 10: None, 25: None, 50: None}
+    assert session_recall_at_k(dialogue) == {1: 0.0, 5: 0.5, 10: None, 25: None, 50: None}
     hit = ground_truth_hit(dialogue)
     assert hit.hit is True and hit.turn == 2
 
@@ -145,14 +146,15 @@ def test_recall_hand_computed_hit_at_turn_three_rank_one():
     # three turns of ten items; the target is first in turn 3's list. iEvaLM scores the list the
     # dialogue ends on (its first hit): rank 1. CoRE's session list holds it at position 21.
     conv = _turns(_ten(1), _ten(2), ["goal", *_ten(3)[1:]], targets=["goal"])
-    assert recall_at_k(conv) == {1: 1.0, 5: 1.0, 10: 1.0, 25: 1.0, 50: 1.0}
-    assert session_recall_at_k(conv) == {1: 0.0, 5: 0.0, 10: 0.0, 25: 1.0, 50: 1.0}
+    assert recall_at_k(conv) == {1: 1.0, 5: 1.0, 10: 1.0, 25: None, 50: None}  # a list of ten: "–" beyond 10
+    assert session_recall_at_k(conv) == {1: 0.0, 5: 0.0, 10: 0.0, 25: 1.0, 50: None}  # thirty in the session
     assert session_list(conv)[20].id == "goal"
 
 
 def test_recall_hand_computed_hit_at_rank_twelve():
     items = [f"i{rank}" for rank in range(1, 21)]
     items[11] = "goal"  # rank 12
+    items += [f"j{rank}" for rank in range(21, 51)]  # a ranking of 50
     conv = _turns(items, targets=["goal", "other"])
     assert recall_at_k(conv) == {1: 0.0, 5: 0.0, 10: 0.0, 25: 0.5, 50: 0.5}  # one of two targets
     assert session_recall_at_k(conv) == {1: 0.0, 5: 0.0, 10: 0.0, 25: 0.5, 50: 0.5}
@@ -160,13 +162,17 @@ def test_recall_hand_computed_hit_at_rank_twelve():
 
 def test_recall_hand_computed_no_hit():
     conv = _turns(_ten(1), _ten(2), targets=["goal"])
-    assert recall_at_k(conv) == session_recall_at_k(conv) == {1: 0.0, 5: 0.0, 10: 0.0, 25: 0.0, 50: 0.0}
+    assert recall_at_k(conv) == {1: 0.0, 5: 0.0, 10: 0.0, 25: None, 50: None}
+    assert session_recall_at_k(conv) == {1: 0.0, 5: 0.0, 10: 0.0, 25: None, 50: None}  # twenty in the session
+    # no list at all measured nothing found: 0, not "–"
+    empty = Conversation(system_id="x", turns=[Turn("system", "What do you like?")], targets=[ItemRef("goal", "g")])
+    assert recall_at_k(empty) == session_recall_at_k(empty) == {1: 0.0, 5: 0.0, 10: 0.0, 25: 0.0, 50: 0.0}
 
 
 def test_recall_scores_the_first_hit_list_when_the_dialogue_went_on():
     # hit at rank 3 in turn 1, then first at turn 2: iEvaLM would have stopped after turn 1
     conv = _turns(["a", "b", "goal"], ["goal", "c"], targets=["goal"])
-    assert recall_at_k(conv) == {1: 0.0, 5: 1.0, 10: 1.0, 25: 1.0, 50: 1.0}
+    assert recall_at_k(conv) == {1: 0.0, 5: None, 10: None, 25: None, 50: None}  # a list of three
     assert recall_at_k(conv, hit_k=2)[1] == 1.0  # with success at top 2, turn 1 was no success
 
 
@@ -340,7 +346,12 @@ def test_distinct_n():
 def test_compute_metrics_has_stable_keys(dialogue, catalog):
     metrics = compute_metrics(dialogue, catalog)
     assert list(metrics) == EXPECTED_KEYS
-    assert metrics["recall@5"] == 0.5 and metrics["gt_hit_turn"] == 2 and metrics["unknown_items"] == 1
+    assert (
+        metrics["session_recall@5"] == 0.5
+        and metrics["recall@5"] is None
+        and metrics["gt_hit_turn"] == 2
+        and metrics["unknown_items"] == 1
+    )
     assert set(metrics["nonexistent_items"]) == {"Unknown Film (2020)", "Moonlight Voyage Deluxe (2019)"}
     assert metrics["distinct_1"] < 1
 
@@ -408,9 +419,9 @@ def test_recall_reads_the_whole_ranking_not_the_named_top_three(db_path):
         targets=[ItemRef("goal-a", "Goal A"), ItemRef("goal-b", "Goal B")],
     )
     assert recall_at_k(conv) == {1: 0.0, 5: 0.0, 10: 0.5, 25: 0.5, 50: 1.0}
-    assert session_recall_at_k(conv) == {1: 0.0, 5: 0.0, 10: 0.0, 25: 0.0, 50: 0.0}  # CoRE's: the shown list
+    assert session_recall_at_k(conv) == {1: 0.0, 5: None, 10: None, 25: None, 50: None}  # CoRE's: the three shown
     shown_only = Conversation(system_id="kbrd", turns=[Turn("system", "x", items=ranking[:3])], targets=conv.targets)
-    assert recall_at_k(shown_only)[10] == 0.0 and recall_at_k(shown_only)[50] is None  # no ranking: "–"
+    assert recall_at_k(shown_only)[1] == 0.0 and recall_at_k(shown_only)[5] is None  # three shown, no ranking: "–"
     metrics = compute_metrics(conv, load_bundled())
     assert metrics["recall@10"] == 0.5 and metrics["recall@50"] == 1.0
     assert metrics["recall_list"] == "ranking" and metrics["recall_hit_k"] == 50
@@ -442,9 +453,16 @@ def test_recall_uses_the_hit_k_the_simulation_ran_with():
     assert compute_metrics(conv, load_bundled())["recall@1"] == 0.0  # iEvaLM's 50: it stopped at rank 20
 
 
-def test_a_system_without_a_ranking_has_no_recall_beyond_ten():
-    """iEvaLM Table 2: for ChatGPT, which keeps no ranking, "we only assess Recall@1 and Recall@10 ..., while
-    Recall@50 is marked as '–'". Recall at the shown list's length is not Recall@50."""
+def test_recall_beyond_the_list_a_system_returned_is_a_dash():
+    """iEvaLM Table 2 marks ChatGPT's Recall@50 '–': it returned no 50 items. The same holds for any k beyond the
+    list a system returned (issue #74, point 5): three shown items and no ranking are Recall@1 only, not
+    R@5 = R@10 = 1.0 on a hit."""
+    three = _turns(["a", "goal", "b"], targets=["goal"], ranked=False)
+    assert recall_at_k(three) == {1: 0.0, 5: None, 10: None, 25: None, 50: None}
+    assert session_recall_at_k(three) == {1: 0.0, 5: None, 10: None, 25: None, 50: None}
+    first = _turns(["goal", "a", "b"], targets=["goal"], ranked=False)
+    metrics = compute_metrics(first, load_bundled())
+    assert metrics["recall@1"] == 1.0 and metrics["recall@5"] is None and metrics["session_recall@10"] is None
     items = [f"i{rank}" for rank in range(1, 21)]
     items[11] = "goal"  # rank 12 of a 20-item shown list
     rankless = _turns(items, targets=["goal"], ranked=False)
@@ -452,8 +470,9 @@ def test_a_system_without_a_ranking_has_no_recall_beyond_ten():
     metrics = compute_metrics(rankless, load_bundled())
     assert metrics["recall@25"] is None and metrics["recall@50"] is None and metrics["recall@10"] == 0.0
     assert metrics["recall_list"] == "items"
-    # the same list kept as the system's ranking: Recall@25 reads it
-    assert recall_at_k(_turns(items, targets=["goal"]))[25] == 1.0
+    # the same twenty kept as the system's ranking: still "–" at 25, the list is what the system returned
+    assert recall_at_k(_turns(items, targets=["goal"]))[25] is None
+    assert recall_at_k(_turns(items + [f"x{n}" for n in range(5)], targets=["goal"]))[25] == 1.0
 
 
 def test_hallucination_counts_items_missing_from_the_conversations_dataset(shared_data, catalog):

@@ -99,10 +99,12 @@ def case_for(catalog, title=TARGET, context=("Hi, I need a movie for tonight.",)
     return Case(id=f"test:{title}", targets=(catalog.match(title),), context=tuple(context))
 
 
-def dialogue(fake, db_path, catalog, protocol, *, hits_at=(), fail_at=None, context=("Hi, I need a movie.",)):
+def dialogue(
+    fake, db_path, catalog, protocol, *, hits_at=(), fail_at=None, context=("Hi, I need a movie.",), seeker="ievalm"
+):
     case = case_for(catalog, context=context)
     system = ScriptedSystem(catalog, case.targets[0].id, hits_at=hits_at, fail_at=fail_at)
-    user = SimulatedUser(client(fake, db_path), case.targets, seed=1)
+    user = SimulatedUser(client(fake, db_path), case.targets, seed=1, seeker=seeker)
     conversation = Conversation(system_id="scripted", source="simulation")
     return run_dialogue(case, system, user, protocol, conversation=conversation)
 
@@ -162,6 +164,9 @@ def test_free_protocol_hit_needs_the_target_within_top_k(fake, db_path, catalog)
 
 def test_empty_context_makes_the_simulated_user_open(fake, db_path, catalog):
     outcome = dialogue(fake, db_path, catalog, Protocol.named("free"), hits_at={1}, context=())
+    first = outcome.conversation.turns[0]
+    assert first.metadata["situation"] == "open" and "inception" not in first.text.lower()
+    outcome = dialogue(fake, db_path, catalog, Protocol.named("free"), hits_at={1}, context=(), seeker="described")
     first = outcome.conversation.turns[0]
     assert first.metadata["situation"] == "open" and "Christopher Nolan" in first.text
     assert "inception" not in first.text.lower()
@@ -227,7 +232,7 @@ def test_find_leaks_catches_titles_with_typos_articles_and_years(catalog):
 
 def test_a_leaking_reply_is_regenerated(fake, db_path, catalog):
     case = case_for(catalog, context=())
-    user = SimulatedUser(client(fake, db_path), case.targets, seed=3)
+    user = SimulatedUser(client(fake, db_path), case.targets, seed=3, seeker="described")
     fake.enqueue(Reply("I want Inception, the dream one."), Reply("A mind-bending heist by Christopher Nolan."))
     turn = user.say(Conversation(system_id="x"), "open")
     assert turn.text == "A mind-bending heist by Christopher Nolan."
@@ -235,16 +240,16 @@ def test_a_leaking_reply_is_regenerated(fake, db_path, catalog):
     reminder = fake.chat_requests()[1]["messages"]
     assert reminder[-2] == {"role": "assistant", "content": "I want Inception, the dream one."}
     assert "gave away the title" in reminder[-1]["content"]
-    assert user.leaks == {"regenerated": 1, "redacted": 0}
+    assert user.leaks == {"regenerated": 1, "redacted": 0, "dropped": 0}
 
 
 def test_a_reply_that_keeps_leaking_is_redacted_and_counted(fake, db_path, catalog):
     case = case_for(catalog, context=())
-    user = SimulatedUser(client(fake, db_path), case.targets, seed=4)
+    user = SimulatedUser(client(fake, db_path), case.targets, seed=4, seeker="described")
     fake.enqueue(Reply("I want Inception."), Reply("Really, Inception (2010) please."))
     turn = user.say(Conversation(system_id="x"), "open")
     assert turn.text == f"Really, {REDACTED} please." and "Inception" not in turn.text
-    assert turn.metadata["leak"]["redacted"] is True and user.leaks == {"regenerated": 1, "redacted": 1}
+    assert turn.metadata["leak"]["redacted"] is True and user.leaks == {"regenerated": 1, "redacted": 1, "dropped": 0}
 
 
 def test_an_empty_answer_is_asked_again_then_is_an_error(fake, db_path, catalog):
@@ -297,10 +302,12 @@ def test_personas_are_fixed_by_seed_and_case_and_shape_the_prompt(fake, db_path,
     spread = {persona_for(f"redial:{i}:1", 0).id for i in range(200)}
     assert len(spread) > 30  # of the 48 combinations
     persona = persona_for("redial:1:1", 0)
-    user = SimulatedUser(client(fake, db_path), case_for(catalog).targets, persona=persona)
+    user = SimulatedUser(client(fake, db_path), case_for(catalog).targets, persona=persona, seeker="described")
     emotion, age = persona.texts()
     assert emotion in user.system_prompt() and age in user.system_prompt()
     assert "Inception" not in user.system_prompt() and "Christopher Nolan" in user.system_prompt()
+    named = SimulatedUser(client(fake, db_path), case_for(catalog).targets, persona=persona)  # the ievalm seeker
+    assert emotion in named.system_prompt() and "Your target items: Inception (2010)" in named.system_prompt()
 
 
 def test_sincerity_flags_an_acceptance_with_nothing_matching(catalog):
@@ -427,6 +434,7 @@ def test_persuasiveness_judges_the_explanation_the_system_gives_when_asked(route
     for row in run_dialogues(get_db(db_path), result.run_id):
         p = row["result"]["persuasiveness"]
         assert p["score"] == 2 and p["explanation_request"] == request
+        assert p["variant"] == "ievalm_released"  # the free-form protocol runs iEvaLM's released script's reading
         assert p["explanation"].startswith("You might enjoy Heat (1995)")  # ChatCRS's answer, not a stored turn
         turns = _conversation(db_path, row["conversation_id"]).turns
         assert all(t.text != request for t in turns)
@@ -434,6 +442,22 @@ def test_persuasiveness_judges_the_explanation_the_system_gives_when_asked(route
     assert len(asked) >= 4  # ChatCRS was asked once per dialogue
     summary = result.report["summary_records"][0]
     assert summary["persuasiveness_n"] == 4 and summary["persuasiveness_errors"] == 0
+
+
+def test_the_persuasiveness_variant_and_the_request_are_ievalms_and_reachable_from_simulate():
+    """iEvaLM C.2.2 asks the system to explain its last recommendation; the released script's reading of the lists
+    (``ievalm_released``) is the free-form protocol's default and can be chosen for any (issue #74, point 4)."""
+    assert prompt("persuasiveness", "request").strip() == "Please explain your last recommendation."
+    assert SimulationConfig(systems=["x"], protocol="free").persuasiveness_variant == "ievalm_released"
+    assert SimulationConfig(systems=["x"], protocol="core").persuasiveness_variant == "shown"
+    chosen = SimulationConfig(systems=["x"], protocol="core", persuasiveness_variant="ievalm_released")
+    assert chosen.persuasiveness_variant == "ievalm_released"
+    with pytest.raises(ValueError, match="persuasiveness_variant"):
+        SimulationConfig(systems=["x"], persuasiveness_variant="all")
+    with pytest.raises(ValueError, match="seeker"):
+        SimulationConfig(systems=["x"], seeker="oracle")
+    help_text = CliRunner().invoke(cli, ["simulate", "--help"]).output
+    assert "--persuasiveness-variant" in help_text and "--seeker" in help_text
 
 
 def test_persuasiveness_is_off_by_default_outside_the_free_form_protocol(routed_env, db_path, tmp_path):
@@ -572,3 +596,105 @@ def test_describe_item_names_the_kind_of_item_by_domain(catalog):
     assert describe_item(item).startswith(f"a {item.year} film (")
     assert describe_item(item, "books").startswith(f"a {item.year} book (")
     assert describe_item(item, "sports").startswith(f"a {item.year} item (")
+
+
+# -- what the seeker is shown and told (issue #74, points 1 and 2) ---------------------------------------------
+
+
+class RankingSystem(CRSSystem):
+    """A neural-like system: each reply names three items and keeps a ranking of 50, the target 16th on the
+    turns in ``hits_at`` (a hit by iEvaLM's top 50 that the reply itself never names)."""
+
+    def __init__(self, catalog, target_id: str, *, hits_at=()):
+        self.catalog, self.target_id, self.hits_at = catalog, target_id, set(hits_at)
+        self.filler = [i for i in catalog.items if i.id != target_id]
+
+    @property
+    def info(self) -> SystemInfo:
+        return SystemInfo("ranking", "Ranking", "test system")
+
+    def respond(self, conversation: Conversation) -> Turn:
+        number = sum(1 for t in conversation.turns if t.role == "system") + 1
+        ranking = [i.ref() for i in self.filler[number * 50 : number * 50 + 50]]
+        if number in self.hits_at:
+            ranking[15] = self.catalog.get(self.target_id).ref()
+        return Turn("system", "What kind of films do you like?", items=ranking[:3], ranking=ranking)
+
+
+def _request_for(fake, words: str) -> str:
+    """The user message of the simulator request whose instruction holds ``words``."""
+    return next(r["messages"][-1]["content"] for r in fake.chat_requests() if words in r["messages"][-1]["content"])
+
+
+def test_the_seeker_sees_the_top_of_the_ranking_on_the_turn_that_hits(fake, db_path, catalog):
+    """iEvaLM puts its top 50 before the reply on the turn that hits (and the last), so its seeker has seen what it
+    accepts; on other turns the seeker sees only the items the reply showed."""
+    case = case_for(catalog)
+    system = RankingSystem(catalog, case.targets[0].id, hits_at={2})
+    user = SimulatedUser(client(fake, db_path), case.targets, seed=1)
+    outcome = run_dialogue(case, system, user, Protocol.named("free"), conversation=Conversation(system_id="ranking"))
+    assert outcome.first_hit_turn == 2 and situations(outcome) == ["dataset", "reject", "accept"]
+    first, second = [t for t in outcome.conversation.turns if t.role == "system"]
+    assert "seeker_list" not in first.metadata  # no hit, not the last turn: the reply's three items only
+    assert len(second.metadata["seeker_list"]) == 50 and second.metadata["seeker_list"][15] == TARGET
+    reject = _request_for(fake, "None of them is what you have in mind")
+    shown = ", ".join(r.title for r in first.items)
+    assert f"Recommender: What kind of films do you like?\n(The recommender's list: {shown})" in reject
+    assert first.ranking[3].title not in reject  # the fourth of the hidden ranking was never shown
+    accept = _request_for(fake, "Accept the suggestion")
+    listed = ", ".join(second.metadata["seeker_list"])
+    assert f"Recommender: What kind of films do you like?\n(The recommender's list: {listed})" in accept
+    assert f"The recommender suggested {TARGET}" in accept  # told only of an item it was shown
+
+
+def test_the_last_turn_shows_the_top_of_the_ranking_too(fake, db_path, catalog):
+    case = case_for(catalog)
+    system = RankingSystem(catalog, case.targets[0].id)
+    user = SimulatedUser(client(fake, db_path), case.targets, seed=1)
+    protocol = Protocol.named("free", max_turns=2)
+    outcome = run_dialogue(case, system, user, protocol, conversation=Conversation(system_id="ranking"))
+    turns = [t for t in outcome.conversation.turns if t.role == "system"]
+    assert outcome.stop_reason == "max_turns" and "seeker_list" not in turns[0].metadata
+    assert len(turns[-1].metadata["seeker_list"]) == 50
+
+
+def test_the_ievalm_seeker_is_told_its_targets_and_reads_the_whole_dialogue(fake, db_path, catalog):
+    """iEvaLM C.3: "Your target items: …", the whole transcript, at most 128 tokens; the described seeker reads
+    descriptions, the last ten turns and answers in 80 tokens."""
+    targets = case_for(catalog).targets
+    turns = [Turn("user" if n % 2 else "system", f"message number {n}.") for n in range(1, 15)]
+    conversation = Conversation(system_id="x", turns=turns)
+    SimulatedUser(client(fake, db_path), targets, seed=1).say(conversation, "no_list")
+    SimulatedUser(client(fake, db_path), targets, seed=1, seeker="described").say(conversation, "no_list")
+    named, described = fake.chat_requests()[-2:]
+    assert "Your target items: Inception (2010)" in named["messages"][0]["content"]
+    assert "Inception" not in described["messages"][0]["content"]
+    assert "message number 1." in named["messages"][1]["content"]
+    assert "message number 1." not in described["messages"][1]["content"]
+    assert (named["max_tokens"], described["max_tokens"]) == (128, 80)
+
+
+def test_the_ievalm_seeker_drops_a_sentence_naming_a_target_and_says_sorry_until_a_hit(fake, db_path, catalog):
+    """iEvaLM's chat.py: a sentence whose partial ratio with a target title (with or without the year) exceeds 90
+    is dropped, and "Sorry, " starts the answer while no target was recommended."""
+    from evaluators.simulator.leaks import ievalm_filter
+
+    inception = catalog.match(TARGET)
+    text, dropped = ievalm_filter(
+        "I adore Inception (2010). Something with dream heists, please.", [inception], sorry=True
+    )
+    assert text == "Sorry, Something with dream heists, please."
+    assert dropped == [("I adore Inception (2010).", TARGET)]
+    assert ievalm_filter("It is like inception but lighter! Any tips?", [inception], sorry=False)[0] == "Any tips?"
+    user = SimulatedUser(client(fake, db_path), (inception,), seed=2)
+    fake.enqueue(Reply("Not those. I really want Inception. A dream heist with layers."))
+    turn = user.say(Conversation(system_id="x", turns=[Turn("system", "Try Heat.")]), "reject", shown="Heat (1995)")
+    assert turn.text == "Sorry, Not those. A dream heist with layers."
+    assert turn.metadata["leak"] == {"titles": [TARGET], "dropped": ["I really want Inception."]}
+    assert user.leaks["dropped"] == 1 and len(fake.chat_requests()) == 1  # no regeneration
+    fake.enqueue(Reply("I want Inception."))  # nothing left once the sentence is dropped: redacted, never empty
+    opened = user.say(Conversation(system_id="x"), "open")
+    assert opened.text == f"I want {REDACTED}." and opened.metadata["leak"]["redacted"] is True
+    fake.enqueue(Reply("Great, thanks a lot!"))
+    accepted = user.say(Conversation(system_id="x"), "accept", title=TARGET, allowed={inception.id})
+    assert accepted.text == "Great, thanks a lot!"  # a hit: no "Sorry, "

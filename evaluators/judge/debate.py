@@ -5,16 +5,16 @@ Each persona (common user, domain expert, linguist, HCI expert; see
 the conversation and the factor report and gives an overall score with a
 statement. What the report holds is ``DebateConfig.reading``: by default
 (``"own"``, CoRE §4.2 round 1: "the factor-wise scores and corresponding reasons
-relevant to their interests") a persona reads its own three factors' scores with
-their reasons and the other nine factors' scores without reasons; ``"all"`` (the
-reading this project used before) gives every persona all twelve scores with
-their reasons. The common user also reads the conversation's target items when
-it has them (simulated conversations do): CoRE App. D has it compare the
+relevant to their interests") a persona reads its own three factors' scores and
+reasons and nothing of the other nine factors; ``"own+scores"`` (this project's
+earlier default) adds the other nine factors' scores without reasons; ``"all"``
+gives every persona all twelve scores with their reasons. The common user also
+reads the conversation's target items when it has them (simulated conversations do): CoRE App. D has it compare the
 recommendation list with ``<groundtruth_item>`` (Effectiveness). From round 2
 on every persona also reads the discussion so far and may revise its score or
-argue with the others. The debate stops as soon as all scores agree
-within ``tolerance`` or after ``max_rounds``; the final score is the mean of the
-last round's scores.
+argue with the others. The debate stops as soon as all four personas' scores
+agree within ``tolerance`` (CoRE §4.2: "all roles provide the same score") or
+after ``max_rounds``; the final score is the mean of the last round's scores.
 
 Rules where the paper is silent:
 
@@ -23,12 +23,14 @@ Rules where the paper is silent:
   repair fails too, or the model call itself fails (the client has already
   retried), the message is kept with ``score=None`` and ``error`` set. Such a
   role is left out of that round's consensus check and mean, and its statement
-  is not shown to the others. Consensus needs at least ``MIN_CONSENSUS`` (three)
-  valid scores: CoRE §4.2 ends the debate when "all roles provide the same
-  score", and two agreeing personas out of four are not the panel. The final
-  score is the mean of the last round's valid scores, and ``DebateResult.valid``
-  (and the transcript's summary line) says of how many. A round without any
-  valid score ends the debate with ``final_score=None``.
+  is not shown to the others. Consensus needs every role's valid score: CoRE
+  §4.2 ends the debate when "all roles provide the same score", and three
+  agreeing personas out of four are not all roles, so a round with a failed
+  persona never ends the debate by consensus. The final score is the mean of the
+  last round's valid scores; ``DebateResult.valid`` says of how many and
+  ``DebateResult.missing`` which personas gave none, and the evaluation ends
+  ``partial`` naming them (:func:`missing_personas`). A round without any valid
+  score ends the debate with ``final_score=None``.
 * **Order of opinions.** The statements of each finished round are shown in an
   order shuffled by an RNG seeded with (seed, that round), so no persona is
   always read first. Every reader of a round sees the same order, which keeps
@@ -67,8 +69,8 @@ from storage.records import DebateMessage, FactorScore
 ROLES: tuple[str, ...] = tuple(PERSONA_FACTORS)
 MAX_TOKENS = 600
 STATEMENT_CHARS = 300  # statement length the embedded model's grammar allows
-MIN_CONSENSUS = 3  # CoRE §4.2: consensus is the panel's; fewer than three valid scores never make one
-READINGS = ("own", "all")  # CoRE §4.2 (own factors' reasons, others' scores) / every factor with reasons
+# CoRE §4.2 (own factors' scores and reasons only) / ours: plus the others' scores / every factor with reasons
+READINGS = ("own", "own+scores", "all")
 RAW_SEPARATOR = "\n\n--- repair answer ---\n\n"
 
 # JSON answer shape forced on the embedded model: its own evaluator name, a
@@ -95,8 +97,8 @@ class DebateConfig:
     :param domain: what is recommended (movies, books, music, ...) when the conversation does not say;
         :func:`run_debate` takes the conversation's own domain first
     :param reading: what each persona reads of the factor report: ``"own"`` (the default, CoRE §4.2
-        round 1) its own factors' scores with reasons and the others' scores alone; ``"all"`` every
-        factor's score with its reasons
+        round 1) its own three factors' scores with reasons and nothing else; ``"own+scores"`` also the
+        other factors' scores alone; ``"all"`` every factor's score with its reasons
     """
 
     clients: dict[str, LLMClient]
@@ -123,6 +125,7 @@ class DebateResult:
     consensus: bool
     messages: list[DebateMessage]
     valid: int = 0  # how many valid scores of the last round the final score is the mean of
+    missing: tuple[str, ...] = ()  # roles without a valid score in the last round (the outcome is partial)
 
 
 def run_debate(
@@ -170,7 +173,8 @@ def run_debate(
                 current = [by_role[role] for role in ROLES]
             messages.extend(current)
             scores = [m.score for m in current if m.score is not None]
-            consensus = len(scores) >= MIN_CONSENSUS and max(scores) - min(scores) <= config.tolerance
+            # CoRE §4.2: consensus is when all roles give the same score; a failed role is not agreement
+            consensus = len(scores) == len(ROLES) and max(scores) - min(scores) <= config.tolerance
             if consensus or not scores:
                 break
     return DebateResult(
@@ -179,7 +183,25 @@ def run_debate(
         consensus=consensus,
         messages=messages,
         valid=len(scores),
+        missing=missing_personas(messages),
     )
+
+
+def missing_personas(messages: list[DebateMessage]) -> tuple[str, ...]:
+    """The roles with no valid score in a debate's last round, in ``ROLES`` order (all of them with no messages).
+
+    Such a debate's overall is the mean of fewer than four personas, which CoRE never reports: the evaluation
+    is ``partial`` and names them, and a rerun with the same setup debates again."""
+    if not messages:
+        return ROLES
+    last = max(m.round for m in messages)
+    valid = {m.role for m in messages if m.round == last and m.score is not None}
+    return tuple(role for role in ROLES if role not in valid)
+
+
+def persona_names(roles) -> str:
+    """Role ids as the personas' names: ("debate_expert",) → "Domain Expert"."""
+    return _and([_name(role) for role in roles]) if len(roles) > 1 else "".join(_name(role) for role in roles)
 
 
 def overall_formed(messages: list[DebateMessage]) -> str:
@@ -259,8 +281,11 @@ class _Debate:
     ):
         self.config = config
         items, expert = _domain_words(domain)
+        key = config.reading.replace("+", "_")
         self.system = prompt("debate", "system").format(
-            items=items, reading=prompt("debate", f"reading_{config.reading}")
+            items=items,
+            reading=prompt("debate", f"reading_{key}"),
+            weigh=prompt("debate", f"weigh_{key}"),
         )
         conversation = f"<conversation>\n{log_text}\n</conversation>"
         self.reports = {
@@ -271,7 +296,11 @@ class _Debate:
                     # CoRE App. D: the common user compares the list with <groundtruth_item> (Effectiveness)
                     prompt("debate", "targets").format(items=targets) if targets and role == "debate_user" else "",
                     "<evaluation_result>\n"
-                    + _report(factor_scores, reasons_for=None if config.reading == "all" else PERSONA_FACTORS[role])
+                    + _report(
+                        factor_scores,
+                        reasons_for=None if config.reading == "all" else PERSONA_FACTORS[role],
+                        only=PERSONA_FACTORS[role] if config.reading == "own" else None,
+                    )
                     + "\n</evaluation_result>",
                 )
                 if part
@@ -350,17 +379,25 @@ def _block(title: str, said: list[DebateMessage]) -> str:
     return "\n".join([title, *lines])
 
 
-def _report(factor_scores: list[FactorScore], reasons_for: tuple[str, ...] | None = None) -> str:
+def _report(
+    factor_scores: list[FactorScore],
+    reasons_for: tuple[str, ...] | None = None,
+    *,
+    only: tuple[str, ...] | None = None,
+) -> str:
     """The factor results in factor order; a failed factor reads "not scored", never 0.
 
-    :param reasons_for: the factors whose reasons are shown (CoRE §4.2: those relevant to the persona);
-        the others show their score alone. None: every factor's reasons.
+    :param reasons_for: the factors whose reasons are shown; the others show their score alone. None: every
+        factor's reasons.
+    :param only: the factors shown at all (CoRE §4.2: those relevant to the persona); None: all twelve.
     """
     unknown = {fs.factor for fs in factor_scores} - set(FACTORS)
     if unknown:
         raise ValueError(f"unknown factors: {', '.join(sorted(unknown))}")
     lines = [prompt("debate", "factor_header")]
     for fs in sorted(factor_scores, key=lambda fs: FACTORS.index(fs.factor)):
+        if only is not None and fs.factor not in only:
+            continue
         label = LABELS[fs.factor]
         if fs.score is None:
             lines.append(prompt("debate", "factor_failed").format(label=label, error=fs.error or "no score"))

@@ -15,7 +15,14 @@ from typing import Any
 
 from catalog.catalog import Catalog
 from evaluators.factors import FACTORS
-from evaluators.judge.debate import DebateConfig, DebateResult, overall_formed, run_debate
+from evaluators.judge.debate import (
+    DebateConfig,
+    DebateResult,
+    missing_personas,
+    overall_formed,
+    persona_names,
+    run_debate,
+)
 from evaluators.judge.factor_judge import JudgeConfig, judge_conversation, judge_name
 from evaluators.judge.inputs import render_log
 from evaluators.judge.persuasiveness import score_persuasiveness
@@ -153,7 +160,14 @@ class LLMJudge:
         # debate: it needs all factor results, so it runs again whenever factors were
         # (re)judged in this run or an earlier debate gave no score; otherwise it is kept
         debate: DebateResult | None = None
-        debate_done = earlier is not None and earlier.overall is not None and bool(earlier.debate) and not missing
+        # a debate that a persona missed is debated again (CoRE's overall is all four personas')
+        debate_done = (
+            earlier is not None
+            and earlier.overall is not None
+            and bool(earlier.debate)
+            and not missing
+            and not missing_personas(earlier.debate)
+        )
         if run.debate is not None and not debate_done:
             record.clear_debate()
             log = render_log(
@@ -179,6 +193,7 @@ class LLMJudge:
                 rounds_used=earlier.rounds_used or 0,
                 consensus=bool(earlier.consensus),
                 messages=earlier.debate,
+                missing=missing_personas(earlier.debate),
             )
 
         metrics: dict[str, Any] = {}
@@ -197,13 +212,20 @@ class LLMJudge:
 
         failed = [s.factor for s in factor_scores if s.score is None]
         debate_failed = debate is not None and debate.final_score is None
+        absent = debate.missing if debate is not None and not debate_failed else ()
         error = None
-        if failed or debate_failed:
+        if failed or debate_failed or absent:
             parts = []
             if failed:
                 parts.append(f"{len(failed)} factor(s) without a score: {', '.join(failed)}")
             if debate_failed:
                 parts.append("the debate produced no valid score")
+            if absent:
+                # CoRE §4.2's overall is the whole panel's: a mean without a persona is not it
+                parts.append(
+                    f"the debate lacks the {persona_names(absent)} (no valid score in the last round); "
+                    "the overall is the other personas' mean"
+                )
             error = "; ".join(parts) + ". Run again with the same settings to fill the gaps."
         usage = UsageTotals()
         for client in clients:

@@ -33,6 +33,7 @@ from pathlib import Path
 
 from catalog.catalog import Catalog
 from crs_backends.registry import catalog_for_chat, get_system, system_ids
+from evaluators.judge.persuasiveness import VARIANTS as PERSUASIVENESS_VARIANTS
 from evaluators.metrics import DEFAULT_HIT_K
 from evaluators.pipeline import evaluate_conversation
 from evaluators.simulator.personas import persona_for
@@ -46,7 +47,7 @@ from evaluators.simulator.protocols import (
 )
 from evaluators.simulator.records import Case, read_records, records_path, select_cases
 from evaluators.simulator.report import build_report, write_report
-from evaluators.simulator.user import SimulatedUser, turn_seed
+from evaluators.simulator.user import DEFAULT_SEEKER, SEEKERS, SimulatedUser, turn_seed
 from llm_clients.base import LLMClient
 from llm_clients.prompts import prompts_version
 from llm_clients.registry import client_for
@@ -95,6 +96,10 @@ class SimulationConfig:
     personas: bool = False
     reliability: bool = False
     persuasiveness: str = "auto"  # auto: probability under the free-form protocol (iEvaLM's), off otherwise
+    seeker: str = DEFAULT_SEEKER  # ievalm: told the targets' titles (iEvaLM C.3, CoRE §6.4); described: leak-safe
+    # what the persuasiveness judge reads of the lists: auto is iEvaLM's released script (its top 50 on the turn it
+    # stopped at) under the free-form protocol, the shown items elsewhere
+    persuasiveness_variant: str = "auto"
     temperature: float = 0.0
     concurrency: int = 4
     evaluate: bool = True
@@ -107,8 +112,14 @@ class SimulationConfig:
     def __post_init__(self) -> None:
         if self.protocol not in PROTOCOLS:
             raise ValueError(f"unknown protocol {self.protocol!r}; protocols: {', '.join(PROTOCOLS)}")
+        if self.seeker not in SEEKERS:
+            raise ValueError(f"unknown seeker {self.seeker!r}; seekers: {', '.join(SEEKERS)}")
         if self.persuasiveness not in PERSUASIVENESS_MODES:
             raise ValueError(f"persuasiveness must be one of {', '.join(PERSUASIVENESS_MODES)}")
+        if self.persuasiveness_variant not in ("auto", *PERSUASIVENESS_VARIANTS):
+            raise ValueError(f"persuasiveness_variant must be one of auto, {', '.join(PERSUASIVENESS_VARIANTS)}")
+        if self.persuasiveness_variant == "auto":
+            self.persuasiveness_variant = "ievalm_released" if self.protocol == "free" else "shown"
         if self.persuasiveness == "auto":
             # iEvaLM reports persuasiveness for its free-form protocol only (§4.4, Table 6); elsewhere on request
             self.persuasiveness = "probability" if self.protocol == "free" else "off"
@@ -185,7 +196,9 @@ def run_identity(config: SimulationConfig, *, source: Path, catalog: Catalog, si
         "personas": config.personas,
         "reliability": config.reliability,
         "persuasiveness": config.persuasiveness,
+        "persuasiveness_variant": config.persuasiveness_variant,
         "temperature": config.temperature,
+        "seeker": config.seeker,
         "catalog": catalog.name,
         "simulator": simulator,
         "prompts": prompts_version("simulator"),
@@ -337,6 +350,7 @@ def play_pair(
                 "simulator": identity["simulator"],
                 "prompts": identity["prompts"],
                 "persona": persona.id if persona else None,
+                "seeker": config.seeker,
                 "unmatched_targets": list(case.unmatched_targets),
             },
         },
@@ -348,6 +362,7 @@ def play_pair(
         seed=turn_seed(config.seed, case.id),
         temperature=config.temperature,
         domain=catalog.domain,
+        seeker=config.seeker,
     )
     outcome = run_dialogue(case, system, user, protocol, conversation=conversation)
     result = outcome.result()
@@ -355,7 +370,9 @@ def play_pair(
     result["sincerity"] = sincerity_signal(conversation, case, catalog, protocol.hit_k)
     status, error = outcome.status, outcome.error
     if status == "done" and config.persuasiveness != "off":
-        result["persuasiveness"] = persuasiveness(conversation, client, config.persuasiveness, system=system)
+        result["persuasiveness"] = persuasiveness(
+            conversation, client, config.persuasiveness, system=system, variant=config.persuasiveness_variant
+        )
         if result["persuasiveness"]["retry"]:
             status, error = "error", "persuasiveness: " + result["persuasiveness"]["error"]
     if status == "done" and config.reliability:

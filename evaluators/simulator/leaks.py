@@ -1,4 +1,5 @@
-"""Does a simulated user's message name one of its targets? Find it, and redact it.
+"""Does a simulated user's message name one of its targets? Find it, and redact it (the ``described``
+seeker), or drop the sentence as iEvaLM does (the ``ievalm`` seeker, :func:`ievalm_filter`).
 
 A title counts as named when a run of words in the message matches it with a fuzzy score of at
 least 90 (rapidfuzz ``ratio`` over lower-cased words, punctuation ignored), with or without a
@@ -101,3 +102,53 @@ def redact(text: str, leaks: list[Leak]) -> str:
     for leak in sorted(leaks, key=lambda x: x.start, reverse=True):
         text = text[: leak.start] + REDACTED + text[leak.end :]
     return text
+
+
+# -- iEvaLM's rule (the ``ievalm`` seeker) ------------------------------------------------------------------
+
+IEVALM_PARTIAL = 90.0  # iEvaLM drops a sentence whose partial ratio with a target title exceeds this
+SORRY = "Sorry, "
+_SENTENCE = re.compile(r"(?<=[.!?…])\s+")
+
+
+def _title_forms(item: Item) -> list[str]:
+    """A target's title as iEvaLM compares it: with its year, and without."""
+    bare = item.title.strip().lower()
+    forms = [bare]
+    if item.year:
+        forms.insert(0, f"{bare} ({item.year})")
+    return forms
+
+
+def ievalm_filter(
+    text: str, targets: list[Item] | tuple[Item, ...], *, sorry: bool
+) -> tuple[str, list[tuple[str, str]]]:
+    """``text`` as iEvaLM's seeker passes it on: every sentence that names a target dropped (rapidfuzz
+    ``partial_ratio`` > 90 with the title, with or without its year), and, when ``sorry`` (the round was no
+    hit), "Sorry, " put first. Returns the text and the dropped (sentence, title) pairs.
+
+    ``partial_ratio`` finds a title inside a longer sentence, so a short title that is also a word ("Up",
+    "Heat") drops every sentence holding that word: iEvaLM's behaviour, kept (the ``described`` seeker is
+    the careful one)."""
+    kept: list[str] = []
+    dropped: list[tuple[str, str]] = []
+    for sentence in _SENTENCE.split(text.strip()):
+        if not sentence:
+            continue
+        lowered = sentence.lower()
+        named = next(
+            (
+                item
+                for item in targets
+                if any(fuzz.partial_ratio(form, lowered) > IEVALM_PARTIAL for form in _title_forms(item))
+            ),
+            None,
+        )
+        if named is None:
+            kept.append(sentence)
+        else:
+            dropped.append((sentence, named.name))
+    out = " ".join(kept).strip()
+    if sorry and not out.lower().startswith("sorry"):
+        out = SORRY + out if out else SORRY.strip(", ") + "."
+    return out, dropped

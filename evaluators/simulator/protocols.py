@@ -105,6 +105,7 @@ class Outcome:
             "user_turns": sum(1 for t in turns if t.role == "user"),
             "leaks_regenerated": sum(1 for x in leaks if x.get("regenerated")),
             "leaks_redacted": sum(1 for x in leaks if x.get("redacted")),
+            "leaks_dropped": sum(1 for x in leaks if x.get("dropped")),  # the ievalm seeker's dropped sentences
             "per_turn_lists": [[r.id for r in t.items] for t in turns if t.role == "system"],
             **self.extra,
         }
@@ -113,6 +114,16 @@ class Outcome:
 def _hits(turn: Turn, target_ids: set[str], k: int) -> list[ItemRef]:
     """The targets among the first ``k`` of what the system ranked (its whole ranking where it kept one)."""
     return [ref for ref in turn.ranked()[:k] if ref.id in target_ids]
+
+
+def show_list(turn: Turn, k: int) -> None:
+    """Show the seeker the system's top ``k`` on this turn, as iEvaLM does on the turn that hits and on the last.
+
+    A hit is decided on the top ``k`` of the system's ranking (iEvaLM: 50), which is more than the reply names;
+    iEvaLM puts that list before the reply on those turns, so its seeker has seen the item it accepts. The titles
+    are kept on the turn (``seeker_list``) and the seeker's transcript shows them (:meth:`SimulatedUser.transcript`);
+    on other turns the seeker sees only the items the reply showed."""
+    turn.metadata["seeker_list"] = [ref.title for ref in turn.ranked()[:k]]
 
 
 def _ask_system(system: CRSSystem, conversation: Conversation, number: int) -> Turn:
@@ -166,6 +177,8 @@ def _free_dialogue(system, user: SimulatedUser, protocol: Protocol, outcome: Out
             return
         hits = _hits(turn, target_ids, protocol.hit_k)
         turn.metadata["hit"] = bool(hits)
+        if hits or number == protocol.max_turns:
+            show_list(turn, protocol.hit_k)
         if hits and outcome.first_hit_turn is None:
             outcome.first_hit_turn = number
         identified = outcome.first_hit_turn is not None
@@ -296,7 +309,12 @@ def _llm_choice(
 
 
 def persuasiveness(
-    conversation: Conversation, client: LLMClient, mode: str, *, system: CRSSystem | None = None
+    conversation: Conversation,
+    client: LLMClient,
+    mode: str,
+    *,
+    system: CRSSystem | None = None,
+    variant: str = "shown",
 ) -> dict:
     """The simulated user's iEvaLM persuasiveness answer (0, 1 or 2), with the expected value under its
     distribution as the extra ``expected`` (probability mode).
@@ -309,6 +327,10 @@ def persuasiveness(
 
     An unreadable answer is recorded as an error with score None; ``retry`` says whether running again
     could help (the endpoint failed). A system that fails to explain is an error too, not a 0.
+
+    ``variant`` is what the judge reads of the lists (:data:`evaluators.judge.persuasiveness.VARIANTS`):
+    ``ievalm_released`` puts the top 50 before the reply of the turn iEvaLM stopped at, as its released script
+    does; ``shown`` the items each reply showed.
     """
     request = explanation = None
     if system is not None:
@@ -331,7 +353,7 @@ def persuasiveness(
                 "retry": False,
             }
         explanation = answer.text.strip() or "(the system gave no explanation)"
-    result = score_persuasiveness(conversation, client, mode=mode, explanation=explanation)
+    result = score_persuasiveness(conversation, client, mode=mode, explanation=explanation, variant=variant)
     return {
         "score": result.score,
         "expected": result.expected,

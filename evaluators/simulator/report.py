@@ -29,6 +29,7 @@ from evaluators.pipeline import factor_mean
 from storage.conversations import get_conversation
 from storage.evaluations import get_evaluation
 
+NOT_MEASURED = "–"  # a figure the dialogues could not measure (iEvaLM Table 2's mark, e.g. R@k beyond a list)
 RECALLS = tuple(f"recall@{k}" for k in KS) + tuple(f"session_recall@{k}" for k in KS)
 DIALOGUE_COLUMNS = (
     "case_id",
@@ -398,13 +399,13 @@ def render_html(report: dict) -> str:
         "</ul><h2>Records and notes</h2><ul>",
         *(f"<li>{html.escape(n)}</li>" for n in report["notes"]),
         "</ul><h2>Per system</h2>",
-        report["summary"].round(3).to_html(index=False, na_rep="", border=0),
+        report["summary"].round(3).to_html(index=False, na_rep=NOT_MEASURED, border=0),
     ]
     for n, figure in enumerate(report["figures"].values()):
         parts.append(figure.to_html(full_html=False, include_plotlyjs=(n == 0)))
     parts += [
         "<h2>Per dialogue</h2>",
-        report["dialogues"].round(3).to_html(index=False, na_rep="", border=0),
+        report["dialogues"].round(3).to_html(index=False, na_rep=NOT_MEASURED, border=0),
         "</body></html>",
     ]
     return "\n".join(parts)

@@ -1,15 +1,26 @@
 """The simulated user: an LLM that wants known target items and talks to a system without naming them.
 
-It knows its targets' catalog metadata (genres, year, director, cast, writers, plot) and, when a
-persona is given, writes in that persona's style. Each message is produced for one *situation*
-(open the dialogue, turn suggestions down, ask about a suggested target, accept it …) chosen by the
-protocol, which decides hits by code — the model only phrases them.
+Each message is produced for one *situation* (open the dialogue, turn suggestions down, ask about a
+suggested target, accept it …) chosen by the protocol, which decides hits by code — the model only
+phrases them. When a persona is given, the user writes in that persona's style. Two seekers
+(:data:`SEEKERS`):
 
-Leaks: a message that names a target the system has not itself recommended (fuzzy match ≥ 90, see
-:mod:`evaluators.simulator.leaks`) is regenerated once with a reminder; if the new message leaks too,
-its titles are replaced by ``[title withheld]``. Both events are recorded on the turn
-(``metadata["leak"]``) and counted by the batch report. An empty answer is asked for once more with
-another seed; a second empty answer is an error (:class:`SimulatorError`), never an empty turn.
+* ``ievalm`` (the default; iEvaLM appendix C.3 and its released ``chat.py``, CoRE §6.4 "the ground
+  truth item [is] provided"): the instruction names the target items ("Your target items: …"), the
+  user reads the whole conversation, answers in at most 128 tokens, and a leak is handled as iEvaLM
+  handles it: every sentence naming a target (rapidfuzz ``partial_ratio`` > 90 with the title, with
+  and without its year) is dropped, and until a hit the answer starts with "Sorry, "
+  (:func:`ievalm_filter`). The dropped sentences are kept on the turn (``metadata["leak"]``).
+* ``described`` (this project's leak-safe variant, answering SimpleUserSim's finding that a seeker
+  told the titles leaks them): the user knows its targets only by catalog metadata (genres, year,
+  director, cast, writers, plot), reads the last :data:`TRANSCRIPT_TURNS` turns and answers in at most
+  80 tokens; a message that names a target the system has not itself recommended (fuzzy match ≥ 90,
+  see :mod:`evaluators.simulator.leaks`) is regenerated once with a reminder; if the new message leaks
+  too, its titles are replaced by ``[title withheld]``.
+
+Leak events are recorded on the turn (``metadata["leak"]``) and counted by the batch report. An empty
+answer is asked for once more with another seed; a second empty answer is an error
+(:class:`SimulatorError`), never an empty turn.
 
 Attribute mode (iEvaLM "attr") uses no model for the user: answers are templates filled with the
 targets' attribute values.
@@ -22,7 +33,7 @@ import re
 from collections.abc import Iterable
 
 from catalog.items import Item
-from evaluators.simulator.leaks import find_leaks, redact
+from evaluators.simulator.leaks import find_leaks, ievalm_filter, redact
 from evaluators.simulator.personas import Persona
 from llm_clients.base import LLMClient
 from llm_clients.prompts import prompt, prompts_version
@@ -30,9 +41,27 @@ from llm_clients.types import LLMError
 from storage.records import Conversation, Turn
 
 SITUATIONS = ("open", "reject", "no_list", "tell_more", "follow_up", "accept")
+NOT_YET = ("reject", "no_list")  # answers to a system turn without a hit: iEvaLM's seeker starts them "Sorry, "
+
+
+class Seeker:
+    """What one seeker variant knows and how it is run (see the module docstring)."""
+
+    def __init__(self, name: str, *, names_targets: bool, transcript_turns: int | None, max_tokens: int):
+        self.name = name
+        self.names_targets = names_targets
+        self.transcript_turns = transcript_turns  # None: the whole conversation
+        self.max_tokens = max_tokens
+
+
+SEEKERS = {
+    "ievalm": Seeker("ievalm", names_targets=True, transcript_turns=None, max_tokens=128),
+    "described": Seeker("described", names_targets=False, transcript_turns=10, max_tokens=80),
+}
+TRANSCRIPT_TURNS = SEEKERS["described"].transcript_turns  # the most recent turns the described seeker reads
+DEFAULT_SEEKER = "ievalm"
 ATTRIBUTES = ("genre", "actor", "director", "writer")
 LIST_SHOWN = 5  # items of a system list the simulated user is shown
-TRANSCRIPT_TURNS = 10  # the most recent turns (history included) the simulated user is shown
 PLOT_CHARS = 320
 MAX_MESSAGE_CHARS = 600
 STOP = ["\nRecommender:", "\nYou:", "\nUser:"]  # a model that starts writing the next line of the transcript stops
@@ -86,6 +115,16 @@ def clean_message(text: str) -> str:
     return text[:MAX_MESSAGE_CHARS]
 
 
+def seen_titles(turn: Turn) -> list[str]:
+    """The titles of a system turn the simulated user has seen: the top of the system's ranking where the
+    protocol showed it (``seeker_list``: the turn that hits, the last turn, as iEvaLM shows its top 50),
+    else the first :data:`LIST_SHOWN` items the reply showed."""
+    listed = turn.metadata.get("seeker_list")
+    if isinstance(listed, list) and listed:
+        return [str(t) for t in listed]
+    return [r.title for r in turn.items[:LIST_SHOWN]]
+
+
 class SimulatedUser:
     """One simulated user with its targets (and optional persona), for one dialogue.
 
@@ -103,9 +142,12 @@ class SimulatedUser:
         persona: Persona | None = None,
         seed: int = 0,
         temperature: float = 0.0,
-        max_tokens: int = 80,
+        max_tokens: int | None = None,
         domain: str = "movies",
+        seeker: str = DEFAULT_SEEKER,
     ):
+        if seeker not in SEEKERS:
+            raise ValueError(f"unknown seeker {seeker!r}; seekers: {', '.join(SEEKERS)}")
         self.client = client
         self.targets = tuple(targets)
         if not self.targets:
@@ -113,9 +155,10 @@ class SimulatedUser:
         self.persona = persona
         self.seed = seed
         self.temperature = temperature
-        self.max_tokens = max_tokens
+        self.seeker = SEEKERS[seeker]
+        self.max_tokens = max_tokens if max_tokens is not None else self.seeker.max_tokens
         self.items_plural = domain or "movies"
-        self.leaks = {"regenerated": 0, "redacted": 0}
+        self.leaks = {"regenerated": 0, "redacted": 0, "dropped": 0}
 
     @property
     def prompts_version(self) -> str:
@@ -124,14 +167,21 @@ class SimulatedUser:
     # -- the prompt ------------------------------------------------------------------------
 
     def system_prompt(self) -> str:
-        profile = "\n".join(
-            prompt("simulator", "profile_item").format(n=n, description=describe_item(item, self.items_plural))
-            for n, item in enumerate(self.targets, 1)
-        )
         persona = ""
         if self.persona is not None:
             emotion, age = self.persona.texts()
             persona = prompt("simulator", "persona").format(emotion=emotion, age=age)
+        if self.seeker.names_targets:
+            titles = ", ".join(item.name for item in self.targets)
+            return (
+                prompt("simulator", "system_ievalm")
+                .format(items_plural=self.items_plural, targets=titles, persona=persona)
+                .strip()
+            )
+        profile = "\n".join(
+            prompt("simulator", "profile_item").format(n=n, description=describe_item(item, self.items_plural))
+            for n, item in enumerate(self.targets, 1)
+        )
         return (
             prompt("simulator", "system")
             .format(items_plural=self.items_plural, profile=profile, persona=persona)
@@ -140,10 +190,13 @@ class SimulatedUser:
 
     def transcript(self, conversation: Conversation) -> str:
         lines = []
-        for turn in conversation.all_turns[-TRANSCRIPT_TURNS:]:
+        window = self.seeker.transcript_turns
+        for turn in conversation.all_turns[-window:] if window else conversation.all_turns:
             lines.append(f"{'You' if turn.role == 'user' else 'Recommender'}: {turn.text}")
-            if turn.role == "system" and turn.items:
-                lines.append("[Recommender's list: " + ", ".join(r.title for r in turn.items[:LIST_SHOWN]) + "]")
+            if turn.role == "system":
+                shown = seen_titles(turn)
+                if shown:
+                    lines.append(prompt("simulator", "list_shown").format(titles=", ".join(shown)))
         return "\n".join(lines)
 
     def messages(self, conversation: Conversation, situation: str, **slots) -> list[dict]:
@@ -169,7 +222,18 @@ class SimulatedUser:
         messages = self.messages(conversation, situation, **slots)
         text = self._generate(messages, number, 0)
         forbidden = [t for t in self.targets if t.id not in set(allowed)]
-        metadata: dict = {"source": "simulator", "situation": situation}
+        metadata: dict = {"source": "simulator", "situation": situation, "seeker": self.seeker.name}
+        if self.seeker.names_targets:
+            # iEvaLM: drop what names a target, and say "Sorry, " while no target has been recommended
+            raw = text
+            text, dropped = ievalm_filter(raw, forbidden, sorry=situation in NOT_YET)
+            if dropped:
+                self.leaks["dropped"] += 1
+                metadata["leak"] = {"titles": sorted({t for _, t in dropped}), "dropped": [x for x, _ in dropped]}
+            if not text:  # every sentence named a target: iEvaLM would send nothing, we never send an empty turn
+                text = redact(raw, find_leaks(raw, forbidden)) or prompt("simulator", "answer_unknown")
+                metadata["leak"]["redacted"] = True
+            return Turn(role="user", text=text, metadata=metadata)
         leaks = find_leaks(text, forbidden)
         if leaks:
             self.leaks["regenerated"] += 1
