@@ -71,12 +71,13 @@ def insert_new_conversations(db: Database, conversations: Iterable[Conversation]
                 fresh.pop(row[0], None)
         if not fresh:
             return 0
-        _insert_many(db, "conversations", [_conversation_row(c) for c in fresh.values()])
+        now = utc_now()  # one stamp for the whole batch (a clock read per row was a tenth of a large restore)
+        _insert_many(db, "conversations", [_conversation_row(c, now) for c in fresh.values()])
         _insert_many(
             db,
             "turns",
             (
-                _turn_row(c.id, part, idx, turn)
+                _turn_row(c.id, part, idx, turn, now)
                 for c in fresh.values()
                 for part, turns in (("history", c.history), ("interaction", c.turns))
                 for idx, turn in enumerate(turns)
@@ -210,7 +211,7 @@ def list_conversations(
     return [_conversation_from_row(db, row) for row in rows]
 
 
-def _conversation_row(c: Conversation) -> dict:
+def _conversation_row(c: Conversation, now: str | None = None) -> dict:
     return {
         "id": clean_text(c.id),
         "system_id": clean_text(c.system_id),
@@ -220,11 +221,11 @@ def _conversation_row(c: Conversation) -> dict:
         "targets": dumps([asdict(t) for t in c.targets]),
         "metadata": dumps(c.metadata),
         "created_at": c.created_at,
-        "updated_at": utc_now(),
+        "updated_at": now or utc_now(),
     }
 
 
-def _turn_row(conversation_id: str, part: str, idx: int, turn: Turn) -> dict:
+def _turn_row(conversation_id: str, part: str, idx: int, turn: Turn, now: str | None = None) -> dict:
     return {
         "conversation_id": conversation_id,
         "part": part,
@@ -234,7 +235,7 @@ def _turn_row(conversation_id: str, part: str, idx: int, turn: Turn) -> dict:
         "items": dumps([asdict(i) for i in turn.items]),
         "ranking": dumps([asdict(i) for i in turn.ranking]) if turn.ranking else None,
         "metadata": dumps(turn.metadata),
-        "created_at": utc_now(),
+        "created_at": now or utc_now(),
     }
 
 
