@@ -63,6 +63,7 @@ def test_the_set_is_measured_once_into_its_manifest(quick_set):
     test_records = sum(1 for _ in open(data / "redial_eval" / "test_data_processed.jsonl"))
     assert reading["test_records"] == test_records and reading["recall"]["kbrd"]["records"] == test_records
     assert set(reading["recall"]["kbrd"]) >= {"1", "10", "50", "interval_10"}
+    assert {"bleu2", "bleu2_uncased", "distinct"} <= set(reading["generation"]["kbrd"])
     assert {"popularity", "named first"} <= set(reading["references"])
     assert reading["generation"]["kbrd"]["replies"] == test_records
     assert reading["published_recall"]["kbrd"] == [0.028, 0.169, 0.366]
