@@ -5,7 +5,7 @@ Installed as a console script by ``pip install .`` (``[project.scripts]`` in ``p
 aliases (``python -m evaluators evaluate`` is ``crs-arena evaluate``):
 
 - ``evaluate``, ``meta``, ``calibrate``, ``resume``, ``simulate``: ``python -m evaluators …``;
-- ``export``, ``export-dial``, ``export-labels``, ``import-crsarena``, ``import-crsarena-eval``,
+- ``board``, ``export``, ``export-dial``, ``export-labels``, ``import-crsarena``, ``import-crsarena-eval``,
   ``promote-uploads``: ``python -m arena …``;
 - ``systems``, ``check``, ``serve``: ``python -m crs_backends …``;
 - ``checkpoints fetch|status|build-small``: ``python -m crs_backends.neural.sources …``;
@@ -35,6 +35,7 @@ SECTIONS: dict[str, dict[str, tuple[str, str, str | None]]] = {
         "simulate": ("evaluators.cli", "cli", "simulate"),
     },
     "Arena data": {
+        "board": ("arena.__main__", "cli", "board"),
         "export": ("arena.__main__", "cli", "export"),
         "export-dial": ("arena.__main__", "cli", "export-dial"),
         "export-labels": ("arena.__main__", "cli", "export-labels"),

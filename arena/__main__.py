@@ -1,4 +1,4 @@
-"""Command line: ``python -m arena import-crsarena [DIR]``, ``export --out FILE.jsonl``,
+"""Command line: ``python -m arena import-crsarena [DIR]``, ``board [--kind KIND]``, ``export --out FILE.jsonl``,
 ``export-labels --out FILE.json`` and ``promote-uploads``."""
 
 from __future__ import annotations
@@ -9,7 +9,9 @@ from pathlib import Path
 import click
 
 from arena.board_cache import read_board, refresh_board
+from arena.board_view import board_view, kind_line, set_aside_line
 from arena.crsarena_import import ImportRefused, export_jsonl, import_dial
+from arena.request_kinds import KINDS
 from crs_backends.command_line import CommandGroup, db_option, resolve_db
 from storage.db import get_db
 from storage.stats import promote_uploads
@@ -60,6 +62,51 @@ def import_command(directory: Path | None, catalog_name: str, score: bool, db_pa
                 f"  {row['rank']:>2}  {row['system']:<22} {row['rating']:7.1f}  "
                 f"[{row['ci_low']:.0f}, {row['ci_high']:.0f}]  battles {row['battles']}"
             )
+
+
+@cli.command("board")
+@click.option(
+    "--kind",
+    type=click.Choice(["all", *KINDS]),
+    default="all",
+    show_default=True,
+    help="The board of one kind of request (the battle's first message): " + ", ".join(KINDS) + ".",
+)
+@click.option("--style/--no-style", default=False, show_default=True, help="Style-controlled ratings.")
+@click.option(
+    "--with-revealed",
+    is_flag=True,
+    help="Also rate the votes cast after a reply named a system (set aside by default).",
+)
+@db_option
+def board_command(kind: str, style: bool, with_revealed: bool, db_path: Path | None) -> None:
+    """Print the leaderboard: every kind's votes, or one kind's with each system's overall rank beside it, and the
+    votes per kind. Reads only (battles voted before the tags existed are tagged by the app's next refresh, or by
+    `import-crsarena`).
+
+    Example:
+
+        crs-arena board --kind genre --style
+    """
+    db = get_db(resolve_db(db_path))
+    chosen = None if kind == "all" else kind
+    view = board_view(db, style=style, kind=chosen, revealed=with_revealed)
+    counts = ", ".join(f"{k} {n}" for k, n in (view.kinds or {}).items())
+    click.echo(f"Votes per kind of request: {counts}")
+    for line in (kind_line(view.fit), set_aside_line(view.fit)):
+        if line:
+            click.echo(line.replace("**", ""))
+    title = "every kind" if chosen is None else chosen
+    click.echo(f"Leaderboard ({view.fit.get('method', 'bradley-terry')}, 95% interval; {title}):")
+    rated = [r for r in view.rows if r["rating"] is not None]
+    if not rated:
+        click.echo("  no ratings")
+    for row in rated:
+        overall = f"  overall rank {row['overall_rank']}" if chosen and row.get("overall_rank") is not None else ""
+        click.echo(
+            f"  {row['rank']:>2}  {row['system']:<22} {row['rating']:7.1f}  "
+            f"[{row['ci_low']:.0f}, {row['ci_high']:.0f}]  battles {row['battles']}{overall}"
+        )
 
 
 @cli.command("import-crsarena-eval")

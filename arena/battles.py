@@ -237,7 +237,19 @@ def vote(db: Database, battle_id: str, choice: str, feedback: str = "", voter: s
         if not conversation_id or not has_system_turn(db, conversation_id):
             raise BattleNotReady(f"System {side} has not answered yet: send a message first")
     save_vote(db, record)
+    _tag(db, battle_id)
     return _reveal(battle, choice)
+
+
+def _tag(db: Database, battle_id: str) -> None:
+    """Tag the voted battle (its kinds of request, any name a reply revealed: :mod:`arena.battle_tags`). A failure
+    costs the tag only, never the vote: the board's next refresh tags what is left untagged."""
+    from arena.battle_tags import tag_battles
+
+    try:
+        tag_battles(db, [battle_id])
+    except Exception:
+        log.warning("battle %s could not be tagged now; the board's refresh will", battle_id, exc_info=True)
 
 
 def reveal(db: Database, battle_id: str, voter: str = "") -> Reveal:

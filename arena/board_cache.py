@@ -58,12 +58,24 @@ class Board:
 
 
 def board_key(
-    *, domain: str | None, dataset: str | None, scorer: str | None, uploads: bool, style: bool = False
+    *,
+    domain: str | None,
+    dataset: str | None,
+    scorer: str | None,
+    uploads: bool,
+    style: bool = False,
+    kind: str | None = None,
+    revealed: bool = False,
 ) -> str:
-    """The filters, canonical: the snapshot and cache key (a style-controlled board adds ``"style": true``)."""
+    """The filters, canonical: the snapshot and cache key (a style-controlled board adds ``"style": true``, a kind's
+    board ``"kind"``, a board rating the votes that revealed a name ``"revealed": true``)."""
     key: dict = {"domain": domain, "dataset": dataset, "scorer": scorer, "uploads": uploads}
     if style:
         key["style"] = True
+    if kind:
+        key["kind"] = kind
+    if revealed:
+        key["revealed"] = True
     return json.dumps(key, sort_keys=True)
 
 
@@ -74,14 +86,19 @@ def read_board(
     dataset: str | None = None,
     scorer: str | None = None,
     style: bool = False,
+    kind: str | None = None,
+    revealed: bool = False,
 ) -> Board:
-    """The board for these filters at the current data version (``style``: style-controlled). Never writes."""
+    """The board for these filters at the current data version (``style``: style-controlled; ``kind``: one kind of
+    request's board; ``revealed``: votes that revealed a name rated too). Never writes."""
     version = board_version(db)
     uploads = uploads_on_leaderboard()
     setups = judge_setup_choices(db, uploads=uploads)  # read once: the menu and the setup shown
     available = [label for label, _ in setups]
     chosen = choose_scorer(available, scorer)
-    key = board_key(domain=domain, dataset=dataset, scorer=chosen, uploads=uploads, style=style)
+    key = board_key(
+        domain=domain, dataset=dataset, scorer=chosen, uploads=uploads, style=style, kind=kind, revealed=revealed
+    )
     cache_key = (_db_file(db), key, version)
     with _cache_lock:
         hit = _cache.get(cache_key)
@@ -92,11 +109,19 @@ def read_board(
     if snapshot is not None and snapshot["version"] == version:
         rows = snapshot["rows"]
         fit = snapshot["filters"].get("fit") or {"method": PLAIN, "style": style}  # older snapshots: plain
-        figures = {"win_rate": _figure(db, domain, dataset, rows)}
+        figures = {"win_rate": _figure(db, domain, dataset, rows, kind, revealed)}
         board = Board(rows, figures, chosen, version, available, "snapshot", fit)
     else:
         computed = compute_board(
-            db, domain=domain, dataset=dataset, scorer=chosen, uploads=uploads, setups=setups, style=style
+            db,
+            domain=domain,
+            dataset=dataset,
+            scorer=chosen,
+            uploads=uploads,
+            setups=setups,
+            style=style,
+            kind=kind,
+            revealed=revealed,
         )
         board = Board(computed.rows, computed.figures, chosen, version, available, "computed", computed.fit)
     _remember(cache_key, board)
@@ -105,7 +130,14 @@ def read_board(
 
 def refresh_board(db: Database) -> int | None:
     """Store a snapshot of the default board (no filters, default scorer) if the data changed since
-    the last one. Returns the snapshot id, or None when it was already current."""
+    the last one. Returns the snapshot id, or None when it was already current. Battles voted without a tag yet
+    (before the tags existed, restored from a backup) are tagged first (:func:`arena.battle_tags.tag_missing`)."""
+    from arena.battle_tags import tag_missing
+
+    try:
+        tag_missing(db)
+    except Exception:  # the tags wait for the next refresh; the board is stored all the same
+        log.exception("tagging the battles failed")
     version = board_version(db)
     board = read_board(db)
     if board.version != version:
@@ -177,9 +209,12 @@ def _remember(key: tuple, board: Board) -> None:
             _cache.popitem(last=False)
 
 
-def _figure(db: Database, domain: str | None, dataset: str | None, rows: list[dict]) -> go.Figure:
-    battles = battle_table(db, domain=domain, dataset=dataset)
-    return win_rate_figure(battles, [r["system"] for r in rows if r["rating"] is not None])
+def _figure(
+    db: Database, domain: str | None, dataset: str | None, rows: list[dict], kind: str | None, revealed: bool
+) -> go.Figure:
+    battles = battle_table(db, domain=domain, dataset=dataset, kind=kind, revealed=revealed)
+    order = [r["system"] for r in rows if r["rating"] is not None]
+    return win_rate_figure(battles if order else battles.iloc[0:0], order)
 
 
 def _db_file(db: Database) -> str:

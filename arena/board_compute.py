@@ -57,6 +57,7 @@ from arena.ratings import RATING_TABLE_COLUMNS, ClosestPair, RatingFit, fit_rati
 from arena.style import FEATURES, LABELS, battle_covariates
 from evaluators.factors import FACTORS
 from evaluators.metrics import KS
+from storage.battle_tags import battle_tags
 from storage.battle_votes import voted_battles
 from storage.jsonutil import loads
 from storage.stats import factor_means, judge_setups, latest_evaluations
@@ -69,12 +70,14 @@ RECALL_COLUMNS = tuple(f"recall@{k}" for k in KS) + tuple(f"session_recall@{k}" 
 # the ratings table's columns (arena.ratings.RATING_TABLE_COLUMNS), rank and group first
 RATING_COLUMNS = ("rank", "group", *(c for c in RATING_TABLE_COLUMNS if c not in ("system", "rank", "group")))
 PLAIN_COLUMNS = ("plain_rank", "plain_rating")  # with style control: the same system on the plain board
+OVERALL_COLUMNS = ("overall_rank",)  # on a kind's board: the same system's rank on the board of every kind
 SCORE_COLUMNS = ("overall_mean", "overall_ci_low", "overall_ci_high", "judged", *FACTORS)
 COLUMNS = (
     "system",
     "dataset",
     *RATING_COLUMNS,
     *PLAIN_COLUMNS,
+    *OVERALL_COLUMNS,
     "provisional",
     *SCORE_COLUMNS,
     *RECALL_COLUMNS,
@@ -83,6 +86,7 @@ COLUMNS = (
 PLAIN = "bradley-terry"  # the methods a board names (ComputedBoard.fit["method"], stored with the snapshot)
 STYLE = "bradley-terry + style control"
 PROVISIONAL_BATTLES = 10  # fewer voted battles than this: the rating is provisional
+MIN_KIND_VOTES = 20  # a kind's board with fewer votes than this shows no ratings: "too few votes"
 DEMO_SCORER_MARKS = ("smollm2-135m", "llm:embedded")  # the embedded demo judge: never the default scorer
 
 
@@ -166,14 +170,31 @@ def dataset_filter(dataset: str | None) -> Callable[[str], bool]:
 
 
 def battle_table(
-    db: Database, *, domain: str | None = None, dataset: str | None = None, style: bool = False
+    db: Database,
+    *,
+    domain: str | None = None,
+    dataset: str | None = None,
+    style: bool = False,
+    kind: str | None = None,
+    revealed: bool = False,
 ) -> pd.DataFrame:
     """The voted battles the board rates, one row each: ``model_a``, ``model_b``, ``winner`` (a, b, tie,
     both_bad), oldest first, both systems on the ``dataset``'s board. With ``style``, also the style covariates
     (:data:`arena.style.FEATURES`, missing ones set to 0) and ``df.attrs["missing"]``: per covariate, how many
-    battles lacked it."""
+    battles lacked it.
+
+    ``kind``: only battles whose first message makes that kind of request (:mod:`arena.request_kinds`; a battle not
+    tagged yet is on no kind's board). A battle where a reply revealed a system's name before the vote is set aside
+    unless ``revealed`` (LMArena's practice); ``df.attrs["set_aside"]`` counts those of the board's battles, set aside
+    or (with ``revealed``) rated."""
     keep = dataset_filter(dataset)
     kept = [b for b in voted_battles(db, domain=domain) if keep(b["system_a"]) and keep(b["system_b"])]
+    tags = battle_tags(db)
+    if kind:
+        kept = [b for b in kept if b["battle_id"] in tags and kind in tags[b["battle_id"]].kinds]
+    named = [b for b in kept if b["battle_id"] in tags and tags[b["battle_id"]].revealed]
+    if named and not revealed:
+        kept = [b for b in kept if not (b["battle_id"] in tags and tags[b["battle_id"]].revealed)]
     frame = pd.DataFrame(
         [{"model_a": b["system_a"], "model_b": b["system_b"], "winner": b["choice"]} for b in kept],
         columns=["model_a", "model_b", "winner"],
@@ -182,7 +203,25 @@ def battle_table(
         covariates, missing = battle_covariates(db, kept)
         frame = pd.concat([frame, covariates], axis=1)
         frame.attrs["missing"] = missing
+    frame.attrs["set_aside"] = len(named)
     return frame
+
+
+def kind_counts(db: Database, *, domain: str | None = None, revealed: bool = False) -> dict[str, int]:
+    """Votes per kind of request (every kind of :data:`arena.request_kinds.KINDS`, 0 included), counted as the boards
+    count them: a vote that revealed a name only with ``revealed``."""
+    from arena.request_kinds import KINDS
+
+    tags = battle_tags(db)
+    counts = dict.fromkeys(KINDS, 0)
+    for b in voted_battles(db, domain=domain):
+        tag = tags.get(b["battle_id"])
+        if tag is None or (tag.revealed and not revealed):
+            continue
+        for k in tag.kinds:
+            if k in counts:
+                counts[k] += 1
+    return counts
 
 
 @dataclass
@@ -220,9 +259,16 @@ def compute_board(
     uploads: bool | None = None,
     setups: list[tuple[str, tuple[str, str]]] | None = None,
     style: bool = False,
+    kind: str | None = None,
+    revealed: bool = False,
 ) -> ComputedBoard:
     """The board for these filters (:func:`compute_leaderboard`), with ``style``: style-controlled ratings, and
     the plain rank and rating of each system beside them. Nothing is written.
+
+    ``kind``: the board of one kind of request (:mod:`arena.request_kinds`): the same fit on that kind's votes, each
+    system's rank on the board of every kind beside it (``overall_rank``), and no ratings below
+    :data:`MIN_KIND_VOTES` votes (``fit["too_few"]``). ``revealed``: rate the votes cast after a reply revealed a
+    system's name too (set aside by default; ``fit["set_aside"]`` counts them either way).
 
     :param uploads: count anonymous uploads' scores (default: the operator's setting,
         ``CRS_ARENA_LEADERBOARD_UPLOADS``)
@@ -237,11 +283,23 @@ def compute_board(
     if scorer is None:
         scorer = choose_scorer([label for label, _ in setups])
     keep = dataset_filter(dataset)
-    battles = battle_table(db, domain=domain, dataset=dataset, style=style)
+    battles = battle_table(db, domain=domain, dataset=dataset, style=style, kind=kind, revealed=revealed)
+    kind_votes, set_aside = len(battles), int(battles.attrs.get("set_aside", 0))
+    too_few = bool(kind) and kind_votes < MIN_KIND_VOTES
+    if too_few:  # a handful of votes ranks nothing: the board says how many it has, and shows no ratings
+        battles = battles.iloc[0:0]
     plain = fit_ratings(battles, rounds=rounds, seed=seed)
     rated, fit = plain, describe_fit(plain, style=False)
     if style:
         rated, fit = style_fit(battles, plain, rounds=rounds, seed=seed)
+    fit |= {
+        "kind": kind,
+        "kind_votes": kind_votes,
+        "too_few": too_few,
+        "min_votes": MIN_KIND_VOTES,
+        "set_aside": set_aside,
+        "revealed": revealed,
+    }
     rows: dict[str, dict] = {}
     for record in rated.table.to_dict("records"):
         _row(rows, record["system"]).update({c: _plain(record[c]) for c in RATING_COLUMNS})
@@ -250,6 +308,13 @@ def compute_board(
             _row(rows, record["system"]).update(
                 {"plain_rank": _plain(record["rank"]), "plain_rating": _plain(record["rating"])}
             )
+    if kind:
+        overall = battle_table(db, domain=domain, dataset=dataset, style=style, revealed=revealed)
+        overall_plain = fit_ratings(overall, rounds=rounds, seed=seed)
+        overall_fit = style_fit(overall, overall_plain, rounds=rounds, seed=seed)[0] if style else overall_plain
+        for record in overall_fit.table.to_dict("records"):
+            if record["system"] in rows:
+                rows[record["system"]]["overall_rank"] = _plain(record["rank"])
     _mark_provisional(rows)
     if scorer is not None:
         name, fingerprint = _resolve_setup(setups, scorer)

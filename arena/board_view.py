@@ -30,13 +30,23 @@ import plotly.graph_objects as go
 from sqlite_utils import Database
 
 from arena.board_cache import read_board
-from arena.board_compute import DATASETS, OTHER, PROVISIONAL_BATTLES, RECALL_COLUMNS, STYLE, is_demo_scorer
+from arena.board_compute import (
+    DATASETS,
+    OTHER,
+    PROVISIONAL_BATTLES,
+    RECALL_COLUMNS,
+    STYLE,
+    is_demo_scorer,
+    kind_counts,
+)
+from arena.request_kinds import LABELS as KIND_LABELS
 from evaluators.factors import FACTORS, LABELS
 from storage.stats import battle_domains
 
 DATASET_CHOICES = (*DATASETS, OTHER)  # the dataset filter's values besides "no filter"
 ABOVE_NEXT = "P(above next)"
 PLAIN_RANK = "Rank without style control"
+OVERALL_RANK = "Overall rank"  # on a kind's board: the rank on the board of every kind
 BASE_COLUMNS = [
     "Rank",
     ABOVE_NEXT,
@@ -46,6 +56,7 @@ BASE_COLUMNS = [
     "Rating",
     "95% CI",
     PLAIN_RANK,
+    OVERALL_RANK,
     "Battles",
     "W/T/L",
     "Elo",
@@ -68,6 +79,8 @@ class BoardView:
     rows: list[dict]  # the board's rows as computed (:data:`arena.board_compute.COLUMNS`)
     fit: dict  # how the ratings were made (:class:`arena.board_compute.ComputedBoard` ``fit``)
     style: bool = False  # style control asked for
+    kind: str | None = None  # the kind of request whose board this is (None: every kind)
+    kinds: dict[str, int] | None = None  # votes per kind, for the selector (arena.board_compute.kind_counts)
 
 
 def board_view(
@@ -77,14 +90,26 @@ def board_view(
     dataset: str | None = None,
     scorer: str | None = None,
     style: bool = False,
+    kind: str | None = None,
+    revealed: bool = False,
 ) -> BoardView:
     """The leaderboard for these filters (None: no filter; ``scorer`` None or unknown: the default), style-controlled
-    with ``style``."""
-    board = read_board(db, domain=domain, dataset=dataset, scorer=scorer, style=style)
+    with ``style``; ``kind``: one kind of request's board; ``revealed``: the votes cast after a reply named a system
+    rated too."""
+    board = read_board(db, domain=domain, dataset=dataset, scorer=scorer, style=style, kind=kind, revealed=revealed)
     summary = summary_line(board.rows, board.scorer)
-    extra = [line for line in (trust_line(board.fit, board.rows), style_markdown(board.fit) if style else "") if line]
+    extra = [
+        line
+        for line in (
+            kind_line(board.fit),
+            set_aside_line(board.fit),
+            trust_line(board.fit, board.rows),
+            style_markdown(board.fit) if style else "",
+        )
+        if line
+    ]
     return BoardView(
-        table=display_table(board.rows, style=style),
+        table=display_table(board.rows, style=style, kind=bool(kind)),
         figure=board.figures["win_rate"],
         summary="\n\n".join([summary, *extra]),
         scorer=board.scorer,
@@ -93,6 +118,42 @@ def board_view(
         rows=board.rows,
         fit=board.fit,
         style=style,
+        kind=kind,
+        kinds=kind_counts(db, domain=domain, revealed=revealed),
+    )
+
+
+def kind_line(fit: dict) -> str:
+    """On a kind's board: which kind, and "no votes yet" or "too few votes" when it cannot rank (Markdown)."""
+    kind = fit.get("kind")
+    if not kind:
+        return ""
+    label = _escaped(KIND_LABELS.get(kind, kind))
+    votes, needed = int(fit.get("kind_votes") or 0), int(fit.get("min_votes") or 0)
+    if votes == 0:
+        return f"**{label}**: no votes yet."
+    if fit.get("too_few"):
+        return (
+            f"**{label}**: too few votes ({votes}; a kind's board ranks from {needed}): no ratings yet. "
+            "Column Overall rank: the board of every kind."
+        )
+    return (
+        f"**{label}**: the same fit on this kind's {votes} votes; column **{OVERALL_RANK}** is each system's rank on "
+        "the board of every kind."
+    )
+
+
+def set_aside_line(fit: dict) -> str:
+    """How many votes were cast after a reply named a system, and whether they are rated (Markdown; empty: none)."""
+    n = int(fit.get("set_aside") or 0)
+    if not n:
+        return ""
+    votes = f"{n} vote{'' if n == 1 else 's'}"
+    if fit.get("revealed"):
+        return f"**{votes} cast after a reply named a system are rated here** (the toggle is on)."
+    return (
+        f"**{votes} set aside**: cast after a reply named a system (\"I'm ChatGPT\", a system's label), so not "
+        "anonymous; kept and exported, not rated (the toggle shows the board with them)."
     )
 
 
@@ -186,7 +247,7 @@ def summary_line(rows: list[dict], scorer: str | None) -> str:
     return line
 
 
-def display_table(rows: list[dict], *, style: bool = False) -> pd.DataFrame:
+def display_table(rows: list[dict], *, style: bool = False, kind: bool = False) -> pd.DataFrame:
     """The rows as displayed: rounded numbers, intervals as [low, high], provisional ranks marked,
     blanks for missing values; the Group column only when there is more than one group, the plain rank only
     with ``style``."""
@@ -204,6 +265,7 @@ def display_table(rows: list[dict], *, style: bool = False) -> pd.DataFrame:
             "Rating": _number(r["rating"], 0),
             "95% CI": _interval(r["ci_low"], r["ci_high"], 0),
             PLAIN_RANK: r.get("plain_rank") if r.get("plain_rank") is not None else "",
+            OVERALL_RANK: r.get("overall_rank") if r.get("overall_rank") is not None else "",
             "Battles": r["battles"] if r["battles"] is not None else "",
             "W/T/L": f"{r['wins']}/{r['ties']}/{r['losses']}" if r["battles"] is not None else "",
             "Elo": _number(r["elo"], 0),
@@ -212,7 +274,7 @@ def display_table(rows: list[dict], *, style: bool = False) -> pd.DataFrame:
             "Judged": r["judged"] if r["judged"] is not None else "",
         }
         record.update({LABELS[f]: _number(r[f], 2) for f in FACTORS})
-        record.update({recall_label(c): _number(r[c], 3) for c in RECALL_COLUMNS})
+        record.update({recall_label(c): _recall(r.get(c), r.get("simulations")) for c in RECALL_COLUMNS})
         record["Simulations"] = r["simulations"] if r["simulations"] is not None else ""
         records.append(record)
     columns = [
@@ -225,6 +287,8 @@ def display_table(rows: list[dict], *, style: bool = False) -> pd.DataFrame:
         columns.remove("Group")  # one group: the column says nothing
     if not style:
         columns.remove(PLAIN_RANK)
+    if not kind:
+        columns.remove(OVERALL_RANK)
     return pd.DataFrame(records, columns=columns).astype(str)
 
 
@@ -249,6 +313,17 @@ def _groups(rows: list[dict]) -> set:
 
 def _number(value: float | None, digits: int) -> str:
     return "" if value is None else f"{value:.{digits}f}"
+
+
+NOT_MEASURED = "–"  # iEvaLM Table 2's mark for a Recall@k no list was long enough to measure
+
+
+def _recall(value: float | None, simulations: int | None) -> str:
+    """A pooled Recall@k: "–" where the system was simulated but no dialogue returned k items (iEvaLM's mark),
+    blank where it was never simulated."""
+    if value is None:
+        return NOT_MEASURED if simulations else ""
+    return f"{value:.3f}"
 
 
 def _interval(low: float | None, high: float | None, digits: int) -> str:

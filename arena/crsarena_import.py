@@ -72,6 +72,7 @@ class ImportReport:
     skipped: list[Skipped] = field(default_factory=list)
     scored: int | None = None  # conversations with a finished proxy evaluation after the import (None: not asked)
     score_failed: int = 0
+    tagged: int = 0  # battles whose kinds and revealed names were read (arena.battle_tags)
 
     def summary(self) -> str:
         line = (
@@ -278,6 +279,9 @@ def import_crsarena(
         path = directory / f"votes_{setting}.csv"
         if path.is_file():
             _import_votes(db, path, setting, report)
+    from arena.battle_tags import tag_missing
+
+    report.tagged = tag_missing(db, catalog=catalog)  # the kinds of request and the names replies revealed (#75)
     if score:
         report.scored, report.score_failed = _score_with_proxy(db, imported, catalog)
     return report

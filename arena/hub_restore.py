@@ -41,6 +41,7 @@ from huggingface_hub.errors import RemoteEntryNotFoundError, RepositoryNotFoundE
 from sqlite_utils import Database
 
 from arena.hub_sync import DATASET_VAR, EXPORT_FORMAT, MANIFEST, PATH_IN_REPO, TOKEN_VAR
+from storage.battle_tags import BattleTag, save_battle_tags, tag_from_export
 from storage.battle_votes import insert_voted_battles
 from storage.conversations import insert_new_conversations
 from storage.db import open_db, schema_version, write_transaction
@@ -77,6 +78,7 @@ class Export:
     votes: list[tuple[Battle, Vote]] = field(default_factory=list)
     judgments: list[Evaluation] = field(default_factory=list)
     ratings: list[dict] = field(default_factory=list)  # human_labels.jsonl's records, checked
+    tags: list[BattleTag] = field(default_factory=list)  # the votes' tags (kinds of request, revealed names)
 
 
 @dataclass
@@ -156,6 +158,9 @@ def read_export(folder: str | os.PathLike) -> Export:
         export.conversations.append(conversation)
     for where, row in _rows("votes.jsonl", texts["votes.jsonl"], manifest):
         export.votes.append(_checked(where, row, lambda r: _vote(r, conversation_ids)))
+        tag = tag_from_export(row)  # none or malformed: the board's refresh reads the battle again
+        if tag is not None:
+            export.tags.append(tag)
     for where, row in _rows("judgments.jsonl", texts["judgments.jsonl"], manifest):
         export.judgments.append(_checked(where, row, lambda r: _judgment(r, conversation_ids)))
     for where, row in _rows("human_labels.jsonl", texts["human_labels.jsonl"], manifest):
@@ -339,6 +344,7 @@ def restore_export(db: Database, export: Export) -> dict[str, int]:
             "judgments": _restore_judgments(db, export.judgments),
             "human_labels": _restore_ratings(db, export.ratings),
         }
+        save_battle_tags(db, export.tags, replace=False)
         replay_after(db, export.schema_version or 0)
         mark_interrupted(db)  # a judgment the old app had running was cut off by the restart
     return counts

@@ -18,6 +18,7 @@ from sqlite_utils import Database
 from storage.conversations import get_conversation
 from storage.evaluations import get_evaluation
 from storage.human_labels import crsarena_eval_records
+from storage.jsonutil import loads
 
 
 def conversation_rows(db: Database) -> Iterator[dict]:
@@ -29,12 +30,22 @@ def conversation_rows(db: Database) -> Iterator[dict]:
 
 
 def vote_rows(db: Database) -> Iterator[dict]:
-    """Every vote with its battle: both systems, both conversation ids, the choice and feedback."""
-    yield from db.query(
+    """Every vote with its battle: both systems, both conversation ids, the choice and feedback, and the battle's
+    tag (migration m008): ``kinds`` (the kinds of request its first message makes), ``read_by`` (how it was read)
+    and ``revealed_names`` (names a reply revealed before the vote: such a vote is kept here though the board sets it
+    aside); the three are None for a battle not tagged yet."""
+    for row in db.query(
         "select v.battle_id, b.domain, b.system_a, b.system_b, b.conversation_a, b.conversation_b, "
-        "v.choice, v.feedback, v.created_at "
-        "from votes v join battles b on b.id = v.battle_id order by v.created_at, v.id"
-    )
+        "v.choice, v.feedback, v.created_at, t.kinds, t.read_by, t.names "
+        "from votes v join battles b on b.id = v.battle_id left join battle_tags t on t.battle_id = v.battle_id "
+        "order by v.created_at, v.id"
+    ):
+        tagged = row["kinds"] is not None
+        names = row.pop("names")
+        row["kinds"] = loads(row["kinds"], []) if tagged else None
+        row["read_by"] = row["read_by"] if tagged else None
+        row["revealed_names"] = loads(names, []) if tagged else None
+        yield row
 
 
 def judgment_rows(db: Database) -> Iterator[dict]:

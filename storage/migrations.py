@@ -355,3 +355,25 @@ def replay_after(db: Database, version: int) -> list[str]:
             migration(db)
             replayed.append(migration.__name__)
     return replayed
+
+
+@migrations()
+def m008_battle_tags(db: Database) -> None:
+    """What each voted battle is about, and whether a side gave its name away (#75), beside the vote.
+
+    ``battle_tags`` holds per battle the kinds of request its first message makes (``kinds``: a JSON list, see
+    ``arena/request_kinds.py``), how that message was read (``read_by``: ``rules`` or ``model``) and the names a
+    reply revealed before the vote (``names``: a JSON list; empty when none, and then the vote is rated). Reading a
+    request needs the catalog, which the storage layer does not reach: this migration gives every battle voted so far
+    a row with ``kinds`` NULL, "not read yet", and the arena's next board refresh reads them
+    (``arena.battle_tags.tag_missing``); a vote cast from now on is tagged when it is stored. A tag written or
+    changed moves the board's version, as a vote does."""
+    db.table("battle_tags").create(
+        {"battle_id": str, "kinds": str, "read_by": str, "names": str, "tagged_at": str},
+        pk="battle_id",
+        foreign_keys=[("battle_id", "battles", "id")],
+    )
+    db.execute("insert or ignore into battle_tags (battle_id) select battle_id from votes")
+    bump = "update board_state set version = version + 1, changed_at = datetime('now') where id = 1;"
+    for event in ("insert", "update", "delete"):
+        db.execute(f"create trigger board_battle_tags_{event} after {event} on battle_tags begin {bump} end")

@@ -58,6 +58,9 @@ def test_rows_are_json_ready_and_leave_out_the_voter(db_path):
             "choice": "a",
             "feedback": "better list",
             "created_at": votes[0]["created_at"],
+            "kinds": None,  # stored with save_vote: not tagged (arena.battles.vote tags; the board's refresh too)
+            "read_by": None,
+            "revealed_names": None,
         }
     ]
     judgments = list(judgment_rows(db))

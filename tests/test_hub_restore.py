@@ -13,6 +13,7 @@ import pytest
 from app_server import AppServer
 from fake_hub import FakeHub
 
+from arena.battle_tags import tag_missing
 from arena.board_compute import compute_board
 from arena.hub_restore import ExportRefused, read_export, restore_folder, restore_from_env
 from arena.hub_sync import write_export
@@ -42,7 +43,7 @@ def _fill(db, *, battles: int = 12) -> None:
                         source="arena",
                         turns=[
                             Turn("user", f"a heist film please ({k})"),
-                            Turn("system", f"Try Heat (1995), {system}.", items=[ItemRef("heat-1995", "Heat (1995)")]),
+                            Turn("system", f"Try Heat (1995), pick {k}.", items=[ItemRef("heat-1995", "Heat (1995)")]),
                         ],
                     ),
                 )
@@ -83,6 +84,7 @@ def _ratings(db_path) -> dict[str, float]:
 def _export(tmp_path: Path, **fill) -> Path:
     source = tmp_path / "before.db"
     _fill(get_db(source), **fill)
+    tag_missing(get_db(source))  # as the app's refresh does: the export carries each vote's tag
     write_export(source, tmp_path / "export")
     return tmp_path / "export"
 

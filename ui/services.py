@@ -63,11 +63,27 @@ class Services:
         return describe(self.db_path)
 
     def leaderboard(
-        self, *, domain: str | None, dataset: str | None, scorer: str | None, style: bool = False
+        self,
+        *,
+        domain: str | None,
+        dataset: str | None,
+        scorer: str | None,
+        style: bool = False,
+        kind: str | None = None,
+        revealed: bool = False,
     ) -> BoardView:
         """The leaderboard as displayed for these filters (None: no filter, or the default scorer); ``style``: the
-        style-controlled ratings."""
-        return board_view(self.db(), domain=domain, dataset=dataset, scorer=scorer, style=style)
+        style-controlled ratings; ``kind``: one kind of request's board; ``revealed``: votes cast after a reply named
+        a system rated too."""
+        return board_view(
+            self.db(), domain=domain, dataset=dataset, scorer=scorer, style=style, kind=kind, revealed=revealed
+        )
+
+    def leaderboard_kinds(self, *, domain: str | None, revealed: bool = False) -> dict[str, int]:
+        """Votes per kind of request, as the kinds' boards count them (:func:`arena.board_compute.kind_counts`)."""
+        from arena.board_compute import kind_counts
+
+        return kind_counts(self.db(), domain=domain, revealed=revealed)
 
     def import_crsarena(self) -> ImportReport:
         """Import CRSArena-Dial from ``<data dir>/crsarena``, exactly as ``python -m arena import-crsarena``
