@@ -248,6 +248,25 @@ def compute_leaderboard(db: Database, **filters: Any) -> tuple[list[dict], dict[
     return board.rows, board.figures
 
 
+def tie_summary(battles: pd.DataFrame, plain) -> dict | None:
+    """Ties modelled (:mod:`arena.davidson`) beside the half-win rule the ratings use: Davidson's tie propensity on
+    these votes (the data's fit alone, milliseconds: the bench prints its interval) and Kendall's tau between its order
+    and the half-win order; None where no vote is a tie (nothing to model) or fewer than two systems met."""
+    from scipy.stats import kendalltau
+
+    from arena.davidson import fit_davidson
+
+    if battles.empty or not battles["winner"].isin(["tie", "both_bad"]).any():
+        return None
+    davidson = fit_davidson(battles, rounds=0)
+    if len(davidson.systems) < 2:
+        return None
+    half_win = {r["system"]: r["rating"] for r in plain.table.to_dict("records")}
+    order = [s for s in davidson.systems if s in half_win]
+    tau = kendalltau([half_win[s] for s in order], [davidson.ratings[0][davidson.systems.index(s)] for s in order])[0]
+    return {"nu": float(davidson.nu[0]), "tau": None if np.isnan(tau) else float(tau), "systems": len(order)}
+
+
 def compute_board(
     db: Database,
     *,
@@ -293,6 +312,7 @@ def compute_board(
     if style:
         rated, fit = style_fit(battles, plain, rounds=rounds, seed=seed)
     fit |= {
+        "ties": tie_summary(battles, plain),
         "kind": kind,
         "kind_votes": kind_votes,
         "too_few": too_few,

@@ -103,6 +103,7 @@ def board_view(
         for line in (
             kind_line(board.fit),
             set_aside_line(board.fit),
+            ties_line(board.fit),
             trust_line(board.fit, board.rows),
             style_markdown(board.fit) if style else "",
         )
@@ -140,6 +141,23 @@ def kind_line(fit: dict) -> str:
     return (
         f"**{label}**: the same fit on this kind's {votes} votes; column **{OVERALL_RANK}** is each system's rank on "
         "the board of every kind."
+    )
+
+
+def ties_line(fit: dict) -> str:
+    """Ties modelled beside the board's half-win rule (:func:`arena.board_compute.tie_summary`; Markdown; empty where
+    no vote is a tie)."""
+    ties = fit.get("ties")
+    if not isinstance(ties, dict) or not isinstance(ties.get("nu"), int | float):
+        return ""
+    nu = float(ties["nu"])
+    tau = ties.get("tau")
+    agree = "one system"
+    if isinstance(tau, int | float):
+        agree = f"its order and this board's agree with Kendall's tau {tau:.2f}"
+    return (
+        f"Ties modelled (Davidson): tie propensity {nu:.2f}, so two equal systems tie {nu / (2 + nu):.0%} of the time; "
+        f"{agree}. The ratings count a tie or both bad as half a win each way."
     )
 
 

@@ -44,3 +44,24 @@ def test_both_bad_gets_its_own_propensity_only_when_the_votes_warrant_it():
 def test_no_votes_or_one_system_is_no_error():
     empty = fit_davidson(pd.DataFrame(columns=["model_a", "model_b", "winner"]), rounds=5)
     assert empty.systems == () and empty.ratings.shape == (1, 0)
+
+
+def test_the_board_shows_the_tie_propensity_beside_the_half_win_rule():
+    """The board computes the Davidson fit on its own votes and says what it finds (the propensity, how likely two
+    equal systems tie, whether the two orders agree); a board with no tie says nothing of ties."""
+    from types import SimpleNamespace
+
+    from arena.board_compute import tie_summary
+    from arena.board_view import ties_line
+
+    votes = davidson_votes(2000, 0.6, 0.0, seed=5)
+    half_win = SimpleNamespace(
+        table=pd.DataFrame({"system": ["s2", "s1", "s0", "s3"], "rating": [1100.0, 1050.0, 1000.0, 950.0]})
+    )
+    ties = tie_summary(votes, half_win)
+    assert ties is not None and abs(ties["nu"] - 0.6) < 0.15 and ties["tau"] == 1.0 and ties["systems"] == 4
+    line = ties_line({"ties": ties})
+    assert line.startswith("Ties modelled (Davidson): tie propensity 0.") and "Kendall's tau 1.00" in line
+    assert f"tie {ties['nu'] / (2 + ties['nu']):.0%} of the time" in line
+    decided = votes[votes["winner"].isin(["a", "b"])]
+    assert tie_summary(decided, half_win) is None and ties_line({"ties": None}) == ""
