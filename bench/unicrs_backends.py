@@ -63,7 +63,8 @@ def main() -> None:
     from crs_backends.neural.kg_reader import kg_from_catalog, load_kg
     from crs_backends.neural.names import set_dataset, small_models_root
     from crs_backends.neural.smollm_llamacpp import LlamaCppDecoder
-    from crs_backends.neural.unicrs_smollm import UniCRSSmall, is_smollm_set
+    from crs_backends.neural.unicrs_smollm import UniCRSSmall
+    from crs_backends.neural.unicrs_smollm_settings import is_smollm_set
 
     root = small_models_root()
     if root is not None and is_smollm_set(root, set_dataset(root)):

@@ -291,7 +291,7 @@ def test_the_dataset_configuration_hands_each_system_the_shipped_recipe_with_kbr
     assert configs["kbrd"].rec_clip is None and TrainConfig().rec_clip == 1.0
     assert configs["unicrs"].max_steps is None and configs["unicrs"].stage_steps == {"conv": 150}
     # UniCRS's prompts read UniCRS's windows there (r14), the bundled set's SIZES stay short
-    from crs_backends.neural.unicrs_smollm import SIZES
+    from crs_backends.neural.unicrs_smollm_settings import SIZES
 
     windows = {"context_max_length": 200, "text_max_length": 200, "entity_max_length": 32}
     assert configs["unicrs"].form == windows and SIZES["small"]["context_max_length"] < 200

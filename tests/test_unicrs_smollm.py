@@ -21,15 +21,14 @@ from crs_backends.neural.checkpoints import CheckpointError, part_dir
 from crs_backends.neural.engine import MOVIE_SLOT, ConvInput, TrainConfig
 from crs_backends.neural.kg_reader import KGData, kg_from_catalog
 from crs_backends.neural.names import SMALL_BUILD_COMMAND
-from crs_backends.neural.unicrs_smollm import (
+from crs_backends.neural.unicrs_smollm import UniCRSSmall, chat_text
+from crs_backends.neural.unicrs_smollm_prompt import _group_weights
+from crs_backends.neural.unicrs_smollm_settings import (
     LEGACY_WINDOWS,
     PROMPT_FORMS,
     REC_SCORES,
     SETTINGS_FILE,
     SIZES,
-    UniCRSSmall,
-    _group_weights,
-    chat_text,
     is_smollm_set,
     read_settings,
     windows_of,
@@ -465,17 +464,10 @@ def test_items_are_scored_as_unicrs_scores_and_older_sets_as_trained(kg, trained
     assert torch.allclose(old.rec_prompt.query(hidden), expected)
     inp = ConvInput(["Hi! I like " + names[1]], [names[1]])
     assert not torch.allclose(old.item_scores(inp), new.item_scores(inp))
-    # figures recorded before the key existed were the standardised model's
-    recorded = UniCRSSmall.recorded_variant({"recommendation prompt": PROMPT_FORMS[True]})
-    assert recorded["recommendation score"] == REC_SCORES["standardised"]
-    assert UniCRSSmall.recorded_variant({}) == {}
-    # and those recorded before recipe r14 read the short windows; a record that says what it read keeps it
-    assert recorded["what it reads"] == windows_text(LEGACY_WINDOWS) == windows_text(windows_of({}))
+    # a set that does not say what it read was trained at the short windows
+    assert windows_text(LEGACY_WINDOWS) == windows_text(windows_of({}))
     wide = {"context_max_length": 200, "text_max_length": 200, "entity_max_length": 32}
-    said = UniCRSSmall.recorded_variant(
-        {"recommendation prompt": PROMPT_FORMS[True], "what it reads": windows_text(wide)}
-    )
-    assert said["what it reads"] == "the last 200 decoder tokens, 200 word pieces and 32 entities"
+    assert windows_text(wide) == "the last 200 decoder tokens, 200 word pieces and 32 entities"
 
     meta_path.write_text(json.dumps({**meta, "rec_score": "cosine"}))
     with pytest.raises(CheckpointError, match="unknown recommendation score"):

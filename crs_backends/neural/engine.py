@@ -107,7 +107,8 @@ class TrainConfig:
     # src/data/redial/process.py, dataset_rec.py); its conversation prompt keeps the recommender's turns
     rec_every_turn: bool = False
     # what a new model is created with in place of its SIZES' settings (``create(form=...)``; the small UniCRS alone:
-    # unicrs_smollm.FORM_KEYS). The dataset configuration gives its prompt UniCRS's windows (recipes.DATASET_SETTINGS)
+    # unicrs_smollm_settings.FORM_KEYS). The dataset configuration gives its prompt UniCRS's windows
+    # (recipes.DATASET_SETTINGS)
     form: dict | None = None
     seed: int = 0
     device: str = "cpu"
@@ -194,12 +195,6 @@ class NeuralModel(ABC):
     def variant_of(cls, root, dataset: str) -> dict[str, str]:
         """:attr:`variant` of the set at ``root`` without loading it ({} where it cannot be read)."""
         return {}
-
-    @classmethod
-    def recorded_variant(cls, variant: dict) -> dict:
-        """A variant recorded beside older figures, in today's terms: what its record leaves out (it came before the
-        code told that part apart) filled with what the code of its time did."""
-        return dict(variant)
 
     def stream(self, inp: ConvInput, *, items: list[str] | None = None) -> Iterator[str]:
         yield self.generate(inp, items=items)

@@ -269,7 +269,8 @@ class UniCRS(NeuralModel):
         """The published layout under ``root`` (see the module docstring); nothing is half-loaded on error. A small
         set's UniCRS (:mod:`crs_backends.neural.unicrs_smollm`) is loaded as what it is."""
         from crs_backends.neural.checkpoints import load_strict
-        from crs_backends.neural.unicrs_smollm import UniCRSSmall, is_smollm_set
+        from crs_backends.neural.unicrs_smollm import UniCRSSmall
+        from crs_backends.neural.unicrs_smollm_settings import is_smollm_set
 
         root = Path(root)
         if is_smollm_set(root, dataset):

@@ -89,7 +89,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from crs_backends.neural.barcor_backbone import minilm_fingerprint
@@ -106,12 +105,27 @@ from crs_backends.neural.engine import (
 from crs_backends.neural.kg_reader import KGData
 from crs_backends.neural.smollm_backbone import NAME as BACKBONE_NAME
 from crs_backends.neural.smollm_backbone import Backbone, check_fingerprint, fingerprint, gguf_path, load_backbone
-from crs_backends.neural.unicrs_prompt import KGTokenParts, mlp
+from crs_backends.neural.unicrs_smollm_prompt import SoftPrompt
+from crs_backends.neural.unicrs_smollm_settings import (
+    FORM_KEYS,
+    FORMAT,
+    LEGACY_REC_SCORE,
+    SETTINGS_FILE,
+    SIZES,
+    SYSTEM,
+    TEXT_ENCODER,
+    WINDOW_KEYS,
+    check_text_encoder,
+    has_layer_prefix,
+    read_settings,
+    rec_score,
+    variant_text,
+    windows_of,
+)
 from crs_backends.neural.unicrs_text import tidy
 
 log = logging.getLogger(__name__)
 
-SYSTEM = "unicrs"
 # which decoder writes the replies: "llamacpp" (the GGUF through llama.cpp, prompt vectors as input embeddings) or
 # "torch" (the dequantized copy with a KV cache); llama.cpp falls back to torch when it cannot run
 DECODERS = ("llamacpp", "torch")
@@ -121,58 +135,6 @@ DEFAULT_DECODER = "llamacpp"
 # busy with anything else (another model's turn, a training run) were far slower than one (2026-11-27, 2 cores, load
 # about 3: a 30-token turn took 0.7-0.9 s with one thread, 3.9 to 20 s with two; torch's took 2.2-2.5 s with one)
 LLAMA_THREADS = 1
-SETTINGS_FILE = "smollm.json"
-NUM_BASES = 8  # UniCRS's default
-TEXT_ENCODER = "all-MiniLM-L6-v2"
-FORMAT = 1  # of smollm.json: bump when the prompt modules change shape or meaning
-
-# the recommendation prompt's form, by whether it is also a per-layer prefix (UniCRSSmall.variant)
-PROMPT_FORMS = {True: "input vectors and UniCRS's per-layer prefix", False: "input vectors alone"}
-# how the recommendation prompt scores the items (SoftPrompt.query; ``rec_score`` in smollm.json), as the variant says
-REC_SCORES = {
-    "raw": "the final hidden state times the entity embeddings (UniCRS's)",
-    "standardised": "the final hidden state standardised, through hidden_proj, times the entity embeddings",
-}
-LEGACY_REC_SCORE = "standardised"  # a set whose smollm.json lacks rec_score was trained so
-# the settings that choose the recommendation prompt's form (UniCRSSmall.variant), which ``create`` may be given in
-# place of SIZES' (a recipe that keeps an older set's form: small.BUNDLED_FORMS)
-FORM_KEYS = ("rec_layer_prefix", "rec_score")
-# the windows the prompts read (tokens, word pieces, entities), which ``create`` may also be given: SIZES' are short
-# for a CPU turn (the bundled set); the dataset configuration reads UniCRS's own (recipes.DATASET_SETTINGS)
-WINDOW_KEYS = ("context_max_length", "text_max_length", "entity_max_length")
-# the windows every set and ReDial figure from before recipe r14 read (r14 trained the prompts at UniCRS's own): a
-# recorded figure whose variant does not say what it read was read at these
-LEGACY_WINDOWS = {"context_max_length": 80, "text_max_length": 64, "entity_max_length": 8}
-
-SIZES: dict[str, dict] = {
-    "small": {
-        "context_max_length": 80,  # decoder tokens of the conversation (chat form, left-truncated)
-        "text_max_length": 64,  # text-encoder word pieces of the conversation (left-truncated)
-        "entity_max_length": 8,  # the last linked entities the recommendation prompt reads
-        # the task vectors in front of each prompt start as the token embeddings of these instructions (a system turn
-        # in SmolLM2's chat form), then train freely: one vector per token
-        "rec_instruction": (
-            "<|im_start|>system\nYou are a movie recommender. Think of the film to suggest next.<|im_end|>\n"
-        ),
-        "conv_instruction": (
-            "<|im_start|>system\nYou are a movie recommender. Answer in one or two sentences and write <movie> for "
-            "each film you suggest.<|im_end|>\n"
-        ),
-        "conv_slots": 8,  # the conversation prompt's token positions, averaged into this many groups
-        "resp_max_length": 40,  # reply tokens trained on
-        "max_new_tokens": 40,  # reply tokens generated in a turn
-        # the recommendation prompt also as UniCRS's per-layer key/value prefix (SoftPrompt.layer_kv); a set whose
-        # smollm.json lacks the key was trained without it (see load)
-        "rec_layer_prefix": True,
-        # UniCRS's item scores: the final hidden state as it is (REC_SCORES; older sets standardised it, see load)
-        "rec_score": "raw",
-    }
-}
-
-
-def is_smollm_set(root, dataset: str) -> bool:
-    """Whether the set under ``root`` holds this model for ``dataset`` (``unicrs_conv_<ds>/smollm.json``)."""
-    return (part_dir(root, SYSTEM, "conv", dataset) / SETTINGS_FILE).is_file()
 
 
 def chat_text(context: Sequence[str]) -> str:
@@ -187,154 +149,6 @@ def chat_text(context: Sequence[str]) -> str:
 def encoder_text(context: Sequence[str]) -> str:
     """What the text encoder reads: ``User: …`` / ``System: …`` turns joined by spaces."""
     return " ".join(("User: " if i % 2 == 0 else "System: ") + u for i, u in enumerate(context) if u)
-
-
-class SoftPrompt(KGTokenParts):
-    """UniCRS's prompt encoder for one task (``rec`` or ``conv``), giving prompt vectors of the decoder's width.
-
-    Parameters as UniCRS's ``KGPrompt`` names them (``node_embeds``, ``kg_encoder``, ``entity_proj1/2``,
-    ``token_proj1/2``, ``cross_attn``, ``prompt_proj1/2``), plus ``task_embeds`` / ``task_proj`` (UniCRS's task
-    prefix), ``out_gain`` (the output's RMS gain) and, for ``rec``, ``hidden_proj`` (the decoder's hidden state before
-    it is scored against the items, where ``score`` is "standardised"; see :data:`REC_SCORES`)."""
-
-    edge_index: torch.Tensor
-    edge_type: torch.Tensor
-    hidden_mean: torch.Tensor
-    hidden_std: torch.Tensor
-
-    def __init__(
-        self,
-        task: str,
-        *,
-        hidden_size: int,
-        token_hidden_size: int,
-        n_entity: int,
-        num_relations: int,
-        edge_index: torch.Tensor,
-        edge_type: torch.Tensor,
-        task_init: torch.Tensor,
-        conv_slots: int,
-        embed_scale: float,
-        num_bases: int = NUM_BASES,
-        layer_prefix: tuple[int, int, int] | None = None,
-        score: str = LEGACY_REC_SCORE,
-    ):
-        super().__init__()
-        if task not in ("rec", "conv"):
-            raise ValueError(f"unknown task {task!r}")
-        if score not in REC_SCORES:
-            raise ValueError(f"unknown recommendation score {score!r}; one of {', '.join(REC_SCORES)}")
-        self.task = task
-        self.score = score
-        self.hidden_size = hidden_size
-        self.conv_slots = conv_slots
-        entity_hidden = hidden_size // 2
-        self.add_kg_and_token_parts(
-            n_entity,
-            entity_hidden,
-            token_hidden_size,
-            hidden_size,
-            num_relations,
-            num_bases,
-            edge_index,
-            edge_type,
-        )
-        self.task_embeds = nn.Parameter(task_init.detach().clone().float())
-        last = nn.Linear(hidden_size // 2, hidden_size)
-        nn.init.zeros_(last.weight)  # the task vectors start as the instruction's token embeddings
-        nn.init.zeros_(last.bias)
-        self.task_proj = nn.Sequential(nn.Linear(hidden_size, hidden_size // 2), nn.ReLU(), last)
-        self.prompt_proj1 = mlp(hidden_size, hidden_size // 2, hidden_size)
-        self.prompt_proj2 = nn.Linear(hidden_size, hidden_size)
-        self.out_gain = nn.Parameter(torch.full((hidden_size,), float(embed_scale)))
-        if task == "rec":
-            # built under either score, so that a set's modules and their seeded start do not depend on it; scored
-            # "raw", nothing reads it and no gradient reaches it (AdamW leaves it as initialised)
-            self.hidden_proj = nn.Linear(hidden_size, hidden_size)
-            # the decoder's final hidden state, standardised per dimension before ``hidden_proj`` (SmolLM2's has a
-            # few dimensions tens of times larger than the rest, nearly the same for every input): set from the
-            # training contexts before the first step (unicrs_smollm_training.calibrate_hidden), saved with the module
-            self.register_buffer("hidden_mean", torch.zeros(hidden_size))
-            self.register_buffer("hidden_std", torch.ones(hidden_size))
-        # (layers, KV heads, head width) of the decoder: each prompt position also becomes a key and a value in every
-        # layer (UniCRS's prefix), through one linear map that starts small so that the prefix starts near silent
-        self.layer_prefix = layer_prefix
-        if layer_prefix is not None:
-            if task != "rec":
-                raise ValueError("the per-layer prefix is the recommendation prompt's (llama.cpp takes input vectors)")
-            n_layer, n_kv, head_dim = layer_prefix
-            self.layer_kv = nn.Linear(hidden_size, n_layer * 2 * n_kv * head_dim)
-            nn.init.normal_(self.layer_kv.weight, std=0.02)
-            nn.init.zeros_(self.layer_kv.bias)
-
-    def query(self, hidden: torch.Tensor) -> torch.Tensor:
-        """The recommendation query of the decoder's final hidden state (``rec`` only): the state itself as UniCRS
-        scores (``score`` "raw"), or standardised and through ``hidden_proj`` (sets from before recipe r9)."""
-        if self.score == "raw":
-            return hidden
-        return self.hidden_proj((hidden - self.hidden_mean) / self.hidden_std)
-
-    def prefix_cache(self, prompt: torch.Tensor) -> Any:
-        """The per-layer keys and values of the prompt vectors (batch, positions, hidden) as the decoder's past: a
-        cache whose every layer holds (batch, KV heads, positions, head width)."""
-        if self.layer_prefix is None:
-            raise ValueError("this prompt has no per-layer prefix")
-        from transformers import DynamicCache
-
-        n_layer, n_kv, head_dim = self.layer_prefix
-        b, p = prompt.shape[:2]
-        kv = self.layer_kv(prompt).view(b, p, n_layer, 2, n_kv, head_dim).permute(2, 3, 0, 4, 1, 5)
-        cache = DynamicCache()
-        for layer in range(n_layer):
-            cache.update(kv[layer, 0], kv[layer, 1], layer)
-        return cache
-
-    def entity_table(self) -> torch.Tensor:
-        """Every entity's embedding (n_entity, hidden): e = RGCN(node) + node; e = proj1(e) + e; e = proj2(e)."""
-        nodes = self.node_embeds
-        if self.edge_index.numel():
-            e = self.kg_encoder(nodes, self.edge_index, self.edge_type) + nodes
-        else:  # a KG without edges: the R-GCN's self-connection alone
-            e = nodes @ self.kg_encoder.root + self.kg_encoder.bias + nodes
-        e = self.entity_proj1(e) + e
-        return self.entity_proj2(e)
-
-    def forward(
-        self,
-        entity_ids: torch.Tensor,
-        entity_mask: torch.Tensor,
-        token_states: torch.Tensor,
-        token_mask: torch.Tensor,
-        table: torch.Tensor | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Prompt vectors (batch, n_task + positions, hidden) and their mask (1: a real position).
-
-        ``entity_ids`` / ``entity_mask`` (batch, n_entity): the linked entities (at least one real entry per row, the
-        pad entity when none is linked); ``token_states`` / ``token_mask``: the text encoder's output."""
-        table = self.entity_table() if table is None else table
-        entities = table[entity_ids]  # (bs, n_ent, H)
-        t = self.token_proj1(token_states) + token_states
-        tokens = self.token_proj2(t)  # (bs, n_tok, H)
-        scores = self.cross_attn(tokens) @ entities.transpose(1, 2) / self.hidden_size  # (bs, n_tok, n_ent)
-        tok_ok = token_mask.bool()
-        ent_ok = entity_mask.bool()
-        if self.task == "rec":  # one position per entity: the entity plus the tokens that attend to it
-            weights = F.softmax(scores.masked_fill(~tok_ok[:, :, None], float("-inf")), dim=1)
-            positions = weights.transpose(1, 2) @ tokens + entities
-            mask = ent_ok
-        else:  # one position per token: the token plus the entities it attends to, then averaged into groups
-            weights = F.softmax(scores.masked_fill(~ent_ok[:, None, :], float("-inf")), dim=2)
-            fused = weights @ entities + tokens
-            pool = _group_weights(tok_ok, self.conv_slots)  # (bs, slots, n_tok)
-            positions = pool @ fused
-            mask = pool.sum(-1) > 0
-        positions = self.prompt_proj1(positions) + positions
-        positions = self.prompt_proj2(positions)
-        positions = positions * torch.rsqrt(positions.pow(2).mean(-1, keepdim=True) + 1e-6) * self.out_gain
-        task = (self.task_proj(self.task_embeds) + self.task_embeds).expand(positions.shape[0], -1, -1)
-        prompt = torch.cat([task, positions], dim=1)
-        full_mask = torch.cat([mask.new_ones(mask.shape[0], task.shape[1]), mask], dim=1)
-        return prompt, full_mask
 
 
 def train_autocast(device: torch.device, training: bool):
@@ -357,72 +171,6 @@ def cpu_native_bf16() -> bool:
         return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
     except (AttributeError, RuntimeError):
         return False
-
-
-def _group_weights(mask: torch.Tensor, groups: int) -> torch.Tensor:
-    """(bs, groups, n) averaging weights: each row's real positions split into ``groups`` contiguous runs as even as
-    they go (a run with no position gets no weight: fewer positions than groups leave groups empty)."""
-    bs, n = mask.shape
-    counts = mask.sum(-1, keepdim=True).clamp_min(1)  # (bs, 1)
-    rank = mask.long().cumsum(-1) - 1  # the real positions' order
-    group = torch.div(rank * groups, counts, rounding_mode="floor")  # (bs, n)
-    onehot = (group[:, None, :] == torch.arange(groups, device=mask.device)[None, :, None]) & mask.bool()[:, None, :]
-    w = onehot.float()
-    return w / w.sum(-1, keepdim=True).clamp_min(1.0)
-
-
-def read_settings(root: Path, dataset: str) -> dict:
-    """A set's ``smollm.json`` (CheckpointError where it is missing, unreadable or of another format)."""
-    conv_dir = part_dir(root, SYSTEM, "conv", dataset)
-    meta_path = conv_dir / SETTINGS_FILE
-    try:
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
-    except FileNotFoundError as e:
-        raise CheckpointError(f"{meta_path} is missing: {conv_dir} is not a small UniCRS") from e
-    except (OSError, ValueError) as e:
-        raise CheckpointError(f"cannot read {meta_path}: {e}") from e
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        raise CheckpointError(
-            f"{meta_path} is of another format ({meta.get('format') if isinstance(meta, dict) else meta!r}, "
-            f"this code reads {FORMAT})"
-        )
-    return meta
-
-
-def has_layer_prefix(meta: dict) -> bool:
-    """Whether a set's settings make its recommendation prompt also a per-layer prefix (absent: a set from before
-    it, input vectors alone)."""
-    return bool(meta.get("rec_layer_prefix", False))
-
-
-def rec_score(meta: dict) -> str:
-    """How a set's recommendation prompt scores the items (absent: a set from before recipe r9, standardised);
-    CheckpointError for a value this code does not know."""
-    score = meta.get("rec_score", LEGACY_REC_SCORE)
-    if score not in REC_SCORES:
-        raise CheckpointError(f"unknown recommendation score {score!r} in the set's {SETTINGS_FILE}")
-    return str(score)
-
-
-def windows_of(meta: dict) -> dict[str, int]:
-    """The windows a set's prompts read, as ``load`` takes them (SIZES' where its settings lack one)."""
-    return {k: int(meta.get(k, SIZES["small"][k])) for k in WINDOW_KEYS}
-
-
-def windows_text(windows: dict[str, int]) -> str:
-    """What the prompts read, for people (the variant's "what it reads")."""
-    return (
-        f"the last {windows['context_max_length']} decoder tokens, {windows['text_max_length']} word pieces and "
-        f"{windows['entity_max_length']} entities"
-    )
-
-
-def _variant(layer_prefix: bool, score: str, windows: dict[str, int]) -> dict[str, str]:
-    return {
-        "recommendation prompt": PROMPT_FORMS[layer_prefix],
-        "recommendation score": REC_SCORES[score],
-        "what it reads": windows_text(windows),
-    }
 
 
 class UniCRSSmall(NeuralModel):
@@ -540,7 +288,7 @@ class UniCRSSmall(NeuralModel):
         meta_path = conv_dir / SETTINGS_FILE
         meta = read_settings(root, dataset)
         check_fingerprint(meta.get("backbone_sha256"), fingerprint(gguf_path()), meta_path)
-        _check_text_encoder(meta.get("text_encoder_sha256"), meta_path)
+        check_text_encoder(meta.get("text_encoder_sha256"), meta_path)
         if meta.get("kg_entities") != kg.n_entities_with_pad:
             raise CheckpointError(
                 f"{meta_path}: trained on a KG of {meta.get('kg_entities')} entities (with pad), given "
@@ -615,7 +363,7 @@ class UniCRSSmall(NeuralModel):
 
     @property
     def variant(self) -> dict[str, str]:
-        return _variant(
+        return variant_text(
             self.rec_prompt.layer_prefix is not None,
             self.rec_prompt.score,
             {k: getattr(self, k) for k in WINDOW_KEYS},
@@ -625,18 +373,9 @@ class UniCRSSmall(NeuralModel):
     def variant_of(cls, root, dataset: str) -> dict[str, str]:
         try:
             meta = read_settings(Path(root), dataset)
-            return _variant(has_layer_prefix(meta), rec_score(meta), windows_of(meta))
+            return variant_text(has_layer_prefix(meta), rec_score(meta), windows_of(meta))
         except CheckpointError:
             return {}
-
-    @classmethod
-    def recorded_variant(cls, variant: dict) -> dict:
-        # figures recorded before recipe r9 name the prompt's form alone: their model scored "standardised"; those
-        # from before r14 do not say what it read: the short windows
-        if not variant:
-            return {}
-        legacy = {"recommendation score": REC_SCORES[LEGACY_REC_SCORE], "what it reads": windows_text(LEGACY_WINDOWS)}
-        return {**legacy, **variant}
 
     @property
     def description(self) -> str:
@@ -887,19 +626,3 @@ def _load_frozen() -> tuple[Backbone, Any]:
     except SentenceEncoderMissing as e:
         raise CheckpointError(str(e)) from e
     return backbone, encoder
-
-
-def _check_text_encoder(recorded: str | None, source: Path) -> None:
-    """Refuse a set whose prompts were trained on another all-MiniLM-L6-v2 than the installed one (the conversation
-    reading its prompts learned from would differ silently). A set saved before the fingerprint was recorded
-    (small-v7) has none and is read as it is."""
-    from crs_backends.neural.names import SMALL_BUILD_COMMAND
-
-    if not recorded:
-        return
-    installed = minilm_fingerprint()
-    if recorded != installed:
-        raise CheckpointError(
-            f"{source} was trained on another {TEXT_ENCODER} (weights {recorded[:12]}, installed {installed[:12]}): "
-            f"rebuild the set with `{SMALL_BUILD_COMMAND}`"
-        )

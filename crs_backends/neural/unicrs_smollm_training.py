@@ -39,7 +39,8 @@ import torch.nn.functional as F
 from catalog.ievalm_records import Record
 from crs_backends.neural.engine import MOVIE_SLOT, ProgressFn, TrainConfig, TrainReport
 from crs_backends.neural.training import Stage, run_stages, split_budget, wanted_steps
-from crs_backends.neural.unicrs_smollm import SYSTEM, UniCRSSmall
+from crs_backends.neural.unicrs_smollm import UniCRSSmall
+from crs_backends.neural.unicrs_smollm_settings import SYSTEM
 from crs_backends.neural.unicrs_text import replace_names
 
 STAGE_SHARES = {"rec": 0.5, "conv": 0.5}  # of max_steps (``pre`` runs on its own epochs, outside it)
