@@ -62,6 +62,7 @@ log = logging.getLogger(__name__)
 FILES = tuple(f"{name}.jsonl" for name in EXPORTS)
 RESTORED_RATER = "restored-"  # + the rater's number within the conversation
 _UNFINISHED = ("running", "interrupted")  # judgments the old app had not finished: no overall, no finish time
+_FINISHED_FIELDS = ("status", "overall", "rounds_used", "consensus", "error", "metrics", "usage")
 
 
 class ExportRefused(ValueError):
@@ -362,18 +363,8 @@ def _restore_judgments(db: Database, judgments: list[Evaluation]) -> int:
             save_factor_score(db, e.id, score)
         for message in e.debate:
             save_debate_message(db, e.id, message)
-        if e.status not in _UNFINISHED:
-            finish_evaluation(
-                db,
-                e.id,
-                status=e.status,
-                overall=e.overall,
-                rounds_used=e.rounds_used,
-                consensus=e.consensus,
-                error=e.error,
-                metrics=e.metrics,
-                usage=e.usage,
-            )
+        if e.status not in _UNFINISHED:  # the outcome as it was stored, field by field
+            finish_evaluation(db, e.id, **{name: getattr(e, name) for name in _FINISHED_FIELDS})
         added += 1
     return added
 

@@ -50,21 +50,9 @@ class SoftPrompt(KGTokenParts):
             raise ValueError(f"unknown task {task!r}")
         if score not in REC_SCORES:
             raise ValueError(f"unknown recommendation score {score!r}; one of {', '.join(REC_SCORES)}")
-        self.task = task
-        self.score = score
-        self.hidden_size = hidden_size
-        self.conv_slots = conv_slots
-        entity_hidden = hidden_size // 2
-        self.add_kg_and_token_parts(
-            n_entity,
-            entity_hidden,
-            token_hidden_size,
-            hidden_size,
-            num_relations,
-            num_bases,
-            edge_index,
-            edge_type,
-        )
+        self.task, self.score, self.hidden_size, self.conv_slots = task, score, hidden_size, conv_slots
+        kg_sizes = (n_entity, hidden_size // 2, token_hidden_size, hidden_size, num_relations, num_bases)
+        self.add_kg_and_token_parts(*kg_sizes, edge_index, edge_type)
         self.task_embeds = nn.Parameter(task_init.detach().clone().float())
         last = nn.Linear(hidden_size // 2, hidden_size)
         nn.init.zeros_(last.weight)  # the task vectors start as the instruction's token embeddings
