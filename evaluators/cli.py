@@ -16,6 +16,7 @@ from catalog.catalog import get_catalog
 from crs_backends.command_line import CommandGroup, db_option, resolve_db
 from evaluators.factors import FACTORS
 from evaluators.judge.factor_judge import DEFAULT_MODE, MODES
+from evaluators.judge.rubric import RUBRIC_NAMES
 from evaluators.log_readers import FORMATS, LogFormatError, read_logs
 from evaluators.reporting import calibration_text, correlation_text, result_row, validity_text
 from evaluators.scorer_setup import SCORERS, auto_reason, build_setup
@@ -113,6 +114,12 @@ def cli() -> None:
     "own: each persona reads its own factors' scores and reasons only (CoRE §4.2); own+scores: also the "
     "other factors' scores; all: every factor with its reasons.",
 )
+@choice_option(
+    "--rubric",
+    list(RUBRIC_NAMES),
+    "core: the levels of CoRE's appendix A (appropriateness 4 or 0, no popularity ranks shown); "
+    "core-extended: this project's earlier rubric (intermediate levels, popularity ranks, named reasons).",
+)
 @click.option("--persuasiveness", is_flag=True, help="Also ask the simulator role for iEvaLM persuasiveness.")
 @click.option(
     "--catalog",
@@ -143,6 +150,7 @@ def evaluate(
     tolerance,
     sequential,
     debate_reading,
+    rubric,
     persuasiveness,
     catalog_name,
     limit,
@@ -193,6 +201,7 @@ def evaluate(
             tolerance=tolerance,
             sequential=sequential,
             debate_reading=debate_reading,
+            rubric=rubric,
             persuasiveness=persuasiveness,
             catalog_name=catalog_name,
             concurrency=concurrency,

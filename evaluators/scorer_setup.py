@@ -91,6 +91,7 @@ def _llm(
     tolerance: float = 0.0,
     sequential: bool = False,
     debate_reading: str = "own",
+    rubric: str = "core",
     persuasiveness: bool = False,
     concurrency: int = 6,
     domain: str = "movies",
@@ -108,7 +109,7 @@ def _llm(
             reading=debate_reading,
         )
     return llm_judge(
-        JudgeConfig(clients=judges, mode=mode, max_concurrency=concurrency),
+        JudgeConfig(clients=judges, mode=mode, max_concurrency=concurrency, rubric_version=rubric),
         debate_config,
         role_client("simulator", None, db_path) if persuasiveness else None,
     )
@@ -127,6 +128,7 @@ def _llm_options(config: dict[str, Any]) -> list[dict[str, Any]]:
         tolerance=(debate or {}).get("tolerance", 0.0),
         sequential=(debate or {}).get("sequential", False),
         debate_reading=(debate or {}).get("reading", "all"),  # evaluations stored before the setting read all
+        rubric=config.get("rubric") or "core",  # the stored version: resume judges with the same rubric
         persuasiveness=config.get("persuasiveness") is not None,
     )
     names = tuple(key.split(":", 1)[-1] for key in config.get("judges") or [])
@@ -148,6 +150,7 @@ OPTIONS = frozenset(
         "tolerance",
         "sequential",
         "debate_reading",
+        "rubric",
         "persuasiveness",
         "concurrency",
         "domain",
@@ -164,6 +167,7 @@ def build_setup(*, db_path, scorer: str = "llm", catalog_name: str = "bundled", 
         ignores the options it has no use for (the proxy: the judge, debate and persuasiveness ones)
     :param options: ``judge_models``, ``mode``, ``debate``, ``debate_model``, ``rounds``,
         ``tolerance``, ``sequential``, ``debate_reading`` (``own``: CoRE §4.2; ``own+scores``; ``all``),
+        ``rubric`` (a name of ``RUBRIC_NAMES``, ``core`` by default, or a stored version such as ``core-v2``),
         ``persuasiveness``, ``concurrency``, ``domain`` (LLM judge);
         ``proxy_calibration`` (the proxy's calibration file; default: the one shipped for its
         version), ``embeddings`` (the proxy uses MiniLM sentence similarity, lexical when it cannot load)

@@ -43,7 +43,10 @@ def route(body: dict) -> Reply:
         inner = re.search(r"<message>\s*(.*?)\s*</message>", last, re.S)
         return Reply("Put differently: " + (inner.group(1) if inner else "the same request"))
     if "recommender system chatting with a user" in system:
-        return Reply("A", logprobs={"A": -0.1, "B": -3.0, "C": -3.5, "D": -4.0, "E": -4.5})
+        # a model that heeds the "do not repeat" reminder: the first letter not yet used, clearly ahead
+        used = re.search(r"already used: ([A-Z, ]+)\.", last)
+        letters = [x for x in "ABCDE" if x not in (used.group(1) if used else "")]
+        return Reply(letters[0], logprobs={x: -0.1 if n == 0 else -3.0 - n / 2 for n, x in enumerate(letters)})
     return Reply(user_message(system, last))
 
 

@@ -77,7 +77,7 @@ def test_a_valid_rating(fake_openai):
     [score] = _judge(fake_openai)
     assert score.factor == "coherence" and score.score == 3.0 and score.error is None
     assert score.rationale == "Each reply follows the request."
-    assert score.judge == "llm:judge-a" and score.rubric_version == "core-v2"
+    assert score.judge == "llm:judge-a" and score.rubric_version == "core-v3"
     assert score.metadata["prompt_version"].startswith("judge@") and score.metadata["mode"] == "reasoned"
     assert score.metadata["models"][0]["repaired"] is False
     assert len(fake_openai.requests) == 1
@@ -113,6 +113,41 @@ def test_an_out_of_range_rating_is_an_error(fake_openai):
     fake_openai.enqueue(Reply("Superb. <rating>7</rating>"), Reply("<rating>7</rating>"))
     [score] = _judge(fake_openai)
     assert score.score is None and score.error == "rating_parse_failure"
+
+
+# -- the rubric's levels -------------------------------------------------------
+
+
+def test_core_refuses_a_rating_appropriateness_does_not_have(fake_openai):
+    """CoRE App. A gives appropriateness the levels 4 and 0 only: a 3 is asked again, never kept or moved."""
+    fake_openai.enqueue(Reply("Slightly curt once.\n<rating>3</rating>"), Reply("<rating>4</rating>"))
+    [score] = _judge(fake_openai, factors=["appropriateness"])
+    assert score.score == 4.0 and score.error is None and score.rubric_version == "core-v3"
+    assert score.metadata["models"][0]["raw"][0].endswith("<rating>3</rating>")
+    first, repair = (r["json"]["messages"] for r in fake_openai.requests)
+    assert "either 0 or 4" in first[1]["content"] and "\n3: " not in first[1]["content"]
+    assert "either 0 or 4" in repair[3]["content"]
+
+
+def test_core_appropriateness_rated_three_twice_is_no_score(fake_openai):
+    fake_openai.enqueue(Reply("<rating>3</rating>"), Reply("<rating>3</rating>"))
+    [score] = _judge(fake_openai, factors=["appropriateness"])
+    assert score.score is None and score.error == "rating_parse_failure"
+
+
+def test_core_appropriateness_reads_probabilities_over_its_two_levels(fake_openai):
+    fake_openai.enqueue(Reply("Polite.\n<rating>4</rating>", at={"answer": {"4": 0.7, "3": 0.2, "0": 0.1}}))
+    [score] = _judge(fake_openai, mode="reasoned+probability", factors=["appropriateness"])
+    # the 3 the rubric does not define gets nothing: 4 * 0.7 / 0.8
+    assert score.score == pytest.approx(3.5)
+    assert score.distribution == pytest.approx({"0": 0.125, "1": 0.0, "2": 0.0, "3": 0.0, "4": 0.875})
+
+
+def test_the_extended_variant_keeps_the_intermediate_levels(fake_openai):
+    fake_openai.enqueue(Reply("Slightly curt once.\n<rating>3</rating>"))
+    [score] = _judge(fake_openai, factors=["appropriateness"], rubric_version="core-extended")
+    assert score.score == 3.0 and score.rubric_version == "core-v2"
+    assert len(fake_openai.requests) == 1
 
 
 # -- probability modes -------------------------------------------------------
@@ -225,10 +260,14 @@ def test_the_default_judge_end_to_end_on_twelve_factors(fake_openai):
     config = JudgeConfig(clients=[_client(fake_openai)])
     scores = judge_conversation(_conversation(), config, catalog=get_catalog())
     assert [s.factor for s in scores] == list(FACTORS)
-    assert all(s.score == pytest.approx(1.06) for s in scores)
+    rated = [s for s in scores if s.factor != "appropriateness"]
+    assert all(s.score == pytest.approx(1.06) for s in rated)
     assert all(s.metadata["mode"] == "reasoned+probability" for s in scores)
-    assert all(s.rationale == "Replies mostly follow the user." for s in scores)
-    assert len(fake_openai.requests) == 12
+    assert all(s.rationale == "Replies mostly follow the user." for s in rated)
+    # core's appropriateness has only the levels 4 and 0: a written 1 is refused, twice, so no score
+    [appropriateness] = [s for s in scores if s.factor == "appropriateness"]
+    assert appropriateness.score is None and appropriateness.error == "rating_parse_failure"
+    assert len(fake_openai.requests) == 13  # twelve calls and one repair
 
 
 # -- models ------------------------------------------------------------------
@@ -282,18 +321,18 @@ def test_judge_names():
 
 
 def test_a_server_error_marks_only_that_factor(fake_openai):
-    fake_openai.default = Reply("Fine. <rating>3</rating>")
+    fake_openai.default = Reply("Fine. <rating>4</rating>")  # 4: a level of every factor
     fake_openai.enqueue(Error(500))
     scores = _judge(fake_openai, factors=None, max_concurrency=1)
     assert [s.factor for s in scores] == list(FACTORS)
     failed = [s for s in scores if s.error]
     assert [s.factor for s in failed] == ["coherence"] and failed[0].score is None
     assert failed[0].error.startswith("server: ") and "HTTP 500" in failed[0].error
-    assert all(s.score == 3.0 for s in scores if s.factor != "coherence")
+    assert all(s.score == 4.0 for s in scores if s.factor != "coherence")
 
 
 def test_the_twelve_calls_run_concurrently_and_stream(fake_openai):
-    together = Together(len(FACTORS), Reply("<rating>3</rating>"), timeout=10)  # 503 unless all are in flight at once
+    together = Together(len(FACTORS), Reply("<rating>4</rating>"), timeout=10)  # 503 unless all are in flight at once
     fake_openai.enqueue(*[together] * len(FACTORS))
     seen, threads = [], set()
 
@@ -307,7 +346,7 @@ def test_the_twelve_calls_run_concurrently_and_stream(fake_openai):
     assert len(fake_openai.requests) == 12 and not any(s.error for s in scores)
     assert sorted(seen) == sorted(FACTORS) and len(seen) == 12
     assert threads == {threading.current_thread().name}
-    assert all(s.score == 3.0 for s in scores)
+    assert all(s.score == 4.0 for s in scores)
 
 
 def test_an_exception_in_on_result_stops_the_run(fake_openai):
@@ -323,7 +362,7 @@ def test_an_exception_in_on_result_stops_the_run(fake_openai):
 
 
 def test_the_prompts_share_the_log_prefix_and_neutralise_injection(fake_openai):
-    fake_openai.default = Reply("<rating>2</rating>")
+    fake_openai.default = Reply("<rating>4</rating>")
     _judge(fake_openai, factors=None, max_concurrency=4)
     requests = [r["json"]["messages"] for r in fake_openai.requests]
     assert len(requests) == 12

@@ -143,13 +143,20 @@ def test_item_details_come_from_the_catalog():
         ]
     )
     details = render_log(conversation, catalog).item_details.splitlines()
-    assert details[0] == (
+    godfather = (
         "- The Godfather (1972) | genres: Crime, Drama | directors: Francis Ford Coppola | "
-        "lead actors (the first-billed actor of each item): Marlon Brando | release decades: 1970s | "
-        "popularity rank: 1"
+        "lead actors (the first-billed actor of each item): Marlon Brando | release decades: 1970s"
     )
+    assert details[0] == godfather  # core: CoRE's judge is shown no popularity rank
     assert details[1] == "- Made Up Film (2031) | not in the catalog"
     assert render_log(conversation).item_details == ""
+    extended = load_rubric("core-extended")
+    shown = render_log(conversation, catalog, rubric=extended)
+    assert shown.item_details.splitlines()[0] == godfather + " | popularity rank: 1"
+    text = factor_messages(shown, extended, "groundedness", answer="reasoned")[1]["content"]
+    assert "a popularity rank of 1 is the best-known item" in text
+    plain = factor_messages(render_log(conversation, catalog), load_rubric(), "groundedness", answer="reasoned")
+    assert "popularity" not in plain[1]["content"]
 
 
 def test_the_log_prefix_is_identical_for_all_factors():
@@ -170,7 +177,7 @@ def test_only_effectiveness_sees_targets_and_diversity_the_feature_dimensions():
         "genres, directors, lead actors (the first-billed actor of each item), release decades" in messages["diversity"]
     )
     with_details = {f for f, text in messages.items() if "<item_details>" in text}
-    assert with_details == {"effectiveness", "novelty", "diversity", "groundedness"}
+    assert with_details == {"effectiveness", "diversity", "groundedness"}  # novelty: the judge's own knowledge
 
 
 def test_effectiveness_without_targets_uses_the_other_levels():
@@ -188,5 +195,16 @@ def test_effectiveness_without_targets_uses_the_other_levels():
 def test_the_answer_instruction_comes_last(answer, phrase):
     content = factor_messages(render_log(_conversation()), load_rubric(), "naturalness", answer=answer)[1]["content"]
     last = content.rsplit("\n\n", 1)[-1]
-    assert phrase in last and "naturalness" in last
+    assert phrase in last and "naturalness" in last and "one digit from 0 to 4" in last
     assert content.index("Factor to score: Naturalness") > content.index("</log>")
+
+
+def test_appropriateness_offers_only_the_papers_two_levels():
+    content = factor_messages(render_log(_conversation()), load_rubric(), "appropriateness", answer="reasoned")[1]
+    levels = re.search(r"<levels>\n(.*?)\n</levels>", content["content"], re.DOTALL).group(1).splitlines()
+    assert [line.split(":")[0] for line in levels] == ["4", "0"]
+    assert "either 0 or 4" in content["content"].rsplit("\n\n", 1)[-1]
+    extended = factor_messages(
+        render_log(_conversation()), load_rubric("core-extended"), "appropriateness", answer="reasoned"
+    )[1]["content"]
+    assert "3: " in extended and "one digit from 0 to 4" in extended

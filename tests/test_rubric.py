@@ -7,7 +7,7 @@ from pydantic import ValidationError
 
 from catalog.catalog import get_catalog
 from evaluators.factors import DIMENSION_OF, FACTORS
-from evaluators.judge.rubric import features_for, load_rubric, rubric_from_dict, rubric_path
+from evaluators.judge.rubric import RUBRIC_NAMES, features_for, load_rubric, rubric_from_dict, rubric_path
 
 
 @pytest.fixture(scope="module")
@@ -15,18 +15,47 @@ def rubric():
     return load_rubric()
 
 
-def _raw():
-    with open(rubric_path("core-v2"), "rb") as f:
+def _raw(version="core-v3"):
+    with open(rubric_path(version), "rb") as f:
         return tomllib.load(f)
 
 
 def test_all_twelve_factors_with_levels_steps_and_dimension(rubric):
-    assert rubric.version == "core-v2"
+    assert rubric.version == "core-v3"
     assert list(rubric.factors) == list(FACTORS)
     for fid, factor in rubric.factors.items():
         assert factor.id == fid and factor.dimension == DIMENSION_OF[fid]
-        assert sorted(factor.levels) == [0, 1, 2, 3, 4] and all(factor.levels.values())
+        # CoRE App. A defines only 4 and 0 for appropriateness; every other factor has the five levels
+        expected = [0, 4] if fid == "appropriateness" else [0, 1, 2, 3, 4]
+        assert sorted(factor.levels) == expected and list(factor.scores) == expected and all(factor.levels.values())
         assert factor.definition and factor.steps
+
+
+def test_the_extended_variant_keeps_every_level_and_the_popularity_rank():
+    extended = load_rubric("core-extended")
+    assert extended.version == "core-v2" and extended.log.item_popularity
+    assert extended.factor("appropriateness").scores == (0, 1, 2, 3, 4)
+    assert not load_rubric().log.item_popularity  # CoRE's judge knows popularity from its own knowledge
+
+
+def test_core_states_the_papers_facts_and_core_extended_its_extensions():
+    core, extended = load_rubric("core"), load_rubric("core-extended")
+    novelty = core.factor("novelty")
+    assert "six to nine" in novelty.levels[3] and "item_metadata" not in novelty.sees
+    assert "popularity" not in " ".join(novelty.steps)
+    assert "popularity rank" in " ".join(extended.factor("novelty").steps)
+    # the paper's step: does the reply address the user's request?
+    assert "user's request" in core.factor("semantic_relevance").steps[0]
+    assert "request" not in extended.factor("semantic_relevance").steps[0]
+    # levels in the paper's words: the judge reads no percentages
+    for fid in ("proactiveness", "naturalness", "semantic_relevance", "explainability"):
+        assert not any("%" in text for text in core.factor(fid).levels.values()), fid
+        assert any("%" in text for text in extended.factor(fid).levels.values()), fid
+    assert "praise" not in " ".join(core.factor("explainability").steps)
+    assert "praise" in " ".join(extended.factor("explainability").steps)
+    # the machine-readable bands are the same in both: deterministic metrics do not move
+    for fid, factor in core.factors.items():
+        assert factor.count == extended.factor(fid).count, fid
 
 
 def test_only_effectiveness_sees_the_targets(rubric):
@@ -36,9 +65,11 @@ def test_only_effectiveness_sees_the_targets(rubric):
 
 
 def test_the_load_is_cached_and_versions_are_checked():
-    assert load_rubric() is load_rubric("core-v2")
+    assert load_rubric() is load_rubric("core-v3") is load_rubric("core") is load_rubric(None)
+    assert load_rubric("core-extended") is load_rubric("core-v2")
+    assert RUBRIC_NAMES == {"core": "core-v3", "core-extended": "core-v2"}
     assert load_rubric("core-v1").version == "core-v1"  # kept: stored scores name it
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(FileNotFoundError, match="core-extended"):
         load_rubric("core-v0")
 
 
@@ -148,7 +179,8 @@ def test_feature_values_come_from_catalog_items():
 
 def test_incomplete_or_unknown_entries_are_rejected():
     data = _raw()
-    assert rubric_from_dict(data).version == "core-v2"
+    assert rubric_from_dict(data).version == "core-v3"
+    assert rubric_from_dict(_raw("core-v2")).version == "core-v2"
 
     missing = _raw()
     del missing["factors"]["novelty"]
@@ -161,11 +193,38 @@ def test_incomplete_or_unknown_entries_are_rejected():
         rubric_from_dict(unknown_key)
 
     no_level = _raw()
-    del no_level["factors"]["coherence"]["levels"]["2"]
-    with pytest.raises(ValidationError, match="every score"):
+    del no_level["factors"]["coherence"]["levels"]["2"]  # its count standard still gives 2
+    with pytest.raises(ValidationError, match="without a level"):
         rubric_from_dict(no_level)
+
+    no_top = _raw()
+    del no_top["factors"]["appropriateness"]["levels"]["4"]
+    with pytest.raises(ValidationError, match="0 and 4"):
+        rubric_from_dict(no_top)
 
     wrong_dimension = _raw()
     wrong_dimension["factors"]["coherence"]["dimension"] = "language_expression"
     with pytest.raises(ValidationError, match="belongs to"):
         rubric_from_dict(wrong_dimension)
+
+
+def test_the_llm_judge_runs_core_unless_a_rubric_is_named(tmp_path):
+    """Nothing chosen: core (core-v3). `--rubric core-extended` reaches core-v2; resume keeps a stored version."""
+    from evaluators.scorer_setup import build_setup, stored_options
+
+    db = tmp_path / "a.db"
+    default = build_setup(db_path=db, scorer="llm", debate=False)
+    assert default.scorer.rubric_version == "core-v3" and default.describe()["rubric"] == "core-v3"
+    extended = build_setup(db_path=db, scorer="llm", debate=False, rubric="core-extended")
+    assert extended.scorer.rubric_version == "core-v2" and extended.fingerprint() != default.fingerprint()
+    # an evaluation stored under core-v2 is rebuilt with core-v2, so its fingerprint matches again
+    [first, *_] = stored_options("llm:x", extended.scorer.describe())
+    assert first["rubric"] == "core-v2" and first["debate"] is False
+    again = build_setup(db_path=db, **first)
+    assert again.scorer.rubric_version == "core-v2" and again.fingerprint() == extended.fingerprint()
+
+
+def test_the_proxy_says_it_scores_with_the_extended_rubric():
+    from evaluators.proxy.scorer import load_proxy_judge
+
+    assert load_proxy_judge().rubric_version == "core-v2"  # its appropriateness has the intermediate levels

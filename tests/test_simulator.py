@@ -6,6 +6,7 @@ content (tests/simulator_script.py) unless a test queues particular answers.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 
@@ -29,11 +30,12 @@ from evaluators.simulator import (
 )
 from evaluators.simulator.leaks import REDACTED, find_leaks, redact
 from evaluators.simulator.personas import accepts, list_overlap, persona_for, sincerity
-from evaluators.simulator.protocols import persuasiveness
+from evaluators.simulator.protocols import _llm_choice, persuasiveness
 from evaluators.simulator.records import Case, read_records, select_cases
 from llm_clients.base import LLMClient
 from llm_clients.prompts import prompt
 from llm_clients.remote import OpenAICompatibleModel
+from llm_clients.types import LLMError
 from storage.db import get_db
 from storage.records import Conversation, ItemRef, Turn
 from storage.simulations import run_dialogues
@@ -199,8 +201,39 @@ def test_attribute_protocol_with_a_system_model_chooses_by_its_own_scores(routed
         case, chatcrs, user, protocol, conversation=Conversation(system_id="chatcrs", source="simulation")
     )
     asks = [t for t in outcome.conversation.turns if t.metadata.get("action") == "ask"]
-    assert [t.metadata["choice_by"] for t in asks] == ["system-llm", "system-llm"]  # "A" = the first open option
+    # fixed letters: A (genre), then B (actor) once A is used
+    assert [t.metadata["choice_by"] for t in asks] == ["system-llm", "system-llm"]
     assert [t.metadata["attribute"] for t in asks] == ["genre", "actor"]
+
+
+def test_attribute_answers_are_the_bare_values_or_the_no_information_line(catalog):
+    """iEvaLM's ask.py: the targets' values joined by ", " and nothing else, or a fixed line asking for
+    another option when the targets have none."""
+    inception = catalog.match(TARGET)
+    user = SimulatedUser(None, (inception,))
+    genres = user.attribute_values("genre")
+    assert len(genres) > 1 and user.answer_attribute("genre").text == ", ".join(genres)  # e.g. "sci-fi, action"
+    assert user.answer_attribute("director").text == "Christopher Nolan"
+    unknown = SimulatedUser(None, (dataclasses.replace(inception, writers=()),)).answer_attribute("writer")
+    assert unknown.text == prompt("simulator", "answer_unknown") and unknown.metadata["known"] is False
+    assert "no information" in unknown.text and "another option" in unknown.text
+
+
+def test_the_model_menu_keeps_fixed_letters_and_never_picks_a_used_one(fake, db_path):
+    """iEvaLM's ChatCRS attr menu: the full menu with fixed letters, the used letters named with "do not
+    repeat", and only the open letters scored, so a model that insists on a used letter never gets it."""
+    menu = ["genre", "actor", "director", "writer", "recommend"]
+    open_options = ["actor", "director", "writer", "recommend"]  # genre (A) was asked
+    conversation = Conversation(system_id="chatcrs", turns=[Turn("user", "Hi")])
+    fake.enqueue(Reply("C", logprobs={"C": -0.4, "A": -1.2, "B": -3.0}))
+    assert _llm_choice(client(fake, db_path), conversation, menu, open_options, "movies") == "director"
+    content = fake.requests[-1]["json"]["messages"][-1]["content"]
+    assert "A: ask the user which genre they like" in content and "E: recommend movies now" in content
+    assert "already used: A." in content and "Do not choose any of them again" in content
+    fake.enqueue(Reply("A", logprobs={"A": -0.01}), *[Reply("A")] * 10)  # only ever the used letter
+    other = Conversation(system_id="chatcrs", turns=[Turn("user", "Hello there")])  # not the cached call
+    with pytest.raises(LLMError, match="no answer among"):
+        _llm_choice(client(fake, db_path), other, menu, open_options, "movies")
 
 
 def test_a_system_that_fails_on_a_turn_marks_the_dialogue_failed(fake, db_path, catalog):

@@ -75,7 +75,15 @@ from typing import Any
 
 from catalog.catalog import Catalog
 from evaluators.factors import FACTORS
-from evaluators.judge.inputs import MAX_CHARS, MAX_ITEMS, MAX_TURNS, RenderedLog, factor_messages, render_log
+from evaluators.judge.inputs import (
+    MAX_CHARS,
+    MAX_ITEMS,
+    MAX_TURNS,
+    RenderedLog,
+    factor_messages,
+    render_log,
+    score_choice,
+)
 from evaluators.judge.rubric import Rubric, load_rubric
 from llm_clients.base import LLMClient
 from llm_clients.probability import MIN_MASS
@@ -98,6 +106,13 @@ DEFAULT_MODE = "reasoned+probability"
 OPTIONS = ("0", "1", "2", "3", "4")
 RATING_PREFIX = "<rating>"
 RATING_GRAMMAR = 'root ::= "<rating>" [0-4] "</rating>"'
+
+
+def rating_grammar(options: tuple[str, ...] = OPTIONS) -> str:
+    """The grammar of a bare rating tag holding one of ``options`` (core-v3's appropriateness: 0 or 4)."""
+    return f'root ::= "<rating>" [{"".join(options)}] "</rating>"' if options != OPTIONS else RATING_GRAMMAR
+
+
 PARSE_FAILURE = "rating_parse_failure"
 _RATING_TAG = re.compile(r"<rating>(.*?)</rating>", re.DOTALL)
 _RATING_MAX_TOKENS = 12
@@ -155,13 +170,18 @@ def judge_name(clients: list[LLMClient]) -> str:
     return "ensemble(" + "+".join(c.name for c in clients) + ")"
 
 
-def parse_rating(text: str) -> int | None:
-    """The last ``<rating>n</rating>`` in ``text`` if n is an integer from 0 to 4, else None."""
+def parse_rating(text: str, options: tuple[str, ...] = OPTIONS) -> int | None:
+    """The last ``<rating>n</rating>`` in ``text`` if n is one of ``options`` (default 0-4), else None.
+
+    A rating the factor's rubric does not define (a 3 for core-v3's appropriateness, whose only
+    levels are 4 and 0) is refused like a missing one: the judge is asked again, and it is never
+    moved to a neighbouring level.
+    """
     tags = _RATING_TAG.findall(text)
     if not tags:
         return None
     value = tags[-1].strip()
-    return int(value) if value in OPTIONS else None
+    return int(value) if value in options else None
 
 
 def judge_conversation(
@@ -236,29 +256,44 @@ class _Verdict:
 
 
 def _ask(client: LLMClient, log: RenderedLog, rubric: Rubric, factor_id: str, config: JudgeConfig) -> _Verdict:
-    label = rubric.factor(factor_id).label.lower()
+    factor = rubric.factor(factor_id)
+    options = tuple(str(s) for s in factor.scores)
     try:
         if config.mode == "probability":
-            return _probability(client, factor_messages(log, rubric, factor_id, answer="rating_only"), config)
+            messages = factor_messages(log, rubric, factor_id, answer="rating_only")
+            return _probability(client, messages, config, options)
         return _reasoned(
             client,
             factor_messages(log, rubric, factor_id, answer="reasoned"),
-            label,
+            factor.label.lower(),
             config,
             read=config.mode == "reasoned+probability",
+            options=options,
         )
     except LLMError as e:
         return _Verdict(model=client.name, score=None, error=f"{e.kind}: {e}")
 
 
-def _reasoned(client: LLMClient, messages: list[Message], label: str, config: JudgeConfig, *, read: bool) -> _Verdict:
-    """Reasons, then ``<rating>n</rating>`` (CoRE §4.1); with ``read`` the score is read at the rating token."""
+def _reasoned(
+    client: LLMClient,
+    messages: list[Message],
+    label: str,
+    config: JudgeConfig,
+    *,
+    read: bool,
+    options: tuple[str, ...] = OPTIONS,
+) -> _Verdict:
+    """Reasons, then ``<rating>n</rating>`` (CoRE §4.1); with ``read`` the score is read at the rating token.
+
+    Only the factor's ``options`` are ratings: another digit is refused and repaired like a missing tag,
+    and the probability reading spreads over ``options`` alone.
+    """
 
     def answer(msgs: list[Message], max_tokens: int, grammar: str | None):
         if read:
             return client.rate(
                 msgs,
-                OPTIONS,
+                options,
                 tag="rating",
                 min_mass=config.min_mass,
                 temperature=config.temperature,
@@ -271,16 +306,13 @@ def _reasoned(client: LLMClient, messages: list[Message], label: str, config: Ju
         ), None
 
     first, dist = answer(messages, config.max_tokens, None)
-    rating = parse_rating(first.text)
+    rating = parse_rating(first.text, options)
     raw = [first.text]
     if rating is None:
-        repair = [
-            *messages,
-            {"role": "assistant", "content": first.text},
-            {"role": "user", "content": prompt("judge", "repair").format(label=label)},
-        ]
-        retry, dist = answer(repair, _RATING_MAX_TOKENS, RATING_GRAMMAR)
-        rating = parse_rating(retry.text)
+        ask = prompt("judge", "repair").format(label=label, scores=score_choice(tuple(int(o) for o in options)))
+        repair = [*messages, {"role": "assistant", "content": first.text}, {"role": "user", "content": ask}]
+        retry, dist = answer(repair, _RATING_MAX_TOKENS, rating_grammar(options))
+        rating = parse_rating(retry.text, options)
         raw.append(retry.text)
     details: dict[str, Any] = {"raw": raw, "repaired": len(raw) > 1, "parsed": rating}
     if rating is None:
@@ -297,8 +329,10 @@ def _reasoned(client: LLMClient, messages: list[Message], label: str, config: Ju
     )
 
 
-def _probability(client: LLMClient, messages: list[Message], config: JudgeConfig) -> _Verdict:
-    dist = client.score(messages, OPTIONS, prefix=RATING_PREFIX, samples=config.samples, min_mass=config.min_mass)
+def _probability(
+    client: LLMClient, messages: list[Message], config: JudgeConfig, options: tuple[str, ...] = OPTIONS
+) -> _Verdict:
+    dist = client.score(messages, options, prefix=RATING_PREFIX, samples=config.samples, min_mass=config.min_mass)
     distribution = dict(dist.probs) if dist.method != "explicit" else None
     return _Verdict(model=client.name, score=dist.expected(), distribution=distribution, details=dist.record())
 
@@ -326,7 +360,8 @@ def _combine(factor_id: str, verdicts: list[_Verdict], config: JudgeConfig, rubr
     distributions = [v.distribution for v in verdicts if v.distribution is not None]
     distribution = None
     if len(distributions) == len(verdicts):
-        distribution = {o: fmean(d[o] for d in distributions) for o in OPTIONS}
+        # a level the rubric leaves out has probability 0 (the reading spread over the factor's levels only)
+        distribution = {o: fmean(d.get(o, 0.0) for d in distributions) for o in OPTIONS}
     score = fmean(v.score for v in verdicts if v.score is not None)
     return FactorScore(
         factor_id, score, judge, rubric.version, distribution=distribution, rationale=rationale, metadata=metadata

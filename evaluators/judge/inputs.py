@@ -61,6 +61,7 @@ class RenderedLog:
     targets: tuple[ItemRef, ...]
     target_lines: str
     item_details: str
+    popularity_shown: bool
     notices: tuple[str, ...]
 
 
@@ -130,14 +131,17 @@ def render_log(
         "</recommendation_list>",
         "</log>",
     ]
-    dimensions = (rubric or load_rubric()).features_for(conversation.domain)
+    rubric = rubric or load_rubric()
+    dimensions = rubric.features_for(conversation.domain)
+    popularity = rubric.log.item_popularity
     return RenderedLog(
         text="\n".join([*head, *blocks]),
         domain=conversation.domain,
         recommendations=tuple(recommendations),
         targets=tuple(conversation.targets),
-        target_lines="\n".join(_item_line(ref, catalog, dimensions) for ref in conversation.targets),
-        item_details="\n".join(_item_line(ref, catalog, dimensions) for ref in listed) if catalog else "",
+        target_lines="\n".join(_item_line(ref, catalog, dimensions, popularity) for ref in conversation.targets),
+        item_details="\n".join(_item_line(ref, catalog, dimensions, popularity) for ref in listed) if catalog else "",
+        popularity_shown=popularity,
         notices=tuple(notices),
     )
 
@@ -172,7 +176,8 @@ def factor_messages(log: RenderedLog, rubric: Rubric, factor_id: str, *, answer:
             parts.append(prompt("judge", "no_targets"))
             levels = factor.levels_without_targets
     if "item_metadata" in factor.sees and log.item_details:
-        parts.append(prompt("judge", "item_details").format(details=log.item_details))
+        about = prompt("judge", "popularity_rank") if log.popularity_shown else ""
+        parts.append(prompt("judge", "item_details").format(details=log.item_details, about=about))
     if "feature_dimensions" in factor.sees:
         labels = ", ".join(d.label for d in rubric.features_for(log.domain))
         parts.append(prompt("judge", "feature_dimensions").format(domain=escape_data(log.domain), dimensions=labels))
@@ -186,7 +191,8 @@ def factor_messages(log: RenderedLog, rubric: Rubric, factor_id: str, *, answer:
     )
     if factor.focus:
         parts.append(prompt("judge", "focus").format(focus=factor.focus))
-    parts.append(prompt("judge", f"answer_{answer}").format(label=factor.label.lower()))
+    choice = score_choice(factor.scores)
+    parts.append(prompt("judge", f"answer_{answer}").format(label=factor.label.lower(), scores=choice))
     return [
         {"role": "system", "content": prompt("judge", "system")},
         {"role": "user", "content": log.text + "\n\n" + "\n\n".join(parts)},
@@ -210,7 +216,16 @@ def _first_shown(rendered: list[str], max_turns: int, max_chars: int) -> int:
     return start
 
 
-def _item_line(ref: ItemRef, catalog: Catalog | None, dimensions: tuple[FeatureDimension, ...]) -> str:
+def score_choice(scores: tuple[int, ...]) -> str:
+    """How an answer instruction names the scores a factor allows: ``one digit from 0 to 4``, ``0 or 4``."""
+    if list(scores) == list(range(scores[0], scores[-1] + 1)):
+        return f"one digit from {scores[0]} to {scores[-1]}"
+    return "either " + ", ".join(map(str, scores[:-1])) + f" or {scores[-1]}"
+
+
+def _item_line(
+    ref: ItemRef, catalog: Catalog | None, dimensions: tuple[FeatureDimension, ...], popularity: bool = True
+) -> str:
     """``Title (Year) | genres: ... | directors: ... | popularity rank: n`` (just the title without a catalog)."""
     title = escape_data(ref.title)
     if catalog is None:
@@ -218,11 +233,11 @@ def _item_line(ref: ItemRef, catalog: Catalog | None, dimensions: tuple[FeatureD
     item = catalog.get(ref.id)
     if item is None:
         return f"- {title} | not in the catalog"
-    return "- " + " | ".join([escape_data(item.name), *_details(item, dimensions)])
+    return "- " + " | ".join([escape_data(item.name), *_details(item, dimensions, popularity)])
 
 
-def _details(item: Item, dimensions: tuple[FeatureDimension, ...]) -> list[str]:
+def _details(item: Item, dimensions: tuple[FeatureDimension, ...], popularity: bool) -> list[str]:
     fields = [f"{d.label}: {', '.join(values)}" for d in dimensions if (values := d.values(item))]
-    if item.popularity is not None:
+    if popularity and item.popularity is not None:
         fields.append(f"popularity rank: {item.popularity}")
     return [escape_data(f) for f in fields]

@@ -29,6 +29,13 @@ appropriateness            (none: judged only; ``count`` is None)
 
 ``score_for`` returns None when the bands do not decide the score (an
 effectiveness miss needs a similarity judgement).
+
+A factor's ``levels`` are the scores a judge may give it (:attr:`Factor.scores`):
+every level 0-4 in the extended rubric, only 4 and 0 for appropriateness in
+``core-v3``, which follows CoRE's appendix A. A rubric is chosen by version
+(``core-v2``) or by name (:data:`RUBRIC_NAMES`): ``core`` is the paper's levels,
+``core-extended`` this project's earlier default with intermediate levels,
+catalog popularity shown to the judge and explanations that must name a reason.
 """
 
 from __future__ import annotations
@@ -44,7 +51,9 @@ from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 from evaluators.factors import DIMENSION_OF, FACTORS
 
 RUBRICS_DIR = Path(__file__).resolve().parents[2] / "assets" / "rubrics"
-DEFAULT_VERSION = "core-v2"  # core-v1 is kept so stored scores stay readable
+# Names a user chooses a rubric by. core-v1 is kept (by version) so stored scores stay readable.
+RUBRIC_NAMES = {"core": "core-v3", "core-extended": "core-v2"}
+DEFAULT_VERSION = RUBRIC_NAMES["core"]
 GENERIC_DOMAIN = "generic"
 SCORES = (0, 1, 2, 3, 4)
 
@@ -155,9 +164,10 @@ class Factor(_Data):
 
     @field_validator("levels", "levels_without_targets")
     @classmethod
-    def _all_levels(cls, levels: dict[int, str] | None) -> dict[int, str] | None:
-        if levels is not None and sorted(levels) != list(SCORES):
-            raise ValueError(f"levels must describe every score 0-4, got {sorted(levels)}")
+    def _known_levels(cls, levels: dict[int, str] | None) -> dict[int, str] | None:
+        # A level left out is one the paper does not define (core-v3's appropriateness): no judge may give it.
+        if levels is not None and not ({0, 4} <= set(levels) <= set(SCORES)):
+            raise ValueError(f"levels must describe 0 and 4 and lie within 0-4, got {sorted(levels)}")
         return levels
 
     @model_validator(mode="after")
@@ -166,7 +176,18 @@ class Factor(_Data):
             raise ValueError(f"factor {self.id!r} belongs to {DIMENSION_OF.get(self.id)!r}, not {self.dimension!r}")
         if self.levels_without_targets is not None and "targets" not in self.sees:
             raise ValueError(f"{self.id}: levels_without_targets only make sense for a factor that sees targets")
+        if self.levels_without_targets is not None and sorted(self.levels_without_targets) != list(self.scores):
+            raise ValueError(f"{self.id}: levels_without_targets must describe the same scores as levels")
+        if self.count is not None:
+            given = {b.score for b in self.count.bands} | {r.score for r in self.count.rules}
+            if missing := sorted(given - set(self.scores)):
+                raise ValueError(f"{self.id}: the count standard gives scores without a level: {missing}")
         return self
+
+    @property
+    def scores(self) -> tuple[int, ...]:
+        """The scores a judge may give this factor: its levels, lowest first."""
+        return tuple(sorted(self.levels))
 
     def score_for(
         self, value: float | Mapping[str, float] | Sequence[float], *, total: float | None = None
@@ -200,6 +221,9 @@ class LogSpec(_Data):
     """What every factor's prompt shares (the paper's processed log), with the decisions behind it."""
 
     shared: tuple[Literal["history", "interaction", "recommendations"], ...]
+    # The catalog's popularity rank among the item details. True for rubrics written before the key
+    # (core-v1, core-v2 showed it); core-v3 sets it false: CoRE's judge uses its own knowledge.
+    item_popularity: bool = True
     notes: tuple[str, ...] = ()
 
 
@@ -235,16 +259,24 @@ def rubric_path(version: str) -> Path:
     return RUBRICS_DIR / f"{version.replace('-', '_')}.toml"
 
 
+def rubric_version(name: str | None = None) -> str:
+    """The version a rubric name (:data:`RUBRIC_NAMES`) or version stands for; the default for None."""
+    if not name:
+        return DEFAULT_VERSION
+    return RUBRIC_NAMES.get(name.strip(), name.strip())
+
+
 def load_rubric(version: str | None = None) -> Rubric:
-    """The rubric of ``version`` (default :data:`DEFAULT_VERSION`), parsed and checked once."""
-    return _load(version or DEFAULT_VERSION)
+    """The rubric of ``version`` or name (default :data:`DEFAULT_VERSION`), parsed and checked once."""
+    return _load(rubric_version(version))
 
 
 @cache
 def _load(version: str) -> Rubric:
     path = rubric_path(version)
     if not path.exists():
-        raise FileNotFoundError(f"no rubric {version!r} (expected {path})")
+        names = ", ".join(f"{n} ({v})" for n, v in RUBRIC_NAMES.items())
+        raise FileNotFoundError(f"no rubric {version!r} (expected {path}); known names: {names}")
     with open(path, "rb") as f:
         rubric = rubric_from_dict(tomllib.load(f))
     if rubric.version != version:

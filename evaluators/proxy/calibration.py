@@ -51,6 +51,7 @@ from catalog.catalog import Catalog
 from evaluators.judge.rubric import load_rubric
 from evaluators.log_readers import read_crsarena_dial, read_crsarena_eval
 from evaluators.meta.correlation import correlate, vote_agreement
+from evaluators.proxy.factor_proxies import PROXY_RUBRIC
 from evaluators.proxy.features import PROXY_VERSION, ProxyResult, proxy_scores
 from evaluators.proxy.scorer import FEATURES, MODEL_FEATURES, Calibration, Model, feature_vector
 from evaluators.proxy.similarity import LEXICAL, MINILM, Embedder
@@ -459,7 +460,7 @@ def calibrate(
             "n_splits": n_splits,
             "folds": "GroupKFold by user, shuffled with the seed",
             "n_boot": n_boot,
-            "rubric": load_rubric().version,
+            "rubric": load_rubric(PROXY_RUBRIC).version,
         },
         training={
             "dialogues": len(data.y),

@@ -38,8 +38,14 @@ _PERSON_CLAIM = re.compile(
 )
 
 
+# The proxy's rubric: core-extended (core-v2), not core's default. Its appropriateness gives the extended
+# rubric's intermediate levels (curt phrases), and the shipped calibration was fitted on those scores; the
+# bands of the count- and share-based factors are the same in both rubrics. Stored with every proxy score.
+PROXY_RUBRIC = "core-extended"
+
+
 def _band(factor: str, value, **kw) -> float | None:
-    score = load_rubric().factor(factor).score_for(value, **kw)
+    score = load_rubric(PROXY_RUBRIC).factor(factor).score_for(value, **kw)
     return None if score is None else float(score)
 
 

@@ -30,6 +30,7 @@ import numpy as np
 from catalog.catalog import Catalog
 from evaluators.factors import FACTORS
 from evaluators.judge.rubric import load_rubric
+from evaluators.proxy.factor_proxies import PROXY_RUBRIC
 from evaluators.proxy.features import FEATURES as REACTION_FEATURES
 from evaluators.proxy.features import PROXY_VERSION, ProxyResult, proxy_scores
 from evaluators.proxy.similarity import LEXICAL, MINILM, Embedder, load_embedder
@@ -217,7 +218,7 @@ class ProxyJudge:
 
     @property
     def rubric_version(self) -> str:
-        return load_rubric().version
+        return load_rubric(PROXY_RUBRIC).version
 
     def describe(self) -> dict[str, Any]:
         """What decides this scorer's results (stored with each evaluation)."""

@@ -12,13 +12,18 @@ decided here, by code, never by the simulated user. Turns are counted in system 
   acceptance. Otherwise the user turns the suggestions down and gives another detail.
 * ``attr`` (iEvaLM attribute): each round the system chooses to ask about an attribute (genre, actor,
   director; writer too for OpenDialKG) or to recommend; asking uses a fixed question and the user
-  answers from the targets' metadata (templates, no model). A recommendation with a hit is accepted
-  and ends the dialogue; otherwise the user says no. At most 5 rounds.
+  answers from the targets' metadata (templates, no model): the bare values, comma-separated
+  ("comedy, drama"), or, when the targets have none, a fixed line saying there is no information and
+  asking for another option, as iEvaLM's ``script/ask.py`` answers. A recommendation with a hit is
+  accepted and ends the dialogue; otherwise the user says no. At most 5 rounds.
 
 How a system chooses in ``attr`` mode: a system object with a ``choose_action(conversation, options)``
 method decides itself; a system with an LLM client (``client``, e.g. ChatCRS) is asked with the option
 letters scored by its own model; any other system follows the fixed policy "ask each attribute once,
-in order, then recommend" (the choice's origin is stored on the turn as ``choice_by``).
+in order, then recommend" (the choice's origin is stored on the turn as ``choice_by``). The model's
+menu is iEvaLM's (appendix C.2.1): the full menu every round with letters fixed to the options (A-D,
+A-E with the writer), a reminder of the letters already used with the instruction not to repeat them,
+and only the unused letters scored (iEvaLM biases the allowed letters).
 
 A system that raises on a turn ends the dialogue with status ``failed`` (the turns so far are kept).
 """
@@ -268,7 +273,8 @@ def choose_action(
     client = getattr(system, "client", None)
     if isinstance(client, LLMClient):
         try:
-            return _llm_choice(client, conversation, options, asked, items_plural), "system-llm"
+            menu = [*protocol.attributes, RECOMMEND]
+            return _llm_choice(client, conversation, menu, options, items_plural), "system-llm"
         except LLMError as e:
             log.warning("attribute choice by the system's model failed (%s); the fixed policy decides", e)
             return options[0], "policy (model failed)"
@@ -276,9 +282,18 @@ def choose_action(
 
 
 def _llm_choice(
-    client: LLMClient, conversation: Conversation, options: list[str], asked: list[str], items_plural: str
+    client: LLMClient, conversation: Conversation, menu: list[str], options: list[str], items_plural: str
 ) -> str:
-    letters = LETTERS[: len(options)]
+    """The model's pick among ``options``, asked with the full ``menu`` under fixed letters (iEvaLM's attr menu).
+
+    A letter stays with its option for the whole dialogue (A is always genre), the options already used
+    are named by letter with the instruction not to repeat them, and only the open options' letters are
+    scored, so a used one can never be chosen.
+    """
+    letters = LETTERS[: len(menu)]
+    letter_of = dict(zip(menu, letters))
+    used = [letter_of[o] for o in menu if o not in options]
+    allowed = [letter_of[o] for o in options]
     lines = [
         f"{letter}: "
         + (
@@ -286,7 +301,7 @@ def _llm_choice(
             if option == RECOMMEND
             else prompt("simulator", "choice_ask").format(attribute=option)
         )
-        for letter, option in zip(letters, options)
+        for letter, option in zip(letters, menu)
     ]
     transcript = "\n".join(f"{'User' if t.role == 'user' else 'You'}: {t.text}" for t in conversation.all_turns[-8:])
     messages = [
@@ -296,13 +311,13 @@ def _llm_choice(
             "content": transcript
             + "\n\n"
             + prompt("simulator", "choice_menu").format(
-                options="\n".join(lines), asked=", ".join(asked) or prompt("simulator", "nothing_asked")
+                options="\n".join(lines), used=", ".join(used) or prompt("simulator", "nothing_asked")
             ),
         },
     ]
-    dist = client.score(messages, list(letters))
-    best = max(letters, key=lambda letter: dist.probs.get(letter, 0.0))
-    return options[letters.index(best)]
+    dist = client.score(messages, allowed)
+    best = max(allowed, key=lambda letter: dist.probs.get(letter, 0.0))
+    return menu[letters.index(best)]
 
 
 # -- after the dialogue -----------------------------------------------------------------------------

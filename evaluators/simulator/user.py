@@ -301,12 +301,10 @@ class SimulatedUser:
         return list(values)
 
     def answer_attribute(self, attribute: str) -> Turn:
+        """iEvaLM's attr answer (``script/ask.py``): the targets' values alone, joined by ", ", or a fixed
+        no-information line that asks the system to choose another option."""
         values = self.attribute_values(attribute)
-        if not values:
-            text = prompt("simulator", "answer_unknown")
-        else:
-            joined = values[0] if len(values) == 1 else ", ".join(values[:-1]) + " and " + values[-1]
-            text = prompt("simulator", f"answer_{attribute}").format(values=joined)
+        text = ", ".join(values) if values else prompt("simulator", "answer_unknown")
         return Turn(
             role="user", text=text, metadata={"source": "template", "attribute": attribute, "known": bool(values)}
         )
