@@ -533,48 +533,100 @@ def test_the_precision_follows_crs_arenas_accelerator(exact, device, system, exp
 
 
 @pytest.mark.parametrize(
-    ("exact", "device", "system", "wrapped"),
-    [
-        (True, "cuda", "kbrd", {"reply", "options", "recommend"}),  # both models prepared (KBRD.py L90, L113)
-        (True, "cuda", "barcor", {"reply", "options"}),  # the conversation model only (BARCOR.py L64)
-        (True, "cuda", "unicrs", set()),
-        (False, "cuda", "kbrd", set()),
-        (True, "cpu", "kbrd", set()),
-        (True, "cpu", "barcor", set()),
-    ],
+    ("system", "prepared"), [("kbrd", ["conv", "rec"]), ("barcor", ["conv_model"]), ("unicrs", [])]
 )
-def test_the_calls_a_turn_runs_under_fp16_autocast_are_decided_on_any_machine(exact, device, system, wrapped):
-    """The fp16 path runs only on a GPU; which of a turn's calls it wraps is decided by the function the serving path
-    calls (``autocast_calls``), checked here on the CPU for every system and device."""
-    from crs_backends.neural.system import autocast_calls, served_precision
+def test_the_modules_crs_arena_prepared(sets, system, prepared):
+    """KBRD.py prepares both models, BARCOR.py its conversation model alone; UniCRS's prompt-encoder mix is not
+    reproduced (served_precision keeps it in fp32)."""
+    model = sets[system][0]
+    assert model.prepared_modules() == [getattr(model, name) for name in prepared]
 
-    assert autocast_calls(served_precision(exact, device, system), system) == wrapped
+
+def _autocast_seen(watched: dict):
+    """Forward pre-hooks recording, per watched module, whether (CPU) autocast was on each time it ran."""
+    seen: dict[str, list[bool]] = {name: [] for name in watched}
+    handles = [
+        module.register_forward_pre_hook(lambda _m, _a, name=name: seen[name].append(torch.is_autocast_enabled("cpu")))
+        for name, module in watched.items()
+    ]
+    return seen, handles
+
+
+def test_only_the_prepared_forward_runs_in_half_precision_kbrd(sets):
+    """accelerate 0.18 wrapped the prepared models' forward alone: in a reply (transformers 4.28's generate) the
+    encoder runs through get_encoder() outside it and the user vector's R-GCN outside the recommender's forward (full
+    precision), the decoder's steps inside (half); a recommendation goes through the recommender's forward (half).
+    Shown on the CPU with bfloat16 standing in for the GPU's float16, through the function the serving path calls."""
+    from crs_backends.neural.mixed_precision import is_prepared, prepared_forward
+
+    model = sets["kbrd"][0]
+    inp = ConvInput(["Hi! I like Alpha (2001), a drama"], [model.kg.entity_name(i) for i in model.kg.item_ids[:2]])
+    watched = {"encoder": model.conv.model.encoder, "decoder": model.conv.model.decoder, "rgcn": model.rec.kg_encoder}
+    seen, handles = _autocast_seen(watched)
+    try:
+        model.invalidate()  # the reply computes the node table itself
+        with prepared_forward(model.prepared_modules(), "cpu", torch.bfloat16):
+            model.reply_text(inp)
+            assert seen["encoder"] == [False] and seen["rgcn"] == [False]
+            assert seen["decoder"] and all(seen["decoder"])
+            model.recommend(inp, k=5)
+            assert seen["rgcn"] == [False, True]  # get_rec: through the prepared forward
+        assert not any(is_prepared(m) for m in model.prepared_modules())  # restored after the turn
+        model.recommend(inp, k=5)
+        assert seen["rgcn"] == [False, True]  # unprepared: the cached full-precision table, no R-GCN pass
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def test_only_the_prepared_forward_runs_in_half_precision_barcor(sets):
+    from crs_backends.neural.mixed_precision import prepared_forward
+
+    model = sets["barcor"][0]
+    inp = ConvInput(["Hi! I like Heat (1995), so good"], [])
+    watched = {"encoder": model.conv_model.model.encoder, "decoder": model.conv_model.model.decoder}
+    if model.rec_model is not None:
+        watched["recommender"] = model.rec_model
+    seen, handles = _autocast_seen(watched)
+    try:
+        with prepared_forward(model.prepared_modules(), "cpu", torch.bfloat16):
+            model.reply_text(inp)
+            model.recommend(inp, k=5)
+    finally:
+        for handle in handles:
+            handle.remove()
+    assert seen["encoder"] and not any(seen["encoder"]) and seen["decoder"] and all(seen["decoder"])
+    assert not any(seen.get("recommender", []))  # not prepared: fp32
+
+
+def test_a_gpu_precision_turn_wraps_the_prepared_models_during_the_turn(sets, catalog, monkeypatch):
+    """The serving path itself: where the turn's precision is fp16 autocast (a GPU under the exact policy), the
+    prepared modules' forward is wrapped while the turn runs and restored after (checked on any machine: the hook
+    sees the wrapping, whatever the device)."""
+    from crs_backends.neural import system as system_module
+    from crs_backends.neural.mixed_precision import is_prepared
+
+    model, root, dataset = sets["kbrd"]
+    monkeypatch.setattr(system_module, "served_precision", lambda *a, **k: system_module.FP16_AUTOCAST)
+    monkeypatch.setattr(system_module, "prepared_forward", _cpu_prepared_forward)
+    wrapped: list[bool] = []
+    handle = model.conv.register_forward_pre_hook(lambda m, _a: wrapped.append(is_prepared(m)))
+    try:
+        crs = NeuralCRS(model, catalog, source=_source("kbrd", root, dataset), policy=EXACT)
+        turn = crs.respond(Conversation(system_id="kbrd", turns=[Turn(role="user", text="hi")]))
+    finally:
+        handle.remove()
+    assert turn.metadata["precision"] == "fp16 autocast" and wrapped and all(wrapped)
+    assert not any(is_prepared(m) for m in model.prepared_modules())
+
+
+def _cpu_prepared_forward(modules, _device_type, _dtype):
+    from crs_backends.neural.mixed_precision import prepared_forward
+
+    return prepared_forward(modules, "cpu", torch.bfloat16)
 
 
 def test_a_cpu_turn_records_fp32(catalog, tmp_path):
     _model, crs = _recording_crs(catalog, "kbrd", "Hello there.", EXACT, tmp_path)
     turn = crs.respond(Conversation(system_id="kbrd", turns=[Turn(role="user", text="hi")]))
     assert turn.metadata["precision"] == "fp32"
-
-
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
-def test_a_gpu_turn_runs_kbrd_under_fp16_autocast(catalog, tmp_path):
-    seen: list[bool] = []
-
-    class OnGPU(Recording):
-        device = "cuda"
-
-        def generate(self, inp, *, items=None):
-            seen.append(torch.is_autocast_enabled("cuda"))
-            return super().generate(inp, items=items)
-
-        def recommend(self, inp, k=TOP_K):
-            seen.append(torch.is_autocast_enabled("cuda"))
-            return super().recommend(inp, k)
-
-    from crs_backends.neural.kg_reader import kg_from_catalog
-
-    model = OnGPU(kg_from_catalog(catalog), "kbrd", "Hello there.", [5.0, 0.0, 0.0, 0.0])
-    crs = NeuralCRS(model, catalog, source=_source("kbrd", tmp_path, "redial"), policy=EXACT)
-    turn = crs.respond(Conversation(system_id="kbrd", turns=[Turn(role="user", text="hi")]))
-    assert turn.metadata["precision"] == "fp16 autocast" and seen and all(seen)

@@ -526,6 +526,9 @@ class BARCOR(NeuralModel):
         return fill_slots(self.reply_text(inp), self.placeholder, items)
 
     @torch.inference_mode()
+    def prepared_modules(self) -> list[nn.Module]:
+        return [self.conv_model]  # src/model/BARCOR.py prepares its conversation model alone
+
     def option_scores(self, inp: ConvInput, options: list[str]) -> list[float]:
         """get_choice as iai-group/iEvaLM-CRS ``src/model/BARCOR.py`` computes it: 5 new tokens; the processed
         scores of the 4th step at each option's first token with a leading space (" A")."""

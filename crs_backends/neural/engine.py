@@ -21,6 +21,7 @@ from crs_backends.neural.kg_reader import KGData
 
 if TYPE_CHECKING:
     import torch
+    from torch import nn
 
 TOP_K = 50  # items kept per turn, as published
 MOVIE_SLOT = "<movie>"  # what our models and the adapter use for "an item goes here"
@@ -195,6 +196,11 @@ class NeuralModel(ABC):
     def variant_of(cls, root, dataset: str) -> dict[str, str]:
         """:attr:`variant` of the set at ``root`` without loading it ({} where it cannot be read)."""
         return {}
+
+    def prepared_modules(self) -> list[nn.Module]:
+        """The modules CRS Arena ``prepare``d with its accelerator (fp16 on a GPU under ``crs_arena_exact``: their
+        ``forward`` alone, :mod:`crs_backends.neural.mixed_precision`); none unless a model names them."""
+        return []
 
     def stream(self, inp: ConvInput, *, items: list[str] | None = None) -> Iterator[str]:
         yield self.generate(inp, items=items)

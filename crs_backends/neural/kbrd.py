@@ -15,6 +15,7 @@ from functools import partial
 from pathlib import Path
 
 import torch
+from torch import nn
 from transformers import BartConfig, GenerationConfig
 
 from crs_backends.neural.checkpoints import (
@@ -39,6 +40,7 @@ from crs_backends.neural.engine import (
 )
 from crs_backends.neural.kbrd_modules import OPTIONAL_CONV_KEYS, KBRDforConv, KBRDforRec, conv_config
 from crs_backends.neural.kg_reader import KGData
+from crs_backends.neural.mixed_precision import is_prepared
 
 SYSTEM = "kbrd"
 HUB_TOKENIZER = "facebook/bart-base"
@@ -321,9 +323,17 @@ class KBRD(NeuralModel):
         with torch.no_grad():
             return self.rec.user_embeds(self.node_table(), ids, mask)  # (1, H)
 
+    def prepared_modules(self) -> list[nn.Module]:
+        return [self.conv, self.rec]  # src/model/KBRD.py prepares both
+
     def recommend(self, inp: ConvInput, k: int = TOP_K) -> list[tuple[int, float]]:
         if len(self.item_ids) == 0:
             return []
+        if is_prepared(self.rec):  # get_rec goes through the prepared recommender's forward, R-GCN included
+            ids, mask = self._entity_batch([self.entity_ids(inp.entities)])
+            with torch.no_grad():
+                logits = self.rec(ids, mask, edge_index=self.edge_index, edge_type=self.edge_type)["logits"]
+            return top_items(logits[0, self.item_ids].float(), self.item_ids, k)
         table = self.node_table()
         user = self.user_vector(inp)
         with torch.no_grad():

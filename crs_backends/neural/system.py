@@ -43,6 +43,7 @@ from crs_backends.neural import policy
 from crs_backends.neural.engine import MOVIE_SLOT, TOP_K, ConvInput, NeuralModel
 from crs_backends.neural.kg_reader import KGData, load_kg
 from crs_backends.neural.mentions import AttributeLinker
+from crs_backends.neural.mixed_precision import prepared_forward
 from crs_backends.neural.names import LABELS, SourceError, model_class
 from crs_backends.neural.policy import EXACT, check_policy, default_policy
 from crs_backends.neural.sources import CheckpointSource, resolve
@@ -272,20 +273,19 @@ class NeuralCRS(CRSSystem):
         dataset = self.source.dataset if self.source else ""
         notes: list[str] = []
         precision = served_precision(exact, _device_type(self.model), self.model.system)
-        wrapped = autocast_calls(precision, self.model.system)
-
-        def amp(call: str) -> contextlib.AbstractContextManager:
-            return _autocast() if call in wrapped else contextlib.nullcontext()
-
-        with self._lock, torch.no_grad():
+        # fp16 exactly where CRS Arena's accelerator put it: the prepared models' forward (mixed_precision.py)
+        half = (
+            prepared_forward(self.model.prepared_modules(), "cuda", torch.float16)
+            if precision == FP16_AUTOCAST
+            else contextlib.nullcontext()
+        )
+        with self._lock, torch.no_grad(), half:
             inp = self.exact_input(conversation) if exact else self.arena_input(conversation)
-            with amp("reply"):
-                generated = self.model.reply_text(inp)  # get_conv
+            generated = self.model.reply_text(inp)  # get_conv
             menu = [letter for letter, _ in policy.options_for(dataset)]
             choice = None
             try:  # get_choice
-                with amp("options"):
-                    scores = self.model.option_scores(inp, menu)
+                scores = self.model.option_scores(inp, menu)
                 choice = policy.choose(
                     scores,
                     policy.previous_state(conversation.all_turns, info.id),
@@ -301,8 +301,7 @@ class NeuralCRS(CRSSystem):
                 )
                 notes.append(f"option choice failed ({type(e).__name__}); the generated reply was used")
             n_items = len(self.kg.item_ids)
-            with amp("recommend"):  # get_rec
-                ranked = self.model.recommend(inp, k=min(TOP_K, n_items)) if n_items else []
+            ranked = self.model.recommend(inp, k=min(TOP_K, n_items)) if n_items else []  # get_rec
         names = [self.kg.entity_name(int(e)) for e, _ in ranked]
         ranked_items = [self.item_of(int(e)) for e, _ in ranked]
         act = "recommend" if choice is not None and choice.recommend else "reply"
@@ -482,24 +481,14 @@ def served_precision(exact: bool, device_type: str, system: str = "kbrd") -> str
     """The arithmetic a turn runs in. CRS Arena's three wrappers build ``Accelerator(mixed_precision="fp16")``
     (iai-group/iEvaLM-CRS at b33b8b3: ``src/model/KBRD.py`` L70, ``BARCOR.py`` L43, ``UNICRS.py`` L43) and
     ``prepare`` their models, which with accelerate 0.18 wraps each prepared model's forward in fp16 autocast on a
-    GPU (on a CPU mixed precision is off: fp32). KBRD prepares both models (L90, L113): its reply, option
-    choice and recommendation ran under autocast; BARCOR prepares its conversation model only (L64): its reply
-    and option choice. ``crs_arena_exact`` on a GPU does the same. UniCRS prepares only its prompt encoders
-    (L120, L140), whose fp16 output then met an fp32 GPT-2; that mix is not reproduced: UniCRS runs in fp32,
+    GPU (on a CPU mixed precision is off: fp32). KBRD prepares both models (L90, L113), BARCOR its conversation
+    model only (L64); what of a turn met autocast is those models' ``forward`` alone (the decoder's steps and KBRD's
+    recommendation; not ``generate``'s encoder pass nor KBRD's user vector for the reply:
+    :mod:`crs_backends.neural.mixed_precision`). ``crs_arena_exact`` on a GPU does the same. UniCRS prepares only
+    its prompt encoders (L120, L140), whose fp16 output then met an fp32 GPT-2; that mix is not reproduced: UniCRS
+    runs in fp32,
     as do the clean variant and ``enhanced`` everywhere. Recorded per turn (``metadata["precision"]``)."""
     return FP16_AUTOCAST if exact and device_type == "cuda" and system in ("kbrd", "barcor") else FP32
-
-
-# the calls of a turn each system's prepared models made (KBRD.py L90, L113: both models; BARCOR.py L64: the
-# conversation model only, so its recommender ran in fp32)
-_PREPARED_CALLS = {"kbrd": frozenset({"reply", "options", "recommend"}), "barcor": frozenset({"reply", "options"})}
-
-
-def autocast_calls(precision: str, system: str) -> frozenset[str]:
-    """Which model calls of a turn run under fp16 autocast: of ``reply`` (get_conv), ``options`` (get_choice) and
-    ``recommend`` (get_rec), those CRS Arena's prepared models made, under :data:`FP16_AUTOCAST`; none in fp32. The
-    serving path wraps exactly these, so a CPU test checks what a GPU turn does."""
-    return _PREPARED_CALLS.get(system, frozenset()) if precision == FP16_AUTOCAST else frozenset()
 
 
 def _device_type(model) -> str:
@@ -508,10 +497,6 @@ def _device_type(model) -> str:
         return torch.device(device).type
     except (TypeError, RuntimeError):
         return "cpu"
-
-
-def _autocast():
-    return torch.autocast("cuda", dtype=torch.float16)
 
 
 def policy_setting() -> str | None:
