@@ -353,9 +353,13 @@ def restore_export(db: Database, export: Export) -> dict[str, int]:
     # unique index on turns miss its pages), given back afterwards
     previous_cache = db.execute("pragma cache_size").fetchone()[0]
     db.execute(f"pragma cache_size = {RESTORE_CACHE_KIB}")
+    # read_export checked every reference between the files (a vote's, a judgment's, a rating's conversation), and a
+    # turn comes with its conversation: SQLite's own foreign-key lookups, one per row, would check them again
+    db.execute("pragma foreign_keys = off")
     try:
         counts = _write(db, export)
     finally:
+        db.execute("pragma foreign_keys = on")
         db.execute(f"pragma cache_size = {int(previous_cache)}")
     return counts
 

@@ -113,6 +113,22 @@ def test_a_restore_brings_back_the_same_board_and_the_same_export(tmp_path):
     try:
         assert db["votes"].count == 12 and db["conversations"].count == 24 and db["human_labels"].count == 8
         assert {r["voter"] for r in db.query("select voter from votes")} == {""}  # never exported, never invented
+        # the restore skips SQLite's foreign-key lookups (read_export checked every reference): none is broken
+        assert list(db.query("pragma foreign_key_check")) == []
+    finally:
+        db.close()
+
+
+def test_the_restore_gives_the_connection_its_foreign_keys_and_cache_back(tmp_path):
+    from arena.hub_restore import read_export, restore_export
+
+    folder = _export(tmp_path)
+    db = open_db(tmp_path / "after.db")
+    try:
+        cache = db.execute("pragma cache_size").fetchone()[0]
+        restore_export(db, read_export(folder))
+        assert db.execute("pragma foreign_keys").fetchone()[0] == 1
+        assert db.execute("pragma cache_size").fetchone()[0] == cache
     finally:
         db.close()
 
