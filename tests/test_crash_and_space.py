@@ -23,8 +23,9 @@ from storage.db import get_db, open_db
 from storage.evaluations import save_factor_score, start_evaluation
 from storage.records import Conversation, Evaluation, FactorScore, Turn
 
-JUDGE_ANSWER = '{"evaluator": "x", "statement": "Fine. <rating>3</rating>", "score": 70}'
-JUDGE_LOGPROBS = {"3": -0.2, "4": -1.8, "2": -3.0}
+# 4: a rating every factor of the default rubric accepts (core-v3's Appropriateness is 4 or 0)
+JUDGE_ANSWER = '{"evaluator": "x", "statement": "Fine. <rating>4</rating>", "score": 70}'
+JUDGE_LOGPROBS = {"4": -0.2, "3": -1.8, "2": -3.0}
 
 
 def _rows(db_path, sql, args=()):

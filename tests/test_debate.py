@@ -337,7 +337,7 @@ def test_the_default_evaluation_hands_the_judges_reasons_to_the_debate(fake_open
     from storage.records import Conversation, ItemRef, Turn
 
     judge = [
-        Reply(f"Reason number {i}: 3 of the 5 replies fit.\n<rating>2</rating>", at={"answer": {"2": 0.6, "3": 0.4}})
+        Reply(f"Reason number {i}: 3 of the 5 replies fit.\n<rating>4</rating>", at={"answer": {"4": 0.6, "3": 0.4}})
         for i in range(12)
     ]
     fake_openai.enqueue(*judge, *[_answer(60) for _ in ROLES])
@@ -360,7 +360,10 @@ def test_the_default_evaluation_hands_the_judges_reasons_to_the_debate(fake_open
     )
     evaluation = evaluate_conversation(conversation, setup, db_path=db_path)
     assert evaluation.status == "done" and evaluation.overall == 60.0
-    assert all(s.score == pytest.approx(2.4) for s in evaluation.factor_scores)
+    # the rating token's alternatives: 4 (0.6) and 3 (0.4); Appropriateness, 4 or 0 under core, reads 4 alone
+    scores = {s.factor: s.score for s in evaluation.factor_scores}
+    assert scores.pop("appropriateness") == pytest.approx(4.0)
+    assert all(score == pytest.approx(3.6) for score in scores.values())
     debate_prompts = [_prompt(r) for r in fake_openai.requests[12:]]
     assert len(debate_prompts) == 4
     for text in debate_prompts:
@@ -473,7 +476,7 @@ def test_a_debate_missing_a_persona_ends_partial_and_names_it(fake_openai, db_pa
     from evaluators.pipeline import EvaluationSetup, evaluate_conversation
     from storage.records import Conversation, ItemRef, Turn
 
-    judge = [Reply("Fits.\n<rating>3</rating>", at={"answer": {"3": 1.0}}) for _ in range(12)]
+    judge = [Reply("Fits.\n<rating>4</rating>", at={"answer": {"4": 1.0}}) for _ in range(12)]
     # sequential: the Common User speaks first in round 1 and fails twice (no JSON, then no JSON after repair)
     fake_openai.enqueue(*judge, Reply("no idea"), Reply("still none"), *[_answer(70) for _ in range(3)])
     conversation = Conversation(

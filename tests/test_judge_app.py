@@ -26,10 +26,19 @@ from storage.records import Conversation
 from ui.settings_tab import redact
 
 SECRET = "sk-test-judge-secret-0123456789"
-JUDGE_ANSWER = '{"evaluator": "x", "statement": "Fine. <rating>3</rating>", "score": 70}'
-JUDGE_LOGPROBS = {"3": -0.2, "4": -1.8, "2": -3.0}
+# 4: a rating every factor of the default rubric accepts (core-v3's Appropriateness is 4 or 0)
+JUDGE_ANSWER = '{"evaluator": "x", "statement": "Fine. <rating>4</rating>", "score": 70}'
+JUDGE_LOGPROBS = {"4": -0.2, "3": -1.8, "2": -3.0}
 _MASS = {k: math.exp(v) for k, v in JUDGE_LOGPROBS.items()}
-EXPECTED = sum(int(k) * m for k, m in _MASS.items()) / sum(_MASS.values())  # every factor's score
+EXPECTED = sum(int(k) * m for k, m in _MASS.items()) / sum(_MASS.values())  # every factor's score but one:
+
+
+def expected(factor_label: str) -> str:
+    """The score shown for a factor: the rating's mean over its alternatives, except Appropriateness, whose levels
+    under the default rubric are 4 and 0 alone (core-v3): the mass on 4 is all it reads."""
+    return "4.00" if factor_label == "Appropriateness" else f"{EXPECTED:.2f}"
+
+
 WAIT_ROUNDS = 1200  # polls of 0.1 s: a bound for a wait, never a timing assert
 
 
@@ -86,7 +95,7 @@ def test_judging_streams_twelve_factors_then_the_debate_and_stores_them(app):
     assert any(0 < n < len(FACTORS) for n in partial), partial  # partial tables were shown
     assert scored_per_update() == sorted(scored_per_update())
     rows = factors["data"]
-    assert len(rows) == 12 and all(r[2] == f"{EXPECTED:.2f}" for r in rows)
+    assert len(rows) == 12 and all(r[2] == expected(r[0]) for r in rows)
     assert all(r[3].startswith("0:0% 1:0% 2:") for r in rows)  # the distribution, compactly
     assert "llm:fake-judge" in status and "fake-debater" in status and "not validated" not in status
     assert "Overall 70.0/100 after 1 round, consensus reached" in status
@@ -107,8 +116,9 @@ def test_judging_streams_twelve_factors_then_the_debate_and_stores_them(app):
         [conversation_id],
     ).fetchone()
     assert evaluation[1:] == ("done", 70.0, 1, 1, "llm:fake-judge")
-    scores = db.execute("select score from factor_scores where evaluation_id = ?", [evaluation[0]]).fetchall()
-    assert len(scores) == 12 and all(abs(s - EXPECTED) < 1e-6 for (s,) in scores)
+    scores = db.execute("select factor, score from factor_scores where evaluation_id = ?", [evaluation[0]]).fetchall()
+    assert len(scores) == 12
+    assert all(abs(s - (4.0 if f == "appropriateness" else EXPECTED)) < 1e-6 for f, s in scores)
     messages = db.execute("select count(*) from debate_messages where evaluation_id = ?", [evaluation[0]]).fetchone()
     assert messages[0] == 4
 
@@ -125,7 +135,7 @@ def test_a_failed_factor_is_shown_as_an_error_and_stored_without_a_score(app):
 
     failed = [r for r in factors["data"] if r[2] == "failed"]
     assert len(failed) == 1 and "HTTP 500" in failed[0][5]
-    assert all(r[2] == f"{EXPECTED:.2f}" for r in factors["data"] if r[2] != "failed")
+    assert all(r[2] == expected(r[0]) for r in factors["data"] if r[2] != "failed")
     assert "1 factor(s) without a score" in status and "No debate was run." in status
     rows = (
         open_db(server.db_path)

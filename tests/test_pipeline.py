@@ -20,7 +20,8 @@ from storage.evaluations import get_evaluation
 from storage.records import Conversation, DebateMessage, FactorScore, ItemRef, Turn
 
 # one answer both parsers accept: the judge reads the rating tag, the debaters the JSON
-BOTH = Reply('{"evaluator": "x", "statement": "Solid overall. <rating>3</rating>", "score": 70}')
+# 4: a rating every factor of the default rubric accepts (core-v3's Appropriateness is 4 or 0)
+BOTH = Reply('{"evaluator": "x", "statement": "Solid overall. <rating>4</rating>", "score": 70}')
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +75,7 @@ def test_full_evaluation_is_stored_and_a_rerun_costs_nothing(fake_openai, db_pat
         _conversation(), setup, db_path=db_path, on_factor=seen_factors.append, on_debate=seen_messages.append
     )
     assert ev.status == "done" and ev.error is None
-    assert [s.factor for s in ev.factor_scores] == list(FACTORS) and all(s.score == 3 for s in ev.factor_scores)
+    assert [s.factor for s in ev.factor_scores] == list(FACTORS) and all(s.score == 4 for s in ev.factor_scores)
     assert (ev.overall, ev.rounds_used, ev.consensus) == (70.0, 1, True)
     assert len(seen_factors) == 12 and len(seen_messages) == 4
     # iEvaLM's recall reads the list of the hit (turn 2, rank 1); CoRE's session list holds it third
@@ -178,7 +179,10 @@ def test_command_line_evaluate_then_meta(fake_openai, db_path, tmp_path, monkeyp
     assert result.exit_code == 0, result.output
     assert "3 complete" in result.output and "1 skipped" in result.output
     rows = [json.loads(line) for line in out.read_text().splitlines()]
-    assert len(rows) == 3 and all(r["overall"] == 70.0 and r["factors"]["coherence"] == 3 for r in rows)
+    # the rating 4, read with the fake endpoint's neighbour mass on 3 (its rule for an answer digit): just under 4;
+    # Appropriateness, 4 or 0 under the default rubric, reads the 4 alone
+    assert len(rows) == 3 and all(r["overall"] == 70.0 and 3.5 < r["factors"]["coherence"] < 4 for r in rows)
+    assert all(r["factors"]["appropriateness"] == pytest.approx(4.0) for r in rows)
     human = tmp_path / "human.csv"
     human.write_text("id,value\n" + "\n".join(f"{c.id},{i}" for i, c in enumerate(convs[:3])) + "\n")
     result = runner.invoke(
