@@ -16,8 +16,9 @@ from fake_openai import FakeOpenAI, Reply
 from evaluators.factors import LABELS
 from storage.db import open_db
 
-# one default answer serves both roles: a factor's reasoned rating and a debater's JSON (as tests/test_judge_app.py)
-JUDGE_ANSWER = '{"evaluator": "x", "statement": "Fine. <rating>3</rating>", "score": 70}'
+# one default answer serves both roles: a factor's reasoned rating and a debater's JSON (as tests/test_judge_app.py);
+# 4, a rating every factor of the default rubric accepts (core-v3's Appropriateness is 4 or 0)
+JUDGE_ANSWER = '{"evaluator": "x", "statement": "Fine. <rating>4</rating>", "score": 70}'
 
 
 def _judge_env(fake: FakeOpenAI) -> dict[str, str]:
