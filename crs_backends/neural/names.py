@@ -91,14 +91,19 @@ SHIPPED_SETS = Path(__file__).resolve().parents[2] / "assets" / "models"
 SMALL_BUILD_COMMAND = f"python -m crs_backends.neural.small build --out assets/models/{SMALL_SET}"
 
 
-def set_dataset(root: Path) -> str:
-    """The dataset a small set was trained on, as its manifest says (``redial``; ``bundled`` for small-v7, which
-    predates the manifest's field being read)."""
+def _manifest(root: Path) -> dict:
+    """A set's ``manifest.json`` as a dict ({} where it is missing, unreadable or not an object)."""
     try:
         data = json.loads((Path(root) / "manifest.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return ""
-    return str(data.get("dataset") or "") if isinstance(data, dict) else ""
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def set_dataset(root: Path) -> str:
+    """The dataset a small set was trained on, as its manifest says (``redial``; small-v7's: ``bundled``); "" where
+    the manifest says none."""
+    return str(_manifest(root).get("dataset") or "")
 
 
 def _shipped_small_root() -> Path:
@@ -121,14 +126,8 @@ def small_models_dir() -> Path:
 
 def small_set_complete(root: Path) -> bool:
     """Whether ``root`` holds a whole small set (its manifest says complete, its KG is there)."""
-    manifest = Path(root) / "manifest.json"
-    if not manifest.exists():
-        return False
-    try:
-        data = json.loads(manifest.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    dataset = data.get("dataset") if isinstance(data, dict) else None
+    data = _manifest(root)
+    dataset = data.get("dataset")
     return (
         data.get("complete") is True
         and isinstance(dataset, str)
