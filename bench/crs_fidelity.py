@@ -58,14 +58,14 @@ from crs_backends.neural.evaluation import (
 from crs_backends.neural.names import LABELS, SYSTEMS
 
 
-def set_models(root: Path, systems) -> tuple[dict, object]:
-    """(system -> its model loaded from the set at ``root``, the set's KG): as the app loads them, nothing trained."""
+def set_models(root: Path, systems) -> dict:
+    """System -> its model loaded from the set at ``root``, as the app loads them: nothing trained."""
     from crs_backends.neural.kg_reader import load_kg
     from crs_backends.neural.names import model_class, set_dataset
 
     dataset = set_dataset(root)
     kg = load_kg(root / f"kg_{dataset}")
-    return {system: model_class(system).load(root, dataset, kg) for system in systems}, kg
+    return {system: model_class(system).load(root, dataset, kg) for system in systems}
 
 
 def recall_section(models: dict, data, test: list) -> tuple[dict, dict, dict, dict, dict, float]:
@@ -209,7 +209,7 @@ def main() -> int:
         return 0
     test = read_records_file(base / "redial_eval" / "test_data_processed.jsonl", args.limit or None)
     data = load_train_data(str(base / "redial"))  # its training records: the popularity reference
-    ranking_models, _kg = set_models(root, systems)
+    ranking_models = set_models(root, systems)
     rankings, recall, intervals, references, by_gold, named = recall_section(ranking_models, data, test)
     generated = generation_section(ranking_models, test, args.replies or 0, data.kg)
     contexts = args.contexts
