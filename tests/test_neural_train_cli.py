@@ -169,8 +169,10 @@ def tiny_data(tmp_path, monkeypatch):
 
 
 def test_the_builder_trains_on_redial_and_publishes_the_set_whole(tiny_data, tmp_path, monkeypatch, capsys):
+    import torch
+
     from crs_backends.neural import names, small, sources
-    from crs_backends.neural.checkpoints import read_manifest
+    from crs_backends.neural.checkpoints import read_manifest, read_state_dict
 
     monkeypatch.setattr(small, "SYSTEMS", ("kbrd",))
     out = tmp_path / "sets" / "small-v99"
@@ -195,6 +197,13 @@ def test_the_builder_trains_on_redial_and_publishes_the_set_whole(tiny_data, tmp
     # the validation tenth is held out of the training records
     assert manifest["data"]["validation_records"] > 0 and manifest["data"]["training_records"] > 0
     assert not list(out.parent.glob(".small-v99.*"))  # no temporary or old folder left beside it
+    # half precision only where validation Recall did not move, measured; the files hold what the manifest says
+    storage = manifest["storage"]["kbrd"]
+    assert storage["dtype"] in ("float16", "float32") and storage["validation_records"] > 0
+    assert (storage["dtype"] == "float16") == (storage["recall_float16"] == storage["recall_float32"])
+    stored = {v.dtype for f in out.rglob("*.pt") for v in read_state_dict(f).values() if v.is_floating_point()}
+    assert stored == {torch.float16 if storage["dtype"] == "float16" else torch.float32}
+    assert not list(out.rglob("*.float32"))
     found = sources.small_source("kbrd", out)
     assert found is not None and found.dataset == "redial" and "trained here on ReDial" in found.variant
     assert names.small_set_complete(out)
