@@ -23,13 +23,16 @@ shows. A set already measured is not read again unless ``--again`` says so (and 
 records in iEvaLM's layout), the popularity reference its training records. Headline lines (the script exits 0 when
 one is missed): ``recall10_vs_published_min`` (each system's R@10 over its published R@10, the weakest; target >=
 0.8) and ``top10_overlap_max`` (the most alike pair; target <= 0.5). A partial reading (``--limit``, ``--replies``)
-says so and is not recorded. Skips (exit 0) without the research data.
+says so and is not recorded. A full reading takes hours on two cores: it keeps what it has computed in
+``<cache>/bench/fidelity/`` (per set and test file, by digest), so running the same command after an interruption
+goes on where it stopped; the manifest lists each run's start and load. Skips (exit 0) without the research data.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import sys
 import time
@@ -68,7 +71,66 @@ def set_models(root: Path, systems) -> dict:
     return {system: model_class(system).load(root, dataset, kg) for system in systems}
 
 
-def recall_section(models: dict, data, test: list) -> tuple[dict, dict, dict, dict, dict, float]:
+def reading_work_dir(root: Path, test_file: Path) -> Path:
+    """Where a full reading keeps what it has computed, so that an interrupted one goes on (a reading of all 3,341
+    records takes hours on two cores): one folder per set and test file, named by a digest of the set's weights and
+    the records, so nothing computed for other weights or other records is ever read back."""
+    import hashlib
+
+    from crs_backends.neural.names import cache_dir
+
+    digest = hashlib.sha256()
+    for f in sorted(p for p in root.rglob("*") if p.is_file() and p.name != "manifest.json"):
+        digest.update(f.relative_to(root).as_posix().encode())
+        digest.update(f.read_bytes())
+    digest.update(test_file.read_bytes())
+    return cache_dir() / "bench" / "fidelity" / f"{root.name}-{digest.hexdigest()[:16]}"
+
+
+def note_run(work: Path, load: float) -> list[dict]:
+    """Each start of a full reading (its time and the machine's load then), kept beside what it computes."""
+    import json
+    from datetime import datetime
+
+    work.mkdir(parents=True, exist_ok=True)
+    path = work / "runs.jsonl"
+    with path.open("a", encoding="utf-8") as f:
+        f.write(json.dumps({"date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M"), "load": round(load, 2)}) + "\n")
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def resumable(path: Path | None, items: list, compute, chunk: int) -> tuple[list, list[float], int]:
+    """``compute(batch)`` (one JSON value per item) over ``items`` chunk by chunk; with a ``path``, each chunk is
+    appended there as it is done and what an earlier, interrupted run wrote is read back instead of computed again (a
+    line the interruption cut is dropped). Returns the values, the seconds per item, and how many were read back."""
+    import json
+
+    done: list[dict] = []
+    if path is not None and path.exists():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                done.append(json.loads(line))
+            except json.JSONDecodeError:
+                break
+        done = done[: len(items)]
+        path.write_text("".join(json.dumps(d) + "\n" for d in done), encoding="utf-8")
+    resumed = len(done)
+    for start in range(resumed, len(items), chunk):
+        t0 = time.monotonic()
+        values = compute(items[start : start + chunk])
+        each = (time.monotonic() - t0) / max(1, len(values))
+        lines = [{"value": v, "seconds": round(each, 4)} for v in values]
+        done.extend(lines)
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with path.open("a", encoding="utf-8") as f:
+                f.write("".join(json.dumps(d) + "\n" for d in lines))
+    return [d["value"] for d in done], [d["seconds"] for d in done], resumed
+
+
+def recall_section(
+    models: dict, data, test: list, work: Path | None
+) -> tuple[dict, dict, dict, dict, dict, float, float]:
     """Per system its rankings (the top 50 of every test record), Recall and R@10's interval over the test
     conversations (None where ``--limit`` kept one); Recall of the references that read no text (popularity, named
     first); each one's Recall on the gold items the conversation named before and on the new ones apart; and the
@@ -76,21 +138,30 @@ def recall_section(models: dict, data, test: list) -> tuple[dict, dict, dict, di
     gold = [gold_items(r, data.kg) for r in test]
     rankings: dict[str, list[list[int]]] = {}
     recall: dict = {}
+    spent = 0.0
     for system, model in models.items():
-        t0 = time.monotonic()
-        ranked = model.recommend_many([r.conv_input() for r in test], k=50)
-        rankings[system] = [[e for e, _s in top] for top in ranked]
+        tops, seconds, resumed = resumable(
+            work / f"{system}-rankings.jsonl" if work else None,
+            test,
+            lambda batch, model=model: [
+                [e for e, _s in top] for top in model.recommend_many([r.conv_input() for r in batch], k=50)
+            ],
+            chunk=100,
+        )
+        rankings[system] = tops
+        spent += sum(seconds)
         recall[system] = recall_at_k(zip(rankings[system], gold))
-        print(f"{LABELS[system]}: ranked {len(test)} test records in {time.monotonic() - t0:.0f} s")
+        again = f" ({resumed} read back from an interrupted run)" if resumed else ""
+        print(f"{LABELS[system]}: ranked {len(test)} test records in {sum(seconds):.0f} s{again}")
     refs = reference_rankings(data.real_records, test, data.kg)
     references = {name: recall_at_k(zip(ranks, gold)) for name, ranks in refs.items()}
     by_gold = {s: recall_named_and_new(r, test, data.kg) for s, r in (rankings | refs).items()}
     groups = [r.dialog_id for r in test]
     intervals = {s: interval_at_10(rankings[s], gold, groups) for s in rankings}
-    return rankings, recall, intervals, references, by_gold, named_share(test, data.kg)
+    return rankings, recall, intervals, references, by_gold, named_share(test, data.kg), spent
 
 
-def generation_section(models: dict, test: list, n: int, kg) -> dict:
+def generation_section(models: dict, test: list, n: int, kg, work: Path | None) -> dict:
     """BLEU-2 and Distinct-2/3/4 of each ReDial-trained small model's reply at the first ``n`` test contexts (0: all),
     and of the people's replies there, as the CRS papers compute them: the generated text with its movie slots,
     the people's with the films they name masked (the record's targets and linked items of ``kg``)."""
@@ -103,12 +174,15 @@ def generation_section(models: dict, test: list, n: int, kg) -> dict:
     people = [movie_masker(names)(r.resp) for r, names in zip(records, films)]
     out: dict = {"people": {"distinct": distinct_n(people), "replies": len(people)}}
     for system, model in models.items():
-        shown, seconds = [], []
-        for r in records:
-            t0 = time.monotonic()
-            text = model.reply_text(r.conv_input())
-            seconds.append(time.monotonic() - t0)
-            shown.append(text.replace(model.placeholder, MOVIE).replace(MOVIE_SLOT, MOVIE))
+        texts, seconds, resumed = resumable(
+            work / f"{system}-replies.jsonl" if work else None,
+            records,
+            lambda batch, model=model: [model.reply_text(r.conv_input()) for r in batch],
+            chunk=1,  # each reply timed alone (its median is reported)
+        )
+        shown = [text.replace(model.placeholder, MOVIE).replace(MOVIE_SLOT, MOVIE) for text in texts]
+        if resumed:
+            print(f"{LABELS[system]}: {resumed} replies read back from an interrupted run")
         out[system] = {
             "bleu2": bleu(shown, people),
             # the small BARCOR writes lower case (MiniLM's vocabulary is uncased): BLEU-2 with both sides lower-cased
@@ -117,6 +191,7 @@ def generation_section(models: dict, test: list, n: int, kg) -> dict:
             "distinct": distinct_n(shown),
             "replies": len(shown),
             "median_s": statistics.median(seconds) if seconds else 0.0,
+            "seconds": sum(seconds),
             "samples": shown[:3],
         }
     return out
@@ -133,7 +208,7 @@ def record(root: Path, reading: dict) -> None:
 
 
 def reading(
-    recall, references, by_gold, overlap, generated, people, n_test: int, seconds: float, load: float, intervals
+    recall, references, by_gold, overlap, generated, people, n_test: int, seconds: float, runs: list, intervals
 ) -> dict:
     """What one full reading of the test split measured, as the manifest keeps it."""
     from datetime import datetime
@@ -144,8 +219,11 @@ def reading(
     return {
         "command": " ".join(["python", *sys.argv]),
         "date": datetime.now(UTC).strftime("%Y-%m-%d"),
-        "machine": f"{os.cpu_count()} cores, load average {load:.1f} at start",
-        "seconds": round(seconds),
+        "machine": f"{os.cpu_count()} cores, load average "
+        + ", ".join(f"{r['load']:.1f}" for r in runs)
+        + (" at the start of each run" if len(runs) > 1 else " at start"),
+        "runs": [r["date"] for r in runs],
+        "seconds": round(seconds),  # ranking and replying, summed over the runs the reading took
         "test_records": n_test,
         "recall": {
             s: {
@@ -207,11 +285,17 @@ def main() -> int:
     if base is None or not (base / "redial_eval" / "test_data_processed.jsonl").exists():
         print("research data not found (CRS_DATA_DIR or ../shared/data): skipped")
         return 0
-    test = read_records_file(base / "redial_eval" / "test_data_processed.jsonl", args.limit or None)
+    test_file = base / "redial_eval" / "test_data_processed.jsonl"
+    test = read_records_file(test_file, args.limit or None)
     data = load_train_data(str(base / "redial"))  # its training records: the popularity reference
+    # a full reading keeps what it computed, so an interrupted one goes on where it stopped (a partial one starts over)
+    work = None if partial else reading_work_dir(root, test_file)
+    runs = [] if work is None else note_run(work, load)
+    if len(runs) > 1:
+        print(f"going on with the reading begun {runs[0]['date']} ({work}; run {len(runs)})")
     ranking_models = set_models(root, systems)
-    rankings, recall, intervals, references, by_gold, named = recall_section(ranking_models, data, test)
-    generated = generation_section(ranking_models, test, args.replies or 0, data.kg)
+    rankings, recall, intervals, references, by_gold, named, spent = recall_section(ranking_models, data, test, work)
+    generated = generation_section(ranking_models, test, args.replies or 0, data.kg, work)
     contexts = args.contexts
     n_gold = next(iter(recall.values())).samples if recall else 0
     print(f"\nRecall over all items ({len(data.kg.item_ids)}), {len(test)} ReDial test records ({n_gold} gold items)")
@@ -286,12 +370,12 @@ def main() -> int:
     note = f" (partial: {len(test)} records, not recorded)" if partial else ""
     print(f"\nseconds: {time.monotonic() - started:.0f}")
     if not partial:
-        elapsed = time.monotonic() - started
-        people_fig = people
+        computed = spent + sum(g["seconds"] for g in generated.values())
         record(
-            root,
-            reading(recall, references, by_gold, overlap, generated, people_fig, len(test), elapsed, load, intervals),
+            root, reading(recall, references, by_gold, overlap, generated, people, len(test), computed, runs, intervals)
         )
+        if work is not None:  # recorded: a later --again reads the split afresh
+            shutil.rmtree(work, ignore_errors=True)
     if recall:
         worst = min(r.at[10] / PUBLISHED_RECALL[s][1] for s, r in recall.items())
         print(f"BENCH recall10_vs_published_min {worst:.2f} ratio target >= 0.8{note}")

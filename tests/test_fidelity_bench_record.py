@@ -4,6 +4,8 @@ unless ``--again`` says otherwise, and a partial reading is never recorded."""
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -31,7 +33,13 @@ def quick_set(tmp_path_factory):
 
 
 def _bench(root: Path, data: Path, *args: str) -> str:
-    env = {"CRS_DATA_DIR": str(data), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PATH": "/usr/bin:/bin"}
+    env = {
+        "CRS_DATA_DIR": str(data),
+        "CRS_ARENA_CACHE": str(root.parent / "cache"),
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "PATH": "/usr/bin:/bin",
+    }
     done = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "crs_fidelity.py"), "--set", str(root), "--contexts", "5", *args],
         capture_output=True,
@@ -88,3 +96,66 @@ def test_the_apps_line_shows_the_figures_of_the_set_it_runs(quick_set, monkeypat
     # a set not measured says so, with no figure of another model
     monkeypatch.setattr(names, "SHIPPED_SMALL_ROOT", ROOT / "assets" / "models" / "small-v7")
     assert "not measured" in registry.small_recall_note("kbrd")
+
+
+def _fidelity_bench():
+    spec = importlib.util.spec_from_file_location("fidelity_bench", ROOT / "bench" / "crs_fidelity.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_an_interrupted_computation_goes_on_where_it_stopped(tmp_path):
+    """A full reading takes hours: what it computed is kept chunk by chunk, a line an interruption cut is dropped,
+    and the next run computes only the rest."""
+    bench = _fidelity_bench()
+    path = tmp_path / "kbrd-rankings.jsonl"
+    seen: list[int] = []
+
+    def stops_at_7(batch):
+        if 7 in batch:
+            raise KeyboardInterrupt
+        seen.extend(batch)
+        return [[n, n + 1] for n in batch]
+
+    with pytest.raises(KeyboardInterrupt):
+        bench.resumable(path, list(range(10)), stops_at_7, chunk=3)
+    assert seen == [0, 1, 2, 3, 4, 5] and len(path.read_text().splitlines()) == 6
+    with path.open("a") as f:
+        f.write('{"value": [6, ')  # cut by the interruption
+    seen.clear()
+    values, seconds, resumed = bench.resumable(
+        path, list(range(10)), lambda b: (seen.extend(b), [[n, n + 1] for n in b])[1], chunk=3
+    )
+    assert resumed == 6 and seen == [6, 7, 8, 9]
+    assert values == [[n, n + 1] for n in range(10)] and len(seconds) == 10
+    assert [json.loads(line)["value"] for line in path.read_text().splitlines()] == values
+
+
+def test_a_reading_stopped_midway_is_finished_by_the_same_command(quick_set, tmp_path):
+    """Rankings an interrupted reading of this set left are read back, not computed again; once recorded, the kept
+    work is gone, so --again reads the split afresh."""
+    import shutil
+
+    from crs_backends.neural.checkpoints import read_manifest, write_manifest
+
+    bench = _fidelity_bench()
+    built, data = quick_set
+    root = tmp_path / built.name
+    shutil.copytree(built, root)
+    write_manifest(root, redial_test=None, redial_test_readings=None)
+    test_file = data / "redial_eval" / "test_data_processed.jsonl"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("CRS_ARENA_CACHE", str(tmp_path / "cache"))
+        work = bench.reading_work_dir(root, test_file)
+    # what an interrupted run left: two rankings computed, its start noted
+    work.mkdir(parents=True)
+    marked = [[-1] * 50, [-2] * 50]  # not what the model ranks: seen in the reading only if it was read back
+    (work / "kbrd-rankings.jsonl").write_text("".join(json.dumps({"value": v, "seconds": 0.1}) + "\n" for v in marked))
+    (work / "runs.jsonl").write_text(json.dumps({"date": "2026-12-01 10:00", "load": 1.5}) + "\n")
+    out = _bench(root, data)
+    assert "2 read back from an interrupted run" in out and "going on with the reading begun 2026-12-01" in out
+    reading = read_manifest(root)["redial_test"]
+    assert reading["runs"][0] == "2026-12-01 10:00" and len(reading["runs"]) == 2
+    assert "at the start of each run" in reading["machine"]
+    assert not work.exists()
