@@ -25,7 +25,7 @@ from crs_backends import health, registry
 from crs_backends.registry import get_system
 from crs_backends.session import ChatSession, prepare_user_message
 from storage.battle_votes import DuplicateVote, battle_counts, get_battle, get_vote, save_battle, save_vote
-from storage.board_inputs import vote_tallies
+from storage.board_inputs import SET_MARK, vote_tallies
 from storage.conversations import get_conversation, has_system_turn, save_conversation, set_status
 from storage.db import close_thread_connections, get_db
 from storage.human_labels import mark_revealed
@@ -124,10 +124,25 @@ def choose_pair(db: Database, systems: list[str], rng: random.Random, *, rule: s
     if len(distinct) < 2:
         raise ValueError("a battle needs at least two systems")
     rule = rule or pairing_rule()
-    counts = battle_counts(db)
-    tallies = (
-        [(t["system_a"], t["system_b"], t["choice"], t["n"]) for t in vote_tallies(db)] if rule == "informative" else []
-    )
+    # the battles and votes of what runs now, as the board rates them: a small version's earlier set is another
+    # system (its votes never count for the set that runs; a side not answered yet is what runs now)
+    rated_as = {registry.board_id(s): s for s in distinct}
+
+    def now(system: str) -> str | None:
+        return rated_as.get(system, None if SET_MARK in system else system)
+
+    counts: dict[tuple[str, str], int] = {}
+    for pair, n in battle_counts(db).items():
+        x, y = now(pair[0]), now(pair[1])
+        if x is not None and y is not None:
+            key = (x, y) if x <= y else (y, x)
+            counts[key] = counts.get(key, 0) + n
+    tallies = []
+    if rule == "informative":
+        for t in vote_tallies(db):
+            x, y = now(t["system_a"]), now(t["system_b"])
+            if x is not None and y is not None:
+                tallies.append((x, y, t["choice"], t["n"]))
     a, b = draw_pair(distinct, counts, tallies, rng, rule=rule)
     return (a, b) if rng.random() < 0.5 else (b, a)
 

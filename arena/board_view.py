@@ -41,6 +41,7 @@ from arena.board_compute import (
 )
 from arena.request_kinds import LABELS as KIND_LABELS
 from evaluators.factors import FACTORS, LABELS
+from storage.board_inputs import SET_MARK
 from storage.stats import battle_domains
 
 DATASET_CHOICES = (*DATASETS, OTHER)  # the dataset filter's values besides "no filter"
@@ -105,6 +106,7 @@ def board_view(
             set_aside_line(board.fit),
             ties_line(board.fit),
             trust_line(board.fit, board.rows),
+            sets_line(board.rows),
             style_markdown(board.fit) if style else "",
         )
         if line
@@ -245,6 +247,20 @@ def style_markdown(fit: dict) -> str:
 
 def _signed(value: float | None, digits: int = 3) -> str:
     return "" if value is None else f"{value:+.{digits}f}"
+
+
+def sets_line(rows: list[dict]) -> str:
+    """Which set each small local version's row is (``kbrd_small@v8``), where the board has such rows: a set's votes
+    and scores count for its own row only (#72)."""
+    marked = sorted(r["system"] for r in rows if SET_MARK in r["system"])
+    if not marked:
+        return ""
+    names = ", ".join(f"`{_escaped(m)}`" for m in marked)
+    return (
+        f"**Small local versions by set**: {names}. A row `name@vN` is that system as set vN of the small local "
+        "versions answered; the votes and scores an earlier set earned stay on its own row and never count for a "
+        "newer set under the same name."
+    )
 
 
 def summary_line(rows: list[dict], scorer: str | None) -> str:

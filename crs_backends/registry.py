@@ -328,6 +328,18 @@ def ready_system_ids(*, db_path=None) -> list[str]:
     return ready
 
 
+def board_id(system_id: str) -> str:
+    """The id the answers of ``system_id`` (an id what runs answers under) are rated under now: a small local
+    version's with the set that runs (``kbrd_small@v8``; :func:`storage.board_inputs.board_system_sql` reads the
+    same from the turns it recorded), any other system's as it is."""
+    from crs_backends.neural import sources
+    from storage.board_inputs import SET_MARK
+
+    system = SYSTEM_OF_SMALL_ID.get(system_id)
+    source = sources.small_source(system) if system else None
+    return f"{system_id}{SET_MARK}{source.version}" if source is not None else system_id
+
+
 def _runs_as(system_id: str, db_path) -> str | None:
     """The id the neural ``system_id`` answers under now (``kbrd`` or ``kbrd_small``); None when nothing is there
     to run without a build."""

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 
 from sqlite_utils import Database
 
+from storage.board_inputs import board_system_sql
 from storage.db import write_transaction
 from storage.jsonutil import dumps, loads
 from storage.records import Battle, Vote, utc_now
@@ -106,11 +107,13 @@ def get_vote(db: Database, battle_id: str) -> Vote | None:
 
 def voted_battles(db: Database, *, domain: str | None = None, source: str | None = None) -> list[dict]:
     """Every voted battle, oldest vote first, as ``{battle_id, conversation_a, conversation_b, system_a, system_b,
-    choice, domain, created_at}``; ``domain``: battles of that domain only; ``source``: battles whose two
-    conversations both have that source (``arena``, ``crsarena``)."""
+    choice, domain, created_at}``, the sides as the board rates them (a small version with its set,
+    ``kbrd_small@v8``: :func:`storage.board_inputs.board_system_sql`); ``domain``: battles of that domain only;
+    ``source``: battles whose two conversations both have that source (``arena``, ``crsarena``)."""
+    a, b = board_system_sql("b.system_a", "b.conversation_a"), board_system_sql("b.system_b", "b.conversation_b")
     sql = (
-        "select v.battle_id, b.conversation_a, b.conversation_b, b.system_a, b.system_b, v.choice, b.domain, "
-        "v.created_at from votes v join battles b on b.id = v.battle_id"
+        f"select v.battle_id, b.conversation_a, b.conversation_b, {a} as system_a, {b} as system_b, v.choice, "
+        "b.domain, v.created_at from votes v join battles b on b.id = v.battle_id"
     )
     where: list[str] = []
     args: list = []
@@ -127,9 +130,11 @@ def voted_battles(db: Database, *, domain: str | None = None, source: str | None
 
 
 def battle_counts(db: Database) -> dict[tuple[str, str], int]:
-    """Number of battles per unordered system pair (keys sorted)."""
+    """Number of battles per unordered system pair (keys sorted), the sides as the board rates them
+    (:func:`storage.board_inputs.board_system_sql`)."""
     counts: dict[tuple[str, str], int] = {}
-    for r in db.query("select system_a, system_b, count(*) as n from battles group by 1, 2"):
+    a, b = board_system_sql("system_a", "conversation_a"), board_system_sql("system_b", "conversation_b")
+    for r in db.query(f"select {a} as system_a, {b} as system_b, count(*) as n from battles group by 1, 2"):
         key = tuple(sorted((r["system_a"], r["system_b"])))
         counts[key] = counts.get(key, 0) + r["n"]
     return counts

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 
 from sqlite_utils import Database
 
+from storage.board_inputs import board_system_sql
 from storage.jsonutil import dumps
 
 FINISHED = ("done", "partial")
@@ -39,7 +40,7 @@ def _latest_evaluations_sql(
     sql = f"""
         with ranked as (
             select e.id, e.conversation_id, e.scorer, e.overall, e.metrics, e.status,
-                   c.system_id, c.source, c.domain,
+                   {board_system_sql("c.system_id", "c.id")} as system_id, c.source, c.domain,
                    row_number() over (
                        partition by e.conversation_id order by e.created_at desc, e.rowid desc
                    ) as k
