@@ -121,10 +121,15 @@ class LlamaCppDecoder:
         *,
         end_ids: set[int],
         banned: Callable[[list[int]], list[int]] | None = None,
+        first_logits: list[np.ndarray] | None = None,
     ) -> list[int]:
-        """Greedy reply ids after the prompt and context (the end token excluded)."""
+        """Greedy reply ids after the prompt and context (the end token excluded). ``first_logits``: a list the
+        prefill's logits (the next token's, before any ban) are appended to, for a caller that reads more than the
+        reply from the same pass (the small UniCRS's option letters)."""
         with self.lock:
             n = self.prefill(vectors, ids)
+            if first_logits is not None:
+                first_logits.append(self.last_logits())
             new: list[int] = []
             for _ in range(max(0, min(max_new_tokens, self.n_ctx - n - 1))):
                 logits = self.last_logits()

@@ -329,6 +329,8 @@ class NeuralCRS(CRSSystem):
                 **self._identity_metadata(info),
                 "policy": self.policy,
                 "choice": choice.record() if choice is not None else None,
+                # where the option letters' logits came from (the small UniCRS: its reply's llama.cpp prefill)
+                **({"option_route": route} if (route := getattr(self.model, "option_route", "")) else {}),
                 "recommended": act == "recommend",
                 "act": act,
                 "entities": list(inp.entities),

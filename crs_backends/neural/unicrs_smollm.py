@@ -185,6 +185,9 @@ class UniCRSSmall(NeuralModel):
         if self.decoder not in DECODERS:
             raise ValueError(f"unknown decoder {self.decoder!r}; choose one of {', '.join(DECODERS)}")
         self._llama: Any = None  # the LlamaCppDecoder, started on the first reply; False once it failed
+        # the option letters' logits from the last llama.cpp reply's prefill, with what its input was made of
+        self._option_logits: tuple[tuple, torch.Tensor] | None = None
+        self.option_route = ""  # how the last option_scores got its logits (recorded with the turn)
         self.backbone = backbone
         self.lm = backbone.model
         self.tokenizer = backbone.tokenizer
@@ -340,6 +343,7 @@ class UniCRSSmall(NeuralModel):
     def invalidate(self) -> None:
         self._tables.clear()
         self._states_cache = None
+        self._option_logits = None
 
     def set_training(self, on: bool) -> None:
         for m in (self.rec_prompt, self.conv_prompt):
@@ -540,6 +544,7 @@ class UniCRSSmall(NeuralModel):
         """Greedy reply ids (the end token excluded): the conversation prompt and the context in one prefill, then one
         token a step with the KV cache, through :attr:`decoder` (``decoder`` overrides it for this call)."""
         limit = self.max_new_tokens if max_new_tokens is None else max_new_tokens
+        self._option_logits = None  # set again below where llama.cpp writes this reply
         prompt, pmask = self.prompts("conv", [self.entity_ids(inp.entities)], [self.text_ids(inp.context)])
         context = self.context_ids(inp.context)
         llama = self.llama_decoder() if (decoder or self.decoder) == "llamacpp" else None
@@ -547,8 +552,14 @@ class UniCRSSmall(NeuralModel):
             from crs_backends.neural.smollm_llamacpp import LlamaCppError
 
             vectors = prompt[0][pmask[0].bool()].float().cpu().numpy()
+            first: list = []
             try:
-                return llama.greedy(vectors, context, limit, end_ids=self.end_ids, banned=self._banned)
+                ids = llama.greedy(
+                    vectors, context, limit, end_ids=self.end_ids, banned=self._banned, first_logits=first
+                )
+                # the same pass scores the option letters (get_choice reads the reply's input: option_scores)
+                self._option_logits = (self._conv_key(inp), torch.from_numpy(first[0])) if first else None
+                return ids
             except LlamaCppError as e:  # this reply is written by torch instead
                 log.warning("small UniCRS: llama.cpp failed (%s); this reply is decoded with torch", e)
         embeds, mask, positions = self.assemble(prompt, pmask, [context])
@@ -601,17 +612,32 @@ class UniCRSSmall(NeuralModel):
     def fills_placeholder(self) -> bool:
         return True
 
+    def _conv_key(self, inp: ConvInput) -> tuple:
+        """What the reply's input is made of (the conversation prompt reads the entities and the text, the decoder
+        the context): two inputs with the same key give the same prefill."""
+        return (
+            tuple(self.entity_ids(inp.entities)),
+            tuple(self.text_ids(inp.context)),
+            tuple(self.context_ids(inp.context)),
+        )
+
     @torch.inference_mode()
     def option_scores(self, inp: ConvInput, options: list[str]) -> list[float]:
         """UniCRS's ``get_choice``: one new token from the reply's input (conversation prompt, context, assistant
-        header); the logit of each option letter's first token."""
+        header); the logit of each option letter's first token. The turn's reply was just written from that same
+        input (the policy asks for the reply first): where llama.cpp wrote it, its prefill's logits are read here
+        (one pass for both, item 9 of #72; :attr:`option_route` says which), else one torch prefill gives them."""
         if not options:
             raise ValueError("no options to choose from")
         with self._lock:
-            prompt, pmask = self.prompts("conv", [self.entity_ids(inp.entities)], [self.text_ids(inp.context)])
-            embeds, mask, positions = self.assemble(prompt, pmask, [self.context_ids(inp.context)])
-            hidden, _ = self.run(embeds, mask, positions)
-            logits = self.lm.lm_head(hidden[0, -1])
+            kept, self._option_logits = self._option_logits, None
+            if kept is not None and kept[0] == self._conv_key(inp):
+                logits, self.option_route = kept[1], "the reply's llama.cpp prefill"
+            else:
+                prompt, pmask = self.prompts("conv", [self.entity_ids(inp.entities)], [self.text_ids(inp.context)])
+                embeds, mask, positions = self.assemble(prompt, pmask, [self.context_ids(inp.context)])
+                hidden, _ = self.run(embeds, mask, positions)
+                logits, self.option_route = self.lm.lm_head(hidden[0, -1]), "a torch prefill"
         letters = [self.tokenizer(o, add_special_tokens=False)["input_ids"][0] for o in options]
         return [float(logits[t]) for t in letters]
 
