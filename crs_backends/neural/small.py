@@ -52,6 +52,7 @@ QUICK_SETTINGS: dict[str, dict] = {
     "unicrs": {"epochs": 1, "max_steps": 4, "batch_size": 8, "stage_steps": {"conv": 2}},
 }
 QUICK_RECORDS = 400
+QUICK_VALIDATION = 60  # validation records a trial's storage check ranks (the build ranks them all)
 DATASET_DIALOGUES = 0  # r5: people's conversations only (the replies are written by the models, #40)
 THREADS = int(os.environ.get("CRS_SMALL_THREADS", "0") or 0)  # 0: torch's default
 
@@ -257,9 +258,11 @@ def build(
         if fingerprint:
             backbones[system] = fingerprint
     storage = {}
+    # a trial (``limit``: --quick) measures on a few validation records, the build on all of them
+    validation = data.validation[:QUICK_VALIDATION] if limit else data.validation
     for system in systems:  # half precision where the validation figures do not move (the set stays under 150 MB)
         storage[system] = store_half(
-            root, system, DATASET, kg, data.validation, lambda s=system: model_class(s).load(root, DATASET, kg)
+            root, system, DATASET, kg, validation, lambda s=system: model_class(s).load(root, DATASET, kg)
         )
         log(
             f"{system}: stored as {storage[system]['dtype']} ({storage[system]['bytes'] / 1e6:.0f} MB; validation "
