@@ -10,9 +10,10 @@ again after an interruption). Each is then read on the validation conversations,
 - BLEU-2 (cased and lower-cased: MiniLM's vocabulary is uncased) of its greedy reply against the people's, the films
   the people named masked as the CRS papers mask them, and Distinct-2/3/4, at ``--contexts`` validation contexts;
 
-beside the people's own Distinct there. The budget to adopt is the one with the lowest validation loss unless a
-smaller one reads the same BLEU-2; the script prints the readings, the choice is made and recorded in
-:mod:`crs_backends.neural.recipes`.
+beside the people's own Distinct there. The budget to adopt is the one with the lowest validation loss (BLEU-2 on a
+few hundred replies moves by thousandths between budgets: too little to choose by); the script prints the readings,
+the choice is made and recorded in :mod:`crs_backends.neural.recipes`. A budget above the recipe's epochs is capped
+by them, as the build caps it.
 
     python bench/barcor_reply_budget.py [--steps 250,500,1000] [--contexts 300] [--threads 1]
 
