@@ -100,12 +100,13 @@ def main() -> int:
         model = BARCOR.create(data.kg, record_texts(data.records), size="small", seed=config.seed)
         t0 = time.monotonic()
         # as the build budgets it (barcor_training.train): the recipe's epochs, capped by the steps
+        steps = min(wanted_steps(len(examples), config), steps)
         stage = Stage(
             "conv",
             examples,
             partial(small_conv_loss, model),
             [model.conv_model],
-            min(wanted_steps(len(examples), config), steps),
+            steps,
             config.reply_rate,
             lengths=lengths,
         )

@@ -51,6 +51,12 @@ TRAIN_SETTINGS: dict[str, dict] = {
 # .037 / .204 / .404 (2026-11-30, float32)
 DATASET_SETTINGS: dict[str, dict] = {
     "kbrd": {"rec_clip": None},
+    # r15: BARCOR's reply decoder for the recipe's three epochs (1,869 steps of 32), no longer capped at 500. Read on
+    # the validation tenth by bench/barcor_reply_budget.py (2026-12-02, one thread beside UniCRS's training; rule fixed
+    # after reading 250 and 500 only: the lowest validation loss), loss on its 2,147 replies / BLEU-2 (uncased) /
+    # Distinct-2 at 300 contexts: 250 steps 3.534 / .007 (.011) / .173; 500 3.302 / .004 (.006) / .300; 1,000
+    # 3.117 / .015 (.022) / .430; 1,869 2.984 / .012 (.020) / .993 (people's Distinct-2 there 7.383): adopted
+    "barcor": {"max_steps": None},
     # r14: its prompts read UniCRS's windows (200 decoder tokens, 200 word pieces, 32 entities: its ReDial training
     # commands' context, prompt and entity lengths) at half r9's peak rate: R@1/10/50 .042 / .216 / .417 on the
     # validation tenth against r9's .037 / .208 / .403 (2026-11-30, bfloat16 at two threads; rule fixed before: adopt
@@ -71,8 +77,8 @@ DATASET_SETTINGS: dict[str, dict] = {
 # real conversations only, #40; r6: UniCRS's recommendation prompt an epoch; r7: BARCOR's recommender fine-tunes its
 # copy of the encoder's top two layers, UniCRS's recommendation prompt two epochs; r8: UniCRS's recommendation prompt
 # also a per-layer prefix; r9: UniCRS's items scored with its hidden state as it is; r14, named after its trial:
-# UniCRS's prompts read UniCRS's windows, trained at half the rate)
-DATASET_RECIPE = "r14"
+# UniCRS's prompts read UniCRS's windows, trained at half the rate; r15: BARCOR's reply decoder its three epochs)
+DATASET_RECIPE = "r15"
 
 
 def dataset_settings(system: str) -> dict:
