@@ -91,8 +91,10 @@ SHIPPED_SETS = Path(__file__).resolve().parents[2] / "assets" / "models"
 SMALL_BUILD_COMMAND = f"python -m crs_backends.neural.small build --out assets/models/{SMALL_SET}"
 
 
-def _manifest(root: Path) -> dict:
-    """A set's ``manifest.json`` as a dict ({} where it is missing, unreadable or not an object)."""
+def read_manifest_quietly(root: Path) -> dict:
+    """A set's ``manifest.json`` as a dict ({} where it is missing, unreadable or not an object): a broken manifest
+    must not hide the checkpoints beside it; loading them reports real problems. (storage.jsonutil.read_json_object
+    reads the same way; this module is a leaf, importing nothing of ours.)"""
     try:
         data = json.loads((Path(root) / "manifest.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -103,7 +105,7 @@ def _manifest(root: Path) -> dict:
 def set_dataset(root: Path) -> str:
     """The dataset a small set was trained on, as its manifest says (``redial``; small-v7's: ``bundled``); "" where
     the manifest says none."""
-    return str(_manifest(root).get("dataset") or "")
+    return str(read_manifest_quietly(root).get("dataset") or "")
 
 
 def _shipped_small_root() -> Path:
@@ -126,7 +128,7 @@ def small_models_dir() -> Path:
 
 def small_set_complete(root: Path) -> bool:
     """Whether ``root`` holds a whole small set (its manifest says complete, its KG is there)."""
-    data = _manifest(root)
+    data = read_manifest_quietly(root)
     dataset = data.get("dataset")
     return (
         data.get("complete") is True

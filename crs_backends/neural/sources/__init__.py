@@ -37,7 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from crs_backends.neural.checkpoints import part_dir, read_manifest
+from crs_backends.neural.checkpoints import part_dir
 from crs_backends.neural.datasets import find_dataset_dir, missing_message
 from crs_backends.neural.kg_reader import KG_FILES
 from crs_backends.neural.names import (
@@ -51,6 +51,7 @@ from crs_backends.neural.names import (
     SourceError,
     check_system,
     models_dir,
+    read_manifest_quietly,
     small_models_root,
 )
 from storage.jsonutil import read_json_object
@@ -115,13 +116,6 @@ class CheckpointSource:
         if manifest.get("size"):  # written by our trainer; the published sets carry no manifest
             return f"locally trained checkpoint ({manifest['size']} size, {', '.join(details)})"
         return f"published checkpoint ({', '.join(details)})"
-
-
-def read_manifest_quietly(root: Path) -> dict:
-    try:
-        return read_manifest(root)
-    except Exception:  # a broken manifest must not hide the checkpoints; loading reports real problems
-        return {}
 
 
 # ---------------------------------------------------------------------------------------------
