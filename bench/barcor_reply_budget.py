@@ -53,13 +53,13 @@ def main() -> int:
 
     from catalog.catalog import data_dir
     from crs_backends.neural.barcor import BARCOR
-    from crs_backends.neural.barcor_training import conv_examples, encode_contexts, small_conv_loss
+    from crs_backends.neural.barcor_training import conv_budget, conv_examples, encode_contexts, small_conv_loss
     from crs_backends.neural.engine import MOVIE_SLOT, TrainConfig
     from crs_backends.neural.evaluation import MOVIE, bleu, distinct_n, movie_masker
     from crs_backends.neural.names import SMALL_SEED, cache_dir
     from crs_backends.neural.recipes import dataset_settings
     from crs_backends.neural.train_command import load_train_data, record_texts
-    from crs_backends.neural.training import Stage, run_stages, wanted_steps
+    from crs_backends.neural.training import Stage, run_stages
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", default="250,500,1000", help="the budgets, in optimizer steps")
@@ -100,7 +100,7 @@ def main() -> int:
         model = BARCOR.create(data.kg, record_texts(data.records), size="small", seed=config.seed)
         t0 = time.monotonic()
         # as the build budgets it (barcor_training.train): the recipe's epochs, capped by the steps
-        steps = min(wanted_steps(len(examples), config), steps)
+        steps = conv_budget(len(examples), config)
         stage = Stage(
             "conv",
             examples,

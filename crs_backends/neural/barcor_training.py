@@ -131,6 +131,12 @@ def _example_length(example) -> int:
     return len(ids) + (len(target) if isinstance(target, list) else 0)
 
 
+def conv_budget(n_examples: int, config: TrainConfig) -> int:
+    """The small size's reply-decoder steps: the recipe's epochs over its ``n_examples``, capped by ``max_steps``
+    (None: no cap; 0: not trained here)."""
+    return min(wanted_steps(n_examples, config), 10**9 if config.max_steps is None else config.max_steps)
+
+
 def train(
     model: BARCOR,
     records: list[Record],
@@ -160,10 +166,7 @@ def train(
         conv_raw, rec_raw = conv_examples(model, records), rec_examples(model, records)
         # each part its own budget (max_steps 0: the decoder is not trained here, see crs_backends.neural.small: the
         # app's set takes the one trained on ReDial)
-        budget = {
-            "conv": min(wanted_steps(len(conv_raw), config), 10**9 if config.max_steps is None else config.max_steps),
-            "rec": wanted_steps(len(rec_raw), config),
-        }
+        budget = {"conv": conv_budget(len(conv_raw), config), "rec": wanted_steps(len(rec_raw), config)}
         if not budget["conv"]:
             conv_raw = []
         conv_keys = {tuple(ids) for ids, _ in conv_raw}
