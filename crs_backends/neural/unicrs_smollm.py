@@ -186,7 +186,7 @@ class UniCRSSmall(NeuralModel):
             raise ValueError(f"unknown decoder {self.decoder!r}; choose one of {', '.join(DECODERS)}")
         self._llama: Any = None  # the LlamaCppDecoder, started on the first reply; False once it failed
         # the option letters' logits from the last llama.cpp reply's prefill, with what its input was made of
-        self._option_logits: tuple[tuple, torch.Tensor] | None = None
+        self._option_logits: tuple[tuple[list[int], list[int], list[int]], torch.Tensor] | None = None
         self.option_route = ""  # how the last option_scores got its logits (recorded with the turn)
         self.backbone = backbone
         self.lm = backbone.model
@@ -545,8 +545,9 @@ class UniCRSSmall(NeuralModel):
         token a step with the KV cache, through :attr:`decoder` (``decoder`` overrides it for this call)."""
         limit = self.max_new_tokens if max_new_tokens is None else max_new_tokens
         self._option_logits = None  # set again below where llama.cpp writes this reply
-        prompt, pmask = self.prompts("conv", [self.entity_ids(inp.entities)], [self.text_ids(inp.context)])
-        context = self.context_ids(inp.context)
+        parts = self._conv_parts(inp)
+        entities, text, context = parts
+        prompt, pmask = self.prompts("conv", [entities], [text])
         llama = self.llama_decoder() if (decoder or self.decoder) == "llamacpp" else None
         if llama is not None:
             from crs_backends.neural.smollm_llamacpp import LlamaCppError
@@ -558,7 +559,7 @@ class UniCRSSmall(NeuralModel):
                     vectors, context, limit, end_ids=self.end_ids, banned=self._banned, first_logits=first
                 )
                 # the same pass scores the option letters (get_choice reads the reply's input: option_scores)
-                self._option_logits = (self._conv_key(inp), torch.from_numpy(first[0])) if first else None
+                self._option_logits = (parts, torch.from_numpy(first[0])) if first else None
                 return ids
             except LlamaCppError as e:  # this reply is written by torch instead
                 log.warning("small UniCRS: llama.cpp failed (%s); this reply is decoded with torch", e)
@@ -612,14 +613,10 @@ class UniCRSSmall(NeuralModel):
     def fills_placeholder(self) -> bool:
         return True
 
-    def _conv_key(self, inp: ConvInput) -> tuple:
-        """What the reply's input is made of (the conversation prompt reads the entities and the text, the decoder
-        the context): two inputs with the same key give the same prefill."""
-        return (
-            tuple(self.entity_ids(inp.entities)),
-            tuple(self.text_ids(inp.context)),
-            tuple(self.context_ids(inp.context)),
-        )
+    def _conv_parts(self, inp: ConvInput) -> tuple[list[int], list[int], list[int]]:
+        """What the reply's input is made of: the entities and the text the conversation prompt reads, the context
+        the decoder reads (two inputs with equal parts give the same prefill)."""
+        return self.entity_ids(inp.entities), self.text_ids(inp.context), self.context_ids(inp.context)
 
     @torch.inference_mode()
     def option_scores(self, inp: ConvInput, options: list[str]) -> list[float]:
@@ -631,11 +628,13 @@ class UniCRSSmall(NeuralModel):
             raise ValueError("no options to choose from")
         with self._lock:
             kept, self._option_logits = self._option_logits, None
-            if kept is not None and kept[0] == self._conv_key(inp):
+            parts = self._conv_parts(inp)
+            if kept is not None and kept[0] == parts:
                 logits, self.option_route = kept[1], "the reply's llama.cpp prefill"
             else:
-                prompt, pmask = self.prompts("conv", [self.entity_ids(inp.entities)], [self.text_ids(inp.context)])
-                embeds, mask, positions = self.assemble(prompt, pmask, [self.context_ids(inp.context)])
+                entities, text, context = parts
+                prompt, pmask = self.prompts("conv", [entities], [text])
+                embeds, mask, positions = self.assemble(prompt, pmask, [context])
                 hidden, _ = self.run(embeds, mask, positions)
                 logits, self.option_route = self.lm.lm_head(hidden[0, -1]), "a torch prefill"
         letters = [self.tokenizer(o, add_special_tokens=False)["input_ids"][0] for o in options]
