@@ -47,8 +47,8 @@ def store_half(root: Path, system: str, dataset: str, kg, validation: Sequence, 
     """Store ``system``'s weights in ``root`` as float16 if its validation Recall does not move; ``load()`` loads it
     from the set as the app does. Returns what was measured: the dtype kept, Recall@k both ways, the top-10 lists
     that changed, and the sizes in bytes."""
-    records = [r for r in validation if gold_items(r, kg)]
-    gold = [gold_items(r, kg) for r in records]
+    pairs = [(r, items) for r in validation if (items := gold_items(r, kg))]
+    records, gold = [r for r, _ in pairs], [items for _, items in pairs]
     files = weight_files(root, system, dataset)
     float32_bytes = sum(f.stat().st_size for f in files)
     with torch.no_grad():

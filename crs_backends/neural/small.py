@@ -261,13 +261,13 @@ def build(
     # a trial (``limit``: --quick) measures on a few validation records, the build on all of them
     validation = data.validation[:QUICK_VALIDATION] if limit else data.validation
     for system in systems:  # half precision where the validation figures do not move (the set stays under 150 MB)
-        storage[system] = store_half(
+        stored = storage[system] = store_half(
             root, system, DATASET, kg, validation, lambda s=system: model_class(s).load(root, DATASET, kg)
         )
         log(
-            f"{system}: stored as {storage[system]['dtype']} ({storage[system]['bytes'] / 1e6:.0f} MB; validation "
-            f"R@10 {storage[system]['recall_float32']['10']} in float32, {storage[system]['recall_float16']['10']} "
-            f"through float16, {storage[system]['top10_changed']} top-10 lists changed)"
+            f"{system}: stored as {stored['dtype']} ({stored['bytes'] / 1e6:.0f} MB; validation R@10 "
+            f"{stored['recall_float32']['10']} in float32, {stored['recall_float16']['10']} through float16, "
+            f"{stored['top10_changed']} top-10 lists changed)"
         )
     recipe = {s: {**dataset_settings(s), **(settings or {}).get(s, {})} for s in systems}
     write_manifest(
