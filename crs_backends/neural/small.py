@@ -410,13 +410,19 @@ def main(argv: list[str] | None = None, *, prog: str = "python -m crs_backends.n
     build_cmd.add_argument("--out", required=True, type=Path, help="directory to write (must not exist)")
     build_cmd.add_argument("--quick", action="store_true", help="a few steps on a few records: the wiring, minutes")
     build_cmd.add_argument("--quiet", action="store_true", help="no progress bar")
+    build_cmd.add_argument(
+        "--work",
+        type=Path,
+        help="where it trains and resumes from (default <cache>/build/<name>/train): a folder that outlives this "
+        "machine lets another one finish the build",
+    )
     sub.add_parser("info", help="which set runs and what it holds")
     args = parser.parse_args(argv)
     if args.command == "info":
         print(json.dumps(info(), indent=2))
         return 0
     if args.command == "build":
-        return _build_command(args.out, quick=args.quick, quiet=args.quiet)
+        return _build_command(args.out, quick=args.quick, quiet=args.quiet, work=args.work)
     if not args.force and small_models_root() is not None:
         print(f"small local versions present: {small_models_root()}")
         return 0
@@ -455,14 +461,15 @@ def command():
     return small
 
 
-def _build_command(out: Path, *, quick: bool, quiet: bool) -> int:
+def _build_command(out: Path, *, quick: bool, quiet: bool, work: Path | None = None) -> int:
     if out.exists():
         _say(f"ERROR: {out} exists; give a new directory (a set is never trained over another)")
         return 2
     command = f"python -m crs_backends.neural.small build --out {out}" + (" --quick" if quick else "")
     trial = {"settings": QUICK_SETTINGS, "limit": QUICK_RECORDS} if quick else {}
     # a quick build trains in a folder of its own: its few steps never resume into the real recipe's run
-    work = build_work_dir(f"{out.name}-quick") if quick else None
+    if work is None and quick:
+        work = build_work_dir(f"{out.name}-quick")
     try:
         summary = _build_in_place(
             out,

@@ -15,7 +15,9 @@ and the modules it trains; :func:`run_stage` does the rest the same way for all 
   ``<out>/.train/<system>_<stage>_<dataset>/trainer_state.pt``, written atomically every 50 steps or
   60 seconds and at the end of the stage;
 - resume: a readable state for the same modules continues where it stopped (a finished stage does
-  nothing); a damaged or foreign state is reported with a warning and the stage starts again from step 0.
+  nothing; a larger budget continues it); a damaged or foreign state is reported with a warning and the stage
+  starts again from step 0. A finished stage's state may come without its optimizer (``build-state/`` carries
+  them so, a third of the size): it loads, and a larger budget for it starts again.
 """
 
 from __future__ import annotations
@@ -156,8 +158,11 @@ def run_stage(
                 raise ValueError("the state belongs to another stage")
             for module, state in zip(stage.modules, saved["modules"]):
                 load_strict(module, state, source=path)  # checked before anything is copied
-            optimizer.load_state_dict(saved["optimizer"])
             step, history = int(saved["step"]), {k: list(v) for k, v in saved["losses"].items()}
+            if saved.get("optimizer") is not None:
+                optimizer.load_state_dict(saved["optimizer"])
+            elif step < stage.steps:
+                raise ValueError("an unfinished stage's state without its optimizer")
             torch.set_rng_state(saved["rng"])
             if torch.cuda.is_available() and saved.get("cuda_rng") is not None:
                 torch.cuda.set_rng_state_all(saved["cuda_rng"])
