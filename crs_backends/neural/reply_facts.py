@@ -16,11 +16,10 @@ from collections.abc import Iterable
 from catalog.catalog import Catalog
 
 MOVIE = "<movie>"
-# the slot tokens the small versions' tokenizers reserve (crs_backends.neural.tokenizer): ``<movie>``, which the
-# policy fills with the ranking, and four fact slots that no training reply writes and nothing fills: small-v8's KBRD
-# and BARCOR tokenizers were trained with them (its training began before #72 was read for them), so they stay until
-# the next set is trained; then the four go (four unused ids in a 4,000-token vocabulary, never a training target)
-SLOT_TOKENS = (MOVIE, "<genre>", "<director>", "<actor>", "<year>")
+# the slot token the small versions' tokenizers reserve (crs_backends.neural.tokenizer): ``<movie>``, which the
+# policy fills with the ranking (small-v7's tokenizers also carry four fact slots, <genre> <director> <actor> <year>,
+# that no training reply wrote and nothing filled; small-v8's were trained without them)
+SLOT_TOKENS = (MOVIE,)
 
 # how a genre reads in "a ___ film" (the synthetic dialogues use the same words)
 GENRE_ADJECTIVE = {

@@ -9,8 +9,8 @@ treats ours and theirs alike:
 - ``gpt2``: ``<|endoftext|>`` as bos/eos/unk, ``<pad>`` and ``<movie>`` added, no template
   (microsoft/DialoGPT-small after UniCRS adds its tokens).
 
-Every style also carries the small versions' slots (``<movie>``, ``<genre>``, ``<director>``, ``<actor>``,
-``<year>``, see :mod:`crs_backends.neural.reply_facts`) as single tokens that decoding keeps.
+Every style also carries the small versions' ``<movie>`` slot (:mod:`crs_backends.neural.reply_facts`) as a single
+token that decoding keeps.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def train_tokenizer(
         show_progress=False,
     )
     tok.train_from_iterator((t for t in texts if t), trainer=trainer)
-    # the small versions' slots stay one token each and survive decoding (they are not "special")
+    # the small versions' slot stays one token and survives decoding (it is not "special")
     tok.add_tokens([AddedToken(slot, special=False, normalized=False) for slot in SLOT_TOKENS if slot not in specials])
     if style == "gpt2":
         fast = PreTrainedTokenizerFast(
