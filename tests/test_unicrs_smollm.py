@@ -233,7 +233,7 @@ def test_the_decoder_computes_in_bfloat16_only_while_a_prompt_trains(model, name
             )
         finally:
             model.set_training(False)
-        model.recommend(inp, k=3)
+        model.recommend(inp, k=3, decoder="torch")  # an answer computed by the torch decoder
     assert seen == [torch.bfloat16, torch.float32, torch.float32, torch.float32]
     assert scores[True].dtype == scores[False].dtype == torch.float32
 

@@ -3,6 +3,15 @@ embeddings: llama.cpp's low-level API takes a batch of embedding vectors (``llam
 readily as a batch of tokens, so a turn is one embedding batch (the prompt vectors, positions 0 … P-1), one token
 batch (the chat-form context) and then one token a step, all in one KV cache.
 
+The recommendation prompt's per-layer key/value prefix (UniCRS's prefix: each prompt position is also a past key and
+value of every layer) has no input in llama.cpp's batch API. It enters through the sequence state instead
+(:meth:`LlamaCppDecoder.prefix_hidden`): ``llama_state_seq_get_data`` of P placeholder tokens gives the state's
+layout (P cells at positions 0 … P-1, then each layer's keys and values as float16 rows), the rows are overwritten
+with the prefix's and ``llama_state_seq_set_data`` puts it back, before the prompt vectors and the context decode from
+position P. Two facts of llama.cpp make the copy exact: its keys are stored after RoPE in the GGUF's own dimension
+order (:func:`key_layout`), and a query at position p + P sees a prefix key rotated by P as the torch decoder's query
+at p sees the unrotated one (the caller rotates them: :meth:`UniCRSSmall._llama_prefix`).
+
 The GGUF holds the same weights as the torch copy (that copy is the GGUF dequantized), but llama.cpp multiplies in
 its quantized formats, so logits differ a little from torch's: ``bench/unicrs_backends.py`` measures the latency of
 both routes and how far their tokens and rankings agree.
@@ -11,6 +20,7 @@ both routes and how far their tokens and rankings agree.
 from __future__ import annotations
 
 import ctypes
+import struct
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -18,7 +28,10 @@ from typing import Any
 
 import numpy as np
 
-N_CTX = 512  # prompt (≤ 12 vectors) + context (≤ 80 tokens) + reply (≤ 40): far below
+# the recommendation's per-layer prefix and prompt (each ≤ 60 positions) + context (≤ 200 tokens), or the conversation
+# prompt (≤ 40 vectors) + context + reply (≤ 40): below
+N_CTX = 512
+F16 = 1  # ggml's type id of float16, the KV cache's type
 
 
 # llama.cpp holds one log callback for the whole process and calls it from every later model load (the embedded
@@ -35,6 +48,67 @@ def _silence(llama_cpp: Any) -> None:
 
 class LlamaCppError(RuntimeError):
     """llama.cpp is missing or could not load / run the model."""
+
+
+def key_layout(keys: np.ndarray) -> np.ndarray:
+    """Keys (…, head width) from transformers' dimension order into the GGUF's: ``convert_hf_to_gguf.py`` permutes
+    each head's query and key rows of a Llama model (``LlamaModel.permute``) so that llama.cpp's RoPE rotates adjacent
+    pairs (2i, 2i + 1) where transformers' rotates (i, i + width/2)."""
+    width = keys.shape[-1]
+    return keys.reshape(*keys.shape[:-1], 2, width // 2).swapaxes(-1, -2).reshape(keys.shape)
+
+
+class StateLayout:
+    """Where a sequence state of ``cells`` cells, as ``llama_state_seq_get_data`` writes it, holds each layer's keys
+    and values: the state's bytes and the offsets of those float16 rows. Built from a real state (placeholder tokens),
+    so that nothing of the format but what is checked here is assumed: one stream, ``cells`` cells, keys and values
+    of type float16 with rows of ``row`` bytes, the values untransposed. Anything else raises LlamaCppError (another
+    llama.cpp version: the caller ranks with torch)."""
+
+    def __init__(self, blob: bytes, cells: int, row: int):
+        self.blob = bytearray(blob)
+        self.cells, self.row = cells, row
+        try:
+            self.keys, self.values = self._parse()
+        except struct.error as e:
+            raise LlamaCppError(f"the sequence state is shorter than its layout says ({e})") from None
+
+    def _parse(self) -> tuple[list[int], list[int]]:
+        b, off = self.blob, 8  # a constant 8-byte word, then the KV cache's part
+        streams, cells = struct.unpack_from("<II", b, off)
+        off += 8
+        if streams != 1 or cells != self.cells:
+            raise LlamaCppError(f"unexpected sequence state: {streams} streams of {cells} cells, not 1 of {self.cells}")
+        for _ in range(cells):
+            _pos, n_seq = struct.unpack_from("<iI", b, off)
+            off += 8 + 4 * n_seq
+        transposed, layers = struct.unpack_from("<II", b, off)
+        off += 8
+        if transposed:
+            raise LlamaCppError("the sequence state stores its values transposed")
+        offsets: list[list[int]] = [[], []]
+        for part in offsets:  # every layer's keys, then every layer's values
+            for _ in range(layers):
+                kind, row = struct.unpack_from("<iQ", b, off)
+                off += 12
+                if kind != F16 or row != self.row:
+                    raise LlamaCppError(f"unexpected KV rows: type {kind}, {row} bytes (float16, {self.row} expected)")
+                part.append(off)
+                off += cells * row
+        if off != len(b):
+            raise LlamaCppError(f"the sequence state has {len(b) - off} bytes more than its layout")
+        return offsets[0], offsets[1]
+
+    def filled(self, keys: np.ndarray, values: np.ndarray) -> bytearray:
+        """The state with ``keys``/``values`` (layers, cells, row/2) in place of the placeholders' (float16)."""
+        shape = (len(self.keys), self.cells, self.row // 2)
+        if keys.shape != shape or values.shape != shape:
+            raise LlamaCppError(f"a prefix of shape {keys.shape} / {values.shape} for a state of {shape}")
+        for offsets, rows in ((self.keys, keys), (self.values, values)):
+            data = np.ascontiguousarray(rows, dtype=np.float16)
+            for layer, off in enumerate(offsets):
+                self.blob[off : off + self.cells * self.row] = data[layer].tobytes()
+        return self.blob
 
 
 class LlamaCppDecoder:
@@ -68,6 +142,7 @@ class LlamaCppDecoder:
         self._embd_batch = llama_cpp.llama_batch_init(n_ctx, n_embd, 1)
         self._token_batch = llama_cpp.llama_batch_init(n_ctx, 0, 1)
         self._embeddings = False
+        self._layouts: dict[int, StateLayout] = {}  # a per-layer prefix's state layout, by its length
 
     # ---- steps ----
     def _set_embeddings(self, on: bool) -> None:
@@ -85,20 +160,62 @@ class LlamaCppDecoder:
         if self.L.llama_decode(self.ctx, batch) != 0:
             raise LlamaCppError("llama_decode failed")
 
-    def prefill(self, vectors: np.ndarray, ids: list[int], *, hidden: bool = False) -> int:
-        """A fresh sequence: the prompt ``vectors`` (P, n_embd) as embeddings, then the context ``ids``; returns the
-        length. ``hidden``: the output is the final hidden state (:meth:`last_hidden`) instead of logits."""
-        if len(vectors) + len(ids) >= self.n_ctx:
-            raise LlamaCppError(f"{len(vectors)} prompt vectors + {len(ids)} tokens exceed the context ({self.n_ctx})")
-        self.L.llama_memory_clear(self.L.llama_get_memory(self.ctx), True)
+    def prefill(self, vectors: np.ndarray, ids: list[int], *, hidden: bool = False, start: int = 0) -> int:
+        """The prompt ``vectors`` (P, n_embd) as embeddings, then the context ``ids``, from position ``start`` (0: a
+        fresh sequence; else after the cells a prefix put there); returns the length. ``hidden``: the output is the
+        final hidden state (:meth:`last_hidden`) instead of logits."""
+        if start + len(vectors) + len(ids) >= self.n_ctx:
+            raise LlamaCppError(
+                f"{start} prefix cells + {len(vectors)} prompt vectors + {len(ids)} tokens exceed the context "
+                f"({self.n_ctx})"
+            )
+        if not start:
+            self.L.llama_memory_clear(self.L.llama_get_memory(self.ctx), True)
         self._set_embeddings(hidden)
         flat = np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1)
         ctypes.memmove(self._embd_batch.embd, flat.ctypes.data, flat.nbytes)
-        self._decode(self._embd_batch, len(vectors), 0)
+        self._decode(self._embd_batch, len(vectors), start)
         for i, t in enumerate(ids):
             self._token_batch.token[i] = t
-        self._decode(self._token_batch, len(ids), len(vectors))
-        return len(vectors) + len(ids)
+        self._decode(self._token_batch, len(ids), start + len(vectors))
+        return start + len(vectors) + len(ids)
+
+    def _layout(self, cells: int, row: int) -> StateLayout:
+        """The state layout of ``cells`` prefix cells (read once per length from ``cells`` placeholder tokens)."""
+        layout = self._layouts.get(cells)
+        if layout is None:
+            if cells >= self.n_ctx:
+                raise LlamaCppError(f"a prefix of {cells} positions exceeds the context ({self.n_ctx})")
+            self.L.llama_memory_clear(self.L.llama_get_memory(self.ctx), True)
+            for i in range(cells):
+                self._token_batch.token[i] = 0
+            self._decode(self._token_batch, cells, 0)
+            size = int(self.L.llama_state_seq_get_size(self.ctx, 0))
+            buf = (ctypes.c_uint8 * size)()
+            if self.L.llama_state_seq_get_data(self.ctx, buf, size, 0) != size:
+                raise LlamaCppError("llama_state_seq_get_data failed")
+            layout = self._layouts[cells] = StateLayout(bytes(buf), cells, row)
+        return layout
+
+    def prefix_hidden(self, keys: np.ndarray, values: np.ndarray, vectors: np.ndarray, ids: list[int]) -> np.ndarray:
+        """The final hidden state at the last position of: a per-layer key/value prefix at positions 0 … P-1 (``keys``
+        and ``values``: (layers, P, KV heads × head width); the keys in the GGUF's order, :func:`key_layout`, and
+        rotated as RoPE rotates position P), then the prompt ``vectors`` and the context ``ids`` from position P."""
+        with self.lock:
+            cells = int(keys.shape[1])
+            blob = self._layout(cells, int(keys.shape[2]) * 2).filled(keys, values)
+            self.L.llama_memory_clear(self.L.llama_get_memory(self.ctx), True)
+            src = (ctypes.c_uint8 * len(blob)).from_buffer(blob)
+            if not self.L.llama_state_seq_set_data(self.ctx, src, len(blob), 0):
+                raise LlamaCppError("llama_state_seq_set_data refused the prefix")
+            self.prefill(vectors, ids, hidden=True, start=cells)
+            return self.last_hidden()
+
+    def hidden(self, vectors: np.ndarray, ids: list[int]) -> np.ndarray:
+        """The final hidden state at the last position of the prompt ``vectors`` then the context ``ids``."""
+        with self.lock:
+            self.prefill(vectors, ids, hidden=True)
+            return self.last_hidden()
 
     def step(self, token: int, position: int) -> None:
         self._token_batch.token[0] = token

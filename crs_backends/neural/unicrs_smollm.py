@@ -68,8 +68,10 @@ never quiet: load about 3 from a training run beside it): a 30-token turn took 0
 thread) against 2.45 s through torch (one thread), and 1.54 s against 12.7 s with torch at two threads; the first
 reply token agreed in 7 of 8 turns, 20 of 30 leading tokens (median), and the top-10 items from llama.cpp's hidden
 state overlapped torch's by 0.96 (the GGUF multiplies in its quantized formats; the torch copy is its dequantized
-weights, random prompt modules). Recommendation and the option letters are one prefill each and stay in torch (the
-ranking is then exactly what training optimised). Training is torch only.
+weights, random prompt modules). The ranking runs on the same decoder: through llama.cpp the recommendation prompt's
+per-layer prefix enters its KV cache through the sequence state (:meth:`UniCRSSmall._llama_prefix`,
+:meth:`LlamaCppDecoder.prefix_hidden`), and each turn records which decoder ranked (``rank_route``). The option letters
+are read from the reply's llama.cpp prefill (:meth:`UniCRSSmall.option_scores`). Training is torch only.
 
 Saved layout (:meth:`UniCRSSmall.save`): ``unicrs_rec_<ds>/model.pt`` and ``unicrs_conv_<ds>/model.pt`` (the two
 :class:`SoftPrompt` state dicts, no edge tensors, loaded strictly) and ``unicrs_conv_<ds>/smollm.json`` (the
@@ -88,6 +90,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -188,6 +191,7 @@ class UniCRSSmall(NeuralModel):
         # the option letters' logits from the last llama.cpp reply's prefill, with what its input was made of
         self._option_logits: tuple[tuple[list[int], list[int], list[int]], torch.Tensor] | None = None
         self.option_route = ""  # how the last option_scores got its logits (recorded with the turn)
+        self.rank_route = ""  # which decoder ran the last ranking (recorded with the turn)
         self.backbone = backbone
         self.lm = backbone.model
         self.tokenizer = backbone.tokenizer
@@ -497,22 +501,78 @@ class UniCRSSmall(NeuralModel):
         query = self.rec_prompt.query(hidden[:, -1])
         return query @ table[self.item_ids].T
 
-    @torch.inference_mode()
-    def item_scores(self, inp: ConvInput) -> torch.Tensor:
-        return self.rec_scores(
-            [self.entity_ids(inp.entities)], [self.text_ids(inp.context)], [self.context_ids(inp.context)]
-        )[0]
+    def _llama_prefix(self, prompt: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+        """The recommendation prompt's per-layer prefix of one row's real prompt positions (P, hidden) as llama.cpp's
+        sequence state holds it (:meth:`LlamaCppDecoder.prefix_hidden`): each (layers, P, KV heads × head width), the
+        keys rotated as RoPE rotates position P and in the GGUF's dimension order. llama.cpp's prompt then starts at
+        position P, and its query at p + P meets a key rotated by P as the torch decoder's query at p meets the
+        unrotated key: R(p + P)ᵀ R(P) = R(p)ᵀ."""
+        from crs_backends.neural.smollm_llamacpp import key_layout
 
-    def recommend(self, inp: ConvInput, k: int = TOP_K) -> list[tuple[int, float]]:
+        keys, values = self.rec_prompt.prefix_kv(prompt[None])  # (layers, 1, KV heads, P, head width)
+        n_layer, _, n_kv, p, width = keys.shape
+        cos, sin = self.lm.model.rotary_emb(keys[0], torch.full((1, p), p, device=keys.device))  # (1, P, width)
+        half = width // 2
+        keys = keys * cos + torch.cat([-keys[..., half:], keys[..., :half]], dim=-1) * sin  # transformers' RoPE
+        rows = (n_layer, p, n_kv * width)
+        return (
+            key_layout(keys[:, 0].permute(0, 2, 1, 3).float().cpu().numpy()).reshape(rows),
+            values[:, 0].permute(0, 2, 1, 3).float().cpu().numpy().reshape(rows),
+        )
+
+    def _llama_rec_hidden(self, prompt: torch.Tensor, pmask: torch.Tensor, context: list[int]) -> torch.Tensor | None:
+        """The decoder's final hidden state under the recommendation prompt, one row, computed by llama.cpp (the
+        per-layer prefix through the sequence state); None where llama.cpp cannot run it (torch then ranks)."""
+        llama = self.llama_decoder()
+        if llama is None:
+            return None
+        from crs_backends.neural.smollm_llamacpp import LlamaCppError
+
+        real = prompt[0][pmask[0].bool()]
+        vectors = real.float().cpu().numpy()
+        try:
+            if self.rec_prompt.layer_prefix is None:
+                hidden = llama.hidden(vectors, context)
+            else:
+                keys, values = self._llama_prefix(real)
+                hidden = llama.prefix_hidden(keys, values, vectors, context)
+        except LlamaCppError as e:
+            log.warning("small UniCRS: llama.cpp failed to rank (%s); this ranking runs in torch", e)
+            return None
+        return torch.from_numpy(hidden).to(self.device)
+
+    @torch.inference_mode()
+    def item_scores(self, inp: ConvInput, *, decoder: str | None = None) -> torch.Tensor:
+        """The items' scores for ``inp``, through :attr:`decoder` (``decoder`` overrides it for this call; llama.cpp
+        falls back to torch); :attr:`rank_route` says which ran."""
+        entities, text, context = (
+            [self.entity_ids(inp.entities)],
+            [self.text_ids(inp.context)],
+            [self.context_ids(inp.context)],
+        )
+        if (decoder or self.decoder) == "llamacpp":
+            table = self.table("rec")
+            prompt, pmask = self.prompts("rec", entities, text, table)
+            hidden = self._llama_rec_hidden(prompt, pmask, context[0])
+            if hidden is not None:
+                self.rank_route = "llama.cpp"
+                return self.rec_prompt.query(hidden[None])[0] @ table[self.item_ids].T
+        self.rank_route = "torch"
+        return self.rec_scores(entities, text, context)[0]
+
+    def recommend(self, inp: ConvInput, k: int = TOP_K, *, decoder: str | None = None) -> list[tuple[int, float]]:
         with self._lock:
-            scores = self.item_scores(inp)
+            scores = self.item_scores(inp, decoder=decoder)
         return top_items(scores, self.item_ids, k)
 
     def recommend_many(
-        self, inps: list[ConvInput], k: int = TOP_K, batch_size: int = 16
+        self, inps: list[ConvInput], k: int = TOP_K, batch_size: int = 16, *, decoder: str | None = None
     ) -> list[list[tuple[int, float]]]:
-        """:meth:`recommend` of each input, ``batch_size`` at a time (left-padded; positions count from each row's
-        first real position, so a row's scores are those it gets alone, up to float rounding)."""
+        """:meth:`recommend` of each input: one by one where llama.cpp ranks (:attr:`decoder`, or ``decoder``), else
+        in torch ``batch_size`` at a time (left-padded; positions count from each row's first real position, so a
+        row's scores are those it gets alone, up to float rounding)."""
+        if (decoder or self.decoder) == "llamacpp" and self.llama_decoder() is not None:
+            return [self.recommend(i, k, decoder="llamacpp") for i in inps]
         out: list[list[tuple[int, float]]] = []
         for start in range(0, len(inps), batch_size):
             chunk = inps[start : start + batch_size]

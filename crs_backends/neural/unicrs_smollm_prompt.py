@@ -88,19 +88,26 @@ class SoftPrompt(KGTokenParts):
             return hidden
         return self.hidden_proj((hidden - self.hidden_mean) / self.hidden_std)
 
-    def prefix_cache(self, prompt: torch.Tensor) -> Any:
-        """The per-layer keys and values of the prompt vectors (batch, positions, hidden) as the decoder's past: a
-        cache whose every layer holds (batch, KV heads, positions, head width)."""
+    def prefix_kv(self, prompt: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The per-layer keys and values of the prompt vectors (batch, positions, hidden): two tensors of (layers,
+        batch, KV heads, positions, head width), the keys as attention reads them (no RoPE: a past key is not
+        rotated again)."""
         if self.layer_prefix is None:
             raise ValueError("this prompt has no per-layer prefix")
-        from transformers import DynamicCache
-
         n_layer, n_kv, head_dim = self.layer_prefix
         b, p = prompt.shape[:2]
         kv = self.layer_kv(prompt).view(b, p, n_layer, 2, n_kv, head_dim).permute(2, 3, 0, 4, 1, 5)
+        return kv[:, 0], kv[:, 1]
+
+    def prefix_cache(self, prompt: torch.Tensor) -> Any:
+        """:meth:`prefix_kv` as the torch decoder's past: a cache whose every layer holds (batch, KV heads, positions,
+        head width)."""
+        from transformers import DynamicCache
+
+        keys, values = self.prefix_kv(prompt)
         cache = DynamicCache()
-        for layer in range(n_layer):
-            cache.update(kv[layer, 0], kv[layer, 1], layer)
+        for layer in range(keys.shape[0]):
+            cache.update(keys[layer], values[layer], layer)
         return cache
 
     def entity_table(self) -> torch.Tensor:
