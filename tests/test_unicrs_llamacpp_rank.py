@@ -1,7 +1,8 @@
 """The small UniCRS ranks through llama.cpp (#72, item 9): its recommendation prompt's per-layer key/value prefix
 enters llama.cpp's KV cache through the sequence state (keys rotated for the shifted positions, in the GGUF's
 dimension order), and the final hidden state llama.cpp computes is the one torch computes, up to llama.cpp's
-quantized products. Where llama.cpp cannot run it, torch ranks; each ranking says which decoder ran it."""
+quantized products. Torch ranks unless llama.cpp is chosen (it measured slower) and wherever llama.cpp cannot run
+it; each ranking says which decoder ran it."""
 
 from __future__ import annotations
 
@@ -80,10 +81,11 @@ def test_keys_not_rotated_for_their_shifted_positions_are_read_differently(model
 
 def test_a_ranking_says_which_decoder_ran_it_and_torch_ranks_where_llama_cpp_fails(model, monkeypatch):
     inp = INPUTS[0]
+    through_torch = model.item_scores(inp)  # torch ranks unless CRS_UNICRS_SMALL_RANKER says llamacpp
+    assert model.rank_route == "torch"
+    monkeypatch.setattr(model, "ranker", "llamacpp")
     through_llama = model.item_scores(inp)
     assert model.rank_route == "llama.cpp"
-    through_torch = model.item_scores(inp, decoder="torch")
-    assert model.rank_route == "torch"
     assert float(np.corrcoef(through_llama.numpy(), through_torch.numpy())[0, 1]) > 0.9
 
     def fails(*args, **kwargs):

@@ -68,9 +68,10 @@ never quiet: load about 3 from a training run beside it): a 30-token turn took 0
 thread) against 2.45 s through torch (one thread), and 1.54 s against 12.7 s with torch at two threads; the first
 reply token agreed in 7 of 8 turns, 20 of 30 leading tokens (median), and the top-10 items from llama.cpp's hidden
 state overlapped torch's by 0.96 (the GGUF multiplies in its quantized formats; the torch copy is its dequantized
-weights, random prompt modules). The ranking runs on the same decoder: through llama.cpp the recommendation prompt's
-per-layer prefix enters its KV cache through the sequence state (:meth:`UniCRSSmall._llama_prefix`,
-:meth:`LlamaCppDecoder.prefix_hidden`), and each turn records which decoder ranked (``rank_route``). The option letters
+weights, random prompt modules). The ranking can run on either decoder: through llama.cpp the recommendation
+prompt's per-layer prefix enters its KV cache through the sequence state (:meth:`UniCRSSmall._llama_prefix`,
+:meth:`LlamaCppDecoder.prefix_hidden`); torch ranks faster (:data:`DEFAULT_RANKER`), and each turn records which
+decoder ranked (``rank_route``). The option letters
 are read from the reply's llama.cpp prefill (:meth:`UniCRSSmall.option_scores`). Training is torch only.
 
 Saved layout (:meth:`UniCRSSmall.save`): ``unicrs_rec_<ds>/model.pt`` and ``unicrs_conv_<ds>/model.pt`` (the two
@@ -134,6 +135,14 @@ log = logging.getLogger(__name__)
 DECODERS = ("llamacpp", "torch")
 DECODER_ENV = "CRS_UNICRS_SMALL_DECODER"
 DEFAULT_DECODER = "llamacpp"
+# which decoder ranks the items: "torch" (the dequantized copy) or "llamacpp" (the per-layer prefix through llama.cpp's
+# sequence state). Measured 2026-12-02 (bench/unicrs_backends.py and a split of its ranking, two cores, a training run
+# paused, random prompt modules, 21 prompt positions and 80 context tokens): torch 0.43-0.46 s on one thread and
+# 0.32-0.44 s on two; llama.cpp 0.71-0.92 s on one thread and 0.47 s on two (its Q4_1 products are slower than
+# torch's float32 ones over a whole prompt; they win token by token, in the reply). Torch ranks; CRS_UNICRS_SMALL_RANKER
+# chooses llama.cpp, and each turn records which ran (rank_route)
+RANKER_ENV = "CRS_UNICRS_SMALL_RANKER"
+DEFAULT_RANKER = "torch"
 # llama.cpp's threads for a reply. One: its worker threads spin while they wait, so two threads on a 2-core machine
 # busy with anything else (another model's turn, a training run) were far slower than one (2026-11-27, 2 cores, load
 # about 3: a 30-token turn took 0.7-0.9 s with one thread, 3.9 to 20 s with two; torch's took 2.2-2.5 s with one)
@@ -187,6 +196,9 @@ class UniCRSSmall(NeuralModel):
         self.decoder = decoder or os.environ.get(DECODER_ENV) or DEFAULT_DECODER
         if self.decoder not in DECODERS:
             raise ValueError(f"unknown decoder {self.decoder!r}; choose one of {', '.join(DECODERS)}")
+        self.ranker = os.environ.get(RANKER_ENV) or DEFAULT_RANKER
+        if self.ranker not in DECODERS:
+            raise ValueError(f"unknown {RANKER_ENV} {self.ranker!r}; choose one of {', '.join(DECODERS)}")
         self._llama: Any = None  # the LlamaCppDecoder, started on the first reply; False once it failed
         # the option letters' logits from the last llama.cpp reply's prefill, with what its input was made of
         self._option_logits: tuple[tuple[list[int], list[int], list[int]], torch.Tensor] | None = None
@@ -543,14 +555,14 @@ class UniCRSSmall(NeuralModel):
 
     @torch.inference_mode()
     def item_scores(self, inp: ConvInput, *, decoder: str | None = None) -> torch.Tensor:
-        """The items' scores for ``inp``, through :attr:`decoder` (``decoder`` overrides it for this call; llama.cpp
+        """The items' scores for ``inp``, through :attr:`ranker` (``decoder`` overrides it for this call; llama.cpp
         falls back to torch); :attr:`rank_route` says which ran."""
         entities, text, context = (
             [self.entity_ids(inp.entities)],
             [self.text_ids(inp.context)],
             [self.context_ids(inp.context)],
         )
-        if (decoder or self.decoder) == "llamacpp":
+        if (decoder or self.ranker) == "llamacpp":
             table = self.table("rec")
             prompt, pmask = self.prompts("rec", entities, text, table)
             hidden = self._llama_rec_hidden(prompt, pmask, context[0])
@@ -568,11 +580,12 @@ class UniCRSSmall(NeuralModel):
     def recommend_many(
         self, inps: list[ConvInput], k: int = TOP_K, batch_size: int = 16, *, decoder: str | None = None
     ) -> list[list[tuple[int, float]]]:
-        """:meth:`recommend` of each input: one by one where llama.cpp ranks (:attr:`decoder`, or ``decoder``), else
+        """:meth:`recommend` of each input: one by one where llama.cpp ranks (:attr:`ranker`, or ``decoder``), else
         in torch ``batch_size`` at a time (left-padded; positions count from each row's first real position, so a
         row's scores are those it gets alone, up to float rounding)."""
-        if (decoder or self.decoder) == "llamacpp" and self.llama_decoder() is not None:
+        if (decoder or self.ranker) == "llamacpp" and self.llama_decoder() is not None:
             return [self.recommend(i, k, decoder="llamacpp") for i in inps]
+        self.rank_route = "torch"
         out: list[list[tuple[int, float]]] = []
         for start in range(0, len(inps), batch_size):
             chunk = inps[start : start + batch_size]
