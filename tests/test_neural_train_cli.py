@@ -244,7 +244,9 @@ def test_an_interrupted_build_serves_nothing_and_resumes(tiny_data, tmp_path, mo
     rec_steps = small.trained_stages(work, ["kbrd"], "redial")["kbrd"]["rec"]["steps"]
     monkeypatch.setattr(small, "_progress_for", lambda *a: lambda system: None)
     assert small.main(command) == 0
-    assert read_manifest(out)["stages"]["kbrd"]["rec"]["steps"] == rec_steps  # not trained again
+    stages = read_manifest(out)["stages"]["kbrd"]
+    assert stages["rec"]["steps"] == rec_steps  # not trained again
+    assert stages["rec"]["devices"] == stages["conv"]["devices"] == ["cpu"]  # where the steps ran
     assert not small.build_work_dir("small-v98-quick").exists()
 
 

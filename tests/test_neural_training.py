@@ -75,7 +75,7 @@ def test_stages_resume_from_the_saved_step_and_a_finished_stage_does_nothing(tmp
         after = float(stage.loss(stage.examples))
     assert steps == 12 and len(losses["fit"]) == 12 and after < before
     saved = torch.load(state_path(tmp_path, "toy", "fit", "ds"), weights_only=False)
-    assert saved["step"] == 12 and saved["stage"] == "fit"
+    assert saved["step"] == 12 and saved["stage"] == "fit" and saved["devices"] == ["cpu"]
     again = nn.Linear(2, 1)
     steps, losses = run_stages("toy", "ds", tmp_path, [_stage(again, 12)], config)
     assert steps == 0 and len(losses["fit"]) == 12

@@ -55,6 +55,16 @@ QUICK_RECORDS = 400
 QUICK_VALIDATION = 60  # validation records a trial's storage check ranks (the build ranks them all)
 DATASET_DIALOGUES = 0  # r5: people's conversations only (the replies are written by the models, #40)
 THREADS = int(os.environ.get("CRS_SMALL_THREADS", "0") or 0)  # 0: torch's default
+# where the build trains: CRS_SMALL_DEVICE, else a GPU where torch sees one (a lent GPU trains UniCRS's 2,668
+# recommendation steps in minutes, where two CPU cores take hours), else the CPU; the training state resumes on either
+DEVICE_ENV = "CRS_SMALL_DEVICE"
+
+
+def train_device() -> str:
+    import torch
+
+    return os.environ.get(DEVICE_ENV) or ("cuda" if torch.cuda.is_available() else "cpu")
+
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
 
@@ -331,6 +341,7 @@ def trained_stages(work: Path, systems, dataset: str) -> dict[str, dict[str, dic
                 losses = {k: v for k, v in (state.get("losses") or {}).items() if v}
                 out.setdefault(system, {})[stage] = {
                     "steps": int(state["step"]),
+                    **({"devices": list(state["devices"])} if state.get("devices") else {}),
                     **{name: {"first": _mean(v[:10]), "last": _mean(v[-10:])} for name, v in losses.items()},
                 }
     return out
@@ -372,6 +383,7 @@ def train_on_dataset(
         config = TrainConfig(
             size="small",
             seed=SEED,
+            device=train_device(),
             resume=not retrain,
             progress=progress is not None,
             **{**dataset_settings(system), **(settings or {}).get(system, {})},

@@ -11,7 +11,7 @@ and the modules it trains; :func:`run_stage` does the rest the same way for all 
   stage's last step (:func:`lr_factor`), the gradient norm clipped at the stage's ``clip`` (1.0 unless the stage
   says otherwise; KBRD's recommender: ``TrainConfig.rec_clip``), one loss value logged per step (named parts
   logged separately);
-- the state (trained modules, optimizer, step, losses, torch RNG) in
+- the state (trained modules, optimizer, step, losses, torch RNG, the devices its steps ran on) in
   ``<out>/.train/<system>_<stage>_<dataset>/trainer_state.pt``, written atomically every 50 steps or
   60 seconds and at the end of the stage;
 - resume: a readable state for the same modules continues where it stopped (a finished stage does
@@ -149,6 +149,7 @@ def run_stage(
 
     optimizer = new_optimizer()
     step, history = 0, {}
+    devices: list[str] = []
     resumed = False
     if config.resume and path.exists():
         before = [{k: v.clone() for k, v in s.items()} for s in _states(stage.modules)]  # if loading fails half-way
@@ -159,6 +160,7 @@ def run_stage(
             for module, state in zip(stage.modules, saved["modules"]):
                 load_strict(module, state, source=path)  # checked before anything is copied
             step, history = int(saved["step"]), {k: list(v) for k, v in saved["losses"].items()}
+            devices = [str(d) for d in saved.get("devices") or []]
             if saved.get("optimizer") is not None:
                 optimizer.load_state_dict(saved["optimizer"])
             elif step < stage.steps:
@@ -175,7 +177,7 @@ def run_stage(
             for module, state in zip(stage.modules, before):
                 module.load_state_dict(state)
             optimizer = new_optimizer()
-            step, history = 0, {}
+            step, history, devices = 0, {}, []
     stage.losses = history
     if step >= stage.steps or not stage.examples:
         return 0
@@ -194,6 +196,7 @@ def run_stage(
                 "optimizer": optimizer.state_dict(),
                 "step": step,
                 "losses": stage.losses,
+                "devices": devices,  # where its steps ran (a build may resume on another machine)
                 "rng": torch.get_rng_state(),
                 "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
             },
@@ -206,6 +209,8 @@ def run_stage(
     lengths = stage.lengths or [1] * len(stage.examples)
     per_epoch = math.ceil(len(stage.examples) / bs)
     first, last_save, order, order_epoch = step, time.monotonic(), [], -1
+    if config.device not in devices:
+        devices.append(config.device)
     for m in stage.modules:
         m.train()
     try:
