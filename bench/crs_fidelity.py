@@ -71,10 +71,11 @@ def set_models(root: Path, systems) -> dict:
     return {system: model_class(system).load(root, dataset, kg) for system in systems}
 
 
-def reading_work_dir(root: Path, test_file: Path) -> Path:
+def reading_work_dir(root: Path, test_file: Path, base: Path | None = None) -> Path:
     """Where a full reading keeps what it has computed, so that an interrupted one goes on (a reading of all 3,341
-    records takes hours on two cores): one folder per set and test file, named by a digest of the set's weights and
-    the records, so nothing computed for other weights or other records is ever read back."""
+    records takes hours on two cores): one folder per set and test file under ``base`` (``--work``; default
+    ``<cache>/bench/fidelity``), named by a digest of the set's weights and the records, so nothing computed for other
+    weights or other records is ever read back."""
     import hashlib
 
     from crs_backends.neural.names import cache_dir
@@ -84,7 +85,7 @@ def reading_work_dir(root: Path, test_file: Path) -> Path:
         digest.update(f.relative_to(root).as_posix().encode())
         digest.update(f.read_bytes())
     digest.update(test_file.read_bytes())
-    return cache_dir() / "bench" / "fidelity" / f"{root.name}-{digest.hexdigest()[:16]}"
+    return (base or cache_dir() / "bench" / "fidelity") / f"{root.name}-{digest.hexdigest()[:16]}"
 
 
 def note_run(work: Path, load: float) -> list[dict]:
@@ -266,6 +267,13 @@ def main() -> int:
     parser.add_argument("--replies", type=int, default=None, help="test contexts the replies are generated at (all)")
     parser.add_argument("--contexts", type=int, default=300, help="test contexts for the top-10 overlap (300)")
     parser.add_argument("--again", action="store_true", help="read the test split again for a set already measured")
+    parser.add_argument(
+        "--work",
+        type=Path,
+        default=None,
+        help="where an interrupted reading is kept (default <cache>/bench/fidelity): a folder that outlives this "
+        "machine lets another one finish the reading",
+    )
     args = parser.parse_args()
     root = Path(args.root)
     manifest = read_manifest(root) if (root / "manifest.json").exists() else {}
@@ -289,7 +297,7 @@ def main() -> int:
     test = read_records_file(test_file, args.limit or None)
     data = load_train_data(str(base / "redial"))  # its training records: the popularity reference
     # a full reading keeps what it computed, so an interrupted one goes on where it stopped (a partial one starts over)
-    work = None if partial else reading_work_dir(root, test_file)
+    work = None if partial else reading_work_dir(root, test_file, args.work)
     runs = [] if work is None else note_run(work, load)
     if len(runs) > 1:
         print(f"going on with the reading begun {runs[0]['date']} ({work}; run {len(runs)})")

@@ -132,9 +132,11 @@ def test_an_interrupted_computation_goes_on_where_it_stopped(tmp_path):
     assert [json.loads(line)["value"] for line in path.read_text().splitlines()] == values
 
 
-def test_a_reading_stopped_midway_is_finished_by_the_same_command(quick_set, tmp_path):
-    """Rankings an interrupted reading of this set left are read back, not computed again; once recorded, the kept
-    work is gone, so --again reads the split afresh."""
+@pytest.mark.parametrize("kept", ["in the cache", "in --work"])
+def test_a_reading_stopped_midway_is_finished_by_the_same_command(quick_set, tmp_path, kept):
+    """Rankings an interrupted reading of this set left (in the cache, or in the folder ``--work`` names, one that
+    outlives a machine) are read back, not computed again; once recorded, the kept work is gone, so --again reads the
+    split afresh."""
     import shutil
 
     from crs_backends.neural.checkpoints import read_manifest, write_manifest
@@ -145,15 +147,17 @@ def test_a_reading_stopped_midway_is_finished_by_the_same_command(quick_set, tmp
     shutil.copytree(built, root)
     write_manifest(root, redial_test=None, redial_test_readings=None)
     test_file = data / "redial_eval" / "test_data_processed.jsonl"
+    given = ["--work", str(tmp_path / "kept")] if kept == "in --work" else []
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("CRS_ARENA_CACHE", str(tmp_path / "cache"))
-        work = bench.reading_work_dir(root, test_file)
+        work = bench.reading_work_dir(root, test_file, tmp_path / "kept" if given else None)
+    assert (tmp_path / "kept" in work.parents) == bool(given)
     # what an interrupted run left: two rankings computed, its start noted
     work.mkdir(parents=True)
     marked = [[-1] * 50, [-2] * 50]  # not what the model ranks: seen in the reading only if it was read back
     (work / "kbrd-rankings.jsonl").write_text("".join(json.dumps({"value": v, "seconds": 0.1}) + "\n" for v in marked))
     (work / "runs.jsonl").write_text(json.dumps({"date": "2026-12-01 10:00", "load": 1.5}) + "\n")
-    out = _bench(root, data)
+    out = _bench(root, data, *given)
     assert "2 read back from an interrupted run" in out and "going on with the reading begun 2026-12-01" in out
     reading = read_manifest(root)["redial_test"]
     assert reading["runs"][0] == "2026-12-01 10:00" and len(reading["runs"]) == 2
