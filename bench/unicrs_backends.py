@@ -1,8 +1,9 @@
 """One small-UniCRS turn through two decoders: torch (the dequantized SmolLM2 copy, KV cache) and llama.cpp (the
 package's Q4_1 GGUF, with the prompt vectors given as input embeddings and the context as tokens).
 
-A reply: the conversation prompt's vectors (the prompt module, torch, both routes), a prefill of those vectors and
-the chat-form context, then ``--tokens`` greedy tokens (a fixed count: no early stop, no n-gram ban, so both routes
+A reply: the conversation prompt's vectors (the prompt module, torch, every route), a prefill of those vectors and
+the chat-form context (in torch, in llama.cpp, or in torch with llama.cpp decoding from its cache: torch-prefill,
+the default), then ``--tokens`` greedy tokens (a fixed count: no early stop, no n-gram ban, so both routes
 do the same work). A ranking: the recommendation prompt's vectors, its per-layer key/value prefix where the set has
 one (through llama.cpp's sequence state on that route), a prefill, the final hidden state scored against the items
 (``UniCRSSmall.item_scores``, each route as the app runs it). The median over ``--turns`` conversations (one warm-up
@@ -83,42 +84,54 @@ def main() -> None:
         f"load {os.getloadavg()[0]:.2f} (1-min average) at start"
     )
 
-    times: dict[str, list[float]] = {"reply torch": [], "reply llamacpp": [], "rank torch": [], "rank llamacpp": []}
-    first_same, prefix_same, overlaps, routes = 0, [], [], set()
+    times: dict[str, list[float]] = {
+        "reply torch": [],
+        "reply llamacpp": [],
+        "reply torch-prefill": [],
+        "rank torch": [],
+        "rank llamacpp": [],
+    }
+    first_same, split_same, prefix_same, overlaps, routes = 0, 0, [], [], set()
     for n, inp in enumerate(inputs):
         t0 = time.perf_counter()
         torch_ids = torch_turn(model, inp, args.tokens)
         t1 = time.perf_counter()
         llama_ids = llama_turn(model, llama, inp, args.tokens)
         t2 = time.perf_counter()
+        split_ids = torch_prefill_turn(model, llama, inp, args.tokens)
+        t3 = time.perf_counter()
         model.invalidate()  # each ranking encodes the text again, as in a new turn
         top = {"torch": [e for e, _s in model.recommend(inp, 10, decoder="torch")]}
-        t3 = time.perf_counter()
+        t4 = time.perf_counter()
         model.invalidate()
         top["llamacpp"] = [e for e, _s in model.recommend(inp, 10, decoder="llamacpp")]
-        t4 = time.perf_counter()
+        t5 = time.perf_counter()
         routes.add(model.rank_route)
         if n == 0:  # warm-up
             continue
         for key, seconds in (
             ("reply torch", t1 - t0),
             ("reply llamacpp", t2 - t1),
-            ("rank torch", t3 - t2),
-            ("rank llamacpp", t4 - t3),
+            ("reply torch-prefill", t3 - t2),
+            ("rank torch", t4 - t3),
+            ("rank llamacpp", t5 - t4),
         ):
             times[key].append(seconds)
         first_same += torch_ids[0] == llama_ids[0]
+        split_same += torch_ids[0] == split_ids[0]
         prefix_same.append(next((i for i, (a, b) in enumerate(zip(torch_ids, llama_ids)) if a != b), args.tokens))
         overlaps.append(len(set(top["torch"]) & set(top["llamacpp"])) / 10)
     turns = len(overlaps)
     print(
-        f"# first reply token agrees in {first_same}/{turns} turns; leading tokens agreeing (median) "
+        f"# first reply token agrees with torch's in {first_same}/{turns} turns through llama.cpp, "
+        f"{split_same}/{turns} through torch-prefill; leading tokens agreeing, llama.cpp and torch (median) "
         f"{statistics.median(prefix_same)} of {args.tokens}; top-10 overlap (mean) {statistics.mean(overlaps):.2f}; "
         f"the llama.cpp rankings ran on {', '.join(sorted(routes))}"
     )
     print(f"# load {os.getloadavg()[0]:.2f} (1-min average) at the end")
     print(f"BENCH unicrs_turn_median_s_torch {statistics.median(times['reply torch']):.3f} s target <= 1.5")
     print(f"BENCH unicrs_turn_median_s_llamacpp {statistics.median(times['reply llamacpp']):.3f} s")
+    print(f"BENCH unicrs_turn_median_s_torch_prefill {statistics.median(times['reply torch-prefill']):.3f} s")
     print(f"BENCH unicrs_rank_median_s_torch {statistics.median(times['rank torch']):.3f} s")
     print(f"BENCH unicrs_rank_median_s_llamacpp {statistics.median(times['rank llamacpp']):.3f} s")
     print(f"BENCH unicrs_rank_top10_overlap {statistics.mean(overlaps):.2f} ratio target >= 0.9")
@@ -149,6 +162,20 @@ def llama_turn(model, llama, inp, tokens: int) -> list[int]:
     """Prompt vectors (torch), then prefill and ``tokens`` greedy steps in llama.cpp."""
     vectors = prompt_vectors(model, "conv", inp)
     return llama.greedy(vectors, model.context_ids(inp.context), tokens, end_ids=set())
+
+
+def torch_prefill_turn(model, llama, inp, tokens: int) -> list[int]:
+    """Prompt vectors and the prefill in torch, then ``tokens`` greedy steps in llama.cpp from torch's KV cache."""
+    import torch
+
+    with torch.inference_mode():
+        model.invalidate()
+        prompt, pmask = model.prompts("conv", [model.entity_ids(inp.entities)], [model.text_ids(inp.context)])
+        embeds, mask, positions = model.assemble(prompt, pmask, [model.context_ids(inp.context)])
+        hidden, cache = model.run(embeds, mask, positions)
+        logits = model.lm.lm_head(hidden[0, -1]).float().numpy()
+        keys, values = model._llama_cache(cache)
+    return llama.greedy_after(keys, values, logits, tokens, end_ids=set())
 
 
 def prompt_vectors(model, which: str, inp):

@@ -102,7 +102,8 @@ def test_a_ranking_says_which_decoder_ran_it_and_torch_ranks_where_llama_cpp_fai
 
 def test_a_state_layout_other_than_the_one_checked_is_refused(model):
     llama = model.llama_decoder()
-    good = llama._layout(3, 384).blob
+    with llama.lock:
+        good = llama.real_layout(3, 384).blob
     assert StateLayout(bytes(good), 3, 384).keys  # the real layout parses
     with pytest.raises(LlamaCppError, match="cells"):
         StateLayout(bytes(good), 4, 384)  # another length than it holds
@@ -117,3 +118,42 @@ def test_a_state_layout_other_than_the_one_checked_is_refused(model):
 def test_key_layout_interleaves_each_head_s_two_halves():
     keys = np.arange(8, dtype=np.float32).reshape(1, 8)
     assert key_layout(keys).tolist() == [[0, 4, 1, 5, 2, 6, 3, 7]]
+
+
+def test_torch_s_cache_put_into_llama_cpp_gives_torch_s_next_logits(model):
+    """The torch-prefill reply: llama.cpp decodes from torch's KV cache, its keys reordered into the GGUF's order
+    (already rotated at their own positions). Its next logits are torch's up to its quantized products; with the keys
+    in transformers' order they are not."""
+    from crs_backends.neural.smollm_llamacpp import StateLayout
+
+    inp = INPUTS[1]
+    with torch.inference_mode():
+        entities, text, context = model._conv_parts(inp)
+        prompt, pmask = model.prompts("conv", [entities], [text])
+        embeds, mask, positions = model.assemble(prompt, pmask, [context])
+        hidden, cache = model.run(embeds, mask, positions)
+        keys, values = model._llama_cache(cache)
+        token, n = int(torch.argmax(model.lm.lm_head(hidden[0, -1]))), embeds.shape[1]
+        step = model.lm.get_input_embeddings()(torch.tensor([[token]]))
+        after, _ = model.run(step, torch.ones(1, n + 1, dtype=torch.long), torch.tensor([[n]]), cache)
+        expected = model.lm.lm_head(after[0, -1]).numpy()
+    llama = model.llama_decoder()
+    heads = keys.shape[2] // 64
+    in_transformers_order = keys.reshape(*keys.shape[:2], heads, 32, 2).swapaxes(-1, -2).reshape(keys.shape)
+    by_head = in_transformers_order.reshape(*keys.shape[:2], heads, 64)
+    assert np.array_equal(key_layout(by_head).reshape(keys.shape), keys)
+    got = {}
+    for name, k in (("gguf order", keys), ("transformers order", in_transformers_order)):
+        with llama.lock:
+            assert llama._put_cache(k, values) == n
+            llama.step(token, n)
+            got[name] = llama.last_logits()
+    assert _cos(got["gguf order"], expected) > 0.999
+    assert _cos(got["transformers order"], expected) < 0.9
+    # the layout grown from one cell is the layout llama.cpp writes for that many cells
+    with llama.lock:
+        real = llama.real_layout(3, keys.shape[2] * 2)
+        grown = StateLayout.grown(llama._template, 3)
+    assert (grown.keys, grown.values) == (real.keys, real.values)
+    header = real.keys[0] - 12
+    assert grown.blob[:header] == real.blob[:header]

@@ -1,7 +1,8 @@
 """One pass for the reply and the option letters of the small UniCRS (#72, item 9): the policy asks for the reply
 first, then scores the option letters from the same input (UniCRS's ``get_choice``); where llama.cpp wrote the reply,
-its prefill's logits are those scores, and no second prefill runs. Another input, or a reply torch wrote, gets a torch
-prefill; the turn records which route gave them."""
+its prefill's logits are those scores, and no second prefill runs; where torch read the input (a torch reply, or one
+llama.cpp decodes from torch's cache), torch's prefill gives them. Another input gets a torch prefill of its own; the
+turn records which route gave them."""
 
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ def test_the_reply_pass_gives_the_option_letters(model):
     assert max(abs(a - b) for a, b in zip(scores, again)) < 0.1 * max(abs(b) for b in again) + 0.5
 
 
-def test_another_input_or_a_torch_reply_gets_its_own_prefill(model):
+def test_another_input_gets_a_prefill_of_its_own_and_a_torch_reply_gives_its_prefill_s(model):
     first = ConvInput(["I want a scary movie for tonight."], [])
     other = ConvInput(["Something funny, maybe a comedy?"], [])
     with torch.inference_mode():
@@ -56,4 +57,15 @@ def test_another_input_or_a_torch_reply_gets_its_own_prefill(model):
     with torch.inference_mode():
         model.generate_ids(first, max_new_tokens=2, decoder="torch")
     model.option_scores(first, LETTERS)
+    assert model.option_route == "the reply's torch prefill" and model.reply_route == "torch"
+
+
+def test_a_reply_torch_prefilled_and_llama_cpp_decoded_gives_the_letters_from_torch_s_prefill(model):
+    inp = ConvInput(["Hi! Any good movie for tonight?"], [])
+    with torch.inference_mode():
+        reply = model.generate_ids(inp, max_new_tokens=4, decoder="torch-prefill")
+    assert model.reply_route == "torch prefill, llama.cpp decode"
+    kept = model._option_logits[1]
+    assert int(torch.argmax(kept)) == reply[0]  # the first token is the prefill's own choice
+    assert model.option_scores(inp, LETTERS) == _torch_scores(model, inp)  # exactly torch's get_choice
     assert model.option_route == "a torch prefill"

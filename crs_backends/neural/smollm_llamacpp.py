@@ -99,6 +99,27 @@ class StateLayout:
             raise LlamaCppError(f"the sequence state has {len(b) - off} bytes more than its layout")
         return offsets[0], offsets[1]
 
+    @classmethod
+    def grown(cls, template: StateLayout, cells: int) -> StateLayout:
+        """The layout of ``cells`` cells at positions 0 … cells-1, written from a one-cell ``template`` (a real state:
+        its leading word, its cell's record with the position changed, its layers' row headers), and parsed as a
+        real one is. Reading a real state of every length would cost a decode of that many placeholder tokens."""
+        if template.cells != 1:
+            raise LlamaCppError("a layout grows from a one-cell state")
+        b = template.blob
+        record_at = 16  # the leading word, the stream count and the cell count
+        record_end = record_at + 8 + 4 * struct.unpack_from("<I", b, record_at + 4)[0]
+        record = b[record_at:record_end]
+        rows_at = record_end + 8  # after the transposed flag and the layer count
+        out = bytearray(b[:8]) + struct.pack("<II", 1, cells)
+        for pos in range(cells):
+            out += struct.pack("<i", pos) + record[4:]
+        out += b[record_end:rows_at]
+        for offsets in (template.keys, template.values):
+            for off in offsets:
+                out += b[off - 12 : off] + bytes(cells * template.row)
+        return cls(bytes(out), cells, template.row)
+
     def filled(self, keys: np.ndarray, values: np.ndarray) -> bytearray:
         """The state with ``keys``/``values`` (layers, cells, row/2) in place of the placeholders' (float16)."""
         shape = (len(self.keys), self.cells, self.row // 2)
@@ -142,7 +163,7 @@ class LlamaCppDecoder:
         self._embd_batch = llama_cpp.llama_batch_init(n_ctx, n_embd, 1)
         self._token_batch = llama_cpp.llama_batch_init(n_ctx, 0, 1)
         self._embeddings = False
-        self._layouts: dict[int, StateLayout] = {}  # a per-layer prefix's state layout, by its length
+        self._template: StateLayout | None = None  # the one-cell state the KV caches put here grow from
 
     # ---- steps ----
     def _set_embeddings(self, on: bool) -> None:
@@ -180,34 +201,41 @@ class LlamaCppDecoder:
         self._decode(self._token_batch, len(ids), start + len(vectors))
         return start + len(vectors) + len(ids)
 
-    def _layout(self, cells: int, row: int) -> StateLayout:
-        """The state layout of ``cells`` prefix cells (read once per length from ``cells`` placeholder tokens)."""
-        layout = self._layouts.get(cells)
-        if layout is None:
-            if cells >= self.n_ctx:
-                raise LlamaCppError(f"a prefix of {cells} positions exceeds the context ({self.n_ctx})")
-            self.L.llama_memory_clear(self.L.llama_get_memory(self.ctx), True)
-            for i in range(cells):
-                self._token_batch.token[i] = 0
-            self._decode(self._token_batch, cells, 0)
-            size = int(self.L.llama_state_seq_get_size(self.ctx, 0))
-            buf = (ctypes.c_uint8 * size)()
-            if self.L.llama_state_seq_get_data(self.ctx, buf, size, 0) != size:
-                raise LlamaCppError("llama_state_seq_get_data failed")
-            layout = self._layouts[cells] = StateLayout(bytes(buf), cells, row)
-        return layout
+    def real_layout(self, cells: int, row: int) -> StateLayout:
+        """The state of ``cells`` placeholder tokens, as llama.cpp writes it."""
+        if cells >= self.n_ctx:
+            raise LlamaCppError(f"{cells} cells exceed the context ({self.n_ctx})")
+        self.L.llama_memory_clear(self.L.llama_get_memory(self.ctx), True)
+        for i in range(cells):
+            self._token_batch.token[i] = 0
+        self._decode(self._token_batch, cells, 0)
+        size = int(self.L.llama_state_seq_get_size(self.ctx, 0))
+        buf = (ctypes.c_uint8 * size)()
+        if self.L.llama_state_seq_get_data(self.ctx, buf, size, 0) != size:
+            raise LlamaCppError("llama_state_seq_get_data failed")
+        return StateLayout(bytes(buf), cells, row)
+
+    def _put_cache(self, keys: np.ndarray, values: np.ndarray) -> int:
+        """A fresh sequence whose KV cache holds ``keys``/``values`` (layers, n, KV heads × head width) at positions
+        0 … n-1; returns n. The layout grows from a one-cell state read once (:meth:`StateLayout.grown`)."""
+        cells, row = int(keys.shape[1]), int(keys.shape[2]) * 2
+        if cells >= self.n_ctx:
+            raise LlamaCppError(f"{cells} cached positions exceed the context ({self.n_ctx})")
+        if self._template is None or self._template.row != row:
+            self._template = self.real_layout(1, row)
+        blob = StateLayout.grown(self._template, cells).filled(keys, values)
+        self.L.llama_memory_clear(self.L.llama_get_memory(self.ctx), True)
+        src = (ctypes.c_uint8 * len(blob)).from_buffer(blob)
+        if not self.L.llama_state_seq_set_data(self.ctx, src, len(blob), 0):
+            raise LlamaCppError("llama_state_seq_set_data refused the cache")
+        return cells
 
     def prefix_hidden(self, keys: np.ndarray, values: np.ndarray, vectors: np.ndarray, ids: list[int]) -> np.ndarray:
         """The final hidden state at the last position of: a per-layer key/value prefix at positions 0 … P-1 (``keys``
         and ``values``: (layers, P, KV heads × head width); the keys in the GGUF's order, :func:`key_layout`, and
         rotated as RoPE rotates position P), then the prompt ``vectors`` and the context ``ids`` from position P."""
         with self.lock:
-            cells = int(keys.shape[1])
-            blob = self._layout(cells, int(keys.shape[2]) * 2).filled(keys, values)
-            self.L.llama_memory_clear(self.L.llama_get_memory(self.ctx), True)
-            src = (ctypes.c_uint8 * len(blob)).from_buffer(blob)
-            if not self.L.llama_state_seq_set_data(self.ctx, src, len(blob), 0):
-                raise LlamaCppError("llama_state_seq_set_data refused the prefix")
+            cells = self._put_cache(keys, values)
             self.prefill(vectors, ids, hidden=True, start=cells)
             return self.last_hidden()
 
@@ -245,22 +273,52 @@ class LlamaCppDecoder:
         reply from the same pass (the small UniCRS's option letters)."""
         with self.lock:
             n = self.prefill(vectors, ids)
+            logits = self.last_logits()
             if first_logits is not None:
-                first_logits.append(self.last_logits())
-            new: list[int] = []
-            for _ in range(max(0, min(max_new_tokens, self.n_ctx - n - 1))):
+                first_logits.append(logits.copy())
+            return self._greedy_from(n, logits, max_new_tokens, end_ids, banned)
+
+    def greedy_after(
+        self,
+        keys: np.ndarray,
+        values: np.ndarray,
+        logits: np.ndarray,
+        max_new_tokens: int,
+        *,
+        end_ids: set[int],
+        banned: Callable[[list[int]], list[int]] | None = None,
+    ) -> list[int]:
+        """Greedy reply ids after a prefill computed elsewhere: its KV cache (``keys``/``values``: (layers, n, KV heads
+        × head width), the keys after RoPE and in the GGUF's order, :func:`key_layout`) and the next token's
+        ``logits``; llama.cpp decodes the reply's tokens from there."""
+        with self.lock:
+            n = self._put_cache(keys, values)
+            return self._greedy_from(n, np.array(logits, dtype=np.float32), max_new_tokens, end_ids, banned)
+
+    def _greedy_from(
+        self,
+        n: int,
+        logits: np.ndarray,
+        max_new_tokens: int,
+        end_ids: set[int],
+        banned: Callable[[list[int]], list[int]] | None,
+    ) -> list[int]:
+        """Greedy steps from a sequence of ``n`` positions whose next-token ``logits`` are given (lock held)."""
+        new: list[int] = []
+        for _ in range(max(0, min(max_new_tokens, self.n_ctx - n - 1))):
+            if new:
                 logits = self.last_logits()
-                if banned is not None:
-                    off = banned(new)
-                    if off:
-                        logits[off] = -np.inf
-                token = int(np.argmax(logits))
-                if token in end_ids:
-                    break
-                new.append(token)
-                self.step(token, n)
-                n += 1
-            return new
+            if banned is not None:
+                off = banned(new)
+                if off:
+                    logits[off] = -np.inf
+            token = int(np.argmax(logits))
+            if token in end_ids:
+                break
+            new.append(token)
+            self.step(token, n)
+            n += 1
+        return new
 
     def close(self) -> None:
         L = self.L

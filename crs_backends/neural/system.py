@@ -331,8 +331,9 @@ class NeuralCRS(CRSSystem):
                 "choice": choice.record() if choice is not None else None,
                 # where the option letters' logits came from (the small UniCRS: its reply's llama.cpp prefill)
                 **({"option_route": route} if (route := getattr(self.model, "option_route", "")) else {}),
-                # which decoder ranked (the small UniCRS: llama.cpp, or torch where llama.cpp could not)
-                **({"rank_route": ranked} if (ranked := getattr(self.model, "rank_route", "")) else {}),
+                # which decoder ranked and which wrote the reply (the small UniCRS: torch and llama.cpp take part)
+                **({"rank_route": by} if (by := getattr(self.model, "rank_route", "")) else {}),
+                **({"reply_route": wrote} if (wrote := getattr(self.model, "reply_route", "")) else {}),
                 "recommended": act == "recommend",
                 "act": act,
                 "entities": list(inp.entities),

@@ -130,17 +130,26 @@ from crs_backends.neural.unicrs_text import tidy
 
 log = logging.getLogger(__name__)
 
-# which decoder writes the replies: "llamacpp" (the GGUF through llama.cpp, prompt vectors as input embeddings) or
-# "torch" (the dequantized copy with a KV cache); llama.cpp falls back to torch when it cannot run
-DECODERS = ("llamacpp", "torch")
+# which decoder writes the replies: "llamacpp" (the GGUF through llama.cpp, prompt vectors as input embeddings),
+# "torch" (the dequantized copy with a KV cache), or "torch-prefill" (torch reads the prompt and the context, llama.cpp
+# decodes the reply from torch's KV cache, put into its own through the sequence state); llama.cpp falls back to torch
+# when it cannot run. Measured 2026-12-02 (two cores, the build's training paused, random prompt modules at small-v8's
+# windows, torch on two threads, llama.cpp on one, 40-token replies at 17-128 context tokens): torch-prefill 0.72-1.26 s
+# a reply, llama.cpp 0.66-1.75 s, torch 0.88-3.66 s; torch's prefill is the cheaper one over a whole prompt (about 4.4
+# ms a position on one thread against llama.cpp's 6.2), llama.cpp's the cheaper step. After torch's cache was put into
+# llama.cpp, its next logits had a cosine of 0.99998 with torch's (0.21 with the keys in transformers' order).
+DECODERS = ("torch-prefill", "llamacpp", "torch")
 DECODER_ENV = "CRS_UNICRS_SMALL_DECODER"
-DEFAULT_DECODER = "llamacpp"
+DEFAULT_DECODER = "torch-prefill"
+LLAMA_DECODERS = ("torch-prefill", "llamacpp")  # the decoders llama.cpp takes part in
+DECODER_WORDS = {"torch-prefill": "torch's prefill and llama.cpp", "llamacpp": "llama.cpp", "torch": "torch"}
 # which decoder ranks the items: "torch" (the dequantized copy) or "llamacpp" (the per-layer prefix through llama.cpp's
 # sequence state). Measured 2026-12-02 (bench/unicrs_backends.py and a split of its ranking, two cores, a training run
 # paused, random prompt modules, 21 prompt positions and 80 context tokens): torch 0.43-0.46 s on one thread and
 # 0.32-0.44 s on two; llama.cpp 0.71-0.92 s on one thread and 0.47 s on two (its Q4_1 products are slower than
 # torch's float32 ones over a whole prompt; they win token by token, in the reply). Torch ranks; CRS_UNICRS_SMALL_RANKER
 # chooses llama.cpp, and each turn records which ran (rank_route)
+RANKERS = ("torch", "llamacpp")
 RANKER_ENV = "CRS_UNICRS_SMALL_RANKER"
 DEFAULT_RANKER = "torch"
 # llama.cpp's threads for a reply. One: its worker threads spin while they wait, so two threads on a 2-core machine
@@ -197,13 +206,14 @@ class UniCRSSmall(NeuralModel):
         if self.decoder not in DECODERS:
             raise ValueError(f"unknown decoder {self.decoder!r}; choose one of {', '.join(DECODERS)}")
         self.ranker = os.environ.get(RANKER_ENV) or DEFAULT_RANKER
-        if self.ranker not in DECODERS:
-            raise ValueError(f"unknown {RANKER_ENV} {self.ranker!r}; choose one of {', '.join(DECODERS)}")
+        if self.ranker not in RANKERS:
+            raise ValueError(f"unknown {RANKER_ENV} {self.ranker!r}; choose one of {', '.join(RANKERS)}")
         self._llama: Any = None  # the LlamaCppDecoder, started on the first reply; False once it failed
-        # the option letters' logits from the last llama.cpp reply's prefill, with what its input was made of
-        self._option_logits: tuple[tuple[list[int], list[int], list[int]], torch.Tensor] | None = None
+        # the option letters' logits from the last reply's prefill, with what its input was made of and which prefill
+        self._option_logits: tuple[tuple[list[int], list[int], list[int]], torch.Tensor, str] | None = None
         self.option_route = ""  # how the last option_scores got its logits (recorded with the turn)
         self.rank_route = ""  # which decoder ran the last ranking (recorded with the turn)
+        self.reply_route = ""  # which decoder wrote the last reply (recorded with the turn)
         self.backbone = backbone
         self.lm = backbone.model
         self.tokenizer = backbone.tokenizer
@@ -402,7 +412,7 @@ class UniCRSSmall(NeuralModel):
         return (
             f"UniCRS (small): knowledge-graph soft prompts (an R-GCN over {self.kg.n_entities} entities fused with "
             f"{TEXT_ENCODER}'s reading of the conversation) on a frozen {BACKBONE_NAME}, which ranks the items and "
-            f"writes the reply (decoded with {'llama.cpp' if self.decoder == 'llamacpp' else 'torch'})"
+            f"writes the reply (decoded with {DECODER_WORDS[self.decoder]})"
         )
 
     # ---- inputs ----
@@ -615,16 +625,18 @@ class UniCRSSmall(NeuralModel):
         self, inp: ConvInput, *, max_new_tokens: int | None = None, decoder: str | None = None
     ) -> list[int]:
         """Greedy reply ids (the end token excluded): the conversation prompt and the context in one prefill, then one
-        token a step with the KV cache, through :attr:`decoder` (``decoder`` overrides it for this call)."""
+        token a step with the KV cache, through :attr:`decoder` (``decoder`` overrides it for this call;
+        :attr:`reply_route` says which ran). The prefill's next-token logits are kept for the option letters
+        (:meth:`option_scores`)."""
         limit = self.max_new_tokens if max_new_tokens is None else max_new_tokens
-        self._option_logits = None  # set again below where llama.cpp writes this reply
+        route = decoder or self.decoder
         parts = self._conv_parts(inp)
         entities, text, context = parts
         prompt, pmask = self.prompts("conv", [entities], [text])
-        llama = self.llama_decoder() if (decoder or self.decoder) == "llamacpp" else None
-        if llama is not None:
-            from crs_backends.neural.smollm_llamacpp import LlamaCppError
+        llama = self.llama_decoder() if route in LLAMA_DECODERS else None
+        from crs_backends.neural.smollm_llamacpp import LlamaCppError
 
+        if llama is not None and route == "llamacpp":
             vectors = prompt[0][pmask[0].bool()].float().cpu().numpy()
             first: list = []
             try:
@@ -632,16 +644,29 @@ class UniCRSSmall(NeuralModel):
                     vectors, context, limit, end_ids=self.end_ids, banned=self._banned, first_logits=first
                 )
                 # the same pass scores the option letters (get_choice reads the reply's input: option_scores)
-                self._option_logits = (parts, torch.from_numpy(first[0])) if first else None
+                self._option_logits = (parts, torch.from_numpy(first[0]), "the reply's llama.cpp prefill")
+                self.reply_route = "llama.cpp"
                 return ids
             except LlamaCppError as e:  # this reply is written by torch instead
                 log.warning("small UniCRS: llama.cpp failed (%s); this reply is decoded with torch", e)
         embeds, mask, positions = self.assemble(prompt, pmask, [context])
         hidden, cache = self.run(embeds, mask, positions)
+        logits = self.lm.lm_head(hidden[0, -1])
+        self._option_logits = (parts, logits.detach().clone(), "the reply's torch prefill")
+        if llama is not None:  # torch-prefill: llama.cpp decodes from torch's cache
+            try:
+                keys, values = self._llama_cache(cache)
+                ids = llama.greedy_after(
+                    keys, values, logits.float().cpu().numpy(), limit, end_ids=self.end_ids, banned=self._banned
+                )
+                self.reply_route = "torch prefill, llama.cpp decode"
+                return ids
+            except LlamaCppError as e:
+                log.warning("small UniCRS: llama.cpp failed (%s); this reply is decoded with torch", e)
+        self.reply_route = "torch"
         n = embeds.shape[1]
         new: list[int] = []
         for _ in range(limit):
-            logits = self.lm.lm_head(hidden[0, -1])
             banned = self._banned(new)
             if banned:
                 logits[banned] = float("-inf")
@@ -652,8 +677,20 @@ class UniCRSSmall(NeuralModel):
             step = self.lm.get_input_embeddings()(torch.tensor([[token]], device=self.device))
             mask = torch.ones(1, n + 1, dtype=torch.long, device=self.device)
             hidden, cache = self.run(step, mask, torch.tensor([[n]], device=self.device), cache)
+            logits = self.lm.lm_head(hidden[0, -1])
             n += 1
         return new
+
+    def _llama_cache(self, cache: Any) -> tuple[np.ndarray, np.ndarray]:
+        """A one-row torch KV cache as llama.cpp's sequence state holds it: keys (already rotated by RoPE at their own
+        positions) in the GGUF's dimension order, values as they are; each (layers, positions, KV heads × head
+        width)."""
+        from crs_backends.neural.smollm_llamacpp import key_layout
+
+        keys = np.stack([key_layout(layer.keys[0].permute(1, 0, 2).float().cpu().numpy()) for layer in cache.layers])
+        values = np.stack([layer.values[0].permute(1, 0, 2).float().cpu().numpy() for layer in cache.layers])
+        rows = (keys.shape[0], keys.shape[1], keys.shape[2] * keys.shape[3])
+        return keys.reshape(rows), values.reshape(rows)
 
     def llama_decoder(self) -> Any:
         """The llama.cpp decoder over the backbone's GGUF, started once; None (torch decodes) where it cannot run,
@@ -695,15 +732,15 @@ class UniCRSSmall(NeuralModel):
     def option_scores(self, inp: ConvInput, options: list[str]) -> list[float]:
         """UniCRS's ``get_choice``: one new token from the reply's input (conversation prompt, context, assistant
         header); the logit of each option letter's first token. The turn's reply was just written from that same
-        input (the policy asks for the reply first): where llama.cpp wrote it, its prefill's logits are read here
-        (one pass for both, item 9 of #72; :attr:`option_route` says which), else one torch prefill gives them."""
+        input (the policy asks for the reply first): its prefill's logits are read here (one pass for both, item 9 of
+        #72; :attr:`option_route` says which prefill); another input gets a torch prefill of its own."""
         if not options:
             raise ValueError("no options to choose from")
         with self._lock:
             kept, self._option_logits = self._option_logits, None
             parts = self._conv_parts(inp)
             if kept is not None and kept[0] == parts:
-                logits, self.option_route = kept[1], "the reply's llama.cpp prefill"
+                logits, self.option_route = kept[1], kept[2]
             else:
                 entities, text, context = parts
                 prompt, pmask = self.prompts("conv", [entities], [text])
