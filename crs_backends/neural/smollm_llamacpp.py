@@ -3,14 +3,16 @@ embeddings: llama.cpp's low-level API takes a batch of embedding vectors (``llam
 readily as a batch of tokens, so a turn is one embedding batch (the prompt vectors, positions 0 … P-1), one token
 batch (the chat-form context) and then one token a step, all in one KV cache.
 
-The recommendation prompt's per-layer key/value prefix (UniCRS's prefix: each prompt position is also a past key and
-value of every layer) has no input in llama.cpp's batch API. It enters through the sequence state instead
-(:meth:`LlamaCppDecoder.prefix_hidden`): ``llama_state_seq_get_data`` of P placeholder tokens gives the state's
-layout (P cells at positions 0 … P-1, then each layer's keys and values as float16 rows), the rows are overwritten
-with the prefix's and ``llama_state_seq_set_data`` puts it back, before the prompt vectors and the context decode from
-position P. Two facts of llama.cpp make the copy exact: its keys are stored after RoPE in the GGUF's own dimension
-order (:func:`key_layout`), and a query at position p + P sees a prefix key rotated by P as the torch decoder's query
-at p sees the unrotated one (the caller rotates them: :meth:`UniCRSSmall._llama_prefix`).
+A KV cache computed elsewhere has no input in llama.cpp's batch API either: the recommendation prompt's per-layer
+key/value prefix (UniCRS's prefix: each prompt position is also a past key and value of every layer;
+:meth:`LlamaCppDecoder.prefix_hidden`), or torch's whole prefill of a reply (:meth:`LlamaCppDecoder.greedy_after`).
+It enters through the sequence state: the state ``llama_state_seq_get_data`` writes for one placeholder token gives
+the layout (its cell's record, then each layer's keys and values as float16 rows), which is grown to n cells at
+positions 0 … n-1 (:class:`StateLayout`), filled with the cache's rows, and put back with
+``llama_state_seq_set_data``; decoding goes on from position n. llama.cpp stores keys after RoPE, in the GGUF's own
+dimension order (:func:`key_layout`): torch's cached keys are rotated already, and a prefix key (never rotated in
+torch) is rotated by P by the caller, since a query at position p + P meets a key rotated by P as the torch decoder's
+query at p meets the unrotated one (:meth:`UniCRSSmall._llama_prefix`).
 
 The GGUF holds the same weights as the torch copy (that copy is the GGUF dequantized), but llama.cpp multiplies in
 its quantized formats, so logits differ a little from torch's: ``bench/unicrs_backends.py`` measures the latency of
@@ -60,10 +62,10 @@ def key_layout(keys: np.ndarray) -> np.ndarray:
 
 class StateLayout:
     """Where a sequence state of ``cells`` cells, as ``llama_state_seq_get_data`` writes it, holds each layer's keys
-    and values: the state's bytes and the offsets of those float16 rows. Built from a real state (placeholder tokens),
-    so that nothing of the format but what is checked here is assumed: one stream, ``cells`` cells, keys and values
-    of type float16 with rows of ``row`` bytes, the values untransposed. Anything else raises LlamaCppError (another
-    llama.cpp version: the caller ranks with torch)."""
+    and values: the state's bytes and the offsets of those float16 rows. Parsed from a real state (placeholder
+    tokens) or grown from one (:meth:`grown`), so that nothing of the format but what is checked here is assumed: one
+    stream, ``cells`` cells, keys and values of type float16 with rows of ``row`` bytes, the values untransposed.
+    Anything else raises LlamaCppError (another llama.cpp version: the caller runs torch instead)."""
 
     def __init__(self, blob: bytes, cells: int, row: int):
         self.blob = bytearray(blob)

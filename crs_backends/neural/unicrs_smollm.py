@@ -60,10 +60,11 @@ Deviations from UniCRS, on purpose:
   to the pieces of a ``<movie>`` slot (the tokenizer writes it as three ordinary tokens, so a second slot would
   otherwise be a repeated trigram).
 
-Decoding: the prompt module always runs in torch; the decoder runs either in torch (the dequantized copy, with a
-KV cache) or in llama.cpp on the GGUF file itself, the prompt vectors given as input embeddings
-(:mod:`crs_backends.neural.smollm_llamacpp`); :data:`DECODER_ENV` / the ``decoder`` argument choose, and llama.cpp
-falls back to torch where it cannot start or run. ``bench/unicrs_backends.py`` measures both (2026-11-27, 2 cores
+Decoding: the prompt module always runs in torch; the decoder runs in torch (the dequantized copy, with a KV cache),
+in llama.cpp on the GGUF file itself (the prompt vectors given as input embeddings), or, by default, both: torch's
+prefill and llama.cpp's steps from torch's KV cache (:mod:`crs_backends.neural.smollm_llamacpp`; see
+:data:`DECODERS`); :data:`DECODER_ENV` / the ``decoder`` argument choose, and llama.cpp falls back to torch where it
+cannot start or run. ``bench/unicrs_backends.py`` measures both (2026-11-27, 2 cores
 never quiet: load about 3 from a training run beside it): a 30-token turn took 0.86 s median through llama.cpp (one
 thread) against 2.45 s through torch (one thread), and 1.54 s against 12.7 s with torch at two threads; the first
 reply token agreed in 7 of 8 turns, 20 of 30 leading tokens (median), and the top-10 items from llama.cpp's hidden
@@ -71,8 +72,8 @@ state overlapped torch's by 0.96 (the GGUF multiplies in its quantized formats; 
 weights, random prompt modules). The ranking can run on either decoder: through llama.cpp the recommendation
 prompt's per-layer prefix enters its KV cache through the sequence state (:meth:`UniCRSSmall._llama_prefix`,
 :meth:`LlamaCppDecoder.prefix_hidden`); torch ranks faster (:data:`DEFAULT_RANKER`), and each turn records which
-decoder ranked (``rank_route``). The option letters
-are read from the reply's llama.cpp prefill (:meth:`UniCRSSmall.option_scores`). Training is torch only.
+decoder ranked (``rank_route``). The option letters are read from the reply's own prefill, torch's or llama.cpp's
+(:meth:`UniCRSSmall.option_scores`). Training is torch only.
 
 Saved layout (:meth:`UniCRSSmall.save`): ``unicrs_rec_<ds>/model.pt`` and ``unicrs_conv_<ds>/model.pt`` (the two
 :class:`SoftPrompt` state dicts, no edge tensors, loaded strictly) and ``unicrs_conv_<ds>/smollm.json`` (the
@@ -653,7 +654,7 @@ class UniCRSSmall(NeuralModel):
         hidden, cache = self.run(embeds, mask, positions)
         logits = self.lm.lm_head(hidden[0, -1])
         self._option_logits = (parts, logits.detach().clone(), "the reply's torch prefill")
-        if llama is not None:  # torch-prefill: llama.cpp decodes from torch's cache
+        if llama is not None and route == "torch-prefill":  # llama.cpp decodes from torch's cache
             try:
                 keys, values = self._llama_cache(cache)
                 ids = llama.greedy_after(
