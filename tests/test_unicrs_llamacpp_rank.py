@@ -157,3 +157,26 @@ def test_torch_s_cache_put_into_llama_cpp_gives_torch_s_next_logits(model):
     assert (grown.keys, grown.values) == (real.keys, real.values)
     header = real.keys[0] - 12
     assert grown.blob[:header] == real.blob[:header]
+
+
+@pytest.mark.parametrize("route", ["torch-prefill", "llamacpp"])
+def test_a_reply_llama_cpp_fails_to_write_is_written_by_torch_once(model, monkeypatch, route):
+    inp = INPUTS[0]
+    with torch.inference_mode():
+        by_torch = model.generate_ids(inp, max_new_tokens=5, decoder="torch")
+    calls: list[str] = []
+
+    def fails(name):
+        def call(*args, **kwargs):
+            calls.append(name)
+            raise LlamaCppError("llama_decode failed")
+
+        return call
+
+    llama = model.llama_decoder()
+    monkeypatch.setattr(llama, "greedy", fails("greedy"))
+    monkeypatch.setattr(llama, "greedy_after", fails("greedy_after"))
+    with torch.inference_mode():
+        assert model.generate_ids(inp, max_new_tokens=5, decoder=route) == by_torch
+    assert model.reply_route == "torch"
+    assert calls == ["greedy_after" if route == "torch-prefill" else "greedy"]
