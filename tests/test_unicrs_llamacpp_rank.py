@@ -180,3 +180,16 @@ def test_a_reply_llama_cpp_fails_to_write_is_written_by_torch_once(model, monkey
         assert model.generate_ids(inp, max_new_tokens=5, decoder=route) == by_torch
     assert model.reply_route == "torch"
     assert calls == ["greedy_after" if route == "torch-prefill" else "greedy"]
+
+
+def test_a_reply_decoded_after_a_llama_cpp_ranking_asks_for_logits_again(model):
+    """A llama.cpp ranking leaves its context giving hidden states; the next reply's steps ask for logits again (this
+    llama.cpp computes both in that mode, and the reply reads the same: nothing relies on it)."""
+    inp = INPUTS[1]
+    llama = model.llama_decoder()
+    with torch.inference_mode():
+        before = model.generate_ids(inp, max_new_tokens=6, decoder="torch-prefill")
+        model.item_scores(inp, decoder="llamacpp")
+        assert model.rank_route == "llama.cpp" and llama._embeddings
+        after = model.generate_ids(inp, max_new_tokens=6, decoder="torch-prefill")
+    assert not llama._embeddings and after == before

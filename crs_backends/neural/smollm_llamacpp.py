@@ -295,6 +295,7 @@ class LlamaCppDecoder:
         ``logits``; llama.cpp decodes the reply's tokens from there."""
         with self.lock:
             n = self._put_cache(keys, values)
+            self._set_embeddings(False)  # the steps give logits (a ranking before may have asked for hidden states)
             return self._greedy_from(n, np.array(logits, dtype=np.float32), max_new_tokens, end_ids, banned)
 
     def _greedy_from(
