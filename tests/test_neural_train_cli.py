@@ -250,6 +250,49 @@ def test_an_interrupted_build_serves_nothing_and_resumes(tiny_data, tmp_path, mo
     assert not small.build_work_dir("small-v98-quick").exists()
 
 
+def test_a_build_carried_in_parts_to_another_machine_resumes_there(tiny_data, tmp_path, monkeypatch):
+    """``small carry``: an interrupted build's states over the size limit are split into parts, the folder moves (as
+    a commit would carry it), the same command resumes from the parts; once the system is built, its states keep
+    only what the manifest reads."""
+    import shutil
+
+    from crs_backends.neural import small
+    from crs_backends.neural.checkpoints import read_manifest
+    from crs_backends.neural.training import has_state, state_parts
+
+    monkeypatch.setattr(small, "SYSTEMS", ("kbrd",))
+    out, here = tmp_path / "sets" / "small-v96", tmp_path / "machine-1" / "small-v96"
+
+    def stop_in_conv(system):
+        def progress(phase, done, total):
+            if phase == "conv" and done == 2:
+                raise KeyboardInterrupt
+
+        return progress
+
+    monkeypatch.setattr(small, "_progress_for", lambda *a: stop_in_conv)
+    assert small.main(["build", "--out", str(out), "--quick", "--quiet", "--work", str(here)]) == 130
+    rec = here / ".train" / "kbrd_rec_redial" / "trainer_state.pt"
+    steps = small.trained_stages(here, ["kbrd"], "redial")["kbrd"]["rec"]["steps"]
+    size = rec.stat().st_size
+    assert small.carry(here, systems=("kbrd",), max_bytes=size // 3 + 1) == [
+        f"kbrd_rec_redial: step {steps}, split into 3 parts"
+    ]
+    assert not rec.exists() and len(state_parts(rec)) == 3 and has_state(rec)
+    there = tmp_path / "machine-2" / "small-v96"
+    shutil.copytree(here, there)
+    shutil.rmtree(here)
+    monkeypatch.setattr(small, "_progress_for", lambda *a: lambda system: None)
+    assert small.main(["build", "--out", str(out), "--quick", "--quiet", "--work", str(there)]) == 0
+    assert read_manifest(out)["stages"]["kbrd"]["rec"]["steps"] == steps  # resumed from the parts: not trained again
+    done = small.carry(there, systems=("kbrd",))
+    assert sorted(line.split(":")[0] for line in done) == ["kbrd_conv_redial", "kbrd_rec_redial"]
+    assert small.trained_stages(there, ["kbrd"], "redial") == read_manifest(out)["stages"]
+    moved = tmp_path / "sets" / "small-v95"
+    assert small.main(["build", "--out", str(moved), "--quick", "--quiet", "--work", str(there)]) == 0
+    assert read_manifest(moved)["stages"] == read_manifest(out)["stages"]  # built from the carried parts alone
+
+
 def test_a_build_without_redial_says_where_to_give_it(tmp_path, monkeypatch, capsys):
     from crs_backends.neural import small
 

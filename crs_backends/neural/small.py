@@ -325,15 +325,14 @@ and the relations genre, star, director and writer between them. No plot or othe
 def trained_stages(work: Path, systems, dataset: str) -> dict[str, dict[str, dict]]:
     """Per system and stage, the optimizer steps taken and the mean loss of the first and last ten (from the training
     states in ``work/.train``): what the set's manifest says of its training."""
-    import torch
-
-    from crs_backends.neural.training import STATE_FILE
+    from crs_backends.neural.training import STATE_FILE, has_state, read_state
 
     out: dict[str, dict[str, dict]] = {}
     for system in systems:
-        for path in sorted((Path(work) / ".train").glob(f"{system}_*_{dataset}/{STATE_FILE}")):
+        folders = sorted((Path(work) / ".train").glob(f"{system}_*_{dataset}"))
+        for path in (f / STATE_FILE for f in folders if has_state(f / STATE_FILE)):
             try:
-                state = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
+                state = read_state(path)
             except Exception:  # a damaged state says nothing (unpickling raises what it likes)
                 continue
             stage = path.parent.name[len(system) + 1 : -len(dataset) - 1]
@@ -345,6 +344,38 @@ def trained_stages(work: Path, systems, dataset: str) -> dict[str, dict[str, dic
                     **{name: {"first": _mean(v[:10]), "last": _mean(v[-10:])} for name, v in losses.items()},
                 }
     return out
+
+
+CARRY_MAX_BYTES = 90_000_000  # a repository's file limit (GitHub refuses files over 100 MB), with room to spare
+
+
+def carry(work: Path, systems=SYSTEMS, dataset: str = DATASET, max_bytes: int = CARRY_MAX_BYTES) -> list[str]:
+    """Make a build's folder fit to commit, so that another machine finishes the build (build-state/README.md): a
+    system whose two parts are written keeps, of each stage's state, only what the manifest reads (stage, steps,
+    losses, devices; the build does not train it again); any other state over ``max_bytes`` is split into parts that
+    the training joins when it resumes. Returns what it did, a line per state. Run it while the build is stopped."""
+    import torch
+
+    from crs_backends.neural.train_command import has_published_layout
+    from crs_backends.neural.training import STATE_FILE, has_state, read_state, split_state
+
+    done = []
+    for system in systems:
+        finished = has_published_layout(Path(work), system, dataset)
+        for folder in sorted((Path(work) / ".train").glob(f"{system}_*_{dataset}")):
+            path = folder / STATE_FILE
+            if not has_state(path):
+                continue
+            state = read_state(path)
+            if finished:
+                kept = {k: state[k] for k in ("stage", "step", "losses", "devices") if k in state}
+                if set(kept) != set(state):
+                    torch.save(kept, path)
+                    done.append(f"{folder.name}: step {state['step']}, kept its steps and losses (its system is built)")
+            elif path.exists() and path.stat().st_size > max_bytes:
+                parts = split_state(path, max_bytes)
+                done.append(f"{folder.name}: step {state['step']}, split into {len(parts)} parts")
+    return done
 
 
 def dataset_models_dir(dataset: str) -> Path:
@@ -428,10 +459,21 @@ def main(argv: list[str] | None = None, *, prog: str = "python -m crs_backends.n
         help="where it trains and resumes from (default <cache>/build/<name>/train): a folder that outlives this "
         "machine lets another one finish the build",
     )
+    carry_cmd = sub.add_parser(
+        "carry", help="make a build's --work folder fit to commit, so that another machine finishes the build"
+    )
+    carry_cmd.add_argument("--work", required=True, type=Path, help="the folder the build trains in")
     sub.add_parser("info", help="which set runs and what it holds")
     args = parser.parse_args(argv)
     if args.command == "info":
         print(json.dumps(info(), indent=2))
+        return 0
+    if args.command == "carry":
+        if not (args.work / ".train").is_dir():
+            _say(f"ERROR: {args.work} holds no training state (.train/)")
+            return 2
+        for line in carry(args.work) or ["nothing to change"]:
+            print(line)
         return 0
     if args.command == "build":
         return _build_command(args.out, quick=args.quick, quiet=args.quiet, work=args.work)

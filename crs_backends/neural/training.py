@@ -22,6 +22,7 @@ and the modules it trains; :func:`run_stage` does the rest the same way for all 
 
 from __future__ import annotations
 
+import io
 import math
 import os
 import time
@@ -77,6 +78,38 @@ class Stage:
 
 def state_path(out_root, system: str, stage: str, dataset: str) -> Path:
     return Path(out_root) / ".train" / f"{system}_{stage}_{dataset}" / STATE_FILE
+
+
+def state_parts(path: Path) -> list[Path]:
+    """The parts a state was split into (``<state>.part-000`` …, :func:`split_state`), in order."""
+    return sorted(path.parent.glob(f"{path.name}.part-*"))
+
+
+def has_state(path: Path) -> bool:
+    return path.exists() or bool(state_parts(path))
+
+
+def read_state(path: Path) -> dict:
+    """A training state, whole or from its parts (the whole file wins: a run that resumed from parts writes it)."""
+    if path.exists() or not state_parts(path):
+        return torch.load(path, map_location="cpu", weights_only=False)
+    joined = b"".join(part.read_bytes() for part in state_parts(path))
+    return torch.load(io.BytesIO(joined), map_location="cpu", weights_only=False)
+
+
+def split_state(path: Path, max_bytes: int) -> list[Path]:
+    """Split a state file into parts of at most ``max_bytes`` (a repository that carries a build between machines
+    takes no file over 100 MB) and remove the whole file; returns the parts. Joined by :func:`read_state`."""
+    for stale in state_parts(path):
+        stale.unlink()
+    data = path.read_bytes()
+    parts = []
+    for i, start in enumerate(range(0, len(data), max_bytes)):
+        part = path.with_name(f"{path.name}.part-{i:03d}")
+        part.write_bytes(data[start : start + max_bytes])
+        parts.append(part)
+    path.unlink()
+    return parts
 
 
 def epoch_batches(lengths: list[int], batch_size: int, seed: int, epoch: int) -> list[list[int]]:
@@ -151,10 +184,10 @@ def run_stage(
     step, history = 0, {}
     devices: list[str] = []
     resumed = False
-    if config.resume and path.exists():
+    if config.resume and has_state(path):
         before = [{k: v.clone() for k, v in s.items()} for s in _states(stage.modules)]  # if loading fails half-way
         try:
-            saved = torch.load(path, map_location="cpu", weights_only=False)
+            saved = read_state(path)
             if saved.get("stage") != stage.name or len(saved["modules"]) != len(stage.modules):
                 raise ValueError("the state belongs to another stage")
             for module, state in zip(stage.modules, saved["modules"]):
@@ -203,6 +236,8 @@ def run_stage(
             tmp,
         )
         os.replace(tmp, path)
+        for stale in state_parts(path):  # the whole file is newer than the parts a resumed run began from
+            stale.unlink()
 
     bs = max(1, config.batch_size)
     warmup = max(1, stage.warmup if stage.warmup is not None else min(MAX_WARMUP, round(WARMUP_SHARE * stage.steps)))
