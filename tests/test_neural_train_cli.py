@@ -212,6 +212,16 @@ def test_the_builder_trains_on_redial_and_publishes_the_set_whole(tiny_data, tmp
     assert "exists" in capsys.readouterr().err
 
 
+def _stop_in_conv(system):
+    """A build's progress callback that interrupts KBRD's second stage at its second step."""
+
+    def progress(phase, done, total):
+        if phase == "conv" and done == 2:
+            raise KeyboardInterrupt
+
+    return progress
+
+
 def test_an_interrupted_build_serves_nothing_and_resumes(tiny_data, tmp_path, monkeypatch):
     """Stopped in KBRD's second stage, the build leaves no set (nor a temporary one) and keeps its training state in
     the folder ``--work`` names: the same command goes on from there (the finished recommender stage, its state
@@ -224,14 +234,7 @@ def test_an_interrupted_build_serves_nothing_and_resumes(tiny_data, tmp_path, mo
     monkeypatch.setattr(small, "SYSTEMS", ("kbrd",))
     out = tmp_path / "sets" / "small-v98"
 
-    def stop_in_conv(system):
-        def progress(phase, done, total):
-            if phase == "conv" and done == 2:
-                raise KeyboardInterrupt
-
-        return progress
-
-    monkeypatch.setattr(small, "_progress_for", lambda *a: stop_in_conv)
+    monkeypatch.setattr(small, "_progress_for", lambda *a: _stop_in_conv)
     work = tmp_path / "kept" / "small-v98"
     command = ["build", "--out", str(out), "--quick", "--quiet", "--work", str(work)]
     assert small.main(command) == 130
@@ -263,14 +266,7 @@ def test_a_build_carried_in_parts_to_another_machine_resumes_there(tiny_data, tm
     monkeypatch.setattr(small, "SYSTEMS", ("kbrd",))
     out, here = tmp_path / "sets" / "small-v96", tmp_path / "machine-1" / "small-v96"
 
-    def stop_in_conv(system):
-        def progress(phase, done, total):
-            if phase == "conv" and done == 2:
-                raise KeyboardInterrupt
-
-        return progress
-
-    monkeypatch.setattr(small, "_progress_for", lambda *a: stop_in_conv)
+    monkeypatch.setattr(small, "_progress_for", lambda *a: _stop_in_conv)
     assert small.main(["build", "--out", str(out), "--quick", "--quiet", "--work", str(here)]) == 130
     rec = here / ".train" / "kbrd_rec_redial" / "trainer_state.pt"
     steps = small.trained_stages(here, ["kbrd"], "redial")["kbrd"]["rec"]["steps"]
