@@ -60,6 +60,17 @@ def key_layout(keys: np.ndarray) -> np.ndarray:
     return keys.reshape(*keys.shape[:-1], 2, width // 2).swapaxes(-1, -2).reshape(keys.shape)
 
 
+def cache_rows(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-layer keys and values as torch holds them, (layers, KV heads, positions, head width), as the rows of
+    llama.cpp's sequence state: (layers, positions, KV heads × head width), the keys in the GGUF's order."""
+    layers, heads, positions, width = keys.shape
+    rows = (layers, positions, heads * width)
+    return (
+        key_layout(keys).transpose(0, 2, 1, 3).reshape(rows),
+        np.ascontiguousarray(values.transpose(0, 2, 1, 3)).reshape(rows),
+    )
+
+
 class StateLayout:
     """Where a sequence state of ``cells`` cells, as ``llama_state_seq_get_data`` writes it, holds each layer's keys
     and values: the state's bytes and the offsets of those float16 rows. Parsed from a real state (placeholder

@@ -530,18 +530,14 @@ class UniCRSSmall(NeuralModel):
         keys rotated as RoPE rotates position P and in the GGUF's dimension order. llama.cpp's prompt then starts at
         position P, and its query at p + P meets a key rotated by P as the torch decoder's query at p meets the
         unrotated key: R(p + P)ᵀ R(P) = R(p)ᵀ."""
-        from crs_backends.neural.smollm_llamacpp import key_layout
+        from crs_backends.neural.smollm_llamacpp import cache_rows
 
         keys, values = self.rec_prompt.prefix_kv(prompt[None])  # (layers, 1, KV heads, P, head width)
-        n_layer, _, n_kv, p, width = keys.shape
+        p, width = keys.shape[-2:]
         cos, sin = self.lm.model.rotary_emb(keys[0], torch.full((1, p), p, device=keys.device))  # (1, P, width)
         half = width // 2
         keys = keys * cos + torch.cat([-keys[..., half:], keys[..., :half]], dim=-1) * sin  # transformers' RoPE
-        rows = (n_layer, p, n_kv * width)
-        return (
-            key_layout(keys[:, 0].permute(0, 2, 1, 3).float().cpu().numpy()).reshape(rows),
-            values[:, 0].permute(0, 2, 1, 3).float().cpu().numpy().reshape(rows),
-        )
+        return cache_rows(keys[:, 0].float().cpu().numpy(), values[:, 0].float().cpu().numpy())
 
     def _llama_rec_hidden(self, prompt: torch.Tensor, pmask: torch.Tensor, context: list[int]) -> torch.Tensor | None:
         """The decoder's final hidden state under the recommendation prompt, one row, computed by llama.cpp (the
@@ -686,12 +682,12 @@ class UniCRSSmall(NeuralModel):
         """A one-row torch KV cache as llama.cpp's sequence state holds it: keys (already rotated by RoPE at their own
         positions) in the GGUF's dimension order, values as they are; each (layers, positions, KV heads × head
         width)."""
-        from crs_backends.neural.smollm_llamacpp import key_layout
+        from crs_backends.neural.smollm_llamacpp import cache_rows
 
-        keys = np.stack([key_layout(layer.keys[0].permute(1, 0, 2).float().cpu().numpy()) for layer in cache.layers])
-        values = np.stack([layer.values[0].permute(1, 0, 2).float().cpu().numpy() for layer in cache.layers])
-        rows = (keys.shape[0], keys.shape[1], keys.shape[2] * keys.shape[3])
-        return keys.reshape(rows), values.reshape(rows)
+        return cache_rows(
+            torch.stack([layer.keys[0] for layer in cache.layers]).float().cpu().numpy(),
+            torch.stack([layer.values[0] for layer in cache.layers]).float().cpu().numpy(),
+        )
 
     def llama_decoder(self) -> Any:
         """The llama.cpp decoder over the backbone's GGUF, started once; None (torch decodes) where it cannot run,
