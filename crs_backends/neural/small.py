@@ -332,7 +332,7 @@ def trained_stages(work: Path, systems, dataset: str) -> dict[str, dict[str, dic
         folders = sorted((Path(work) / ".train").glob(f"{system}_*_{dataset}"))
         for path in (f / STATE_FILE for f in folders if has_state(f / STATE_FILE)):
             try:
-                state = read_state(path)
+                state = read_state(path, mmap=True)
             except Exception:  # a damaged state says nothing (unpickling raises what it likes)
                 continue
             stage = path.parent.name[len(system) + 1 : -len(dataset) - 1]

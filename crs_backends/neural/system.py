@@ -329,7 +329,7 @@ class NeuralCRS(CRSSystem):
                 **self._identity_metadata(info),
                 "policy": self.policy,
                 "choice": choice.record() if choice is not None else None,
-                # where the option letters' logits came from (the small UniCRS: its reply's llama.cpp prefill)
+                # where the option letters' logits came from (the small UniCRS: its reply's own prefill)
                 **({"option_route": route} if (route := getattr(self.model, "option_route", "")) else {}),
                 # which decoder ranked and which wrote the reply (the small UniCRS: torch and llama.cpp take part)
                 **({"rank_route": by} if (by := getattr(self.model, "rank_route", "")) else {}),

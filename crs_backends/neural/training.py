@@ -16,8 +16,8 @@ and the modules it trains; :func:`run_stage` does the rest the same way for all 
   60 seconds and at the end of the stage;
 - resume: a readable state for the same modules continues where it stopped (a finished stage does
   nothing; a larger budget continues it); a damaged or foreign state is reported with a warning and the stage
-  starts again from step 0. A finished stage's state may come without its optimizer (``build-state/`` carries
-  them so, a third of the size): it loads, and a larger budget for it starts again.
+  starts again from step 0. A state may be stored in parts (:func:`split_state`, for a repository that carries a
+  build between machines); it is read joined, and written whole again.
 """
 
 from __future__ import annotations
@@ -89,10 +89,11 @@ def has_state(path: Path) -> bool:
     return path.exists() or bool(state_parts(path))
 
 
-def read_state(path: Path) -> dict:
-    """A training state, whole or from its parts (the whole file wins: a run that resumed from parts writes it)."""
+def read_state(path: Path, *, mmap: bool = False) -> dict:
+    """A training state, whole or from its parts (the whole file wins: a run that resumed from parts writes it);
+    ``mmap``: a whole file's tensors are mapped, not read (for a reader of its steps and losses alone)."""
     if path.exists() or not state_parts(path):
-        return torch.load(path, map_location="cpu", weights_only=False)
+        return torch.load(path, map_location="cpu", weights_only=False, mmap=mmap)
     joined = b"".join(part.read_bytes() for part in state_parts(path))
     return torch.load(io.BytesIO(joined), map_location="cpu", weights_only=False)
 
@@ -192,12 +193,9 @@ def run_stage(
                 raise ValueError("the state belongs to another stage")
             for module, state in zip(stage.modules, saved["modules"]):
                 load_strict(module, state, source=path)  # checked before anything is copied
+            optimizer.load_state_dict(saved["optimizer"])
             step, history = int(saved["step"]), {k: list(v) for k, v in saved["losses"].items()}
             devices = [str(d) for d in saved.get("devices") or []]
-            if saved.get("optimizer") is not None:
-                optimizer.load_state_dict(saved["optimizer"])
-            elif step < stage.steps:
-                raise ValueError("an unfinished stage's state without its optimizer")
             torch.set_rng_state(saved["rng"])
             if torch.cuda.is_available() and saved.get("cuda_rng") is not None:
                 torch.cuda.set_rng_state_all(saved["cuda_rng"])
