@@ -142,6 +142,41 @@ def test_a_failing_option_choice_falls_back_to_the_generated_reply(kg, catalog, 
     assert "option choice failed" in turn.metadata["notes"][0]
 
 
+def test_a_turn_records_the_routes_of_its_own_steps_only(kg, catalog, tmp_path):
+    """A model that takes more than one route (the small UniCRS) says which ran; a step that failed this turn records
+    nothing, never the route of the turn before."""
+
+    class RoutedModel(ScriptedModel):
+        option_route = rank_route = reply_route = ""
+
+        def generate(self, inp, *, items=None):
+            self.reply_route = "llama.cpp"
+            return super().generate(inp, items=items)
+
+        def option_scores(self, inp, options):
+            scores = super().option_scores(inp, options)
+            self.option_route = "the reply's llama.cpp prefill"
+            return scores
+
+        def recommend(self, inp, k=TOP_K):
+            self.rank_route = "torch"
+            return super().recommend(inp, k)
+
+    model = RoutedModel(kg, list(kg.item_ids), "Which director do you like?", [[5, 0, 0, 0]])
+    crs = NeuralCRS(model, catalog, source=_published(tmp_path))
+    conv = Conversation(system_id="unicrs", turns=[Turn(role="user", text="hi")])
+    first = crs.respond(conv).metadata
+    assert (first["option_route"], first["rank_route"], first["reply_route"]) == (
+        "the reply's llama.cpp prefill",
+        "torch",
+        "llama.cpp",
+    )
+    conv.turns += [Turn(role="system", text="Which director do you like?"), Turn(role="user", text="Nolan")]
+    second = crs.respond(conv).metadata  # no scores left: the option choice fails
+    assert second["choice"] is None and "option_route" not in second
+    assert second["rank_route"] == "torch" and second["reply_route"] == "llama.cpp"
+
+
 def test_the_enhanced_policy_stays_available(kg, catalog, tmp_path):
     model = ScriptedModel(kg, list(kg.item_ids), "You might like <movie>.", None)
     crs = NeuralCRS(model, catalog, source=_published(tmp_path), policy="enhanced")

@@ -53,6 +53,9 @@ log = logging.getLogger(__name__)
 
 SHOWN_IN_FALLBACK = 3
 LINK_CACHE = 4096  # utterances whose entity links are remembered
+# what a model that takes more than one route says of each step of a turn (the small UniCRS: torch or llama.cpp),
+# recorded in the turn's metadata; cleared when a turn starts
+ROUTE_ATTRIBUTES = ("option_route", "rank_route", "reply_route")
 
 # what a model may leave where an item should be: our slot, UniCRS's published placeholders, ReDial's ids
 _PLACEHOLDER = re.compile(r"<movie>|<mask>|<pad>|\[(?:movie|item)\]|@\d{4,}", re.IGNORECASE)
@@ -280,6 +283,9 @@ class NeuralCRS(CRSSystem):
             else contextlib.nullcontext()
         )
         with self._lock, torch.no_grad(), half:
+            for attribute in ROUTE_ATTRIBUTES:  # what this turn's steps record, never a step of the turn before
+                if hasattr(self.model, attribute):
+                    setattr(self.model, attribute, "")
             inp = self.exact_input(conversation) if exact else self.arena_input(conversation)
             generated = self.model.reply_text(inp)  # get_conv
             menu = [letter for letter, _ in policy.options_for(dataset)]
@@ -329,11 +335,9 @@ class NeuralCRS(CRSSystem):
                 **self._identity_metadata(info),
                 "policy": self.policy,
                 "choice": choice.record() if choice is not None else None,
-                # where the option letters' logits came from (the small UniCRS: its reply's own prefill)
-                **({"option_route": route} if (route := getattr(self.model, "option_route", "")) else {}),
-                # which decoder ranked and which wrote the reply (the small UniCRS: torch and llama.cpp take part)
-                **({"rank_route": by} if (by := getattr(self.model, "rank_route", "")) else {}),
-                **({"reply_route": wrote} if (wrote := getattr(self.model, "reply_route", "")) else {}),
+                # where the option letters' logits came from, which decoder ranked and which wrote the reply (the
+                # small UniCRS: torch and llama.cpp take part); a step this turn did not run records nothing
+                **{a: route for a in ROUTE_ATTRIBUTES if (route := getattr(self.model, a, ""))},
                 "recommended": act == "recommend",
                 "act": act,
                 "entities": list(inp.entities),
