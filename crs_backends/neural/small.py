@@ -23,6 +23,7 @@ whole recipe takes hours on two cores (UniCRS's two epochs through the frozen de
 trains a few steps on a few records, to try the wiring.
 
     python -m crs_backends.neural.small info                  # which set runs and what it holds
+    python -m crs_backends.neural.small report                # its figures on ReDial's test split, as the README
     python -m crs_backends.neural.small build --out DIR       # train a set (the shipped recipe), resumable
     python -m crs_backends.neural.small build --out DIR --quick   # a few steps on a few records
 """
@@ -464,9 +465,22 @@ def main(argv: list[str] | None = None, *, prog: str = "python -m crs_backends.n
     )
     carry_cmd.add_argument("--work", required=True, type=Path, help="the folder the build trains in")
     sub.add_parser("info", help="which set runs and what it holds")
+    report_cmd = sub.add_parser(
+        "report", help="a set's figures on ReDial's test split, as the README shows them (markdown, from its manifest)"
+    )
+    report_cmd.add_argument("--set", dest="root", type=Path, default=None, help="the set (default: the one that runs)")
     args = parser.parse_args(argv)
     if args.command == "info":
         print(json.dumps(info(), indent=2))
+        return 0
+    if args.command == "report":
+        from crs_backends.neural.set_report import readme_section
+
+        root = args.root or small_models_root()
+        if root is None or not (Path(root) / "manifest.json").is_file():
+            _say(f"ERROR: no small set with a manifest at {root or small_models_dir()}")
+            return 2
+        print(readme_section(names.read_manifest_quietly(Path(root))))
         return 0
     if args.command == "carry":
         if not (args.work / ".train").is_dir():
