@@ -450,7 +450,7 @@ ABOUT = {
 # (crs_backends/neural/small.py); :func:`small_recall_note` adds the R@10 its set measured on ReDial's test split
 ABOUT_SMALL = {
     "kbrd": "KBRD's architecture at small size (a knowledge-graph recommender and a small Transformer that replies)",
-    "barcor": "BARCOR's architecture at small size, on the frozen all-MiniLM-L6-v2 encoder",
+    "barcor": "BARCOR's architecture at small size, with all-MiniLM-L6-v2 as its encoder",
     "unicrs": "UniCRS's knowledge-enhanced soft prompts on the frozen SmolLM2-135M-Instruct",
 }
 

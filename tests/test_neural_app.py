@@ -78,7 +78,7 @@ def test_selector_lists_every_system_with_its_version(app):
     # the line for each small version says what it really is, not what the published system is
     props = {c["props"].get("elem_id"): c["props"] for c in client.config["components"] if c["props"].get("elem_id")}
     about = props["system-descriptions"]["value"]
-    assert "BARCOR's architecture at small size, on the frozen all-MiniLM-L6-v2" in about
+    assert "BARCOR's architecture at small size, with all-MiniLM-L6-v2 as its encoder" in about
     assert "soft prompts on the frozen SmolLM2-135M-Instruct" in about and "DialoGPT" not in about
     # each small version's R@10 on ReDial's test split as bench/crs_fidelity.py measured the set that runs, or none
     measured = read_manifest(names.SHIPPED_SMALL_ROOT).get("redial_test")
