@@ -284,6 +284,33 @@ def test_a_build_carried_in_parts_to_another_machine_resumes_there(tiny_data, tm
     assert read_manifest(moved)["stages"] == read_manifest(out)["stages"]  # built from the carried parts alone
 
 
+def test_a_build_trained_only_then_written_by_the_same_command(tiny_data, tmp_path, monkeypatch, capsys):
+    """``build --work W --train-only`` trains and writes no set; ``build --out DIR --work W`` then writes the set from
+    what W holds, training nothing again (a new version of the code can write the set another one trained)."""
+    from crs_backends.neural import small
+    from crs_backends.neural.checkpoints import read_manifest
+
+    monkeypatch.setattr(small, "SYSTEMS", ("kbrd",))
+    work, out = tmp_path / "kept" / "small-v94", tmp_path / "sets" / "small-v94"
+    assert small.main(["build", "--work", str(work), "--train-only", "--quick", "--quiet"]) == 0
+    assert "the set is written by the same command with --out DIR" in capsys.readouterr().out
+    assert not out.parent.exists()  # no set, nor a temporary one
+    trained = small.trained_stages(work, ["kbrd"], "redial")["kbrd"]
+    assert trained["rec"]["steps"] > 0 and trained["conv"]["steps"] > 0
+
+    def never(system):
+        raise AssertionError(f"{system} trained again")
+
+    monkeypatch.setattr(small, "_progress_for", lambda *a: never)
+    assert small.main(["build", "--out", str(out), "--quick", "--quiet", "--work", str(work)]) == 0
+    assert read_manifest(out)["stages"]["kbrd"] == trained
+    # --train-only needs --work and writes no set; a set needs --out
+    for args in (["--train-only"], ["--train-only", "--work", str(work), "--out", str(tmp_path / "x")], []):
+        assert small.main(["build", "--quiet", *args]) == 2
+    err = capsys.readouterr().err
+    assert "--train-only trains in --work (required)" in err and "--out names the directory" in err
+
+
 def test_a_build_without_redial_says_where_to_give_it(tmp_path, monkeypatch, capsys):
     from crs_backends.neural import small
 

@@ -26,6 +26,7 @@ trains a few steps on a few records, to try the wiring.
     python -m crs_backends.neural.small report                # its figures on ReDial's test split, as the README
     python -m crs_backends.neural.small build --out DIR       # train a set (the shipped recipe), resumable
     python -m crs_backends.neural.small build --out DIR --quick   # a few steps on a few records
+    python -m crs_backends.neural.small build --work DIR --train-only   # train only (resumable); the set comes later
 """
 
 from __future__ import annotations
@@ -194,6 +195,43 @@ def build_work_dir(name: str) -> Path:
     return names.cache_dir() / "build" / name / "train"
 
 
+def train_parts(
+    work: Path,
+    systems: tuple[str, ...] = SYSTEMS,
+    *,
+    settings: dict[str, dict] | None = None,
+    limit: int | None = None,
+    progress_for: Callable[[str], Progress | None] | None = None,
+    log: Callable[[str], None] = _say,
+):
+    """The training half of :func:`build`: each of ``systems`` trained on ReDial in ``work`` (resumable; a system whose
+    parts are there is not trained again). Returns (the folder of the parts, the TrainData)."""
+    import torch
+
+    from catalog.catalog import data_dir
+
+    for system in systems:
+        try:
+            names.check_system(system)
+        except ValueError as e:
+            raise SmallBuildError(str(e)) from None
+    base = data_dir()
+    if base is None or not (base / DATASET / "entity2id.json").exists():
+        raise SmallBuildError(
+            f"the small versions are trained on ReDial's conversations, which were not found "
+            f"({base / DATASET if base else 'no research data folder'}); give the research data folder (iEvaLM's "
+            "layout: redial/, redial_eval/) with CRS_DATA_DIR"
+        )
+    if THREADS:
+        torch.set_num_threads(THREADS)
+    try:
+        return train_on_dataset(
+            base / DATASET, systems, Path(work), settings=settings, limit=limit, progress_for=progress_for, log=log
+        )
+    except (OSError, ValueError, RuntimeError) as e:
+        raise SmallBuildError(f"training on {base / DATASET} failed: {type(e).__name__}: {e}") from e
+
+
 def build(
     root: Path,
     *,
@@ -212,36 +250,16 @@ def build(
     (:func:`_build_in_place` renames it into place)."""
     import torch
 
-    from catalog.catalog import data_dir
     from crs_backends.neural.checkpoints import write_manifest
     from crs_backends.neural.engine import ConvInput
     from crs_backends.neural.half_storage import store_half
     from crs_backends.neural.kg_reader import load_kg
     from crs_backends.neural.names import model_class
 
-    for system in systems:
-        try:
-            names.check_system(system)
-        except ValueError as e:
-            raise SmallBuildError(str(e)) from None
-    base = data_dir()
-    if base is None or not (base / DATASET / "entity2id.json").exists():
-        raise SmallBuildError(
-            f"the small versions are trained on ReDial's conversations, which were not found "
-            f"({base / DATASET if base else 'no research data folder'}); give the research data folder (iEvaLM's "
-            "layout: redial/, redial_eval/) with CRS_DATA_DIR"
-        )
-    if THREADS:
-        torch.set_num_threads(THREADS)
     t_start = time.monotonic()
     root = Path(root)
     work = Path(work) if work is not None else build_work_dir(root.name.split(".build-")[0].lstrip("."))
-    try:
-        models, data = train_on_dataset(
-            base / DATASET, systems, work, settings=settings, limit=limit, progress_for=progress_for, log=log
-        )
-    except (OSError, ValueError, RuntimeError) as e:
-        raise SmallBuildError(f"training on {base / DATASET} failed: {type(e).__name__}: {e}") from e
+    models, data = train_parts(work, systems, settings=settings, limit=limit, progress_for=progress_for, log=log)
     trained = time.monotonic() - t_start
     root.mkdir(parents=True, exist_ok=True)
     for system in systems:
@@ -451,7 +469,7 @@ def main(argv: list[str] | None = None, *, prog: str = "python -m crs_backends.n
     build_cmd = sub.add_parser(
         "build", help="train a set on ReDial into a new directory (the command behind the shipped set; resumable)"
     )
-    build_cmd.add_argument("--out", required=True, type=Path, help="directory to write (must not exist)")
+    build_cmd.add_argument("--out", type=Path, help="directory to write (must not exist; not with --train-only)")
     build_cmd.add_argument("--quick", action="store_true", help="a few steps on a few records: the wiring, minutes")
     build_cmd.add_argument("--quiet", action="store_true", help="no progress bar")
     build_cmd.add_argument(
@@ -459,6 +477,12 @@ def main(argv: list[str] | None = None, *, prog: str = "python -m crs_backends.n
         type=Path,
         help="where it trains and resumes from (default <cache>/build/<name>/train): a folder that outlives this "
         "machine lets another one finish the build",
+    )
+    build_cmd.add_argument(
+        "--train-only",
+        action="store_true",
+        help="train in --work and stop before the set is written (the same command without it then writes the set "
+        "from what --work holds)",
     )
     carry_cmd = sub.add_parser(
         "carry", help="make a build's --work folder fit to commit, so that another machine finishes the build"
@@ -490,6 +514,14 @@ def main(argv: list[str] | None = None, *, prog: str = "python -m crs_backends.n
             print(line)
         return 0
     if args.command == "build":
+        if args.train_only:
+            if args.work is None or args.out is not None:
+                _say("ERROR: --train-only trains in --work (required) and writes no set (no --out)")
+                return 2
+            return _train_only_command(args.work, quick=args.quick, quiet=args.quiet)
+        if args.out is None:
+            _say("ERROR: --out names the directory the set is written to")
+            return 2
         return _build_command(args.out, quick=args.quick, quiet=args.quiet, work=args.work)
     if not args.force and small_models_root() is not None:
         print(f"small local versions present: {small_models_root()}")
@@ -527,6 +559,20 @@ def command():
         raise SystemExit(main(list(args), prog="crs-arena small"))
 
     return small
+
+
+def _train_only_command(work: Path, *, quick: bool, quiet: bool) -> int:
+    trial = {"settings": QUICK_SETTINGS, "limit": QUICK_RECORDS} if quick else {}
+    try:
+        models, _data = train_parts(work, SYSTEMS, progress_for=_progress_for(None, not quiet, len(SYSTEMS)), **trial)
+    except KeyboardInterrupt:
+        _say("interrupted: run the same command again to resume the training")
+        return 130
+    except SmallBuildError as e:
+        _say(f"ERROR: {e}")
+        return 1
+    print(f"trained in {models}; the set is written by the same command with --out DIR instead of --train-only")
+    return 0
 
 
 def _build_command(out: Path, *, quick: bool, quiet: bool, work: Path | None = None) -> int:
