@@ -562,9 +562,14 @@ def command():
 
 
 def _train_only_command(work: Path, *, quick: bool, quiet: bool) -> int:
-    trial = {"settings": QUICK_SETTINGS, "limit": QUICK_RECORDS} if quick else {}
     try:
-        models, _data = train_parts(work, SYSTEMS, progress_for=_progress_for(None, not quiet, len(SYSTEMS)), **trial)
+        models, _data = train_parts(
+            work,
+            SYSTEMS,
+            settings=QUICK_SETTINGS if quick else None,
+            limit=QUICK_RECORDS if quick else None,
+            progress_for=_progress_for(None, not quiet, len(SYSTEMS)),
+        )
     except KeyboardInterrupt:
         _say("interrupted: run the same command again to resume the training")
         return 130
