@@ -518,7 +518,7 @@ def main(argv: list[str] | None = None, *, prog: str = "python -m crs_backends.n
             if args.work is None or args.out is not None:
                 _say("ERROR: --train-only trains in --work (required) and writes no set (no --out)")
                 return 2
-            return _train_only_command(args.work, quick=args.quick, quiet=args.quiet)
+            return _build_command(None, quick=args.quick, quiet=args.quiet, work=args.work)
         if args.out is None:
             _say("ERROR: --out names the directory the set is written to")
             return 2
@@ -561,45 +561,36 @@ def command():
     return small
 
 
-def _train_only_command(work: Path, *, quick: bool, quiet: bool) -> int:
-    try:
-        models, _data = train_parts(
-            work,
-            SYSTEMS,
-            settings=QUICK_SETTINGS if quick else None,
-            limit=QUICK_RECORDS if quick else None,
-            progress_for=_progress_for(None, not quiet, len(SYSTEMS)),
-        )
-    except KeyboardInterrupt:
-        _say("interrupted: run the same command again to resume the training")
-        return 130
-    except SmallBuildError as e:
-        _say(f"ERROR: {e}")
-        return 1
-    print(f"trained in {models}; the set is written by the same command with --out DIR instead of --train-only")
-    return 0
-
-
-def _build_command(out: Path, *, quick: bool, quiet: bool, work: Path | None = None) -> int:
-    if out.exists():
+def _build_command(out: Path | None, *, quick: bool, quiet: bool, work: Path | None = None) -> int:
+    """``build``: the set written into ``out``, or, where ``out`` is None (``--train-only``), the training in ``work``
+    alone."""
+    if out is not None and out.exists():
         _say(f"ERROR: {out} exists; give a new directory (a set is never trained over another)")
         return 2
-    command = f"python -m crs_backends.neural.small build --out {out}" + (" --quick" if quick else "")
-    trial = {"settings": QUICK_SETTINGS, "limit": QUICK_RECORDS} if quick else {}
-    # a quick build trains in a folder of its own: its few steps never resume into the real recipe's run
-    if work is None and quick:
-        work = build_work_dir(f"{out.name}-quick")
+    settings, limit = (QUICK_SETTINGS, QUICK_RECORDS) if quick else (None, None)
+    progress_for = _progress_for(None, not quiet, len(SYSTEMS))
     try:
+        if out is None:
+            assert work is not None  # --train-only requires --work (main)
+            models, _data = train_parts(work, SYSTEMS, settings=settings, limit=limit, progress_for=progress_for)
+            print(f"trained in {models}; the set is written by the same command with --out DIR instead of --train-only")
+            return 0
+        command = f"python -m crs_backends.neural.small build --out {out}" + (" --quick" if quick else "")
+        # a quick build trains in a folder of its own: its few steps never resume into the real recipe's run
+        if work is None and quick:
+            work = build_work_dir(f"{out.name}-quick")
         summary = _build_in_place(
             out,
             systems=SYSTEMS,
             command=command,
             work=work,
-            progress_for=_progress_for(None, not quiet, len(SYSTEMS)),
-            **trial,
+            progress_for=progress_for,
+            settings=settings,
+            limit=limit,
         )
     except KeyboardInterrupt:
-        _say("interrupted: nothing was written to --out; run the same command again to resume the training")
+        written = "nothing was written to --out; " if out is not None else ""
+        _say(f"interrupted: {written}run the same command again to resume the training")
         return 130
     except SmallBuildError as e:
         _say(f"ERROR: {e}")
