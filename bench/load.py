@@ -24,17 +24,26 @@ is checked for lost and duplicated turns.
     python bench/load.py --scoring-only  # only N = 16 with background scoring off and on, side by side
     python bench/load.py --think-only    # only the think-time profile (about five minutes on two cores)
     python bench/load.py --think-only --think-s 20 --think-levels 50,100,200 --window-s 90
+    python bench/load.py --think-only --repeat 3 --compare "OMP_NUM_THREADS=1"   # side by side, runs alternating
+
+``--repeat N`` runs the think-time profile N times, each against a fresh app, and reports the median of each figure
+(every run's value printed beside it): one run on two shared cores spreads widely. ``--compare "KEY=VALUE ..."``
+runs it as many times more with those environment settings given to the app (e.g. ``OMP_NUM_THREADS=1``,
+``CRS_UNICRS_SMALL_DECODER=llamacpp``), the two alternating run by run, so that a change in the machine's load falls
+on both; the compared arm's medians and its p95 at each level over the configured arm's are printed beside them.
 
 Prints per level turns/s, p50/p95 latency (also per system), errors, lost and duplicated turns and votes, the machine
 load, and the headline lines ``BENCH chat_p95_s_at_50``, ``BENCH lost_or_duplicated`` and
 ``BENCH leaderboard_read_writes``; the think-time profile adds ``BENCH capacity_turns_per_s``,
-``BENCH chat_p95_s_at_50_think``, ``BENCH chat_p95_s_at_200_think`` and ``BENCH lost_or_duplicated_think``. A figure
-that could not be measured is said in words, never printed as a number.
+``BENCH chat_p95_s_at_50_think``, ``BENCH chat_p95_s_at_200_think`` and ``BENCH lost_or_duplicated_think`` (and,
+with ``--compare``, the same figures ``_compared`` and ``..._compared_over_configured`` ratios, reported without a
+target). A figure that could not be measured is said in words, never printed as a number.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import random
 import sqlite3
@@ -441,6 +450,54 @@ def think_profile(
     return figures
 
 
+def median_of_runs(runs: list[dict[str, float]]) -> dict[str, float]:
+    """One figure per name over repeated think-time profiles: the median of the runs that measured it (lost or
+    duplicated turns: their sum, every one counts)."""
+    import statistics
+
+    out: dict[str, float] = {}
+    for name in dict.fromkeys(k for run in runs for k in run):
+        values = [run[name] for run in runs if name in run and run[name] == run[name]]
+        if values:
+            out[name] = sum(values) if name.startswith("lost_or_duplicated") else statistics.median(values)
+    return out
+
+
+def app_settings(text: str) -> dict[str, str]:
+    """``--compare``'s ``KEY=VALUE ...`` (environment variables for the app); ValueError naming a malformed one."""
+    import re
+
+    settings = {}
+    for item in text.split():
+        key, sep, value = item.partition("=")
+        if not sep or not re.fullmatch(r"[A-Z_][A-Z0-9_]*", key):
+            raise ValueError(f"{item!r} is not KEY=VALUE (an environment variable in capitals)")
+        settings[key] = value
+    if not settings:
+        raise ValueError("no KEY=VALUE given")
+    return settings
+
+
+def think_profiles(fresh_app, runs: int, arms: dict[str, dict[str, str]], profile) -> dict[str, list[dict[str, float]]]:
+    """``runs`` think-time profiles for each arm (name -> the app's extra settings), the arms alternating run by run;
+    ``fresh_app(settings)`` is a context manager giving a fresh app, ``profile(app)`` one profile's figures on it.
+    Prints each figure's value per run and its median."""
+    measured: dict[str, list[dict[str, float]]] = {arm: [] for arm in arms}
+    for run in range(runs):
+        for arm, settings in arms.items():
+            print(f"think-time profile, {arm}, run {run + 1} of {runs}")
+            with fresh_app(settings) as app:
+                measured[arm].append(profile(app))
+    if runs > 1 or len(arms) > 1:
+        for arm, results in measured.items():
+            medians = median_of_runs(results)
+            print(f"{arm}, {runs} run(s):")
+            for name, value in medians.items():
+                each = ", ".join(f"{r[name]:.2f}" if name in r else "-" for r in results)
+                print(f"  {name:<28} {each}  (median {value:.2f})" if runs > 1 else f"  {name:<28} {value:.2f}")
+    return measured
+
+
 def bench_line(name: str, figures: dict[str, float], fmt: str, unit: str, target: str | None, why: str) -> str:
     """A ``BENCH`` line (``target`` None: a figure reported without one), or a sentence saying the figure was not
     measured (never nan)."""
@@ -461,7 +518,17 @@ def options(argv: list[str]) -> argparse.Namespace:
         "--think-levels", default=",".join(map(str, THINK_LEVELS)), help="sessions per level, comma-separated"
     )
     parser.add_argument("--window-s", type=float, default=THINK_WINDOW_S, help="seconds each think-time level runs")
+    parser.add_argument("--repeat", type=int, default=1, help="think-time profiles per arm (medians reported)")
+    parser.add_argument(
+        "--compare", default="", help='"KEY=VALUE ...": a second arm of think-time profiles with these app settings'
+    )
     args = parser.parse_args(argv)
+    if not 1 <= args.repeat <= 20:
+        parser.error("--repeat: 1 to 20 runs")
+    try:
+        args.compare_settings = app_settings(args.compare) if args.compare else {}
+    except ValueError as e:
+        parser.error(f"--compare: {e}")
     try:
         args.levels = tuple(sorted({int(n) for n in args.think_levels.split(",") if n.strip()}))
     except ValueError:
@@ -548,23 +615,31 @@ def run(args: argparse.Namespace, figures: dict[str, float]) -> None:
                     without.latencies, 0.95
                 )
         if think:
-            think_db = Path(folder) / "load-think.db"
             print(
                 f"think-time profile: pauses around {args.think_s:g} s, levels {', '.join(map(str, args.levels))}, "
-                f"{args.window_s:g} s each (after one warm-up turn per system)"
+                f"{args.window_s:g} s each (after one warm-up turn per system), against a fresh app each run"
             )
-            with AppServer(think_db, env=env) as server:
-                run_level(server.url, think_db, systems, len(systems), 1, 120.0)
-                figures.update(
-                    think_profile(
-                        server.url,
-                        think_db,
-                        systems,
-                        think=args.think_s,
-                        levels=args.levels,
-                        window=args.window_s,
-                    )
-                )
+            arms = {"as configured": {}}
+            if args.compare_settings:
+                arms[f"with {args.compare}"] = args.compare_settings
+            started = iter(range(1000))
+
+            @contextlib.contextmanager
+            def fresh_app(settings: dict[str, str]):
+                db = Path(folder) / f"load-think-{next(started)}.db"
+                with AppServer(db, env={**env, **settings}) as server:
+                    run_level(server.url, db, systems, len(systems), 1, 120.0)  # every model loads first
+                    yield server.url, db
+
+            def profile(app: tuple[str, Path]) -> dict[str, float]:
+                url, db = app
+                return think_profile(url, db, systems, think=args.think_s, levels=args.levels, window=args.window_s)
+
+            measured = think_profiles(fresh_app, args.repeat, arms, profile)
+            figures.update(median_of_runs(measured["as configured"]))
+            if args.compare_settings:
+                compared = median_of_runs(measured[f"with {args.compare}"])
+                figures.update({f"{k}_compared": v for k, v in compared.items()})
         print(f"machine load (1, 5, 15 min) at the end: {tuple(round(x, 2) for x in os.getloadavg())}")
 
 
@@ -597,6 +672,18 @@ def report(figures: dict[str, float], args: argparse.Namespace) -> None:
                 bench_line(f"chat_p95_s_at_{n}_think", figures, ".2f", "s", target, f"no turn answered at N = {n}")
             )
         lines.append(bench_line("lost_or_duplicated_think", figures, ".0f", "", "<= 0", why))
+        if args.compare_settings:  # the second arm, side by side: reported, no target
+            lines.append(f"compared: the app with {args.compare}")
+            lines.append(bench_line("capacity_turns_per_s_compared", figures, ".2f", "turns/s", None, why))
+            for n in args.levels:
+                name = f"chat_p95_s_at_{n}_think"
+                lines.append(bench_line(f"{name}_compared", figures, ".2f", "s", None, f"no turn answered at N = {n}"))
+                if figures.get(name) and figures.get(f"{name}_compared") is not None:
+                    figures[f"{name}_compared_over_configured"] = figures[f"{name}_compared"] / figures[name]
+                lines.append(
+                    bench_line(f"{name}_compared_over_configured", figures, ".2f", "x", None, "an arm measured nothing")
+                )
+            lines.append(bench_line("lost_or_duplicated_think_compared", figures, ".0f", "", "<= 0", why))
     for line in lines:
         print(line)
 

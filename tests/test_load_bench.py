@@ -43,3 +43,49 @@ def test_percentiles_of_nothing_are_nan_not_an_error():
     bench = _load_bench()
     assert bench.pct([], 0.95) != bench.pct([], 0.95)  # nan
     assert bench.pct([3.0, 1.0, 2.0], 0.5) == 2.0
+
+
+def test_repeated_profiles_alternate_their_arms_and_report_medians(capsys):
+    """``--repeat`` / ``--compare``: each arm's runs against a fresh app, the arms alternating run by run (a change
+    in the machine's load falls on both), each figure the median of its runs, lost or duplicated turns summed."""
+    import contextlib
+
+    bench = _load_bench()
+    started: list[dict] = []
+
+    @contextlib.contextmanager
+    def fresh_app(settings):
+        started.append(settings)
+        yield len(started)
+
+    figures = {1: 3.0, 2: 9.0, 3: 5.0, 4: 1.0, 5: 4.0, 6: 2.0}  # p95 at 50 of the app started n-th
+
+    def profile(app):
+        return {"chat_p95_s_at_50_think": figures[app], "lost_or_duplicated_think": app % 2}
+
+    arms = {"as configured": {}, "with OMP_NUM_THREADS=1": {"OMP_NUM_THREADS": "1"}}
+    measured = bench.think_profiles(fresh_app, 3, arms, profile)
+    assert started == [{}, {"OMP_NUM_THREADS": "1"}] * 3
+    configured = bench.median_of_runs(measured["as configured"])
+    assert configured == {"chat_p95_s_at_50_think": 4.0, "lost_or_duplicated_think": 3}  # apps 1, 3, 5
+    assert bench.median_of_runs(measured["with OMP_NUM_THREADS=1"])["chat_p95_s_at_50_think"] == 2.0  # 2, 4, 6
+    out = capsys.readouterr().out
+    assert "3.00, 5.00, 4.00  (median 4.00)" in out and "run 3 of 3" in out
+    assert bench.median_of_runs([{"x": float("nan")}, {}]) == {}  # nothing measured: no figure, never nan
+
+
+def test_compare_takes_environment_settings_and_refuses_anything_else():
+    bench = _load_bench()
+    assert bench.app_settings("OMP_NUM_THREADS=1 CRS_UNICRS_SMALL_DECODER=llamacpp") == {
+        "OMP_NUM_THREADS": "1",
+        "CRS_UNICRS_SMALL_DECODER": "llamacpp",
+    }
+    for bad in ("OMP_NUM_THREADS", "omp=1", "=1", "  "):
+        try:
+            bench.app_settings(bad)
+        except ValueError:
+            continue
+        raise AssertionError(f"{bad!r} was taken")
+    args = bench.options(["--think-only", "--repeat", "2", "--compare", "OMP_NUM_THREADS=1"])
+    assert args.repeat == 2 and args.compare_settings == {"OMP_NUM_THREADS": "1"}
+    assert bench.options(["--think-only"]).compare_settings == {}
